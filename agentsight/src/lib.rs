@@ -1,0 +1,7 @@
+//! agentsight: what AI coding agents really did on a machine.
+//!
+//! Two evidence layers are kept apart: system evidence captured by the kernel
+//! programs (`capture`), and native evidence parsed from the agents' own
+//! transcripts (`sessions`). Data flows one way: sources → model → store → views.
+
+pub mod sessions;

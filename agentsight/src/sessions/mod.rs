@@ -1,0 +1,1 @@
+//! Native sessions: discovery and parsing of agent transcripts into one model.
