@@ -4,4 +4,12 @@
 //! programs (`capture`), and native evidence parsed from the agents' own
 //! transcripts (`sessions`). Data flows one way: sources → model → store → views.
 
+pub mod capture;
+pub mod cli;
+pub mod clock;
+pub mod privileges;
+pub mod procinfo;
+pub mod record;
 pub mod sessions;
+pub mod store;
+pub mod views;

@@ -1,1 +1,186 @@
+//! Helpers for agentsight's end-to-end tests: find the binary, make sure we
+//! are root, create the unprivileged test user, run `record`, read captures.
 
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Output},
+};
+
+/// The agentsight binary under test: `AGENTSIGHT_BIN`, else the workspace's
+/// release then debug build.
+pub fn bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("AGENTSIGHT_BIN") {
+        return PathBuf::from(p);
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for profile in ["release", "debug"] {
+        let p = root.join("target").join(profile).join("agentsight");
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("agentsight binary not built: run `cargo xtask test` (or set AGENTSIGHT_BIN)");
+}
+
+/// Capture tests load real kernel programs: they need root. They fail (not
+/// skip) otherwise, so a run that could not test the kernel is never green.
+pub fn require_root() {
+    assert!(
+        nix::unistd::Uid::effective().is_root(),
+        "the capture tests load kernel programs and must run as root (sudo cargo xtask test)"
+    );
+}
+
+pub const TEST_USER: &str = "agentsight-test";
+
+/// Creates (once) an unprivileged user for running recorded commands, with a
+/// home directory. Returns (uid, gid).
+pub fn test_user() -> (u32, u32) {
+    if nix::unistd::User::from_name(TEST_USER).ok().flatten().is_none() {
+        let out = Command::new("useradd")
+            .args(["--create-home", "--shell", "/bin/sh", TEST_USER])
+            .output()
+            .expect("run useradd");
+        // Another test may have created it concurrently.
+        assert!(
+            out.status.success() || String::from_utf8_lossy(&out.stderr).contains("already exists"),
+            "useradd failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let u = nix::unistd::User::from_name(TEST_USER)
+        .expect("lookup test user")
+        .expect("test user exists");
+    (u.uid.as_raw(), u.gid.as_raw())
+}
+
+/// A scratch directory readable and writable by the test user.
+pub fn scratch(name: &str) -> PathBuf {
+    let (uid, gid) = test_user();
+    let dir = std::env::temp_dir().join(format!("agentsight-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create scratch dir");
+    nix::unistd::chown(&dir, Some(uid.into()), Some(gid.into())).expect("chown scratch");
+    dir
+}
+
+/// Runs `agentsight record` as if invoked through sudo by the test user.
+pub fn record(db: &Path, extra: &[&str], command: &[&str]) -> Output {
+    let (uid, gid) = test_user();
+    Command::new(bin())
+        .arg("record")
+        .arg("--quiet")
+        .arg("-o")
+        .arg(db)
+        .args(extra)
+        .arg("--")
+        .args(command)
+        .env("SUDO_UID", uid.to_string())
+        .env("SUDO_GID", gid.to_string())
+        .env("SUDO_USER", TEST_USER)
+        .current_dir(db.parent().unwrap_or(Path::new("/")))
+        .output()
+        .expect("run agentsight record")
+}
+
+pub fn open(db: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .expect("open capture")
+}
+
+/// One row of the processes table, as the tests look at it.
+#[derive(Debug, Clone)]
+pub struct ProcRow {
+    pub id: i64,
+    pub pid: i64,
+    pub parent_id: Option<i64>,
+    pub origin: String,
+    pub argv: Vec<String>,
+    pub cwd: Option<String>,
+    pub exec_count: i64,
+    pub exit_code: Option<i64>,
+    pub signal: Option<i64>,
+    pub uid: Option<i64>,
+}
+
+pub fn processes(conn: &rusqlite::Connection) -> Vec<ProcRow> {
+    let mut st = conn
+        .prepare("SELECT id, pid, parent_id, origin, argv, cwd, exec_count, exit_code, signal, uid FROM processes ORDER BY id")
+        .expect("prepare");
+    st.query_map([], |r| {
+        let argv: Option<String> = r.get(4)?;
+        Ok(ProcRow {
+            id: r.get(0)?,
+            pid: r.get(1)?,
+            parent_id: r.get(2)?,
+            origin: r.get(3)?,
+            argv: argv.map(|a| serde_json::from_str(&a).expect("argv json")).unwrap_or_default(),
+            cwd: r.get(5)?,
+            exec_count: r.get(6)?,
+            exit_code: r.get(7)?,
+            signal: r.get(8)?,
+            uid: r.get(9)?,
+        })
+    })
+    .expect("query")
+    .collect::<Result<_, _>>()
+    .expect("rows")
+}
+
+/// One exec event (successful or failed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecRow {
+    pub kind: String,
+    pub pid: i64,
+    pub ppid: i64,
+    pub uid: i64,
+    pub process_id: i64,
+    pub argv: Vec<String>,
+    pub argc: Option<i64>,
+    pub argv_truncated: bool,
+    pub filename: String,
+    pub cwd: String,
+    pub cwd_status: String,
+    pub exe: Option<String>,
+    pub errno: Option<String>,
+}
+
+pub fn execs(conn: &rusqlite::Connection) -> Vec<ExecRow> {
+    let mut st = conn
+        .prepare(
+            "SELECT kind, pid, ppid, uid, process_id, argv, argc, argv_truncated, filename, cwd, cwd_status, exe, errno
+             FROM events WHERE kind IN ('exec', 'exec_failed') ORDER BY mono_ns",
+        )
+        .expect("prepare");
+    st.query_map([], |r| {
+        let argv: String = r.get(5)?;
+        Ok(ExecRow {
+            kind: r.get(0)?,
+            pid: r.get(1)?,
+            ppid: r.get(2)?,
+            uid: r.get(3)?,
+            process_id: r.get(4)?,
+            argv: serde_json::from_str(&argv).expect("argv json"),
+            argc: r.get(6)?,
+            argv_truncated: r.get::<_, Option<bool>>(7)?.unwrap_or(false),
+            filename: r.get(8)?,
+            cwd: r.get(9)?,
+            cwd_status: r.get(10)?,
+            exe: r.get(11)?,
+            errno: r.get(12)?,
+        })
+    })
+    .expect("query")
+    .collect::<Result<_, _>>()
+    .expect("rows")
+}
+
+pub fn meta(conn: &rusqlite::Connection, key: &str) -> Option<String> {
+    conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+        .ok()
+}
+
+/// Strings as owned argv.
+pub fn sv(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}

@@ -1,0 +1,116 @@
+//! Kernel struct offsets from `/sys/kernel/btf/vmlinux`, computed at load time
+//! so one binary works across kernels (Rust eBPF has no CO-RE relocations).
+
+use std::path::Path;
+
+use agentsight_common::Offsets;
+use btf_rs::{Btf, Type};
+
+#[derive(Debug, thiserror::Error)]
+pub enum BtfError {
+    #[error("cannot read kernel BTF from {path}: {reason}")]
+    Unreadable { path: String, reason: String },
+    #[error("kernel BTF has no struct `{0}`")]
+    NoStruct(String),
+    #[error("kernel BTF struct `{structure}` has no member `{member}`")]
+    NoMember { structure: String, member: String },
+    #[error("kernel BTF: {0}")]
+    Parse(String),
+}
+
+pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
+
+/// Reads the offsets the kernel programs need.
+pub fn kernel_offsets(path: &Path) -> Result<Offsets, BtfError> {
+    let btf = Btf::from_file(path).map_err(|e| BtfError::Unreadable {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    let f = |s: &str, m: &str| member_offset(&btf, s, m);
+    Ok(Offsets {
+        task_tgid: f("task_struct", "tgid")?,
+        task_pid: f("task_struct", "pid")?,
+        task_real_parent: f("task_struct", "real_parent")?,
+        task_exit_code: f("task_struct", "exit_code")?,
+        task_fs: f("task_struct", "fs")?,
+        fs_pwd: f("fs_struct", "pwd")?,
+        path_mnt: f("path", "mnt")?,
+        path_dentry: f("path", "dentry")?,
+        dentry_parent: f("dentry", "d_parent")?,
+        dentry_name: f("dentry", "d_name")?,
+        qstr_len: f("qstr", "len")?,
+        qstr_name: f("qstr", "name")?,
+        mount_mnt: f("mount", "mnt")?,
+        mount_parent: f("mount", "mnt_parent")?,
+        mount_mountpoint: f("mount", "mnt_mountpoint")?,
+        vfsmount_root: f("vfsmount", "mnt_root")?,
+        bprm_file: f("linux_binprm", "file")?,
+        bprm_filename: f("linux_binprm", "filename")?,
+        bprm_argc: f("linux_binprm", "argc")?,
+        file_path: f("file", "f_path")?,
+    })
+}
+
+/// Byte offset of `member` in `struct structure`, looking through anonymous
+/// structs and unions (the kernel nests many fields in them).
+pub fn member_offset(btf: &Btf, structure: &str, member: &str) -> Result<u32, BtfError> {
+    let types = btf
+        .resolve_types_by_name(structure)
+        .map_err(|_| BtfError::NoStruct(structure.to_owned()))?;
+    for ty in types {
+        if let Type::Struct(s) = ty
+            && let Some(bits) = find_member(btf, &s, member, 0)?
+        {
+            return Ok(bits / 8);
+        }
+    }
+    Err(BtfError::NoMember {
+        structure: structure.to_owned(),
+        member: member.to_owned(),
+    })
+}
+
+fn find_member(
+    btf: &Btf,
+    s: &btf_rs::Struct,
+    member: &str,
+    base_bits: u32,
+) -> Result<Option<u32>, BtfError> {
+    for m in &s.members {
+        let name = btf.resolve_name(m).unwrap_or_default();
+        if name == member {
+            return Ok(Some(base_bits + m.bit_offset()));
+        }
+        if name.is_empty() {
+            let inner = btf
+                .resolve_chained_type(m)
+                .map_err(|e| BtfError::Parse(e.to_string()))?;
+            if let Type::Struct(inner) | Type::Union(inner) = inner
+                && let Some(found) = find_member(btf, &inner, member, base_bits + m.bit_offset())?
+            {
+                return Ok(Some(found));
+            }
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_of_running_kernel_are_plausible() {
+        let path = Path::new(VMLINUX_BTF);
+        if !path.exists() {
+            panic!("{VMLINUX_BTF} missing: agentsight needs a kernel with BTF");
+        }
+        let off = kernel_offsets(path).expect("offsets");
+        // qstr is { union { struct { u32 hash; u32 len; }; u64 hash_len; }; const char *name; }
+        assert_eq!(off.qstr_len, 4);
+        assert_eq!(off.qstr_name, 8);
+        assert_eq!(off.path_mnt, 0);
+        assert_eq!(off.path_dentry, 8);
+        assert!(off.task_tgid > 0 && off.task_pid > 0 && off.task_fs > off.task_tgid);
+    }
+}

@@ -1,0 +1,279 @@
+//! Ring-buffer bytes → typed events. Kernel records are `#[repr(C)]` structs
+//! from `agentsight-common`; nothing here trusts a length it did not check.
+
+use agentsight_common::{
+    ARGV_MISSING, ARGV_READ_FAILED, ARGV_TRUNCATED, EventKind, ExecEvent, ExitEvent, ForkEvent,
+    Header, PATH_COMPLETE, PATH_DETACHED, PATH_NAME_CUT, PATH_READ_FAILED, PATH_TOO_DEEP,
+    PathRecord,
+};
+
+/// Fields every record carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventHeader {
+    pub kind: EventKind,
+    pub cpu: u32,
+    pub seq: u64,
+    pub mono_ns: u64,
+    pub tid: u32,
+    pub pid: u32,
+    pub ppid: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub comm: String,
+}
+
+/// A path rebuilt by the kernel, with how complete it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelPath {
+    /// The absolute path when complete; otherwise the part that was read,
+    /// prefixed with `…` where the top is missing.
+    pub path: String,
+    /// `complete`, or why not: `too_deep`, `name_cut`, `detached`, `read_failed`.
+    pub status: &'static str,
+}
+
+impl KernelPath {
+    pub fn is_complete(&self) -> bool {
+        self.status == "complete"
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Detail {
+    Fork {
+        child_pid: u32,
+        child_tid: u32,
+    },
+    Exec {
+        /// True for a successful exec, false for a failed one (see `errno`).
+        ok: bool,
+        errno: i32,
+        old_tid: u32,
+        filename: String,
+        /// Number of arguments the program was started with (0 when unknown: failed exec).
+        argc: u32,
+        argv: Vec<String>,
+        /// Some arguments (or the end of one) were not kept.
+        argv_truncated: bool,
+        /// Reading argv from the caller's memory failed, or it was never staged.
+        argv_incomplete: bool,
+        cwd: KernelPath,
+        exe: Option<KernelPath>,
+    },
+    Exit {
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+        core_dumped: bool,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub header: EventHeader,
+    pub detail: Detail,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecodeError {
+    #[error("record of {len} bytes is shorter than its {kind} layout ({need} bytes)")]
+    Short {
+        kind: &'static str,
+        len: usize,
+        need: usize,
+    },
+    #[error("record has unknown kind {0}")]
+    UnknownKind(u32),
+}
+
+fn read_record<T: Copy>(bytes: &[u8], kind: &'static str) -> Result<T, DecodeError> {
+    let need = std::mem::size_of::<T>();
+    if bytes.len() < need {
+        return Err(DecodeError::Short {
+            kind,
+            len: bytes.len(),
+            need,
+        });
+    }
+    // Safety: length checked; T is a repr(C) POD record valid for any bytes;
+    // read_unaligned copes with the ring buffer's 8-byte alignment.
+    Ok(unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const T) })
+}
+
+/// Text up to the first NUL; invalid UTF-8 is replaced (U+FFFD), never dropped.
+pub fn c_string(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+fn header(h: &Header) -> Result<EventHeader, DecodeError> {
+    let kind = EventKind::from_u32(h.kind).ok_or(DecodeError::UnknownKind(h.kind))?;
+    Ok(EventHeader {
+        kind,
+        cpu: h.cpu,
+        seq: h.seq,
+        mono_ns: h.mono_ns,
+        tid: h.tid,
+        pid: h.pid,
+        ppid: h.ppid,
+        uid: h.uid,
+        gid: h.gid,
+        comm: c_string(&h.comm),
+    })
+}
+
+pub fn kernel_path(rec: &PathRecord) -> KernelPath {
+    let depth = (rec.depth as usize).min(rec.names.len());
+    let mut path = String::new();
+    for name in rec.names[..depth].iter().rev() {
+        path.push('/');
+        path.push_str(&c_string(name));
+    }
+    let status = if rec.flags & PATH_READ_FAILED != 0 {
+        "read_failed"
+    } else if rec.flags & PATH_DETACHED != 0 {
+        "detached"
+    } else if rec.flags & PATH_TOO_DEEP != 0 {
+        "too_deep"
+    } else if rec.flags & PATH_NAME_CUT != 0 {
+        "name_cut"
+    } else if rec.flags & PATH_COMPLETE != 0 {
+        "complete"
+    } else {
+        "read_failed"
+    };
+    if status == "complete" {
+        if path.is_empty() {
+            path.push('/');
+        }
+    } else {
+        // Say so in the value itself: never present a partial path as whole.
+        path.insert(0, '…');
+    }
+    KernelPath { path, status }
+}
+
+/// Splits the NUL-separated argv buffer into arguments.
+fn split_argv(buf: &[u8], len: u32, kept: u32) -> Vec<String> {
+    let len = (len as usize).min(buf.len());
+    let mut out: Vec<String> = buf[..len]
+        .split(|&b| b == 0)
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+        .collect();
+    // A buffer that ends in NUL yields one empty tail element: drop it, but
+    // keep genuine empty arguments (kept tells how many there are).
+    out.truncate(kept as usize);
+    out
+}
+
+pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
+    let h: Header = read_record(bytes, "header")?;
+    let header = header(&h)?;
+    let detail = match header.kind {
+        EventKind::Fork => {
+            let ev: ForkEvent = read_record(bytes, "fork")?;
+            Detail::Fork {
+                child_pid: ev.child_pid,
+                child_tid: ev.child_tid,
+            }
+        }
+        EventKind::Exec | EventKind::ExecFailed => {
+            let ev: Box<ExecEvent> = Box::new(read_record(bytes, "exec")?);
+            let ok = header.kind == EventKind::Exec;
+            let argv = split_argv(&ev.argv, ev.argv_len, ev.argv_kept);
+            let argv_truncated = ev.argv_flags & ARGV_TRUNCATED != 0
+                || (ok && ev.argc > ev.argv_kept && ev.argv_flags & ARGV_MISSING == 0);
+            Detail::Exec {
+                ok,
+                errno: ev.errno,
+                old_tid: ev.old_tid,
+                filename: c_string(&ev.filename),
+                argc: ev.argc,
+                argv,
+                argv_truncated,
+                argv_incomplete: ev.argv_flags & (ARGV_READ_FAILED | ARGV_MISSING) != 0,
+                cwd: kernel_path(&ev.cwd),
+                exe: ok.then(|| kernel_path(&ev.exe)),
+            }
+        }
+        EventKind::Exit => {
+            let ev: ExitEvent = read_record(bytes, "exit")?;
+            let code = ev.exit_code;
+            let sig = (code & 0x7f) as i32;
+            if sig == 0 {
+                Detail::Exit {
+                    exit_code: Some(((code >> 8) & 0xff) as i32),
+                    signal: None,
+                    core_dumped: false,
+                }
+            } else {
+                Detail::Exit {
+                    exit_code: None,
+                    signal: Some(sig),
+                    core_dumped: code & 0x80 != 0,
+                }
+            }
+        }
+    };
+    Ok(Event { header, detail })
+}
+
+/// Errno number → symbolic name (`ENOENT`), via libc's table of names.
+pub fn errno_name(errno: i32) -> String {
+    nix::errno::Errno::from_raw(errno)
+        .to_string()
+        .split(':')
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentsight_common::{PATH_DEPTH, PATH_NAME_MAX};
+
+    fn path_rec(names: &[&str], flags: u32) -> PathRecord {
+        let mut rec = PathRecord {
+            depth: names.len() as u32,
+            flags,
+            names: [[0; PATH_NAME_MAX]; PATH_DEPTH],
+        };
+        for (i, n) in names.iter().enumerate() {
+            rec.names[i][..n.len()].copy_from_slice(n.as_bytes());
+        }
+        rec
+    }
+
+    #[test]
+    fn path_is_rebuilt_leaf_first() {
+        let p = kernel_path(&path_rec(&["c", "b", "a"], PATH_COMPLETE));
+        assert_eq!(p.path, "/a/b/c");
+        assert_eq!(p.status, "complete");
+        let root = kernel_path(&path_rec(&[], PATH_COMPLETE));
+        assert_eq!(root.path, "/");
+    }
+
+    #[test]
+    fn partial_path_is_marked() {
+        let p = kernel_path(&path_rec(&["c", "b"], PATH_TOO_DEEP));
+        assert_eq!(p.path, "…/b/c");
+        assert_eq!(p.status, "too_deep");
+    }
+
+    #[test]
+    fn argv_keeps_empty_arguments() {
+        let buf = b"echo\0\0x\0";
+        assert_eq!(split_argv(buf, 8, 3), vec!["echo", "", "x"]);
+    }
+
+    #[test]
+    fn short_record_is_an_error() {
+        assert!(matches!(decode(&[0u8; 4]), Err(DecodeError::Short { .. })));
+    }
+
+    #[test]
+    fn errno_names() {
+        assert_eq!(errno_name(2), "ENOENT");
+        assert_eq!(errno_name(13), "EACCES");
+    }
+}

@@ -1,0 +1,250 @@
+//! Loading and attaching the kernel programs, and the maps user space drives.
+
+use std::path::Path;
+
+use agentsight_common::{EventKind, KIND_SLOTS, LOSS_SLOT_TRACK_FULL};
+use aya::{
+    Btf, Ebpf, EbpfLoader,
+    maps::{HashMap, MapData, PerCpuArray, RingBuf},
+    programs::{BtfTracePoint, TracePoint},
+};
+
+use super::btf::{BtfError, VMLINUX_BTF, kernel_offsets};
+
+/// The kernel object built by build.rs, embedded in the binary.
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/agentsight"));
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(
+        "this agentsight binary was built without its kernel programs (AYA_BUILD_SKIP); rebuild without it"
+    )]
+    NoObject,
+    #[error(transparent)]
+    Btf(#[from] BtfError),
+    #[error("loading the kernel programs failed: {0}")]
+    Load(String),
+    #[error("map {0} missing from the kernel object")]
+    MissingMap(&'static str),
+    #[error("map {name}: {reason}")]
+    Map { name: &'static str, reason: String },
+    #[error("no kernel program could be attached: {0}")]
+    NothingAttached(String),
+}
+
+/// How a program is attached.
+#[derive(Clone, Copy, Debug)]
+pub enum Hook {
+    /// Classic tracepoint (category, name): needs tracefs.
+    TracePoint(&'static str, &'static str),
+    /// BTF tracepoint by name.
+    BtfTracePoint(&'static str),
+}
+
+/// Programs in the object, with the hook each attaches to.
+pub const PROGRAMS: &[(&str, Hook)] = &[
+    ("sched_process_fork", Hook::BtfTracePoint("sched_process_fork")),
+    ("sched_process_exec", Hook::BtfTracePoint("sched_process_exec")),
+    ("sched_process_exit", Hook::BtfTracePoint("sched_process_exit")),
+    ("sys_enter_execve", Hook::TracePoint("syscalls", "sys_enter_execve")),
+    ("sys_enter_execveat", Hook::TracePoint("syscalls", "sys_enter_execveat")),
+    ("sys_exit_execve", Hook::TracePoint("syscalls", "sys_exit_execve")),
+    ("sys_exit_execveat", Hook::TracePoint("syscalls", "sys_exit_execveat")),
+];
+
+/// Outcome of attaching one program; stored with the capture.
+#[derive(Clone, Debug)]
+pub struct ProgramStatus {
+    pub name: String,
+    pub hook: String,
+    pub error: Option<String>,
+}
+
+/// Loaded, attached programs and the maps user space uses.
+pub struct Probes {
+    pub ebpf: Ebpf,
+    pub tracked: HashMap<MapData, u32, u8>,
+    pub loss: PerCpuArray<MapData, u64>,
+    pub programs: Vec<ProgramStatus>,
+    /// A note about tracefs, when we had to mount it.
+    pub tracefs_note: Option<String>,
+}
+
+pub const TRACEFS: &str = "/sys/kernel/tracing";
+
+/// Classic tracepoints attach through tracefs, which is not mounted at boot
+/// on some machines: mount it, and say so.
+pub fn ensure_tracefs() -> Result<Option<String>, String> {
+    if Path::new(TRACEFS).join("events").exists() {
+        return Ok(None);
+    }
+    nix::mount::mount(
+        Some("nodev"),
+        TRACEFS,
+        Some("tracefs"),
+        nix::mount::MsFlags::empty(),
+        None::<&str>,
+    )
+    .map_err(|e| {
+        format!(
+            "tracefs is not mounted at {TRACEFS} and mounting it failed ({e}); run `mount -t tracefs nodev {TRACEFS}` as root"
+        )
+    })?;
+    Ok(Some(format!("mounted tracefs at {TRACEFS}")))
+}
+
+impl Probes {
+    /// Loads the object, attaches every program it can, and reports each
+    /// program's outcome. Fails only when nothing at all could be attached.
+    pub fn load(ring_bytes: u32) -> Result<Self, LoadError> {
+        if OBJECT.is_empty() {
+            return Err(LoadError::NoObject);
+        }
+        let offsets = kernel_offsets(Path::new(VMLINUX_BTF))?;
+        let btf = Btf::from_sys_fs().map_err(|e| LoadError::Load(format!("kernel BTF: {e}")))?;
+        let mut ebpf = EbpfLoader::new()
+            .btf(Some(&btf))
+            .override_global("OFFSETS", &offsets, true)
+            .map_max_entries("EVENTS", ring_bytes)
+            .load(OBJECT)
+            .map_err(|e| LoadError::Load(error_chain(&e)))?;
+
+        let tracefs = ensure_tracefs();
+        let mut programs = Vec::new();
+        for &(name, hook) in PROGRAMS {
+            let hook_name = match hook {
+                Hook::TracePoint(c, n) => format!("tracepoint/{c}/{n}"),
+                Hook::BtfTracePoint(n) => format!("tp_btf/{n}"),
+            };
+            let error = attach(&mut ebpf, &btf, name, hook, &tracefs).err();
+            if let Some(e) = &error {
+                tracing::warn!(program = name, hook = %hook_name, "not attached: {e}");
+            }
+            programs.push(ProgramStatus {
+                name: name.to_owned(),
+                hook: hook_name,
+                error,
+            });
+        }
+        if programs.iter().all(|p| p.error.is_some()) {
+            let why = programs
+                .iter()
+                .filter_map(|p| p.error.as_deref().map(|e| format!("{}: {e}", p.name)))
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Err(LoadError::NothingAttached(why));
+        }
+
+        let tracked = take_map(&mut ebpf, "TRACKED")?;
+        let tracked = HashMap::try_from(tracked).map_err(|e| LoadError::Map {
+            name: "TRACKED",
+            reason: e.to_string(),
+        })?;
+        let loss = take_map(&mut ebpf, "LOSS")?;
+        let loss = PerCpuArray::try_from(loss).map_err(|e| LoadError::Map {
+            name: "LOSS",
+            reason: e.to_string(),
+        })?;
+        Ok(Self {
+            ebpf,
+            tracked,
+            loss,
+            programs,
+            tracefs_note: tracefs.ok().flatten(),
+        })
+    }
+
+    /// The ring buffer, taken once by the reader.
+    pub fn take_ring(&mut self) -> Result<RingBuf<MapData>, LoadError> {
+        let map = take_map(&mut self.ebpf, "EVENTS")?;
+        RingBuf::try_from(map).map_err(|e| LoadError::Map {
+            name: "EVENTS",
+            reason: e.to_string(),
+        })
+    }
+
+    pub fn track(&mut self, pid: u32) -> Result<(), LoadError> {
+        self.tracked.insert(pid, 1, 0).map_err(|e| LoadError::Map {
+            name: "TRACKED",
+            reason: format!("insert {pid}: {e}"),
+        })
+    }
+
+    /// Kernel-side loss so far, summed over CPUs: (kind name, count).
+    pub fn loss_counts(&self) -> Vec<(&'static str, u64)> {
+        let mut out = Vec::new();
+        for slot in 1..KIND_SLOTS {
+            let name = match EventKind::from_u32(slot) {
+                Some(k) => k.name(),
+                None if slot == LOSS_SLOT_TRACK_FULL => "tracked_map_full",
+                None => continue,
+            };
+            let total = match self.loss.get(&slot, 0) {
+                Ok(values) => values.iter().sum(),
+                Err(e) => {
+                    tracing::warn!("reading loss counter {name}: {e}");
+                    0
+                }
+            };
+            out.push((name, total));
+        }
+        out
+    }
+}
+
+fn take_map(ebpf: &mut Ebpf, name: &'static str) -> Result<aya::maps::Map, LoadError> {
+    ebpf.take_map(name).ok_or(LoadError::MissingMap(name))
+}
+
+fn attach(
+    ebpf: &mut Ebpf,
+    btf: &Btf,
+    name: &str,
+    hook: Hook,
+    tracefs: &Result<Option<String>, String>,
+) -> Result<(), String> {
+    let program = ebpf
+        .program_mut(name)
+        .ok_or_else(|| format!("program {name} missing from the kernel object"))?;
+    match hook {
+        Hook::TracePoint(category, tp) => {
+            if let Err(e) = tracefs {
+                return Err(e.clone());
+            }
+            let p: &mut TracePoint = program.try_into().map_err(|e| error_chain(&e))?;
+            p.load().map_err(|e| error_chain(&e))?;
+            p.attach(category, tp).map_err(|e| error_chain(&e))?;
+        }
+        Hook::BtfTracePoint(tp) => {
+            let p: &mut BtfTracePoint = program.try_into().map_err(|e| error_chain(&e))?;
+            p.load(tp, btf).map_err(|e| error_chain(&e))?;
+            p.attach().map_err(|e| error_chain(&e))?;
+        }
+    }
+    Ok(())
+}
+
+/// An error with its sources, on one line (aya nests the useful part). A
+/// verifier log is cut to its last lines, which say why the load failed.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let full = full_chain(e);
+    let lines: Vec<&str> = full.lines().collect();
+    if lines.len() <= 4 {
+        return lines.join(" ");
+    }
+    format!("{} … {}", lines[0], lines[lines.len() - 3..].join(" "))
+}
+
+fn full_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(src) = cur {
+        let part = src.to_string();
+        if !s.contains(&part) {
+            s.push_str(": ");
+            s.push_str(&part);
+        }
+        cur = src.source();
+    }
+    s
+}

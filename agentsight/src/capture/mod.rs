@@ -1,0 +1,6 @@
+//! System evidence: the kernel programs' records, from loading to decoding.
+
+pub mod btf;
+pub mod decode;
+pub mod loader;
+pub mod reader;

@@ -1,0 +1,210 @@
+//! The command line: parses arguments, calls the library, and turns errors
+//! into one clear line on stderr with a meaningful exit status.
+
+use std::{ffi::OsString, io::Write, path::PathBuf, time::Duration};
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::{
+    procinfo::AgentName,
+    record::{self, RecordOptions},
+    store::Capture,
+    views,
+};
+
+#[derive(Parser, Debug)]
+#[command(name = "agentsight", version, about = "What AI coding agents really did on this machine")]
+pub struct Cli {
+    /// More log output (-v info, -vv debug). RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Record an agent's process tree into a SQLite capture (needs root).
+    Record(RecordArgs),
+    /// Summarise a capture: run facts, loss, counts, the process tree.
+    Show(ShowArgs),
+    /// Export a capture's events, one JSON object per line, by time.
+    Export(ExportArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RecordArgs {
+    /// Capture file to create [default: ./agentsight-YYYYmmdd-HHMMSS.db].
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Record an already-running process and its descendants (repeatable).
+    #[arg(long = "pid")]
+    pub pids: Vec<u32>,
+    /// Track every process of this agent, running now or started later.
+    #[arg(long, value_enum)]
+    pub agent: Option<AgentName>,
+    /// Run the command as this user instead of the one who invoked sudo.
+    #[arg(long)]
+    pub user: Option<String>,
+    /// Stop after this long, e.g. 30s, 5m, 1h.
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Kernel ring buffer size in MiB (a power of two).
+    #[arg(long, default_value_t = 16, value_parser = parse_ring_mib)]
+    pub ring_mib: u32,
+    /// No live status line and no summary.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// The command to run and record.
+    #[arg(last = true)]
+    pub command: Vec<OsString>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ShowArgs {
+    /// The capture to read (opened read-only).
+    #[arg(long)]
+    pub db: PathBuf,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ExportFormat {
+    Jsonl,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ExportArgs {
+    /// The capture to read (opened read-only).
+    #[arg(long)]
+    pub db: PathBuf,
+    #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
+    pub format: ExportFormat,
+}
+
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("bad duration {s:?}: use e.g. 30s, 5m, 1h"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "ms" => n / 1000.0,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        "d" => n * 86400.0,
+        _ => return Err(format!("bad duration unit {unit:?}: use ms, s, m, h or d")),
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("bad duration {s:?}"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn parse_ring_mib(s: &str) -> Result<u32, String> {
+    let n: u32 = s.parse().map_err(|_| format!("bad size {s:?}"))?;
+    if n == 0 || !n.is_power_of_two() || n > 1024 {
+        return Err("ring buffer size must be a power of two between 1 and 1024 MiB".into());
+    }
+    Ok(n)
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+/// Runs the CLI; returns the process exit status.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("agentsight: error: {e:#}");
+            2
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<i32> {
+    match cli.command {
+        Cmd::Record(a) => cmd_record(a),
+        Cmd::Show(a) => {
+            let cap = Capture::open(&a.db)?;
+            let text = views::show::summary(&cap)?;
+            write_stdout(text.as_bytes())?;
+            Ok(0)
+        }
+        Cmd::Export(a) => {
+            let cap = Capture::open(&a.db)?;
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            match a.format {
+                ExportFormat::Jsonl => match views::export::jsonl(&cap, &mut out) {
+                    Ok(_) => {}
+                    // A closed pipe (`| head`) is not an error.
+                    Err(views::export::ExportError::Io(e))
+                        if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+                    Err(e) => return Err(e).with_context(|| format!("exporting {}", a.db.display())),
+                },
+            }
+            Ok(0)
+        }
+    }
+}
+
+fn write_stdout(bytes: &[u8]) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|_| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+fn cmd_record(a: RecordArgs) -> Result<i32> {
+    if a.command.is_empty() && a.pids.is_empty() && a.agent.is_none() {
+        bail!("nothing to record: give a command after --, or --pid PID, or --agent NAME");
+    }
+    let opts = RecordOptions {
+        output: a.output.unwrap_or_else(record::default_output),
+        command: a.command,
+        pids: a.pids,
+        agent: a.agent,
+        user: a.user,
+        duration: a.duration,
+        ring_bytes: a.ring_mib * 1024 * 1024,
+        quiet: a.quiet,
+    };
+    let outcome = record::run(&opts)?;
+    if !opts.quiet {
+        eprint!("{}", record::summary_text(&outcome));
+    }
+    if outcome.store_error.is_some() && outcome.command_status.is_none() {
+        return Ok(1);
+    }
+    Ok(outcome.command_status.unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_duration("5x").is_err());
+    }
+}

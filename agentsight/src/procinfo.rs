@@ -1,0 +1,183 @@
+//! What /proc says about processes that existed before recording started:
+//! used to seed `--pid` trees and to recognise agents for `--agent`.
+
+use std::collections::{BTreeSet, HashMap};
+
+use procfs::process::{Process, all_processes};
+
+use crate::store::ProcessSeed;
+
+/// One process as /proc shows it.
+#[derive(Clone, Debug)]
+pub struct ProcInfo {
+    pub pid: u32,
+    pub ppid: u32,
+    /// Start time in ns since boot (from `stat.starttime`, CLOCK_BOOTTIME).
+    pub start_ns: u64,
+    pub comm: String,
+    pub argv: Vec<String>,
+    pub cwd: Option<String>,
+    pub exe: Option<String>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+}
+
+impl ProcInfo {
+    pub fn read(pid: u32) -> Option<Self> {
+        let p = Process::new(pid as i32).ok()?;
+        Self::from_process(&p)
+    }
+
+    fn from_process(p: &Process) -> Option<Self> {
+        let stat = p.stat().ok()?;
+        let ticks = procfs::ticks_per_second().max(1);
+        let status = p.status().ok();
+        Some(Self {
+            pid: stat.pid as u32,
+            ppid: stat.ppid as u32,
+            start_ns: stat.starttime * (1_000_000_000 / ticks),
+            comm: stat.comm.clone(),
+            argv: p.cmdline().unwrap_or_default(),
+            cwd: p.cwd().ok().map(|c| c.display().to_string()),
+            exe: p.exe().ok().map(|c| c.display().to_string()),
+            uid: status.as_ref().map(|s| s.euid),
+            gid: status.as_ref().map(|s| s.egid),
+        })
+    }
+
+    pub fn seed(&self, origin: &'static str) -> ProcessSeed {
+        ProcessSeed {
+            pid: self.pid,
+            start_mono_ns: self.start_ns,
+            ppid: self.ppid,
+            origin,
+            comm: Some(self.comm.clone()),
+            argv: Some(self.argv.clone()),
+            cwd: self.cwd.clone(),
+            exe: self.exe.clone(),
+            uid: self.uid,
+            gid: self.gid,
+        }
+    }
+}
+
+/// Every process visible now.
+pub fn snapshot() -> Vec<ProcInfo> {
+    match all_processes() {
+        Ok(iter) => iter
+            .filter_map(|p| p.ok())
+            .filter_map(|p| ProcInfo::from_process(&p))
+            .collect(),
+        Err(e) => {
+            tracing::warn!("cannot list /proc: {e}");
+            Vec::new()
+        }
+    }
+}
+
+/// `roots` and all their descendants in `procs`, parents before children.
+pub fn tree_of(procs: &[ProcInfo], roots: &BTreeSet<u32>) -> Vec<ProcInfo> {
+    let mut children: HashMap<u32, Vec<&ProcInfo>> = HashMap::new();
+    for p in procs {
+        children.entry(p.ppid).or_default().push(p);
+    }
+    let by_pid: HashMap<u32, &ProcInfo> = procs.iter().map(|p| (p.pid, p)).collect();
+    let mut out = Vec::new();
+    let mut seen = BTreeSet::new();
+    let mut stack: Vec<&ProcInfo> = roots.iter().filter_map(|r| by_pid.get(r).copied()).collect();
+    while let Some(p) = stack.pop() {
+        if !seen.insert(p.pid) {
+            continue;
+        }
+        out.push(p.clone());
+        if let Some(kids) = children.get(&p.pid) {
+            stack.extend(kids.iter().copied());
+        }
+    }
+    out
+}
+
+/// Agents `--agent` knows how to recognise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AgentName {
+    Claude,
+    Codex,
+    Gemini,
+    Cursor,
+    /// Any of the above.
+    Auto,
+}
+
+impl AgentName {
+    fn matches_one(self, argv: &[String], exe: Option<&str>) -> bool {
+        // Markers in executable paths and arguments: the package or binary
+        // each agent ships as. The 15-character comm is not used: node-based
+        // agents all show up as "node".
+        let (basenames, markers): (&[&str], &[&str]) = match self {
+            Self::Claude => (&["claude"], &["@anthropic-ai/claude-code", "/claude-code/"]),
+            Self::Codex => (&["codex"], &["@openai/codex", "/codex-x86_64-", "/codex-aarch64-"]),
+            Self::Gemini => (&["gemini"], &["@google/gemini-cli"]),
+            Self::Cursor => (&["cursor-agent", "cursor"], &["/cursor-agent/", ".cursor-server/"]),
+            Self::Auto => return false,
+        };
+        let base = |s: &str| s.rsplit('/').next().unwrap_or(s).to_owned();
+        let exe_hit = exe.is_some_and(|e| {
+            basenames.contains(&base(e).as_str()) || markers.iter().any(|m| e.contains(m))
+        });
+        // argv[0] names the program; for interpreters (node) argv[1] is the script.
+        let arg_hit = argv.iter().take(2).any(|a| {
+            basenames.contains(&base(a).as_str()) || markers.iter().any(|m| a.contains(m))
+        });
+        exe_hit || arg_hit
+    }
+
+    pub fn matches(self, p: &ProcInfo) -> bool {
+        let exe = p.exe.as_deref();
+        match self {
+            Self::Auto => [Self::Claude, Self::Codex, Self::Gemini, Self::Cursor]
+                .iter()
+                .any(|a| a.matches_one(&p.argv, exe)),
+            one => one.matches_one(&p.argv, exe),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(pid: u32, ppid: u32, argv: &[&str], exe: &str) -> ProcInfo {
+        ProcInfo {
+            pid,
+            ppid,
+            start_ns: 0,
+            comm: "x".into(),
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            cwd: None,
+            exe: Some(exe.into()),
+            uid: None,
+            gid: None,
+        }
+    }
+
+    #[test]
+    fn agents_are_recognised_by_path_and_argv() {
+        let claude = info(1, 0, &["node", "/usr/lib/node_modules/@anthropic-ai/claude-code/cli.js"], "/usr/bin/node");
+        let codex = info(2, 0, &["/home/u/.npm/bin/codex", "exec"], "/opt/x/@openai/codex/vendor/codex-x86_64-unknown-linux-musl");
+        let plain_node = info(3, 0, &["node", "server.js"], "/usr/bin/node");
+        assert!(AgentName::Claude.matches(&claude));
+        assert!(!AgentName::Codex.matches(&claude));
+        assert!(AgentName::Codex.matches(&codex));
+        assert!(AgentName::Auto.matches(&codex));
+        assert!(!AgentName::Auto.matches(&plain_node));
+    }
+
+    #[test]
+    fn tree_includes_descendants_only() {
+        let procs = vec![info(10, 1, &["a"], "/a"), info(11, 10, &["b"], "/b"), info(12, 11, &["c"], "/c"), info(13, 1, &["d"], "/d")];
+        let t = tree_of(&procs, &BTreeSet::from([10]));
+        let mut pids: Vec<u32> = t.iter().map(|p| p.pid).collect();
+        pids.sort();
+        assert_eq!(pids, vec![10, 11, 12]);
+    }
+}

@@ -1,0 +1,548 @@
+//! `agentsight record`: load the kernel programs, start or adopt the agent's
+//! process tree, and stream everything into a capture until the run ends.
+
+use std::{
+    collections::BTreeSet,
+    ffi::OsString,
+    io::IsTerminal,
+    os::{
+        fd::{AsFd, AsRawFd},
+        unix::process::CommandExt,
+    },
+    path::{Path, PathBuf},
+    process::{Child, Command},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicI32, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use aya::maps::IterableMap;
+
+use crate::{
+    capture::{
+        loader::Probes,
+        reader::{self, ReaderStats},
+    },
+    clock::{Anchor, mono_now_ns, rfc3339_ns},
+    privileges::{self, TargetUser},
+    procinfo::{self, AgentName},
+    store::{ProcessSeed, StoreMsg, Writer},
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error(transparent)]
+    Privilege(#[from] privileges::PrivilegeError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Load(#[from] crate::capture::loader::LoadError),
+    #[error("nothing to record: give a command after --, or --pid, or --agent")]
+    NoTarget,
+    #[error("--pid {0}: no such process")]
+    NoSuchPid(u32),
+    #[error("cannot start {program}: {reason}")]
+    Spawn { program: String, reason: String },
+    #[error("{0}")]
+    Other(String),
+}
+
+/// What to record and how.
+#[derive(Clone, Debug)]
+pub struct RecordOptions {
+    pub output: PathBuf,
+    pub command: Vec<OsString>,
+    pub pids: Vec<u32>,
+    pub agent: Option<AgentName>,
+    pub user: Option<String>,
+    pub duration: Option<Duration>,
+    pub ring_bytes: u32,
+    pub quiet: bool,
+}
+
+/// How the run ended, for the summary and the exit status.
+#[derive(Debug)]
+pub struct RecordOutcome {
+    pub output: PathBuf,
+    /// The command's exit status, mapped like a shell does (128 + signal).
+    pub command_status: Option<i32>,
+    pub events: u64,
+    pub processes: u64,
+    pub lost: u64,
+    pub gap_missing: u64,
+    pub failed_programs: Vec<String>,
+    pub end_reason: String,
+    pub store_error: Option<String>,
+    pub elapsed: Duration,
+}
+
+/// Signals that ask us to stop, counted by the handler thread.
+struct Signals {
+    interrupt: Arc<AtomicI32>,
+    terminate: Arc<AtomicI32>,
+}
+
+fn install_signals() -> Result<Signals, RecordError> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let interrupt = Arc::new(AtomicI32::new(0));
+    let terminate = Arc::new(AtomicI32::new(0));
+    let mut sigs = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
+        .map_err(|e| RecordError::Other(format!("cannot install signal handlers: {e}")))?;
+    let (i, t) = (interrupt.clone(), terminate.clone());
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            for s in sigs.forever() {
+                if s == SIGINT {
+                    i.fetch_add(1, Ordering::SeqCst);
+                } else {
+                    t.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        })
+        .map_err(|e| RecordError::Other(format!("cannot start signal thread: {e}")))?;
+    Ok(Signals {
+        interrupt,
+        terminate,
+    })
+}
+
+/// Host facts for the metadata table.
+fn host_meta() -> Vec<(String, String)> {
+    let uname = nix::sys::utsname::uname().ok();
+    let host = uname
+        .as_ref()
+        .map(|u| u.nodename().to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let kernel = uname
+        .as_ref()
+        .map(|u| format!("{} {}", u.release().to_string_lossy(), u.machine().to_string_lossy()))
+        .unwrap_or_default();
+    vec![
+        ("tool_version".into(), env!("CARGO_PKG_VERSION").into()),
+        ("host".into(), host),
+        ("kernel".into(), kernel),
+    ]
+}
+
+pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
+    if opts.command.is_empty() && opts.pids.is_empty() && opts.agent.is_none() {
+        return Err(RecordError::NoTarget);
+    }
+    privileges::check_root()?;
+    let user = if opts.command.is_empty() {
+        None
+    } else {
+        Some(privileges::target_user(opts.user.as_deref())?)
+    };
+    for &pid in &opts.pids {
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            return Err(RecordError::NoSuchPid(pid));
+        }
+    }
+
+    // The output first: an unwritable path fails before anything is loaded.
+    let start = Anchor::now("start");
+    let writer = Writer::create(&opts.output, start)?;
+    let owner = privileges::file_owner();
+    if let Err(e) = privileges::give_to(&opts.output, owner) {
+        tracing::warn!("cannot give {} to the invoking user: {e}", opts.output.display());
+    }
+    let tx = writer.sender();
+    let meta = |k: &str, v: String| {
+        let _ = tx.send(StoreMsg::Meta(k.to_owned(), v));
+    };
+    for (k, v) in host_meta() {
+        meta(&k, v);
+    }
+    meta("started_at", rfc3339_ns(start.wall_ns));
+    meta("complete", "false".into());
+    meta("recorder_pid", std::process::id().to_string());
+    meta("ring_buffer_bytes", opts.ring_bytes.to_string());
+    let command: Vec<String> = opts
+        .command
+        .iter()
+        .map(|s| s.to_string_lossy().into_owned())
+        .collect();
+    meta("command", serde_json::to_string(&command).unwrap_or_default());
+    meta("target_pids", serde_json::to_string(&opts.pids).unwrap_or_default());
+    meta(
+        "target_agent",
+        opts.agent.map(|a| format!("{a:?}").to_lowercase()).unwrap_or_default(),
+    );
+    if let Some(u) = &user {
+        meta("run_as", format!("{} (uid {}, gid {})", u.name, u.uid, u.gid));
+    }
+
+    let mut probes = match Probes::load(opts.ring_bytes) {
+        Ok(p) => p,
+        Err(e) => {
+            meta("load_error", e.to_string());
+            let _ = writer.finish(&[], &[("ended_at".into(), rfc3339_ns(Anchor::now("stop").wall_ns))]);
+            return Err(e.into());
+        }
+    };
+    let programs_json: Vec<serde_json::Value> = probes
+        .programs
+        .iter()
+        .map(|p| serde_json::json!({"name": p.name, "hook": p.hook, "attached": p.error.is_none(), "error": p.error}))
+        .collect();
+    meta("programs", serde_json::Value::Array(programs_json).to_string());
+    if let Some(note) = &probes.tracefs_note {
+        tracing::info!("{note}");
+        meta("tracefs", note.clone());
+    }
+    let failed_programs: Vec<String> = probes
+        .programs
+        .iter()
+        .filter_map(|p| p.error.as_ref().map(|e| format!("{} ({}): {e}", p.name, p.hook)))
+        .collect();
+    for f in &failed_programs {
+        if !opts.quiet {
+            eprintln!("agentsight: warning: program not attached: {f}");
+        }
+    }
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let stats = Arc::new(ReaderStats::default());
+    let ring = probes.take_ring()?;
+    let reader = reader::spawn(ring, writer.sender(), stop.clone(), stats.clone())
+        .map_err(|e| RecordError::Other(format!("cannot start ring reader: {e}")))?;
+    let signals = install_signals()?;
+
+    // Adopt existing trees.
+    let mut agent_known: BTreeSet<u32> = BTreeSet::new();
+    if !opts.pids.is_empty() {
+        let procs = procinfo::snapshot();
+        let roots: BTreeSet<u32> = opts.pids.iter().copied().collect();
+        adopt(&mut probes, &tx, &procinfo::tree_of(&procs, &roots), "seeded", &mut agent_known);
+    }
+    if let Some(agent) = opts.agent {
+        scan_agents(&mut probes, &tx, agent, &mut agent_known);
+    }
+
+    // Start the command, tracked from before its first instruction.
+    let mut child = match (&user, opts.command.is_empty()) {
+        (Some(u), false) => Some(spawn_tracked(&probes, u, &opts.command, &tx)?),
+        _ => None,
+    };
+
+    let started = Instant::now();
+    let tty = std::io::stderr().is_terminal() && !opts.quiet;
+    let mut last_status = Instant::now();
+    let mut last_events = 0u64;
+    let mut last_anchor = Instant::now();
+    let mut last_scan = Instant::now();
+    let mut command_status: Option<i32> = None;
+    let mut term_forwarded_at: Option<Instant> = None;
+    let end_reason: String;
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        if let Some(c) = child.as_mut() {
+            match c.try_wait() {
+                Ok(Some(status)) => {
+                    command_status = Some(shell_status(status));
+                    end_reason = "command exited".into();
+                    break;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    end_reason = format!("cannot wait for the command: {e}");
+                    break;
+                }
+            }
+        }
+        let ints = signals.interrupt.load(Ordering::SeqCst);
+        let terms = signals.terminate.load(Ordering::SeqCst);
+        if let Some(c) = child.as_ref() {
+            // With a command, Ctrl-C reaches it through the terminal and it
+            // decides; SIGTERM/SIGHUP are passed on. We stop when it exits, or
+            // 5 s after a forwarded signal, or at a second Ctrl-C.
+            if terms > 0 && term_forwarded_at.is_none() {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(c.id() as i32),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+                term_forwarded_at = Some(Instant::now());
+            }
+            if ints > 1 {
+                end_reason = "interrupted twice".into();
+                break;
+            }
+            if ints == 1 && term_forwarded_at.is_none() {
+                term_forwarded_at = Some(Instant::now());
+            }
+            if term_forwarded_at.is_some_and(|t| t.elapsed() > Duration::from_secs(5)) {
+                end_reason = "stopped by signal; the command did not exit within 5 s".into();
+                break;
+            }
+        } else if ints > 0 || terms > 0 {
+            end_reason = "stopped by signal".into();
+            break;
+        }
+        if opts.duration.is_some_and(|d| started.elapsed() >= d) {
+            end_reason = "duration reached".into();
+            break;
+        }
+        if let Some(agent) = opts.agent
+            && last_scan.elapsed() >= Duration::from_millis(250)
+        {
+            scan_agents(&mut probes, &tx, agent, &mut agent_known);
+            last_scan = Instant::now();
+        }
+        if last_status.elapsed() >= Duration::from_secs(1) {
+            let _ = tx.send(StoreMsg::Loss(probes.loss_counts()));
+            if tty {
+                let events = stats.events.load(Ordering::Relaxed);
+                let rate = (events - last_events) as f64 / last_status.elapsed().as_secs_f64();
+                last_events = events;
+                let lost: u64 = probes.loss_counts().iter().map(|(_, n)| n).sum();
+                eprint!(
+                    "\r\x1b[Kagentsight: recording {} | {} processes | {:.0} events/s | lost {}",
+                    fmt_elapsed(started.elapsed()),
+                    tracked_count(&probes),
+                    rate,
+                    lost
+                );
+            }
+            last_status = Instant::now();
+        }
+        if last_anchor.elapsed() >= Duration::from_secs(10) {
+            let _ = tx.send(StoreMsg::Anchor(Anchor::now("periodic")));
+            last_anchor = Instant::now();
+        }
+    }
+    if tty {
+        eprint!("\r\x1b[K");
+    }
+
+    // Drain: the reader empties the ring and returns the gaps it saw.
+    stop.store(true, Ordering::Release);
+    let gaps = reader.join().unwrap_or_default();
+    let loss = probes.loss_counts();
+    let lost: u64 = loss.iter().map(|(_, n)| n).sum();
+    let _ = tx.send(StoreMsg::Loss(loss));
+    let stop_anchor = Anchor::now("stop");
+    let _ = tx.send(StoreMsg::Anchor(stop_anchor));
+    drop(tx);
+    let gap_missing: u64 = gaps.iter().map(|g| g.last_seq - g.first_seq + 1).sum();
+    let mut final_meta = vec![
+        ("ended_at".to_owned(), rfc3339_ns(stop_anchor.wall_ns)),
+        ("end_reason".to_owned(), end_reason.clone()),
+        ("decode_errors".to_owned(), stats.decode_errors.load(Ordering::Relaxed).to_string()),
+        ("complete".to_owned(), "true".to_owned()),
+    ];
+    if let Some(s) = command_status {
+        final_meta.push(("command_exit_status".into(), s.to_string()));
+    }
+    let summary = writer.finish(&gaps, &final_meta);
+    Ok(RecordOutcome {
+        output: opts.output.clone(),
+        command_status,
+        events: summary.events,
+        processes: summary.processes,
+        lost,
+        gap_missing,
+        failed_programs,
+        end_reason,
+        store_error: summary.error,
+        elapsed: started.elapsed(),
+    })
+}
+
+fn tracked_count(probes: &Probes) -> usize {
+    probes.tracked.keys().filter(|k| k.is_ok()).count()
+}
+
+fn fmt_elapsed(d: Duration) -> String {
+    let s = d.as_secs();
+    format!("{:02}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)
+}
+
+fn shell_status(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => c,
+        (None, Some(sig)) => 128 + sig,
+        (None, None) => 1,
+    }
+}
+
+fn adopt(
+    probes: &mut Probes,
+    tx: &std::sync::mpsc::SyncSender<StoreMsg>,
+    procs: &[procinfo::ProcInfo],
+    origin: &'static str,
+    known: &mut BTreeSet<u32>,
+) {
+    for p in procs {
+        if !known.insert(p.pid) {
+            continue;
+        }
+        if let Err(e) = probes.track(p.pid) {
+            tracing::warn!("{e}");
+            continue;
+        }
+        let _ = tx.send(StoreMsg::Seed(p.seed(origin)));
+    }
+}
+
+/// Finds agent processes (and their trees) not yet tracked. Processes the
+/// kernel already tracks (children of tracked ones) are skipped by `known`
+/// only when we adopted them; the kernel map makes re-adding harmless.
+fn scan_agents(
+    probes: &mut Probes,
+    tx: &std::sync::mpsc::SyncSender<StoreMsg>,
+    agent: AgentName,
+    known: &mut BTreeSet<u32>,
+) {
+    let procs = procinfo::snapshot();
+    let me = std::process::id();
+    let roots: BTreeSet<u32> = procs
+        .iter()
+        .filter(|p| p.pid != me && !known.contains(&p.pid) && agent.matches(p))
+        .map(|p| p.pid)
+        .collect();
+    if roots.is_empty() {
+        return;
+    }
+    let tree = procinfo::tree_of(&procs, &roots);
+    adopt(probes, tx, &tree, "seeded", known);
+}
+
+/// Starts the command as `user`, tracked by the kernel before it executes.
+fn spawn_tracked(
+    probes: &Probes,
+    user: &TargetUser,
+    command: &[OsString],
+    tx: &std::sync::mpsc::SyncSender<StoreMsg>,
+) -> Result<Child, RecordError> {
+    let map_fd = probes.tracked.map().fd().as_fd().as_raw_fd();
+    let (uid, gid, groups) = (user.uid, user.gid, user.groups.clone());
+    let mut cmd = Command::new(&command[0]);
+    cmd.args(&command[1..])
+        .env("HOME", &user.home)
+        .env("USER", &user.name)
+        .env("LOGNAME", &user.name)
+        .env("SHELL", &user.shell);
+    // Safety: the closure runs in the forked child before exec and only makes
+    // raw syscalls (bpf, setgroups, setgid, setuid), which are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            track_self(map_fd)?;
+            let gids: Vec<libc::gid_t> = groups.clone();
+            if libc::setgroups(gids.len(), gids.as_ptr()) != 0
+                || libc::setgid(gid) != 0
+                || libc::setuid(uid) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let spawned_mono = mono_now_ns();
+    let child = cmd.spawn().map_err(|e| RecordError::Spawn {
+        program: command[0].to_string_lossy().into_owned(),
+        reason: e.to_string(),
+    })?;
+    let pid = child.id();
+    let info = procinfo::ProcInfo::read(pid);
+    let _ = tx.send(StoreMsg::Seed(ProcessSeed {
+        pid,
+        start_mono_ns: spawned_mono,
+        ppid: std::process::id(),
+        origin: "root",
+        comm: info.as_ref().map(|i| i.comm.clone()),
+        argv: Some(command.iter().map(|s| s.to_string_lossy().into_owned()).collect()),
+        cwd: info.as_ref().and_then(|i| i.cwd.clone()),
+        exe: info.as_ref().and_then(|i| i.exe.clone()),
+        uid: Some(uid),
+        gid: Some(gid),
+    }));
+    Ok(child)
+}
+
+/// Inserts the calling process into the tracked map with a raw bpf(2) call:
+/// it runs between fork and exec, where only async-signal-safe calls are allowed.
+fn track_self(map_fd: i32) -> std::io::Result<()> {
+    #[repr(C)]
+    struct MapElemAttr {
+        map_fd: u32,
+        _pad: u32,
+        key: u64,
+        value: u64,
+        flags: u64,
+    }
+    const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+    let key: u32 = std::process::id();
+    let value: u8 = 1;
+    let attr = MapElemAttr {
+        map_fd: map_fd as u32,
+        _pad: 0,
+        key: &key as *const u32 as u64,
+        value: &value as *const u8 as u64,
+        flags: 0,
+    };
+    // Safety: attr is a valid bpf_attr prefix for BPF_MAP_UPDATE_ELEM.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_MAP_UPDATE_ELEM,
+            &attr as *const MapElemAttr,
+            std::mem::size_of::<MapElemAttr>(),
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The default output name: `./agentsight-YYYYmmdd-HHMMSS.db` in local time.
+pub fn default_output() -> PathBuf {
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME)
+        .map(|t| t.tv_sec())
+        .unwrap_or(0);
+    // Safety: localtime_r fills the tm we own.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    let t: libc::time_t = now;
+    unsafe { libc::localtime_r(&t, &mut tm) };
+    PathBuf::from(format!(
+        "agentsight-{:04}{:02}{:02}-{:02}{:02}{:02}.db",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec
+    ))
+}
+
+/// One-paragraph summary printed at the end of a recording.
+pub fn summary_text(o: &RecordOutcome) -> String {
+    let mut s = format!(
+        "agentsight: recorded {} events from {} processes in {} → {}\n",
+        o.events,
+        o.processes,
+        fmt_elapsed(o.elapsed),
+        o.output.display()
+    );
+    s.push_str(&format!(
+        "agentsight: lost {} events (kernel ring buffer), {} missing by sequence; ended: {}\n",
+        o.lost, o.gap_missing, o.end_reason
+    ));
+    if let Some(st) = o.command_status {
+        s.push_str(&format!("agentsight: command exit status {st}\n"));
+    }
+    for f in &o.failed_programs {
+        s.push_str(&format!("agentsight: not attached: {f}\n"));
+    }
+    if let Some(e) = &o.store_error {
+        s.push_str(&format!(
+            "agentsight: storing stopped early: {e} (what was written before stays readable)\n"
+        ));
+    }
+    s
+}

@@ -1,0 +1,252 @@
+//! The SQLite capture: schema, the writer thread, and read-only access.
+//!
+//! One file holds one recording. The writer batches events into
+//! transactions; readers open the file read-only and never modify it.
+//! Columns are documented in `docs/capture-schema.md`.
+
+mod writer;
+
+use std::path::Path;
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+
+pub use writer::{ProcessSeed, StoreMsg, Writer, WriterSummary};
+
+/// Written to `meta.format`; a file without it is not a capture.
+pub const FORMAT: &str = "agentsight-capture";
+pub const SCHEMA_VERSION: &str = "1";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{path}: {reason}")]
+    Open { path: String, reason: String },
+    #[error("{path}: not an agentsight capture ({reason})")]
+    NotCapture { path: String, reason: String },
+    #[error("{path}: capture schema version {found} is not supported (this build reads {SCHEMA_VERSION})")]
+    Version { path: String, found: String },
+    #[error("{path}: {reason}")]
+    Query { path: String, reason: String },
+}
+
+pub(crate) const SCHEMA: &str = r#"
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE clock_anchors (
+    id INTEGER PRIMARY KEY,
+    label TEXT NOT NULL,
+    mono_ns INTEGER NOT NULL,
+    wall_ns INTEGER NOT NULL
+);
+CREATE TABLE programs (
+    name TEXT PRIMARY KEY,
+    hook TEXT NOT NULL,
+    attached INTEGER NOT NULL,
+    error TEXT
+);
+CREATE TABLE loss (kind TEXT PRIMARY KEY, lost INTEGER NOT NULL);
+CREATE TABLE gaps (
+    id INTEGER PRIMARY KEY,
+    cpu INTEGER NOT NULL,
+    first_seq INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL,
+    missing INTEGER NOT NULL,
+    from_mono_ns INTEGER NOT NULL,
+    to_mono_ns INTEGER NOT NULL
+);
+CREATE TABLE processes (
+    id INTEGER PRIMARY KEY,
+    pid INTEGER NOT NULL,
+    start_mono_ns INTEGER NOT NULL,
+    parent_id INTEGER REFERENCES processes(id),
+    ppid INTEGER,
+    origin TEXT NOT NULL,
+    comm TEXT,
+    argv TEXT,
+    argv_truncated INTEGER NOT NULL DEFAULT 0,
+    cwd TEXT,
+    exe TEXT,
+    uid INTEGER,
+    gid INTEGER,
+    exec_count INTEGER NOT NULL DEFAULT 0,
+    end_mono_ns INTEGER,
+    exit_code INTEGER,
+    signal INTEGER,
+    core_dumped INTEGER,
+    UNIQUE (pid, start_mono_ns)
+);
+CREATE TABLE events (
+    id INTEGER PRIMARY KEY,
+    mono_ns INTEGER NOT NULL,
+    wall_ns INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    cpu INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    pid INTEGER NOT NULL,
+    tid INTEGER NOT NULL,
+    ppid INTEGER NOT NULL,
+    uid INTEGER NOT NULL,
+    gid INTEGER NOT NULL,
+    comm TEXT NOT NULL,
+    process_id INTEGER REFERENCES processes(id),
+    child_pid INTEGER,
+    child_process_id INTEGER REFERENCES processes(id),
+    filename TEXT,
+    argv TEXT,
+    argc INTEGER,
+    argv_truncated INTEGER,
+    argv_incomplete INTEGER,
+    cwd TEXT,
+    cwd_status TEXT,
+    exe TEXT,
+    exe_status TEXT,
+    result INTEGER,
+    errno TEXT,
+    exit_code INTEGER,
+    signal INTEGER,
+    core_dumped INTEGER
+);
+CREATE INDEX events_by_time ON events (mono_ns);
+CREATE INDEX events_by_process ON events (process_id);
+"#;
+
+/// A capture opened read-only.
+pub struct Capture {
+    pub conn: Connection,
+    pub path: String,
+}
+
+impl Capture {
+    /// Opens a capture read-only and checks it is one. A missing, truncated,
+    /// corrupt or foreign file gets an error that names it.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let shown = path.display().to_string();
+        if !path.exists() {
+            return Err(StoreError::Open {
+                path: shown,
+                reason: "no such file".into(),
+            });
+        }
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| StoreError::Open {
+            path: shown.clone(),
+            reason: e.to_string(),
+        })?;
+        let _ = conn.busy_timeout(std::time::Duration::from_secs(2));
+        let not_capture = |reason: String| StoreError::NotCapture {
+            path: shown.clone(),
+            reason,
+        };
+        // Reading the schema forces SQLite to parse the header: a non-database
+        // or truncated file fails here.
+        let has_meta: Option<String> = conn
+            .query_row(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name='meta'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| not_capture(e.to_string()))?;
+        if has_meta.is_none() {
+            return Err(not_capture("no meta table".into()));
+        }
+        let format: Option<String> = conn
+            .query_row("SELECT value FROM meta WHERE key='format'", [], |r| r.get(0))
+            .optional()
+            .map_err(|e| not_capture(e.to_string()))?;
+        if format.as_deref() != Some(FORMAT) {
+            return Err(not_capture("meta.format is not agentsight-capture".into()));
+        }
+        let version: Option<String> = conn
+            .query_row("SELECT value FROM meta WHERE key='schema_version'", [], |r| r.get(0))
+            .optional()
+            .map_err(|e| not_capture(e.to_string()))?;
+        if version.as_deref() != Some(SCHEMA_VERSION) {
+            return Err(StoreError::Version {
+                path: shown,
+                found: version.unwrap_or_else(|| "(none)".into()),
+            });
+        }
+        // Walk every page once so corruption past the header is reported now,
+        // with the file's name, rather than halfway through a listing.
+        let check: String = conn
+            .query_row("PRAGMA quick_check", [], |r| r.get(0))
+            .map_err(|e| not_capture(e.to_string()))?;
+        if check != "ok" {
+            return Err(StoreError::Open {
+                path: shown,
+                reason: format!("database is corrupt: {check}"),
+            });
+        }
+        Ok(Self {
+            conn,
+            path: path.display().to_string(),
+        })
+    }
+
+    pub fn query_err(&self, e: rusqlite::Error) -> StoreError {
+        StoreError::Query {
+            path: self.path.clone(),
+            reason: e.to_string(),
+        }
+    }
+
+    pub fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+        self.conn
+            .query_row("SELECT value FROM meta WHERE key=?1", [key], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.query_err(e))
+    }
+
+    pub fn loss(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT kind, lost FROM loss ORDER BY kind")
+            .map_err(|e| self.query_err(e))?;
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .and_then(|rows| rows.collect())
+            .map_err(|e| self.query_err(e))
+    }
+
+    pub fn gap_missing(&self) -> Result<u64, StoreError> {
+        self.conn
+            .query_row("SELECT COALESCE(SUM(missing), 0) FROM gaps", [], |r| r.get(0))
+            .map_err(|e| self.query_err(e))
+    }
+}
+
+/// Creates a new capture file with the schema, mode 0600. Fails if it exists.
+pub(crate) fn create(path: &Path) -> Result<Connection, StoreError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let shown = path.display().to_string();
+    // Create the file ourselves first so its mode is 0600 from the start.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| StoreError::Open {
+            path: shown.clone(),
+            reason: e.to_string(),
+        })?;
+    let conn = Connection::open(path).map_err(|e| StoreError::Open {
+        path: shown.clone(),
+        reason: e.to_string(),
+    })?;
+    conn.execute_batch(
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF;",
+    )
+    .and_then(|_| conn.execute_batch(SCHEMA))
+    .and_then(|_| {
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('format', ?1), ('schema_version', ?2)",
+            [FORMAT, SCHEMA_VERSION],
+        )
+    })
+    .map_err(|e| StoreError::Open {
+        path: shown,
+        reason: e.to_string(),
+    })?;
+    Ok(conn)
+}

@@ -1,0 +1,406 @@
+//! The store writer: one thread owning the SQLite connection. It turns event
+//! batches into rows in one transaction per batch and keeps the processes
+//! table (one row per process, keyed by pid and start time) up to date.
+
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+    sync::mpsc::{Receiver, SyncSender, sync_channel},
+    thread::JoinHandle,
+};
+
+use rusqlite::{Connection, Transaction, params};
+
+use super::{StoreError, create};
+use crate::capture::{
+    decode::{Detail, Event, errno_name},
+    reader::Gap,
+};
+use crate::clock::Anchor;
+
+/// A process that existed before recording started (the command we launched,
+/// or one seeded from /proc).
+#[derive(Clone, Debug)]
+pub struct ProcessSeed {
+    pub pid: u32,
+    pub start_mono_ns: u64,
+    pub ppid: u32,
+    /// `root` (the command agentsight started) or `seeded` (found in /proc).
+    pub origin: &'static str,
+    pub comm: Option<String>,
+    pub argv: Option<Vec<String>>,
+    pub cwd: Option<String>,
+    pub exe: Option<String>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+}
+
+pub enum StoreMsg {
+    Events(Vec<Event>),
+    Seed(ProcessSeed),
+    Anchor(Anchor),
+    Loss(Vec<(&'static str, u64)>),
+    Meta(String, String),
+}
+
+/// What the writer reports when it finishes.
+#[derive(Debug, Default, Clone)]
+pub struct WriterSummary {
+    pub events: u64,
+    pub processes: u64,
+    /// Set when a write failed (e.g. disk full); what was committed before stays.
+    pub error: Option<String>,
+}
+
+pub struct Writer {
+    tx: SyncSender<StoreMsg>,
+    handle: JoinHandle<(Connection, WriterSummary)>,
+    path: PathBuf,
+}
+
+/// Queue depth in batches (each up to 512 events).
+const QUEUE: usize = 1024;
+
+impl Writer {
+    /// Creates the capture file (0600) and starts the writer thread.
+    pub fn create(path: &Path, anchor: Anchor) -> Result<Self, StoreError> {
+        let conn = create(path)?;
+        let (tx, rx) = sync_channel(QUEUE);
+        let handle = std::thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || run(conn, rx, anchor))
+            .map_err(|e| StoreError::Open {
+                path: path.display().to_string(),
+                reason: format!("cannot start writer thread: {e}"),
+            })?;
+        Ok(Self {
+            tx,
+            handle,
+            path: path.to_owned(),
+        })
+    }
+
+    pub fn sender(&self) -> SyncSender<StoreMsg> {
+        self.tx.clone()
+    }
+
+    /// Stores the gaps, closes the queue, waits for every queued batch, and
+    /// leaves a single self-contained file (journal mode DELETE).
+    pub fn finish(self, gaps: &[Gap], meta: &[(String, String)]) -> WriterSummary {
+        let Self { tx, handle, path } = self;
+        drop(tx);
+        let (mut conn, mut summary) = match handle.join() {
+            Ok(r) => r,
+            Err(_) => {
+                return WriterSummary {
+                    error: Some("store writer panicked".into()),
+                    ..Default::default()
+                };
+            }
+        };
+        let result = (|| -> rusqlite::Result<()> {
+            let t = conn.transaction()?;
+            for g in gaps {
+                t.execute(
+                    "INSERT INTO gaps (cpu, first_seq, last_seq, missing, from_mono_ns, to_mono_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![g.cpu, g.first_seq as i64, g.last_seq as i64, (g.last_seq - g.first_seq + 1) as i64, g.from_mono_ns as i64, g.to_mono_ns as i64],
+                )?;
+            }
+            for (k, v) in meta {
+                put_meta(&t, k, v)?;
+            }
+            t.commit()?;
+            conn.execute_batch("PRAGMA journal_mode=DELETE;")?;
+            Ok(())
+        })();
+        if let Err(e) = result {
+            let msg = format!("{}: finishing the capture failed: {e}", path.display());
+            summary.error.get_or_insert(msg);
+        }
+        summary
+    }
+}
+
+pub(crate) fn put_meta(t: &Connection, key: &str, value: &str) -> rusqlite::Result<()> {
+    t.execute(
+        "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        [key, value],
+    )?;
+    Ok(())
+}
+
+/// Live state of one process, to attach events to its row.
+struct Live {
+    row: i64,
+    argv: Option<String>,
+    cwd: Option<String>,
+    exe: Option<String>,
+}
+
+struct State {
+    anchor: Anchor,
+    /// pid → the newest process row with that pid.
+    live: HashMap<u32, Live>,
+    summary: WriterSummary,
+}
+
+fn run(mut conn: Connection, rx: Receiver<StoreMsg>, anchor: Anchor) -> (Connection, WriterSummary) {
+    let mut st = State {
+        anchor,
+        live: HashMap::new(),
+        summary: WriterSummary::default(),
+    };
+    if let Err(e) = store_anchor(&conn, &anchor) {
+        st.summary.error = Some(e.to_string());
+    }
+    while let Ok(msg) = rx.recv() {
+        if st.summary.error.is_some() {
+            // After a write error (disk full…) keep draining so the reader is
+            // never blocked, but stop writing: what is committed stays valid.
+            continue;
+        }
+        let r = match msg {
+            StoreMsg::Events(events) => write_events(&mut conn, &mut st, &events),
+            StoreMsg::Seed(seed) => write_seed(&conn, &mut st, &seed),
+            StoreMsg::Anchor(a) => {
+                st.anchor = a;
+                store_anchor(&conn, &a)
+            }
+            StoreMsg::Loss(counts) => write_loss(&mut conn, &counts),
+            StoreMsg::Meta(k, v) => put_meta(&conn, &k, &v),
+        };
+        if let Err(e) = r {
+            tracing::error!("capture write failed, recording stops storing: {e}");
+            st.summary.error = Some(e.to_string());
+        }
+    }
+    (conn, st.summary)
+}
+
+fn store_anchor(conn: &Connection, a: &Anchor) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO clock_anchors (label, mono_ns, wall_ns) VALUES (?1, ?2, ?3)",
+        params![a.label, a.mono_ns as i64, a.wall_ns as i64],
+    )?;
+    Ok(())
+}
+
+fn write_loss(conn: &mut Connection, counts: &[(&'static str, u64)]) -> rusqlite::Result<()> {
+    let t = conn.transaction()?;
+    for (kind, lost) in counts {
+        t.execute(
+            "INSERT INTO loss (kind, lost) VALUES (?1, ?2) ON CONFLICT(kind) DO UPDATE SET lost = excluded.lost",
+            params![kind, *lost as i64],
+        )?;
+    }
+    t.commit()
+}
+
+fn write_seed(conn: &Connection, st: &mut State, s: &ProcessSeed) -> rusqlite::Result<()> {
+    let argv = s.argv.as_ref().map(|a| json_array(a));
+    if let Some(l) = st.live.get_mut(&s.pid) {
+        // Its events arrived first (the command can exec before we learn its
+        // pid): complete that row instead of adding a second one. Fields set
+        // by its own events win over what we knew at spawn.
+        conn.execute(
+            "UPDATE processes SET origin = ?1, ppid = ?2, start_mono_ns = MIN(start_mono_ns, ?3),
+                argv = COALESCE(argv, ?4), cwd = COALESCE(cwd, ?5), exe = COALESCE(exe, ?6),
+                uid = COALESCE(uid, ?7), gid = COALESCE(gid, ?8) WHERE id = ?9",
+            params![s.origin, s.ppid, s.start_mono_ns as i64, argv, s.cwd, s.exe, s.uid, s.gid, l.row],
+        )?;
+        l.argv = l.argv.take().or(argv);
+        l.cwd = l.cwd.take().or_else(|| s.cwd.clone());
+        l.exe = l.exe.take().or_else(|| s.exe.clone());
+        return Ok(());
+    }
+    let parent = st.live.get(&s.ppid).map(|l| l.row);
+    conn.execute(
+        "INSERT INTO processes (pid, start_mono_ns, parent_id, ppid, origin, comm, argv, cwd, exe, uid, gid)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        params![s.pid, s.start_mono_ns as i64, parent, s.ppid, s.origin, s.comm, argv, s.cwd, s.exe, s.uid, s.gid],
+    )?;
+    let row = conn.last_insert_rowid();
+    st.summary.processes += 1;
+    st.live.insert(
+        s.pid,
+        Live {
+            row,
+            argv,
+            cwd: s.cwd.clone(),
+            exe: s.exe.clone(),
+        },
+    );
+    Ok(())
+}
+
+fn json_array(items: &[String]) -> String {
+    serde_json::to_string(items).unwrap_or_else(|_| "[]".into())
+}
+
+fn write_events(conn: &mut Connection, st: &mut State, events: &[Event]) -> rusqlite::Result<()> {
+    let t = conn.transaction()?;
+    for ev in events {
+        write_event(&t, st, ev)?;
+    }
+    t.commit()?;
+    st.summary.events += events.len() as u64;
+    Ok(())
+}
+
+/// Row of the process an event belongs to, creating one when the process was
+/// never seen starting (it then has no start time of its own: we use the
+/// first event's).
+fn process_row(t: &Transaction, st: &mut State, ev: &Event) -> rusqlite::Result<i64> {
+    let h = &ev.header;
+    if let Some(l) = st.live.get(&h.pid) {
+        return Ok(l.row);
+    }
+    let parent = st.live.get(&h.ppid).map(|l| l.row);
+    t.execute(
+        "INSERT INTO processes (pid, start_mono_ns, parent_id, ppid, origin, comm, uid, gid)
+         VALUES (?1, ?2, ?3, ?4, 'unseen_start', ?5, ?6, ?7)",
+        params![h.pid, h.mono_ns as i64, parent, h.ppid, h.comm, h.uid, h.gid],
+    )?;
+    let row = t.last_insert_rowid();
+    st.summary.processes += 1;
+    st.live.insert(
+        h.pid,
+        Live {
+            row,
+            argv: None,
+            cwd: None,
+            exe: None,
+        },
+    );
+    Ok(row)
+}
+
+fn write_event(t: &Transaction, st: &mut State, ev: &Event) -> rusqlite::Result<()> {
+    let h = &ev.header;
+    let wall_ns = st.anchor.wall_of(h.mono_ns);
+    let row = process_row(t, st, ev)?;
+    let mut child_row: Option<i64> = None;
+    let mut child_pid: Option<u32> = None;
+    let (mut filename, mut argv, mut argc, mut argv_trunc, mut argv_incomplete) =
+        (None, None, None, None, None);
+    let (mut cwd, mut cwd_status, mut exe, mut exe_status) = (None, None, None, None);
+    let (mut result, mut errno, mut exit_code, mut signal, mut core) = (None, None, None, None, None);
+    match &ev.detail {
+        Detail::Fork { child_pid: c, .. } => {
+            // The child starts as a copy of its parent: same argv, cwd, exe.
+            let parent = st.live.get(&h.pid);
+            let (p_argv, p_cwd, p_exe) = parent
+                .map(|l| (l.argv.clone(), l.cwd.clone(), l.exe.clone()))
+                .unwrap_or_default();
+            t.execute(
+                "INSERT INTO processes (pid, start_mono_ns, parent_id, ppid, origin, comm, argv, cwd, exe, uid, gid)
+                 VALUES (?1, ?2, ?3, ?4, 'fork', ?5, ?6, ?7, ?8, ?9, ?10)
+                 ON CONFLICT(pid, start_mono_ns) DO NOTHING",
+                params![c, h.mono_ns as i64, row, h.pid, h.comm, p_argv, p_cwd, p_exe, h.uid, h.gid],
+            )?;
+            let crow = t.last_insert_rowid();
+            st.summary.processes += 1;
+            st.live.insert(
+                *c,
+                Live {
+                    row: crow,
+                    argv: p_argv,
+                    cwd: p_cwd,
+                    exe: p_exe,
+                },
+            );
+            child_row = Some(crow);
+            child_pid = Some(*c);
+        }
+        Detail::Exec {
+            ok,
+            errno: e,
+            filename: f,
+            argc: n,
+            argv: a,
+            argv_truncated,
+            argv_incomplete: inc,
+            cwd: c,
+            exe: x,
+            ..
+        } => {
+            let a_json = json_array(a);
+            filename = Some(f.clone());
+            argv = Some(a_json.clone());
+            argc = (*ok).then_some(*n);
+            argv_trunc = Some(*argv_truncated);
+            argv_incomplete = Some(*inc);
+            cwd = Some(c.path.clone());
+            cwd_status = Some(c.status);
+            exe = x.as_ref().map(|p| p.path.clone());
+            exe_status = x.as_ref().map(|p| p.status);
+            if *ok {
+                result = Some(0);
+                t.execute(
+                    "UPDATE processes SET argv = ?1, argv_truncated = ?2, cwd = ?3, exe = ?4, comm = ?5, uid = ?6, gid = ?7, exec_count = exec_count + 1 WHERE id = ?8",
+                    params![a_json, argv_truncated, c.path, exe, h.comm, h.uid, h.gid, row],
+                )?;
+                if let Some(l) = st.live.get_mut(&h.pid) {
+                    l.argv = Some(a_json);
+                    l.cwd = Some(c.path.clone());
+                    l.exe = exe.clone();
+                }
+            } else {
+                result = Some(-(*e as i64));
+                errno = Some(errno_name(*e));
+            }
+        }
+        Detail::Exit {
+            exit_code: code,
+            signal: sig,
+            core_dumped,
+        } => {
+            exit_code = *code;
+            signal = *sig;
+            core = Some(*core_dumped);
+            t.execute(
+                "UPDATE processes SET end_mono_ns = ?1, exit_code = ?2, signal = ?3, core_dumped = ?4 WHERE id = ?5",
+                params![h.mono_ns as i64, code, sig, core_dumped, row],
+            )?;
+            st.live.remove(&h.pid);
+        }
+    }
+    t.execute(
+        "INSERT INTO events (mono_ns, wall_ns, kind, cpu, seq, pid, tid, ppid, uid, gid, comm, process_id,
+            child_pid, child_process_id, filename, argv, argc, argv_truncated, argv_incomplete,
+            cwd, cwd_status, exe, exe_status, result, errno, exit_code, signal, core_dumped)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
+            ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)",
+        params![
+            h.mono_ns as i64,
+            wall_ns as i64,
+            h.kind.name(),
+            h.cpu,
+            h.seq as i64,
+            h.pid,
+            h.tid,
+            h.ppid,
+            h.uid,
+            h.gid,
+            h.comm,
+            row,
+            child_pid,
+            child_row,
+            filename,
+            argv,
+            argc,
+            argv_trunc,
+            argv_incomplete,
+            cwd,
+            cwd_status,
+            exe,
+            exe_status,
+            result,
+            errno,
+            exit_code,
+            signal,
+            core
+        ],
+    )?;
+    Ok(())
+}

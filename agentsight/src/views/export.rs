@@ -1,0 +1,61 @@
+//! `agentsight export --format jsonl`: one JSON object per event, by time.
+//! Field names are documented in the README ("Export format").
+
+use std::io::Write;
+
+use rusqlite::types::Value;
+use serde_json::{Map, Value as Json, json};
+
+use crate::{
+    clock::rfc3339_ns,
+    store::{Capture, StoreError},
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("writing output: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+const COLUMNS: &str = "mono_ns, wall_ns, kind, pid, ppid, tid, comm, uid, gid, cpu, seq,
+    child_pid, filename, argv, argc, argv_truncated, argv_incomplete, cwd, cwd_status, exe,
+    exe_status, result, errno, exit_code, signal, core_dumped";
+
+/// Writes every event as one JSON line, ordered by monotonic time.
+pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
+    let sql = format!("SELECT {COLUMNS} FROM events ORDER BY mono_ns, cpu, seq");
+    let mut st = cap.conn.prepare(&sql).map_err(|e| cap.query_err(e))?;
+    let names: Vec<String> = st.column_names().iter().map(|s| s.to_string()).collect();
+    let mut rows = st.query([]).map_err(|e| cap.query_err(e))?;
+    let mut n = 0u64;
+    while let Some(row) = rows.next().map_err(|e| cap.query_err(e))? {
+        let mut obj = Map::new();
+        let wall: i64 = row.get(1).map_err(|e| cap.query_err(e))?;
+        obj.insert("ts".into(), json!(rfc3339_ns(wall.max(0) as u64)));
+        for (i, name) in names.iter().enumerate() {
+            if name == "wall_ns" {
+                continue;
+            }
+            let v: Value = row.get(i).map_err(|e| cap.query_err(e))?;
+            let j = match (name.as_str(), v) {
+                (_, Value::Null) => continue,
+                ("argv", Value::Text(t)) => serde_json::from_str(&t).unwrap_or(Json::String(t)),
+                ("argv_truncated" | "argv_incomplete" | "core_dumped", Value::Integer(b)) => {
+                    json!(b != 0)
+                }
+                (_, Value::Integer(x)) => json!(x),
+                (_, Value::Real(x)) => json!(x),
+                (_, Value::Text(t)) => json!(t),
+                (_, Value::Blob(b)) => json!(String::from_utf8_lossy(&b)),
+            };
+            obj.insert(name.clone(), j);
+        }
+        serde_json::to_writer(&mut *out, &Json::Object(obj)).map_err(std::io::Error::from)?;
+        out.write_all(b"\n")?;
+        n += 1;
+    }
+    out.flush()?;
+    Ok(n)
+}

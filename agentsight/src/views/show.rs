@@ -1,0 +1,201 @@
+//! `agentsight show`: a readable summary of a capture — run facts, loss
+//! (always printed, zero included), counts, and the process tree.
+
+use std::{collections::HashMap, fmt::Write as _};
+
+use rusqlite::Row;
+
+use crate::store::{Capture, StoreError};
+
+struct Proc {
+    id: i64,
+    pid: i64,
+    parent: Option<i64>,
+    origin: String,
+    argv: Vec<String>,
+    comm: String,
+    cwd: Option<String>,
+    start: i64,
+    end: Option<i64>,
+    exit_code: Option<i64>,
+    signal: Option<i64>,
+}
+
+fn proc_from(r: &Row) -> rusqlite::Result<Proc> {
+    let argv: Option<String> = r.get(4)?;
+    Ok(Proc {
+        id: r.get(0)?,
+        pid: r.get(1)?,
+        parent: r.get(2)?,
+        origin: r.get(3)?,
+        argv: argv
+            .and_then(|a| serde_json::from_str(&a).ok())
+            .unwrap_or_default(),
+        comm: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
+        cwd: r.get(6)?,
+        start: r.get(7)?,
+        end: r.get(8)?,
+        exit_code: r.get(9)?,
+        signal: r.get(10)?,
+    })
+}
+
+fn signal_name(sig: i64) -> String {
+    nix::sys::signal::Signal::try_from(sig as i32)
+        .map(|s| s.as_str().to_owned())
+        .unwrap_or_else(|_| format!("signal {sig}"))
+}
+
+/// Quotes an argument for display the way a shell user would type it.
+fn shell_word(a: &str) -> String {
+    if !a.is_empty()
+        && a
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+    {
+        a.to_owned()
+    } else {
+        format!("'{}'", a.replace('\'', "'\\''"))
+    }
+}
+
+fn fmt_duration(ns: i64) -> String {
+    let ms = ns as f64 / 1e6;
+    if ms < 1000.0 {
+        format!("{ms:.1} ms")
+    } else {
+        format!("{:.2} s", ms / 1000.0)
+    }
+}
+
+pub fn summary(cap: &Capture) -> Result<String, StoreError> {
+    let mut s = String::new();
+    let m = |k: &str| cap.meta(k).map(|v| v.unwrap_or_default());
+    let _ = writeln!(s, "capture   {}", cap.path);
+    let complete = m("complete")? == "true";
+    let _ = writeln!(
+        s,
+        "recorded  {} → {}  on {} ({}){}",
+        m("started_at")?,
+        m("ended_at")?,
+        m("host")?,
+        m("kernel")?,
+        if complete { "" } else { "  [INCOMPLETE: the recorder did not finish]" }
+    );
+    let command: Vec<String> = serde_json::from_str(&m("command")?).unwrap_or_default();
+    if !command.is_empty() {
+        let status = m("command_exit_status")?;
+        let _ = writeln!(
+            s,
+            "command   {}{}",
+            command.iter().map(|a| shell_word(a)).collect::<Vec<_>>().join(" "),
+            if status.is_empty() { String::new() } else { format!("  → exit status {status}") }
+        );
+    }
+    let reason = m("end_reason")?;
+    if !reason.is_empty() {
+        let _ = writeln!(s, "ended     {reason}");
+    }
+
+    // Loss first and prominently: an incomplete capture must not look whole.
+    let loss = cap.loss()?;
+    let lost: u64 = loss.iter().map(|(_, n)| n).sum();
+    let missing = cap.gap_missing()?;
+    let detail: Vec<String> = loss
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    let _ = writeln!(
+        s,
+        "LOSS      {lost} events lost in the kernel{}; {missing} missing by sequence number",
+        if detail.is_empty() { String::new() } else { format!(" ({})", detail.join(", ")) }
+    );
+    let programs: Vec<serde_json::Value> =
+        serde_json::from_str(&m("programs")?).unwrap_or_default();
+    let failed: Vec<String> = programs
+        .iter()
+        .filter(|p| p["attached"] == false)
+        .map(|p| format!("{} ({})", p["name"].as_str().unwrap_or("?"), p["error"].as_str().unwrap_or("?")))
+        .collect();
+    let _ = writeln!(
+        s,
+        "programs  {} attached, {} failed{}",
+        programs.len() - failed.len(),
+        failed.len(),
+        if failed.is_empty() { String::new() } else { format!(": {}", failed.join("; ")) }
+    );
+
+    let mut counts = cap
+        .conn
+        .prepare("SELECT kind, COUNT(*) FROM events GROUP BY kind ORDER BY kind")
+        .map_err(|e| cap.query_err(e))?;
+    let counts: Vec<(String, i64)> = counts
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .and_then(|r| r.collect())
+        .map_err(|e| cap.query_err(e))?;
+    let total: i64 = counts.iter().map(|(_, n)| n).sum();
+    let _ = writeln!(
+        s,
+        "events    {total} ({})",
+        counts.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
+    );
+
+    let mut st = cap
+        .conn
+        .prepare(
+            "SELECT id, pid, parent_id, origin, argv, comm, cwd, start_mono_ns, end_mono_ns, exit_code, signal
+             FROM processes ORDER BY start_mono_ns, id",
+        )
+        .map_err(|e| cap.query_err(e))?;
+    let procs: Vec<Proc> = st
+        .query_map([], proc_from)
+        .and_then(|r| r.collect())
+        .map_err(|e| cap.query_err(e))?;
+    let _ = writeln!(s, "processes {}", procs.len());
+    let ids: std::collections::HashSet<i64> = procs.iter().map(|p| p.id).collect();
+    let mut kids: HashMap<Option<i64>, Vec<&Proc>> = HashMap::new();
+    for p in &procs {
+        let parent = p.parent.filter(|id| ids.contains(id));
+        kids.entry(parent).or_default().push(p);
+    }
+    let _ = writeln!(s, "\nprocess tree");
+    let mut stack: Vec<(&Proc, usize)> = kids
+        .get(&None)
+        .map(|v| v.iter().rev().map(|p| (*p, 0)).collect())
+        .unwrap_or_default();
+    let mut last_cwd: HashMap<usize, Option<String>> = HashMap::new();
+    while let Some((p, depth)) = stack.pop() {
+        let cmd = if p.argv.is_empty() {
+            format!("[{}]", p.comm)
+        } else {
+            p.argv.iter().map(|a| shell_word(a)).collect::<Vec<_>>().join(" ")
+        };
+        let outcome = match (p.exit_code, p.signal) {
+            (Some(c), _) => format!("exit {c}"),
+            (None, Some(sig)) => format!("killed by {}", signal_name(sig)),
+            _ => "still running at end".to_owned(),
+        };
+        let dur = p.end.map(|e| fmt_duration(e - p.start)).unwrap_or_else(|| "—".into());
+        let cwd_note = match (&p.cwd, last_cwd.get(&depth.saturating_sub(1))) {
+            (Some(c), Some(Some(pc))) if c == pc => String::new(),
+            (Some(c), _) => format!("  (in {c})"),
+            _ => String::new(),
+        };
+        last_cwd.insert(depth, p.cwd.clone());
+        let origin = if p.origin == "fork" { String::new() } else { format!(" [{}]", p.origin) };
+        let _ = writeln!(
+            s,
+            "{}{} {}  [{dur}, {outcome}]{origin}{cwd_note}",
+            "  ".repeat(depth + 1),
+            p.pid,
+            cmd
+        );
+        if let Some(children) = kids.get(&Some(p.id)) {
+            for c in children.iter().rev() {
+                stack.push((c, depth + 1));
+            }
+        }
+    }
+    Ok(s)
+}

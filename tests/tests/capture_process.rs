@@ -1,0 +1,161 @@
+//! Root test: record a process-tree workload whose ground truth is known and
+//! assert every exec's argv, cwd, parent and every exit status exactly.
+
+use std::{collections::HashMap, path::Path, process::Command};
+
+use agentsight_tests::*;
+
+#[test]
+fn records_process_tree_exactly() {
+    require_root();
+    let (uid, _) = test_user();
+    let dir = scratch("tree");
+    let work = dir.join("work");
+    std::fs::create_dir_all(work.join("sub")).unwrap();
+    let script = dir.join("tree.sh");
+    std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/tree.sh"), &script).unwrap();
+    for p in [&work, &work.join("sub")] {
+        nix::unistd::chown(p.as_path(), Some(uid.into()), None).unwrap();
+    }
+    let work_s = work.display().to_string();
+    let sub = format!("{work_s}/sub");
+
+    // A process outside the tracked tree, busy exec'ing the whole time.
+    let mut outside = Command::new("/bin/sh")
+        .args(["-c", "while :; do /bin/echo outside-marker >/dev/null; /bin/sleep 0.05; done"])
+        .spawn()
+        .unwrap();
+
+    let db = dir.join("tree.db");
+    let script_s = script.display().to_string();
+    let out = record(&db, &[], &["/bin/sh", &script_s, &work_s]);
+    let _ = outside.kill();
+    let _ = outside.wait();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "record failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let conn = open(&db);
+    assert_eq!(meta(&conn, "complete").as_deref(), Some("true"));
+    let procs = processes(&conn);
+    let by_id: HashMap<i64, &ProcRow> = procs.iter().map(|p| (p.id, p)).collect();
+    let execs = execs(&conn);
+
+    // Nothing from outside the tree.
+    assert!(
+        execs.iter().all(|e| !e.argv.iter().any(|a| a.contains("outside-marker"))),
+        "an untracked process leaked into the capture"
+    );
+    assert!(execs.iter().all(|e| e.pid != outside.id() as i64));
+
+    // Every exec, in order, with its cwd. (Failed execs included.)
+    let seq200: Vec<String> = (1..=200).map(|i| i.to_string()).collect();
+    let mut true_200 = vec!["/bin/true".to_string()];
+    true_200.extend(seq200.iter().take(63).cloned());
+    let expected: Vec<(&str, Vec<String>, String)> = vec![
+        ("exec", sv(&["/bin/sh", &script_s, &work_s]), dir.display().to_string()),
+        ("exec", sv(&["/bin/echo", "hello", "world"]), sub.clone()),
+        ("exec", sv(&["/bin/sh", "-c", "cd /tmp && exec /bin/true nested"]), sub.clone()),
+        ("exec", sv(&["/bin/true", "nested"]), "/tmp".into()),
+        ("exec", sv(&["/bin/sh", "-c", "/bin/sh -c \"exit 7\"; exit $?"]), sub.clone()),
+        ("exec", sv(&["/bin/sh", "-c", "exit 7"]), sub.clone()),
+        ("exec", sv(&["/bin/sh", "-c", "( /bin/sleep 0.3; /bin/echo orphan >/dev/null ) & exit 0"]), sub.clone()),
+        ("exec", sv(&["/usr/bin/seq", "1", "200"]), sub.clone()),
+        ("exec", true_200.clone(), sub.clone()),
+        ("exec_failed", sv(&["/nonexistent/prog"]), sub.clone()),
+        ("exec", sv(&["/bin/sh", "-c", "kill -9 $$"]), sub.clone()),
+        ("exec", sv(&["/bin/sleep", "0.8"]), sub.clone()),
+    ];
+    // The orphan's execs race with the main script: check them separately.
+    let (orphan, main): (Vec<&ExecRow>, Vec<&ExecRow>) = execs.iter().partition(|e| {
+        e.argv == sv(&["/bin/sleep", "0.3"]) || e.argv == sv(&["/bin/echo", "orphan"])
+    });
+    let got: Vec<(&str, Vec<String>, String)> = main
+        .iter()
+        .map(|e| (e.kind.as_str(), e.argv.clone(), e.cwd.clone()))
+        .collect();
+    assert_eq!(got, expected);
+    assert!(main.iter().all(|e| e.cwd_status == "complete" && e.uid == uid as i64));
+
+    // Truncation: 201 arguments given, 64 kept, marked.
+    let big = main.iter().find(|e| e.argv == true_200).unwrap();
+    assert_eq!(big.argc, Some(201));
+    assert!(big.argv_truncated);
+    assert!(main.iter().filter(|e| e.argv != true_200).all(|e| !e.argv_truncated));
+
+    // The failed exec: ENOENT, the name as given.
+    let failed = main.iter().find(|e| e.kind == "exec_failed").unwrap();
+    assert_eq!(failed.errno.as_deref(), Some("ENOENT"));
+    assert_eq!(failed.filename, "/nonexistent/prog");
+
+    // Resolved binaries.
+    let echo = main.iter().find(|e| e.argv[0] == "/bin/echo").unwrap();
+    let real_echo = std::fs::canonicalize("/bin/echo").unwrap().display().to_string();
+    assert_eq!(echo.exe.as_deref(), Some(real_echo.as_str()));
+
+    // Parents: every exec'd process hangs off the root script.
+    let root = procs.iter().find(|p| p.origin == "root").expect("root process");
+    let proc_of = |argv: &[String]| -> &ProcRow {
+        procs
+            .iter()
+            .find(|p| p.argv == argv)
+            .unwrap_or_else(|| panic!("no process with argv {argv:?}"))
+    };
+    assert_eq!(root.exit_code, Some(0));
+    assert_eq!(root.uid, Some(uid as i64));
+    for argv in [
+        sv(&["/bin/echo", "hello", "world"]),
+        sv(&["/bin/sh", "-c", "/bin/sh -c \"exit 7\"; exit $?"]),
+        sv(&["/bin/sh", "-c", "kill -9 $$"]),
+        true_200.clone(),
+    ] {
+        assert_eq!(proc_of(&argv).parent_id, Some(root.id), "parent of {argv:?}");
+    }
+    let exit7 = proc_of(&sv(&["/bin/sh", "-c", "exit 7"]));
+    assert_eq!(exit7.exit_code, Some(7));
+    let outer7 = proc_of(&sv(&["/bin/sh", "-c", "/bin/sh -c \"exit 7\"; exit $?"]));
+    assert_eq!(exit7.parent_id, Some(outer7.id));
+    assert_eq!(outer7.exit_code, Some(7));
+    let killed = proc_of(&sv(&["/bin/sh", "-c", "kill -9 $$"]));
+    assert_eq!((killed.exit_code, killed.signal), (None, Some(9)));
+    assert_eq!(proc_of(&sv(&["/bin/true", "nested"])).exit_code, Some(0));
+
+    // Fork without exec: a child of the root that never exec'd and exited 3.
+    let forked_only: Vec<&ProcRow> = procs
+        .iter()
+        .filter(|p| p.parent_id == Some(root.id) && p.exec_count == 0)
+        .collect();
+    let codes: Vec<Option<i64>> = forked_only.iter().map(|p| p.exit_code).collect();
+    // `( exit 3 )` exits 3; the failed exec's child exits 127 after ENOENT.
+    assert!(codes.contains(&Some(3)), "fork without exec missing: {codes:?}");
+    assert!(codes.contains(&Some(127)), "failed-exec child missing: {codes:?}");
+    let failed_child = by_id[&failed.process_id];
+    assert_eq!(failed_child.exit_code, Some(127));
+    assert_eq!(failed_child.parent_id, Some(root.id));
+
+    // The re-parented grandchild: forked by a subshell of the `& exit 0`
+    // shell, it outlived that shell; it keeps its fork parent, while the
+    // kernel's ppid at its exec is the reaper.
+    assert_eq!(orphan.len(), 2, "orphan execs: {orphan:?}");
+    let spawner = proc_of(&sv(&["/bin/sh", "-c", "( /bin/sleep 0.3; /bin/echo orphan >/dev/null ) & exit 0"]));
+    assert_eq!(spawner.exit_code, Some(0));
+    let echo_orphan = orphan.iter().find(|e| e.argv[0] == "/bin/echo").unwrap();
+    let orphan_proc = by_id[&echo_orphan.process_id];
+    let subshell = by_id[&orphan_proc.parent_id.unwrap_or(orphan_proc.id)];
+    let lineage_ok = orphan_proc.parent_id == Some(spawner.id) || subshell.parent_id == Some(spawner.id);
+    assert!(lineage_ok, "orphan lineage lost: {orphan_proc:?}");
+    assert_ne!(echo_orphan.ppid, spawner.pid, "expected re-parenting after the spawner exited");
+    assert_eq!(orphan_proc.exit_code, Some(0));
+
+    // Zero loss, recorded as zero.
+    let lost: i64 = conn
+        .query_row("SELECT COALESCE(SUM(lost), 0) FROM loss", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(lost, 0);
+    let gaps: i64 = conn.query_row("SELECT COUNT(*) FROM gaps", [], |r| r.get(0)).unwrap();
+    assert_eq!(gaps, 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}

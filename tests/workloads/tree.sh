@@ -1,0 +1,13 @@
+# Process-tree workload with known ground truth (see tests/capture_process.rs).
+# Run as: /bin/sh tree.sh WORKDIR   (WORKDIR holds a subdirectory "sub")
+cd "$1/sub"
+/bin/echo hello world > /dev/null
+/bin/sh -c 'cd /tmp && exec /bin/true nested'
+/bin/sh -c '/bin/sh -c "exit 7"; exit $?'
+( exit 3 )
+/bin/sh -c '( /bin/sleep 0.3; /bin/echo orphan >/dev/null ) & exit 0'
+/bin/true $(/usr/bin/seq 1 200)
+/nonexistent/prog 2>/dev/null
+/bin/sh -c 'kill -9 $$'
+/bin/sleep 0.8
+exit 0
