@@ -78,7 +78,7 @@ pub fn record(db: &Path, extra: &[&str], command: &[&str]) -> Output {
         .env("SUDO_UID", uid.to_string())
         .env("SUDO_GID", gid.to_string())
         .env("SUDO_USER", TEST_USER)
-        .current_dir(db.parent().unwrap_or(Path::new("/")))
+        .current_dir(db.parent().filter(|p| p.is_dir()).unwrap_or(Path::new("/")))
         .output()
         .expect("run agentsight record")
 }

@@ -141,6 +141,9 @@ struct State {
     anchor: Anchor,
     /// pid → the newest process row with that pid.
     live: HashMap<u32, Live>,
+    /// pid → row of a process that already exited, for a seed that arrives
+    /// after its process's whole life (a command that exits at once).
+    exited: HashMap<u32, i64>,
     summary: WriterSummary,
 }
 
@@ -148,6 +151,7 @@ fn run(mut conn: Connection, rx: Receiver<StoreMsg>, anchor: Anchor) -> (Connect
     let mut st = State {
         anchor,
         live: HashMap::new(),
+        exited: HashMap::new(),
         summary: WriterSummary::default(),
     };
     if let Err(e) = store_anchor(&conn, &anchor) {
@@ -198,19 +202,26 @@ fn write_loss(conn: &mut Connection, counts: &[(&'static str, u64)]) -> rusqlite
 
 fn write_seed(conn: &Connection, st: &mut State, s: &ProcessSeed) -> rusqlite::Result<()> {
     let argv = s.argv.as_ref().map(|a| json_array(a));
-    if let Some(l) = st.live.get_mut(&s.pid) {
-        // Its events arrived first (the command can exec before we learn its
-        // pid): complete that row instead of adding a second one. Fields set
-        // by its own events win over what we knew at spawn.
+    let known = st
+        .live
+        .get(&s.pid)
+        .map(|l| l.row)
+        .or_else(|| st.exited.get(&s.pid).copied());
+    if let Some(row) = known {
+        // Its events arrived first (the command can exec, or even exit,
+        // before we learn its pid): complete that row instead of adding a
+        // second one. Fields set by its own events win over what we knew.
         conn.execute(
             "UPDATE processes SET origin = ?1, ppid = ?2, start_mono_ns = MIN(start_mono_ns, ?3),
                 argv = COALESCE(argv, ?4), cwd = COALESCE(cwd, ?5), exe = COALESCE(exe, ?6),
                 uid = COALESCE(uid, ?7), gid = COALESCE(gid, ?8) WHERE id = ?9",
-            params![s.origin, s.ppid, s.start_mono_ns as i64, argv, s.cwd, s.exe, s.uid, s.gid, l.row],
+            params![s.origin, s.ppid, s.start_mono_ns as i64, argv, s.cwd, s.exe, s.uid, s.gid, row],
         )?;
-        l.argv = l.argv.take().or(argv);
-        l.cwd = l.cwd.take().or_else(|| s.cwd.clone());
-        l.exe = l.exe.take().or_else(|| s.exe.clone());
+        if let Some(l) = st.live.get_mut(&s.pid) {
+            l.argv = l.argv.take().or(argv);
+            l.cwd = l.cwd.take().or_else(|| s.cwd.clone());
+            l.exe = l.exe.take().or_else(|| s.exe.clone());
+        }
         return Ok(());
     }
     let parent = st.live.get(&s.ppid).map(|l| l.row);
@@ -300,6 +311,7 @@ fn write_event(t: &Transaction, st: &mut State, ev: &Event) -> rusqlite::Result<
             )?;
             let crow = t.last_insert_rowid();
             st.summary.processes += 1;
+            st.exited.remove(c);
             st.live.insert(
                 *c,
                 Live {
@@ -362,7 +374,9 @@ fn write_event(t: &Transaction, st: &mut State, ev: &Event) -> rusqlite::Result<
                 "UPDATE processes SET end_mono_ns = ?1, exit_code = ?2, signal = ?3, core_dumped = ?4 WHERE id = ?5",
                 params![h.mono_ns as i64, code, sig, core_dumped, row],
             )?;
-            st.live.remove(&h.pid);
+            if let Some(l) = st.live.remove(&h.pid) {
+                st.exited.insert(h.pid, l.row);
+            }
         }
     }
     t.execute(

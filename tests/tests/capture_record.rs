@@ -1,0 +1,188 @@
+//! Root tests of `record` as a user meets it: privileges, exit status,
+//! file ownership, stopping, adopting running trees, bad input.
+
+use std::{
+    os::unix::fs::{MetadataExt, PermissionsExt},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use agentsight_tests::*;
+
+#[test]
+fn command_runs_as_sudo_user_and_status_passes_through() {
+    require_root();
+    let (uid, gid) = test_user();
+    let dir = scratch("user");
+    let db = dir.join("user.db");
+    let out = record(&db, &[], &["/bin/sh", "-c", "/usr/bin/id -u > id.txt; /usr/bin/id -G > groups.txt; exit 5"]);
+    assert_eq!(out.status.code(), Some(5), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    let id = std::fs::read_to_string(dir.join("id.txt")).unwrap();
+    assert_eq!(id.trim(), uid.to_string());
+    let groups = std::fs::read_to_string(dir.join("groups.txt")).unwrap();
+    assert!(!groups.split_whitespace().any(|g| g == "0"), "root group leaked: {groups}");
+    assert!(groups.split_whitespace().any(|g| g == gid.to_string()));
+
+    // The capture: 0600, owned by the invoking user, complete.
+    let md = std::fs::metadata(&db).unwrap();
+    assert_eq!(md.permissions().mode() & 0o777, 0o600);
+    assert_eq!((md.uid(), md.gid()), (uid, gid));
+    let conn = open(&db);
+    assert_eq!(meta(&conn, "complete").as_deref(), Some("true"));
+    assert_eq!(meta(&conn, "command_exit_status").as_deref(), Some("5"));
+    let execs = execs(&conn);
+    assert!(execs.iter().all(|e| e.uid == uid as i64));
+    assert_eq!(
+        execs.iter().map(|e| e.argv.clone()).collect::<Vec<_>>(),
+        vec![
+            sv(&["/bin/sh", "-c", "/usr/bin/id -u > id.txt; /usr/bin/id -G > groups.txt; exit 5"]),
+            sv(&["/usr/bin/id", "-u"]),
+            sv(&["/usr/bin/id", "-G"]),
+        ]
+    );
+    // No WAL or journal left beside it: one self-contained file.
+    assert!(!dir.join("user.db-wal").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn killed_command_status_is_128_plus_signal() {
+    require_root();
+    let dir = scratch("killed");
+    let out = record(&dir.join("k.db"), &[], &["/bin/sh", "-c", "kill -TERM $$"]);
+    assert_eq!(out.status.code(), Some(128 + 15));
+    let conn = open(&dir.join("k.db"));
+    let procs = processes(&conn);
+    let root = procs.iter().find(|p| p.origin == "root").unwrap();
+    assert_eq!((root.exit_code, root.signal), (None, Some(15)));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn refuses_to_run_the_command_as_root() {
+    require_root();
+    let dir = scratch("asroot");
+    let out = Command::new(bin())
+        .args(["record", "--quiet", "-o"])
+        .arg(dir.join("r.db"))
+        .args(["--", "/bin/true"])
+        .env_remove("SUDO_UID")
+        .env_remove("SUDO_USER")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refusing to run the command as root"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(!dir.join("r.db").exists(), "nothing should be created");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn not_root_is_a_clear_error() {
+    require_root();
+    test_user();
+    let dir = scratch("notroot");
+    let out = Command::new("runuser")
+        .args(["-u", TEST_USER, "--"])
+        .arg(bin())
+        .args(["record", "-o"])
+        .arg(dir.join("n.db"))
+        .args(["--", "/bin/true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("must run as root"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn unwritable_output_fails_before_loading() {
+    require_root();
+    let out = record(std::path::Path::new("/nonexistent-dir/x.db"), &[], &["/bin/true"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent-dir/x.db"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+#[test]
+fn sigterm_stops_a_pid_recording_cleanly() {
+    require_root();
+    let dir = scratch("pid");
+    // An existing tree: a shell with a child, both already running.
+    let mut target = Command::new("/bin/sh")
+        .args(["-c", "/bin/sleep 30 & while :; do /bin/echo tick >/dev/null; /bin/sleep 0.1; done"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let db = dir.join("pid.db");
+    let mut rec = Command::new(bin())
+        .args(["record", "--quiet", "-o"])
+        .arg(&db)
+        .args(["--pid", &target.id().to_string()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(rec.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    let started = Instant::now();
+    let status = rec.wait().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5), "stop took too long");
+    assert_eq!(status.code(), Some(0));
+    let _ = target.kill();
+    let _ = target.wait();
+    let _ = Command::new("pkill").args(["-f", "sleep 30"]).status();
+
+    let conn = open(&db);
+    assert_eq!(meta(&conn, "complete").as_deref(), Some("true"));
+    assert_eq!(meta(&conn, "end_reason").as_deref(), Some("stopped by signal"));
+    let procs = processes(&conn);
+    // The running shell and its sleeping child were seeded from /proc.
+    let seeded: Vec<&ProcRow> = procs.iter().filter(|p| p.origin == "seeded").collect();
+    assert!(seeded.iter().any(|p| p.pid == target.id() as i64));
+    assert!(seeded.iter().any(|p| p.argv == sv(&["/bin/sleep", "30"])));
+    // Its new children were captured from the kernel.
+    let ticks = execs(&conn)
+        .iter()
+        .filter(|e| e.argv == sv(&["/bin/echo", "tick"]))
+        .count();
+    assert!(ticks >= 5, "only {ticks} ticks captured");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn agent_mode_adopts_agents_started_later() {
+    require_root();
+    let dir = scratch("agent");
+    let bin_dir = dir.join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    // A stand-in "claude" CLI: recognised by its name in argv, not by comm.
+    let fake = bin_dir.join("claude");
+    std::fs::write(&fake, "#!/bin/sh\n/bin/sleep 0.8\nfor i in 1 2 3; do /bin/echo agent-work >/dev/null; done\n").unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let db = dir.join("agent.db");
+    let mut rec = Command::new(bin())
+        .args(["record", "--quiet", "--agent", "claude", "--duration", "3s", "-o"])
+        .arg(&db)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut agent = Command::new(&fake).spawn().unwrap();
+    // An unrelated process doing the same work must not be picked up.
+    let mut other = Command::new("/bin/sh")
+        .args(["-c", "/bin/sleep 0.8; /bin/echo not-an-agent >/dev/null"])
+        .spawn()
+        .unwrap();
+    agent.wait().unwrap();
+    other.wait().unwrap();
+    assert_eq!(rec.wait().unwrap().code(), Some(0));
+    let conn = open(&db);
+    assert_eq!(meta(&conn, "end_reason").as_deref(), Some("duration reached"));
+    let execs = execs(&conn);
+    let work = execs.iter().filter(|e| e.argv == sv(&["/bin/echo", "agent-work"])).count();
+    assert_eq!(work, 3);
+    assert!(!execs.iter().any(|e| e.argv.iter().any(|a| a == "not-an-agent")));
+    let _ = std::fs::remove_dir_all(&dir);
+}
