@@ -1,0 +1,408 @@
+//! `agentsight sessions` and `agentsight session show ID`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+
+use crate::sessions::{
+    self, AgentSession, DiscoveryOptions, Provider, SessionIndex, SessionSummary, TokenUsage,
+    ToolStatus, format_ts,
+};
+
+/// List recent agent sessions found in the agents' own transcripts.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SessionsArgs {
+    /// Only this provider: claude, codex, gemini or cursor.
+    #[arg(long)]
+    pub provider: Option<Provider>,
+    /// Rows to show (1..=25).
+    #[arg(long, default_value_t = 25)]
+    pub limit: usize,
+    /// Only sessions updated within this age, e.g. 90s, 30m, 12h, 7d.
+    #[arg(long, value_parser = parse_age)]
+    pub max_age: Option<Duration>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Read this home instead of the invoking user's (env vars then ignored).
+    #[arg(long)]
+    pub home: Option<PathBuf>,
+}
+
+/// Show one session: prompts, tool calls with status and paths, responses,
+/// usage per model.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SessionShowArgs {
+    /// Session id (or a unique prefix of at least 8 characters).
+    pub id: String,
+    /// Print the full session model as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Read this home instead of the invoking user's.
+    #[arg(long)]
+    pub home: Option<PathBuf>,
+}
+
+/// Parses `90s`, `30m`, `12h`, `7d`, `2w` (a bare number means seconds).
+pub fn parse_age(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num.parse().map_err(|_| format!("invalid age {s:?}"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86_400,
+        "w" => n * 7 * 86_400,
+        _ => return Err(format!("invalid age unit in {s:?} (use s, m, h, d or w)")),
+    };
+    Ok(Duration::from_secs(secs))
+}
+
+fn finish_output(r: std::io::Result<()>) -> anyhow::Result<()> {
+    match r {
+        // `agentsight sessions | head` is not an error.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("writing to stdout"),
+    }
+}
+
+pub fn run_sessions(args: &SessionsArgs) -> anyhow::Result<()> {
+    if args.limit == 0 {
+        bail!("--limit must be at least 1");
+    }
+    let opts = DiscoveryOptions {
+        home: args.home.clone(),
+        providers: args.provider.into_iter().collect(),
+        limit: args.limit,
+        max_age: args.max_age,
+    };
+    let listing = SessionIndex::new(opts)
+        .list()
+        .context("discovering agent sessions")?;
+    for n in &listing.notes {
+        eprintln!("note: {n}");
+    }
+    let out = std::io::stdout();
+    let mut w = std::io::BufWriter::new(out.lock());
+    let r = if args.json {
+        serde_json::to_writer_pretty(&mut w, &listing.sessions)
+            .map_err(std::io::Error::other)
+            .and_then(|_| writeln!(w))
+    } else {
+        write_table(&mut w, &listing.sessions)
+    };
+    finish_output(r.and_then(|_| w.flush()))
+}
+
+fn tokens_cell(u: Option<&TokenUsage>) -> String {
+    match u {
+        Some(u) if u.total > 0 => human(u.total),
+        Some(_) => "0".into(),
+        None => "-".into(),
+    }
+}
+
+fn human(n: u64) -> String {
+    match n {
+        0..=9_999 => n.to_string(),
+        10_000..=9_999_999 => format!("{:.1}k", n as f64 / 1e3),
+        _ => format!("{:.1}M", n as f64 / 1e6),
+    }
+}
+
+fn opt_count(n: Option<usize>) -> String {
+    n.map_or_else(|| "-".to_string(), |n| n.to_string())
+}
+
+fn short_time(ms: i64) -> String {
+    // "2026-03-01T09:00:02.100Z" → "2026-03-01 09:00"
+    let t = format_ts(ms);
+    format!("{} {}", &t[..10], &t[11..16])
+}
+
+fn write_table(w: &mut impl Write, rows: &[SessionSummary]) -> std::io::Result<()> {
+    if rows.is_empty() {
+        return writeln!(w, "no agent sessions found");
+    }
+    writeln!(
+        w,
+        "{:<8} {:<36} {:<16} {:<32} {:<24} {:>7} {:>6} {:>8}",
+        "PROVIDER", "ID", "UPDATED (UTC)", "CWD", "MODEL", "PROMPTS", "TOOLS", "TOKENS"
+    )?;
+    for r in rows {
+        let cwd = r.cwd.as_deref().unwrap_or("-");
+        writeln!(
+            w,
+            "{:<8} {:<36} {:<16} {:<32} {:<24} {:>7} {:>6} {:>8}",
+            r.provider.as_str(),
+            r.session_id,
+            short_time(r.updated_ms),
+            clip_left(cwd, 32),
+            clip(r.model.as_deref().unwrap_or("-"), 24),
+            opt_count(r.prompts),
+            opt_count(r.tools),
+            tokens_cell(r.usage.as_ref()),
+        )?;
+        if let Some(e) = &r.error {
+            writeln!(w, "         ! {e}")?;
+        }
+    }
+    Ok(())
+}
+
+fn clip(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut o: String = s.chars().take(n.saturating_sub(1)).collect();
+        o.push('…');
+        o
+    }
+}
+
+/// Keeps the end of a path, which is the informative part.
+fn clip_left(s: &str, n: usize) -> String {
+    let c = s.chars().count();
+    if c <= n {
+        s.to_string()
+    } else {
+        let tail: String = s.chars().skip(c - (n - 1)).collect();
+        format!("…{tail}")
+    }
+}
+
+pub fn run_session_show(args: &SessionShowArgs) -> anyhow::Result<()> {
+    let opts = DiscoveryOptions {
+        home: args.home.clone(),
+        ..DiscoveryOptions::default()
+    };
+    let mut index = SessionIndex::new(opts);
+    let Some(r) = index
+        .resolve(&args.id)
+        .with_context(|| format!("looking up session {}", args.id))?
+    else {
+        bail!("no session with id {:?} under the provider roots", args.id);
+    };
+    let s = sessions::parse_session(&r).with_context(|| format!("parsing {}", r.path.display()))?;
+    let out = std::io::stdout();
+    let mut w = std::io::BufWriter::new(out.lock());
+    let res = if args.json {
+        serde_json::to_writer_pretty(&mut w, &s)
+            .map_err(std::io::Error::other)
+            .and_then(|_| writeln!(w))
+    } else {
+        write_session(&mut w, &s)
+    };
+    finish_output(res.and_then(|_| w.flush()))
+}
+
+fn opt_ts(t: Option<i64>) -> String {
+    t.map_or_else(|| "-".to_string(), format_ts)
+}
+
+fn write_usage(w: &mut impl Write, label: &str, u: &TokenUsage) -> std::io::Result<()> {
+    writeln!(
+        w,
+        "  {label:<28} input {:>9}  output {:>8}  cache_read {:>10}  cache_write {:>9}  reasoning {:>8}  total {:>10}",
+        u.input, u.output, u.cache_read, u.cache_creation, u.reasoning, u.total
+    )
+}
+
+fn write_session(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
+    writeln!(w, "{} session {}", s.provider, s.session_id)?;
+    if let Some(c) = &s.conversation_id
+        && *c != s.session_id
+    {
+        writeln!(w, "  conversation  {c}")?;
+    }
+    if let Some(p) = &s.parent_session_id {
+        writeln!(w, "  parent        {p}")?;
+    }
+    writeln!(w, "  source        {}", s.source_path.display())?;
+    writeln!(w, "  cwd           {}", s.cwd.as_deref().unwrap_or("-"))?;
+    writeln!(
+        w,
+        "  models        {}",
+        if s.models.is_empty() {
+            "-".to_string()
+        } else {
+            s.models.join(", ")
+        }
+    )?;
+    writeln!(
+        w,
+        "  start / end   {} / {}",
+        opt_ts(s.start_ms),
+        opt_ts(s.end_ms)
+    )?;
+    if let Some(t) = &s.title {
+        writeln!(w, "  title         {t}")?;
+    }
+    writeln!(
+        w,
+        "  counts        {} prompts, {} responses, {} tool calls, {} errors, {} subagents",
+        s.prompt_count,
+        s.response_count,
+        s.tool_count,
+        s.errors.len(),
+        s.subagents.len()
+    )?;
+
+    writeln!(w, "\nUsage per model")?;
+    for (m, u) in &s.usage_by_model {
+        write_usage(w, m, u)?;
+    }
+    write_usage(w, "TOTAL", &s.usage)?;
+
+    writeln!(w, "\nPrompts")?;
+    for p in &s.prompts {
+        writeln!(
+            w,
+            "  [{}] {}  {}",
+            p.index,
+            opt_ts(p.ts_ms),
+            clip(&p.text.replace('\n', " "), 120)
+        )?;
+    }
+
+    writeln!(w, "\nTool calls")?;
+    for t in &s.tools {
+        let status = match t.status {
+            ToolStatus::Ok => "ok",
+            ToolStatus::Failed => "FAILED",
+            ToolStatus::Unknown => "?",
+        };
+        let who = t
+            .subagent
+            .and_then(|i| s.subagents.get(i))
+            .map(|a| {
+                format!(
+                    " (subagent {})",
+                    a.agent_id.as_deref().unwrap_or("sidechain")
+                )
+            })
+            .unwrap_or_default();
+        writeln!(
+            w,
+            "  [{}] {:<14} {:<6} {}{}",
+            t.prompt_index
+                .map_or_else(|| "-".to_string(), |i| i.to_string()),
+            t.name,
+            status,
+            clip(&t.command.as_deref().unwrap_or("").replace('\n', " "), 90),
+            who
+        )?;
+        for p in &t.paths {
+            writeln!(w, "        {:<11} {}", p.access.as_str(), p.path)?;
+        }
+        for d in &t.domains {
+            writeln!(w, "        domain      {d}")?;
+        }
+    }
+
+    writeln!(w, "\nResponses")?;
+    for r in &s.responses {
+        let tok = r
+            .tokens
+            .map_or_else(|| "-".to_string(), |t| format!("{} tok", t.total));
+        writeln!(
+            w,
+            "  [{}] {} {:<28} {:>10}  {}",
+            r.prompt_index
+                .map_or_else(|| "-".to_string(), |i| i.to_string()),
+            opt_ts(r.ts_ms),
+            clip(r.model.as_deref().unwrap_or("-"), 28),
+            tok,
+            clip(&r.text.replace('\n', " "), 80)
+        )?;
+    }
+
+    if !s.errors.is_empty() {
+        writeln!(w, "\nErrors")?;
+        for e in &s.errors {
+            writeln!(
+                w,
+                "  {} {:<12} {}",
+                opt_ts(e.ts_ms),
+                e.kind,
+                clip(&e.message, 100)
+            )?;
+        }
+    }
+    if !s.subagents.is_empty() {
+        writeln!(w, "\nSubagents")?;
+        for a in &s.subagents {
+            writeln!(
+                w,
+                "  {:<20} {:<10} call {:<24} {} responses, {} tools, {} tokens",
+                a.agent_id.as_deref().unwrap_or("(inline sidechain)"),
+                a.kind.as_deref().unwrap_or("-"),
+                a.parent_call_id.as_deref().unwrap_or("-"),
+                a.responses,
+                a.tools,
+                a.usage.total
+            )?;
+        }
+    }
+    if !s.plan.is_empty() {
+        writeln!(w, "\nPlan")?;
+        for p in &s.plan {
+            writeln!(w, "  [{}] {}", p.status.as_deref().unwrap_or("-"), p.step)?;
+        }
+    }
+    if !s.cut.is_empty() {
+        let c = &s.cut;
+        writeln!(
+            w,
+            "\nDetail bounded (newest kept): dropped {} prompts, {} responses, {} tool calls, {} errors; cut {} B prompt text, {} B response text, {} B command text. Full source: {}",
+            c.prompts_dropped,
+            c.responses_dropped,
+            c.tools_dropped,
+            c.errors_dropped,
+            c.prompt_text_bytes_cut,
+            c.response_text_bytes_cut,
+            c.command_text_bytes_cut,
+            s.source_path.display()
+        )?;
+    }
+    let st = &s.stats;
+    if st.bad_lines + st.invalid_utf8_lines + st.oversized_lines + st.unknown_records > 0
+        || st.partial_last_line
+        || !st.notes.is_empty()
+    {
+        writeln!(
+            w,
+            "\nReader notes: {} bad lines, {} repaired UTF-8 lines, {} oversized lines, {} unknown records{}",
+            st.bad_lines,
+            st.invalid_utf8_lines,
+            st.oversized_lines,
+            st.unknown_records,
+            if st.partial_last_line {
+                ", partial last line (live session)"
+            } else {
+                ""
+            }
+        )?;
+        for n in &st.notes {
+            writeln!(w, "  {n}")?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages() {
+        assert_eq!(parse_age("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_age("30m"), Ok(Duration::from_secs(1800)));
+        assert_eq!(parse_age("7d"), Ok(Duration::from_secs(604_800)));
+        assert!(parse_age("7y").is_err());
+        assert!(parse_age("").is_err());
+    }
+}

@@ -1,0 +1,897 @@
+//! Claude Code transcripts (`~/.claude/projects/<enc-cwd>/<session>.jsonl`).
+//!
+//! One line per record; an assistant response is split over one line per
+//! content block sharing `message.id`/`requestId` (merged here, usage taken
+//! from the line with the largest total, i.e. the final one). Subagents come
+//! in three layouts, all folded into the parent session:
+//! 1. 1.x: inline lines with `isSidechain: true` in the parent file;
+//! 2. 2.0.x: `<project>/agent-<id>.jsonl` whose lines carry the parent's
+//!    `sessionId`;
+//! 3. ≥ 2.1.2: `<project>/<session>/subagents/**/agent-<id>.jsonl` with an
+//!    optional `agent-<id>.meta.json` (`agentType`, `description`,
+//!    `toolUseId`).
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::de::{Content, Count, LBool, LStr, ObjOr, Prefix};
+use super::error::{Result, SessionError};
+use super::util::{self, jstr, parse_ts};
+use super::{
+    AgentSession, ErrorEvent, LlmResponse, PathAccess, PlanStep, Provider, SubagentInfo,
+    TokenUsage, ToolEvent, ToolPath, ToolStatus,
+};
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Line {
+    #[serde(rename = "type")]
+    kind: LStr,
+    subtype: LStr,
+    #[serde(rename = "sessionId")]
+    session_id: LStr,
+    timestamp: LStr,
+    cwd: LStr,
+    #[serde(rename = "gitBranch")]
+    git_branch: LStr,
+    version: LStr,
+    #[serde(rename = "isSidechain")]
+    is_sidechain: LBool,
+    #[serde(rename = "isMeta")]
+    is_meta: LBool,
+    #[serde(rename = "isCompactSummary")]
+    is_compact_summary: LBool,
+    #[serde(rename = "agentId")]
+    agent_id: LStr,
+    #[serde(rename = "requestId")]
+    request_id: LStr,
+    #[serde(rename = "isApiErrorMessage")]
+    is_api_error: LBool,
+    message: Option<ObjOr<Message>>,
+    #[serde(rename = "toolUseResult")]
+    tool_use_result: Option<ObjOr<ToolUseResult>>,
+    /// `system/api_error` carries `error{…}`; assistant error lines a string.
+    error: Option<Prefix>,
+    content: Option<Prefix>,
+    summary: LStr,
+    #[serde(rename = "customTitle")]
+    custom_title: LStr,
+    #[serde(rename = "aiTitle")]
+    ai_title: LStr,
+    data: Option<ObjOr<ProgressData>>,
+    #[serde(rename = "parentToolUseID")]
+    parent_tool_use_id: LStr,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Message {
+    id: LStr,
+    model: LStr,
+    content: Content<Block>,
+    stop_reason: LStr,
+    usage: Option<ObjOr<Usage>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Block {
+    #[serde(rename = "type")]
+    kind: LStr,
+    text: LStr,
+    id: LStr,
+    name: LStr,
+    input: Option<Value>,
+    tool_use_id: LStr,
+    is_error: LBool,
+    content: Option<Prefix>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Usage {
+    input_tokens: Count,
+    output_tokens: Count,
+    cache_creation_input_tokens: Count,
+    cache_read_input_tokens: Count,
+    cache_creation: Option<ObjOr<CacheCreation>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct CacheCreation {
+    ephemeral_5m_input_tokens: Option<Count>,
+    ephemeral_1h_input_tokens: Option<Count>,
+}
+
+impl Usage {
+    fn to_tokens(&self) -> TokenUsage {
+        // ccusage prefers the ephemeral buckets when present; do the same so
+        // totals agree.
+        let creation = match self.cache_creation.as_ref().and_then(|c| c.obj()) {
+            Some(c)
+                if c.ephemeral_5m_input_tokens.is_some()
+                    || c.ephemeral_1h_input_tokens.is_some() =>
+            {
+                c.ephemeral_5m_input_tokens.unwrap_or_default().0
+                    + c.ephemeral_1h_input_tokens.unwrap_or_default().0
+            }
+            _ => self.cache_creation_input_tokens.0,
+        };
+        TokenUsage::new(
+            self.input_tokens.0,
+            self.output_tokens.0,
+            self.cache_read_input_tokens.0,
+            creation,
+            0,
+        )
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ToolUseResult {
+    #[serde(rename = "type")]
+    kind: LStr,
+    #[serde(rename = "agentId")]
+    agent_id: LStr,
+    #[serde(rename = "exitCode")]
+    exit_code: Option<Value>,
+    interrupted: LBool,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ProgressData {
+    #[serde(rename = "type")]
+    kind: LStr,
+    #[serde(rename = "agentId")]
+    agent_id: LStr,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct MetaJson {
+    #[serde(rename = "agentType")]
+    agent_type: LStr,
+    description: LStr,
+    #[serde(rename = "toolUseId")]
+    tool_use_id: LStr,
+}
+
+/// Known record types that carry nothing this model keeps.
+const IGNORED_TYPES: &[&str] = &[
+    "file-history-snapshot",
+    "attachment",
+    "queue-operation",
+    "agent-name",
+    "agent-setting",
+    "permission-mode",
+    "mode",
+    "pr-link",
+    "last-prompt",
+    "bridge-session",
+];
+
+/// Prefixes of user text injected by Claude Code rather than typed.
+const INJECTED_PREFIXES: &[&str] = &[
+    "<command-name>",
+    "<command-message>",
+    "<command-args>",
+    "<local-command-stdout>",
+    "<local-command-stderr>",
+    "<system-reminder>",
+    "<ide_opened_file>",
+    "<ide_selection>",
+    "<bash-input>",
+    "<bash-stdout>",
+    "<bash-stderr>",
+    "Caveat:",
+];
+
+struct Parser {
+    s: AgentSession,
+    /// (message.id, requestId) → index in `s.responses`.
+    resp_keys: HashMap<(String, String), usize>,
+    /// message ids produced by the main (non-sidechain) conversation, used to
+    /// drop sidechain replays of parent responses (ccusage rule).
+    main_msg_ids: HashSet<String>,
+    /// call id → index in `s.tools`, for pairing results.
+    pending: HashMap<String, usize>,
+    /// agentId → parent Task/Agent call id.
+    agent_links: HashMap<String, String>,
+    /// agentId (or "" for inline without id) → index in `s.subagents`.
+    sub_by_agent: HashMap<String, usize>,
+    /// Subagent indexes whose prompt index is resolved at the end.
+    saw_custom_title: bool,
+}
+
+/// Where lines come from while parsing.
+#[derive(Clone, Copy)]
+struct Ctx {
+    /// Subagent file being read (index into `subagents`), `None` for the main file.
+    file_sub: Option<usize>,
+}
+
+pub(crate) fn parse(path: &Path) -> Result<AgentSession> {
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .ok_or_else(|| SessionError::Format {
+            path: path.to_path_buf(),
+            provider: "claude",
+            reason: "file name is not UTF-8".into(),
+        })?
+        .to_string();
+    let mut p = Parser {
+        s: AgentSession::new(Provider::Claude, stem.clone(), path.to_path_buf()),
+        resp_keys: HashMap::new(),
+        main_msg_ids: HashSet::new(),
+        pending: HashMap::new(),
+        agent_links: HashMap::new(),
+        sub_by_agent: HashMap::new(),
+        saw_custom_title: false,
+    };
+    p.read_file(path, Ctx { file_sub: None })?;
+
+    for (file, meta, agent_id) in subagent_files(path, &stem) {
+        let info = SubagentInfo {
+            agent_id: agent_id.clone(),
+            kind: meta
+                .as_ref()
+                .and_then(|m| m.agent_type.0.clone())
+                .or_else(|| {
+                    agent_id
+                        .as_deref()
+                        .filter(|a| a.starts_with("acompact"))
+                        .map(|_| "compact".to_string())
+                }),
+            description: meta.as_ref().and_then(|m| m.description.0.clone()),
+            parent_call_id: meta.as_ref().and_then(|m| m.tool_use_id.0.clone()),
+            source_path: file.clone(),
+            models: Vec::new(),
+            usage: TokenUsage::default(),
+            responses: 0,
+            tools: 0,
+        };
+        let idx = p.subagent_index(agent_id.as_deref(), Some(info));
+        if let Err(e) = p.read_file(
+            &file,
+            Ctx {
+                file_sub: Some(idx),
+            },
+        ) {
+            tracing::debug!(error = %e, "skipping unreadable subagent transcript");
+            p.s.stats.unreadable_files += 1;
+        }
+    }
+    p.resolve_subagent_links();
+    Ok(p.s)
+}
+
+/// Subagent transcripts of a session: `(path, meta, agentId)`.
+fn subagent_files(main: &Path, stem: &str) -> Vec<(PathBuf, Option<MetaJson>, Option<String>)> {
+    let mut out = Vec::new();
+    let Some(project) = main.parent() else {
+        return out;
+    };
+    // ≥ 2.1.2: <project>/<session>/subagents/**/agent-*.jsonl (workflows nest
+    // two levels deeper); bounded depth, no symlink following for dirs.
+    let mut stack = vec![(project.join(stem).join("subagents"), 0u32)];
+    while let Some((dir, depth)) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut entries: Vec<_> = rd.flatten().collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let Ok(ft) = e.file_type() else { continue };
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if ft.is_dir() && depth < 3 {
+                stack.push((e.path(), depth + 1));
+            } else if name.starts_with("agent-") && name.ends_with(".jsonl") {
+                let id = name["agent-".len()..name.len() - ".jsonl".len()].to_string();
+                let meta_path = dir.join(format!("agent-{id}.meta.json"));
+                let meta = std::fs::read(&meta_path)
+                    .ok()
+                    .and_then(|b| serde_json::from_slice::<MetaJson>(&b).ok());
+                out.push((e.path(), meta, Some(id)));
+            }
+        }
+    }
+    // 2.0.x: <project>/agent-*.jsonl whose lines carry this sessionId.
+    if let Ok(rd) = std::fs::read_dir(project) {
+        let mut entries: Vec<_> = rd.flatten().collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if !(name.starts_with("agent-") && name.ends_with(".jsonl")) {
+                continue;
+            }
+            if e.path() == main {
+                continue;
+            }
+            if header_session_id(&e.path()).as_deref() == Some(stem) {
+                let id = name["agent-".len()..name.len() - ".jsonl".len()].to_string();
+                out.push((e.path(), None, Some(id)));
+            }
+        }
+    }
+    out
+}
+
+/// `sessionId` of the first record that has one, within the header bytes.
+pub(crate) fn header_session_id(path: &Path) -> Option<String> {
+    #[derive(Deserialize)]
+    struct H {
+        #[serde(rename = "sessionId", default)]
+        session_id: LStr,
+    }
+    let head = util::read_head(path, util::HEADER_BYTES).ok()?;
+    for line in head.split(|&b| b == b'\n') {
+        if let Ok(mut h) = serde_json::from_slice::<H>(line)
+            && let Some(id) = h.session_id.take()
+        {
+            return Some(id);
+        }
+    }
+    None
+}
+
+impl Parser {
+    fn read_file(&mut self, path: &Path, ctx: Ctx) -> Result<()> {
+        let f = util::open_regular(path)?;
+        let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+        self.s.stats.files += 1;
+        self.s.stats.bytes += len;
+        let mut stats = std::mem::take(&mut self.s.stats);
+        let r = util::for_each_line(f, &mut stats, |line, last, st| {
+            if let Some(l) = util::parse_line::<Line>(line, last, st) {
+                self.on_line(l, ctx, st);
+            }
+        });
+        self.s.stats = stats;
+        r.map_err(|e| SessionError::io(path, e))
+    }
+
+    fn subagent_index(&mut self, agent_id: Option<&str>, info: Option<SubagentInfo>) -> usize {
+        let key = agent_id.unwrap_or("").to_string();
+        if let Some(&i) = self.sub_by_agent.get(&key) {
+            if let Some(info) = info
+                && let Some(s) = self.s.subagents.get_mut(i)
+            {
+                // A file found later refines an inline entry.
+                s.kind = s.kind.take().or(info.kind);
+                s.description = s.description.take().or(info.description);
+                s.parent_call_id = s.parent_call_id.take().or(info.parent_call_id);
+                s.source_path = info.source_path;
+            }
+            return i;
+        }
+        let info = info.unwrap_or_else(|| SubagentInfo {
+            agent_id: agent_id.map(str::to_string),
+            kind: None,
+            description: None,
+            parent_call_id: None,
+            source_path: self.s.source_path.clone(),
+            models: Vec::new(),
+            usage: TokenUsage::default(),
+            responses: 0,
+            tools: 0,
+        });
+        self.s.subagents.push(info);
+        let i = self.s.subagents.len() - 1;
+        self.sub_by_agent.insert(key, i);
+        i
+    }
+
+    fn on_line(&mut self, mut l: Line, ctx: Ctx, st: &mut super::ParseStats) {
+        let kind = l.kind.take().unwrap_or_default();
+        let ts = l.timestamp.as_deref().and_then(parse_ts);
+        let sidechain = ctx.file_sub.is_some() || l.is_sidechain.0 == Some(true);
+        let sub = match ctx.file_sub {
+            Some(i) => Some(i),
+            None if sidechain => Some(self.subagent_index(l.agent_id.as_deref(), None)),
+            None => None,
+        };
+        match kind.as_str() {
+            "user" | "assistant" | "system" | "progress" => {
+                self.s.see_ts(ts);
+                if !sidechain {
+                    if self.s.cwd.is_none() {
+                        self.s.cwd = l.cwd.0.clone().filter(|c| !c.is_empty());
+                    }
+                    if self.s.conversation_id.is_none() {
+                        self.s.conversation_id = l.session_id.0.clone();
+                    }
+                    if self.s.git_branch.is_none() {
+                        self.s.git_branch = l.git_branch.0.clone().filter(|b| !b.is_empty());
+                    }
+                    if let Some(v) = l.version.0.clone() {
+                        self.s.agent_version = Some(v);
+                    }
+                }
+            }
+            _ => {}
+        }
+        match kind.as_str() {
+            "user" => self.on_user(l, ts, sidechain, sub),
+            "assistant" => self.on_assistant(l, ts, sidechain, sub, st),
+            "system" => {
+                if l.subtype.as_deref() == Some("api_error") {
+                    let msg = l
+                        .error
+                        .map(|e| e.0)
+                        .filter(|m| !m.is_empty())
+                        .or(l.content.map(|c| c.0))
+                        .unwrap_or_default();
+                    let kind = if is_rate_limit(&msg) {
+                        "rate_limit"
+                    } else {
+                        "api_error"
+                    };
+                    self.push_error(ts, sub, kind, msg);
+                }
+            }
+            "progress" => {
+                if let Some(d) = l.data.as_ref().and_then(|d| d.obj())
+                    && d.kind.as_deref() == Some("agent_progress")
+                    && let (Some(a), Some(p)) =
+                        (d.agent_id.0.clone(), l.parent_tool_use_id.0.clone())
+                {
+                    self.agent_links.entry(a).or_insert(p);
+                }
+            }
+            "summary" => {
+                if self.s.title.is_none() {
+                    self.s.title = l.summary.take();
+                }
+            }
+            "custom-title" => {
+                if let Some(t) = l.custom_title.take() {
+                    self.s.title = Some(t);
+                    self.saw_custom_title = true;
+                }
+            }
+            "ai-title" => {
+                if !self.saw_custom_title
+                    && let Some(t) = l.ai_title.take()
+                {
+                    self.s.title = Some(t);
+                }
+            }
+            k if IGNORED_TYPES.contains(&k) => {}
+            _ => st.unknown_records += 1,
+        }
+    }
+
+    fn push_error(&mut self, ts: Option<i64>, sub: Option<usize>, kind: &str, message: String) {
+        self.s.errors.push(ErrorEvent {
+            prompt_index: self.s.current_prompt(),
+            subagent: sub,
+            ts_ms: ts,
+            kind: kind.to_string(),
+            message,
+        });
+    }
+
+    fn on_user(&mut self, mut l: Line, ts: Option<i64>, sidechain: bool, sub: Option<usize>) {
+        let Some(ObjOr::Obj(msg)) = l.message.take() else {
+            return;
+        };
+        let tur = l.tool_use_result.take();
+        let mut texts: Vec<String> = Vec::new();
+        match msg.content {
+            Content::Text(t) => texts.push(t),
+            Content::Blocks(blocks) => {
+                for mut b in blocks {
+                    match b.kind.as_deref() {
+                        Some("tool_result") => {
+                            let Some(id) = b.tool_use_id.take() else {
+                                continue;
+                            };
+                            self.on_tool_result(&id, &b, tur.as_ref(), ts);
+                        }
+                        Some("text") => {
+                            if let Some(t) = b.text.take() {
+                                texts.push(t);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        if texts.is_empty() {
+            return;
+        }
+        let text = texts.join("\n");
+        let trimmed = text.trim_start();
+        if trimmed.starts_with("[Request interrupted by user") {
+            self.push_error(ts, sub, "interrupted", trimmed.trim().to_string());
+            return;
+        }
+        if sidechain
+            || l.is_meta.0 == Some(true)
+            || l.is_compact_summary.0 == Some(true)
+            || INJECTED_PREFIXES.iter().any(|p| trimmed.starts_with(p))
+        {
+            return;
+        }
+        self.s.push_prompt(ts, text);
+    }
+
+    fn on_tool_result(
+        &mut self,
+        id: &str,
+        b: &Block,
+        tur: Option<&ObjOr<ToolUseResult>>,
+        ts: Option<i64>,
+    ) {
+        let Some(&ti) = self.pending.get(id) else {
+            return;
+        };
+        let Some(t) = self.s.tools.get_mut(ti) else {
+            return;
+        };
+        if t.end_ms.is_some() || t.status != ToolStatus::Unknown {
+            return; // first result wins; a replayed copy changes nothing
+        }
+        t.end_ms = ts;
+        let tur_obj = tur.and_then(|r| r.obj());
+        let failed = b.is_error.0 == Some(true)
+            || tur_obj
+                .and_then(|r| r.exit_code.as_ref()?.as_i64())
+                .is_some_and(|c| c != 0)
+            || matches!(tur, Some(ObjOr::Other(s)) if s.starts_with("Error"));
+        t.status = if failed {
+            ToolStatus::Failed
+        } else {
+            ToolStatus::Ok
+        };
+        if let Some(r) = tur_obj {
+            // Write reports whether it created or updated the file.
+            if t.name == "Write" {
+                let access = match r.kind.as_deref() {
+                    Some("create") => Some(PathAccess::Create),
+                    Some("update") => Some(PathAccess::Write),
+                    _ => None,
+                };
+                if let Some(a) = access {
+                    for p in &mut t.paths {
+                        p.access = a;
+                    }
+                }
+            }
+            if let Some(a) = r.agent_id.0.clone() {
+                self.agent_links.entry(a).or_insert_with(|| id.to_string());
+            }
+            let _ = r.interrupted;
+        }
+        if let Some(c) = &b.content
+            && let Some(a) = agent_id_trailer(&c.0)
+        {
+            self.agent_links.entry(a).or_insert_with(|| id.to_string());
+        }
+    }
+
+    fn on_assistant(
+        &mut self,
+        mut l: Line,
+        ts: Option<i64>,
+        sidechain: bool,
+        sub: Option<usize>,
+        st: &mut super::ParseStats,
+    ) {
+        let Some(ObjOr::Obj(mut msg)) = l.message.take() else {
+            return;
+        };
+        if l.is_api_error.0 == Some(true) {
+            let mut text = String::new();
+            if let Content::Blocks(bs) = &msg.content {
+                for b in bs {
+                    if let Some(t) = b.text.as_deref() {
+                        text.push_str(t);
+                    }
+                }
+            }
+            if text.is_empty() {
+                text = l.error.map(|e| e.0).unwrap_or_default();
+            }
+            let kind = if is_rate_limit(&text) {
+                "rate_limit"
+            } else {
+                "api_error"
+            };
+            self.push_error(ts, sub, kind, text);
+            return;
+        }
+        let msg_id = msg.id.take();
+        let req_id = l.request_id.take();
+        if let Some(m) = msg.model.as_deref() {
+            self.s.see_model(m);
+        }
+        // Sidechain copies of a parent response (same message.id) are
+        // replays: keep the non-sidechain copy only.
+        if sidechain
+            && msg_id
+                .as_ref()
+                .is_some_and(|id| self.main_msg_ids.contains(id))
+        {
+            st.replayed_skipped += 1;
+            return;
+        }
+        if !sidechain && let Some(id) = &msg_id {
+            self.main_msg_ids.insert(id.clone());
+        }
+        let key = msg_id
+            .clone()
+            .map(|m| (m, req_id.clone().unwrap_or_default()));
+        let ri = match key.as_ref().and_then(|k| self.resp_keys.get(k)) {
+            Some(&i) => i,
+            None => {
+                self.s.responses.push(LlmResponse {
+                    prompt_index: self.s.current_prompt(),
+                    subagent: sub,
+                    ts_ms: ts,
+                    model: msg.model.0.clone(),
+                    native_id: msg_id.clone(),
+                    request_id: req_id.clone(),
+                    phase: None,
+                    text: String::new(),
+                    text_truncated: false,
+                    tokens: None,
+                });
+                let i = self.s.responses.len() - 1;
+                if let Some(k) = key {
+                    self.resp_keys.insert(k, i);
+                }
+                i
+            }
+        };
+        let prompt_index = self.s.current_prompt();
+        let cwd = l.cwd.0.clone();
+        let mut new_tools = Vec::new();
+        if let Content::Blocks(blocks) = msg.content {
+            for mut b in blocks {
+                match b.kind.as_deref() {
+                    Some("text") => {
+                        if let (Some(t), Some(r)) = (b.text.take(), self.s.responses.get_mut(ri)) {
+                            if !r.text.is_empty() {
+                                r.text.push('\n');
+                            }
+                            r.text.push_str(&t);
+                        }
+                    }
+                    Some("tool_use") => {
+                        let name = b.name.take().unwrap_or_default();
+                        let input = b.input.take().unwrap_or(Value::Null);
+                        let call_id = b.id.take();
+                        if let Some(id) = &call_id
+                            && self.pending.contains_key(id)
+                        {
+                            continue; // duplicated line
+                        }
+                        if name == "TodoWrite"
+                            && let Some(todos) = input.get("todos").and_then(|t| t.as_array())
+                        {
+                            self.s.plan = todos
+                                .iter()
+                                .filter_map(|t| {
+                                    Some(PlanStep {
+                                        step: jstr(t, "content")
+                                            .or(jstr(t, "subject"))?
+                                            .to_string(),
+                                        status: jstr(t, "status").map(str::to_string),
+                                    })
+                                })
+                                .collect();
+                        }
+                        let d = describe_tool(&name, &input);
+                        new_tools.push(ToolEvent {
+                            prompt_index,
+                            subagent: sub,
+                            category: util::tool_category(&name),
+                            name,
+                            call_id,
+                            command: d.command,
+                            command_truncated: false,
+                            cwd: d.cwd.or_else(|| cwd.clone()),
+                            status: ToolStatus::Unknown,
+                            start_ms: ts,
+                            end_ms: None,
+                            paths: d.paths,
+                            domains: d.domains,
+                        });
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for t in new_tools {
+            if let Some(id) = &t.call_id {
+                self.pending.insert(id.clone(), self.s.tools.len());
+            }
+            self.s.tools.push(t);
+        }
+        if let Some(r) = self.s.responses.get_mut(ri) {
+            if let Some(u) = msg.usage.as_ref().and_then(|u| u.obj()) {
+                let t = u.to_tokens();
+                // Later split lines repeat input/cache and grow output: keep
+                // the largest (ccusage's rule, equivalent to "last line").
+                if r.tokens.is_none_or(|old| t.total >= old.total) {
+                    r.tokens = Some(t);
+                }
+            }
+            if let Some(sr) = msg.stop_reason.take() {
+                r.phase = Some(sr);
+            }
+            if r.model.is_none() {
+                r.model = msg.model.0;
+            }
+        }
+    }
+
+    /// Gives subagent events the prompt index of the parent call that
+    /// spawned them, or else the parent prompt current at their time.
+    fn resolve_subagent_links(&mut self) {
+        for s in &mut self.s.subagents {
+            if s.parent_call_id.is_none()
+                && let Some(a) = &s.agent_id
+            {
+                s.parent_call_id = self.agent_links.get(a).cloned();
+            }
+        }
+        let call_prompt: HashMap<&str, Option<usize>> = self
+            .s
+            .tools
+            .iter()
+            .filter(|t| t.subagent.is_none())
+            .filter_map(|t| Some((t.call_id.as_deref()?, t.prompt_index)))
+            .collect();
+        let linked: Vec<Option<Option<usize>>> = self
+            .s
+            .subagents
+            .iter()
+            .map(|s| {
+                s.parent_call_id
+                    .as_deref()
+                    .and_then(|c| call_prompt.get(c).copied())
+            })
+            .collect();
+        let prompt_ts: Vec<(usize, Option<i64>)> =
+            self.s.prompts.iter().map(|p| (p.index, p.ts_ms)).collect();
+        let by_time = |ts: Option<i64>| -> Option<usize> {
+            let ts = ts?;
+            prompt_ts
+                .iter()
+                .rev()
+                .find(|(_, pt)| pt.is_some_and(|pt| pt <= ts))
+                .map(|(i, _)| *i)
+        };
+        let pick = |sub: Option<usize>, ts: Option<i64>, cur: Option<usize>| -> Option<usize> {
+            match sub {
+                Some(si) => match linked.get(si).copied().flatten() {
+                    Some(pi) => pi,
+                    None => by_time(ts).or(cur),
+                },
+                None => cur,
+            }
+        };
+        for t in &mut self.s.tools {
+            t.prompt_index = pick(t.subagent, t.start_ms, t.prompt_index);
+        }
+        for r in &mut self.s.responses {
+            r.prompt_index = pick(r.subagent, r.ts_ms, r.prompt_index);
+        }
+        for e in &mut self.s.errors {
+            e.prompt_index = pick(e.subagent, e.ts_ms, e.prompt_index);
+        }
+    }
+}
+
+fn is_rate_limit(text: &str) -> bool {
+    let t = text.to_ascii_lowercase();
+    t.contains("rate limit") || t.contains("usage limit") || t.contains("rate_limit")
+}
+
+/// `agentId: <id>` trailer of a Task/Agent result text.
+fn agent_id_trailer(text: &str) -> Option<String> {
+    let i = text.find("agentId: ")?;
+    let rest = &text[i + "agentId: ".len()..];
+    let id: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .collect();
+    (!id.is_empty()).then_some(id)
+}
+
+/// What a tool call's arguments say: command text, paths, domains, cwd.
+#[derive(Default)]
+pub(crate) struct ToolDesc {
+    pub command: Option<String>,
+    pub cwd: Option<String>,
+    pub paths: Vec<ToolPath>,
+    pub domains: Vec<String>,
+}
+
+/// Describes an Anthropic-style tool call (Claude Code; Cursor uses similar
+/// names). Paths get an access kind only when the tool's semantics fix it:
+/// shell commands get none because their effects are not stated.
+pub(crate) fn describe_tool(name: &str, input: &Value) -> ToolDesc {
+    let mut d = ToolDesc::default();
+    let s = |k: &str| jstr(input, k).map(str::to_string);
+    let path_of = || {
+        s("file_path")
+            .or_else(|| s("notebook_path"))
+            .or_else(|| s("path"))
+            .or_else(|| s("target_file"))
+            .or_else(|| s("filePath"))
+    };
+    match name {
+        "Bash" | "Shell" | "run_terminal_cmd" | "BashOutput" => {
+            d.command = s("command").or_else(|| s("cmd"));
+            d.cwd = s("working_directory").or_else(|| s("cwd"));
+        }
+        "Read" | "ReadFile" | "read_file" | "NotebookRead" => {
+            if let Some(p) = path_of() {
+                d.paths.push(ToolPath::new(p, PathAccess::Read));
+            }
+        }
+        "LS" | "ls" | "list_dir" => {
+            if let Some(p) = path_of().or_else(|| s("target_directory")) {
+                d.paths.push(ToolPath::new(p, PathAccess::Read));
+            }
+        }
+        "Write" | "Edit" | "MultiEdit" | "NotebookEdit" | "StrReplace" | "search_replace"
+        | "edit_file" | "EditNotebook" | "write" | "edit" => {
+            if let Some(p) = path_of() {
+                d.paths.push(ToolPath::new(p, PathAccess::Write));
+            }
+        }
+        "Delete" | "delete_file" | "DeleteFile" => {
+            if let Some(p) = path_of() {
+                d.paths.push(ToolPath::new(p, PathAccess::Delete));
+            }
+        }
+        "Glob" | "Grep" | "grep" | "glob_file_search" | "codebase_search" => {
+            d.command = s("pattern")
+                .or_else(|| s("query"))
+                .or_else(|| s("glob_pattern"));
+            if let Some(p) = s("path").or_else(|| s("target_directory")) {
+                d.paths.push(ToolPath::new(p, PathAccess::Read));
+            }
+        }
+        "WebFetch" | "web_fetch" => {
+            d.command = s("url");
+            if let Some(dom) = d.command.as_deref().and_then(util::url_domain) {
+                d.domains.push(dom);
+            }
+        }
+        "WebSearch" | "web_search" => {
+            d.command = s("query").or_else(|| s("search_term"));
+            if let Some(a) = input.get("allowed_domains").and_then(|v| v.as_array()) {
+                d.domains = a
+                    .iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect();
+            }
+        }
+        "Task" | "Agent" => {
+            d.command = s("description").or_else(|| s("prompt"));
+        }
+        _ => {
+            d.command = s("command")
+                .or_else(|| s("cmd"))
+                .or_else(|| s("query"))
+                .or_else(|| s("pattern"))
+                .or_else(|| s("url"));
+        }
+    }
+    d
+}

@@ -1,0 +1,938 @@
+//! Codex CLI rollouts (`$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl`).
+//!
+//! Two layouts are read: the current envelope `{timestamp, type, payload}`
+//! (since 2025-09) and the legacy one (first line a bare `SessionMeta`, then
+//! bare `ResponseItem`s and `{"record_type":"state"}` lines).
+//!
+//! Usage: `token_count.info.total_token_usage` is cumulative per thread. Each
+//! response is counted as the field-wise delta to the previous total;
+//! unchanged repeats are skipped; a drop starts a new baseline and counts that
+//! event's `last_token_usage`. Thread-spawn subagent and forked rollouts start
+//! by replaying the parent's history (a foreign `session_meta` followed by a
+//! burst of lines sharing its timestamp second): those lines only move the
+//! token baseline and are otherwise dropped, so nothing is counted twice.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+
+use super::de::{Content, Count, LBool, LStr, ObjOr};
+use super::error::{Result, SessionError};
+use super::util::{self, jstr, parse_ts};
+use super::{
+    AgentSession, ErrorEvent, LlmResponse, PathAccess, PlanStep, Provider, TokenUsage, ToolEvent,
+    ToolPath, ToolStatus,
+};
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Line {
+    timestamp: LStr,
+    #[serde(rename = "type")]
+    kind: LStr,
+    payload: Option<ObjOr<Payload>>,
+    record_type: LStr,
+    /// Legacy first line: a bare SessionMeta.
+    id: LStr,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct Payload {
+    #[serde(rename = "type")]
+    kind: LStr,
+    // session_meta
+    id: LStr,
+    timestamp: LStr,
+    cwd: LStr,
+    cli_version: LStr,
+    forked_from_id: LStr,
+    source: Option<Value>,
+    git: Option<ObjOr<Git>>,
+    // turn_context
+    model: LStr,
+    // messages / events
+    message: LStr,
+    role: LStr,
+    content: Content<CBlock>,
+    phase: LStr,
+    // tools
+    name: LStr,
+    arguments: LStr,
+    call_id: LStr,
+    input: LStr,
+    output: Option<OutputStatus>,
+    action: Option<Value>,
+    success: LBool,
+    exit_code: Option<Value>,
+    // token_count
+    info: Option<ObjOr<TokenInfo>>,
+    // errors
+    codex_error_info: Option<Value>,
+    reason: LStr,
+    thread_name: LStr,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct Git {
+    branch: LStr,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct CBlock {
+    #[serde(rename = "type")]
+    kind: LStr,
+    text: LStr,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct TokenInfo {
+    total_token_usage: Option<ObjOr<RawUsage>>,
+    last_token_usage: Option<ObjOr<RawUsage>>,
+}
+
+/// Codex's own usage fields: `input_tokens` includes `cached_input_tokens`,
+/// `output_tokens` includes `reasoning_output_tokens`.
+#[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq, Debug)]
+#[serde(default)]
+pub(crate) struct RawUsage {
+    input_tokens: Count,
+    cached_input_tokens: Count,
+    output_tokens: Count,
+    reasoning_output_tokens: Count,
+    total_tokens: Count,
+}
+
+impl RawUsage {
+    fn ge(&self, o: &RawUsage) -> bool {
+        self.input_tokens.0 >= o.input_tokens.0
+            && self.cached_input_tokens.0 >= o.cached_input_tokens.0
+            && self.output_tokens.0 >= o.output_tokens.0
+            && self.reasoning_output_tokens.0 >= o.reasoning_output_tokens.0
+            && self.total_tokens.0 >= o.total_tokens.0
+    }
+    fn minus(&self, o: &RawUsage) -> RawUsage {
+        RawUsage {
+            input_tokens: Count(self.input_tokens.0 - o.input_tokens.0),
+            cached_input_tokens: Count(self.cached_input_tokens.0 - o.cached_input_tokens.0),
+            output_tokens: Count(self.output_tokens.0 - o.output_tokens.0),
+            reasoning_output_tokens: Count(
+                self.reasoning_output_tokens.0 - o.reasoning_output_tokens.0,
+            ),
+            total_tokens: Count(self.total_tokens.0 - o.total_tokens.0),
+        }
+    }
+    pub(crate) fn normalized(&self) -> TokenUsage {
+        let cached = self.cached_input_tokens.0.min(self.input_tokens.0);
+        TokenUsage::new(
+            self.input_tokens.0 - cached,
+            self.output_tokens.0,
+            cached,
+            0,
+            self.reasoning_output_tokens.0,
+        )
+    }
+}
+
+/// Outcome read from a tool output without keeping the (possibly huge) text.
+#[derive(Debug, Clone, Copy)]
+struct OutputStatus(ToolStatus);
+
+impl<'de> Deserialize<'de> for OutputStatus {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = OutputStatus;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("tool output")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> std::result::Result<OutputStatus, E> {
+                Ok(OutputStatus(output_status(s)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> std::result::Result<OutputStatus, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(OutputStatus(ToolStatus::Ok))
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> std::result::Result<OutputStatus, A::Error> {
+                while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(OutputStatus(ToolStatus::Ok))
+            }
+            fn visit_unit<E>(self) -> std::result::Result<OutputStatus, E> {
+                Ok(OutputStatus(ToolStatus::Unknown))
+            }
+            fn visit_bool<E>(self, _: bool) -> std::result::Result<OutputStatus, E> {
+                Ok(OutputStatus(ToolStatus::Ok))
+            }
+            fn visit_i64<E>(self, _: i64) -> std::result::Result<OutputStatus, E> {
+                Ok(OutputStatus(ToolStatus::Ok))
+            }
+            fn visit_u64<E>(self, _: u64) -> std::result::Result<OutputStatus, E> {
+                Ok(OutputStatus(ToolStatus::Ok))
+            }
+            fn visit_f64<E>(self, _: f64) -> std::result::Result<OutputStatus, E> {
+                Ok(OutputStatus(ToolStatus::Ok))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Status of a tool from its output text: the structured shell form
+/// (`{"output":…,"metadata":{"exit_code":N}}`), the freeform form
+/// (`Exit code: N`), unified exec (`Process exited with code N`), or an
+/// explicit failure message. Any other recorded output counts as ok.
+fn output_status(s: &str) -> ToolStatus {
+    let code = |c: Option<i64>| match c {
+        Some(0) => ToolStatus::Ok,
+        Some(_) => ToolStatus::Failed,
+        None => ToolStatus::Ok,
+    };
+    let t = s.trim_start();
+    if t.starts_with('{') {
+        #[derive(Deserialize, Default)]
+        #[serde(default)]
+        struct Meta {
+            exit_code: Option<Value>,
+        }
+        #[derive(Deserialize, Default)]
+        #[serde(default)]
+        struct Structured {
+            metadata: Option<ObjOr<Meta>>,
+        }
+        if let Ok(v) = serde_json::from_str::<Structured>(t) {
+            return code(
+                v.metadata
+                    .as_ref()
+                    .and_then(|m| m.obj())
+                    .and_then(|m| m.exit_code.as_ref()?.as_i64()),
+            );
+        }
+    }
+    let leading_int = |r: &str| -> Option<i64> {
+        let n: String = r
+            .trim_start()
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '-')
+            .collect();
+        n.parse().ok()
+    };
+    if let Some(r) = t.strip_prefix("Exit code:") {
+        return code(leading_int(r));
+    }
+    if let Some(i) = t.find("Process exited with code ") {
+        return code(leading_int(&t[i + "Process exited with code ".len()..]));
+    }
+    let head: String = t.chars().take(64).collect::<String>().to_ascii_lowercase();
+    if head.starts_with("error")
+        || head.starts_with("failed")
+        || head.starts_with("apply_patch verification failed")
+        || head.starts_with("execution error")
+    {
+        return ToolStatus::Failed;
+    }
+    ToolStatus::Ok
+}
+
+/// Header facts of a rollout used by discovery.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Header {
+    pub id: Option<String>,
+    pub cwd: Option<String>,
+    pub parent_id: Option<String>,
+    pub start_ms: Option<i64>,
+}
+
+/// Reads the first line (up to [`util::CODEX_FIRST_LINE_CAP`]) for the
+/// canonical `session_meta`.
+pub(crate) fn read_header(path: &Path) -> Result<Header> {
+    let Some(line) = util::read_first_line(path, util::CODEX_FIRST_LINE_CAP)? else {
+        return Err(SessionError::Format {
+            path: path.to_path_buf(),
+            provider: "codex",
+            reason: "first line longer than the 1 MiB header cap".into(),
+        });
+    };
+    let mut st = super::ParseStats::default();
+    let Some(mut l) = util::parse_line::<Line>(&line, true, &mut st) else {
+        return Err(SessionError::Format {
+            path: path.to_path_buf(),
+            provider: "codex",
+            reason: "first line is not JSON".into(),
+        });
+    };
+    let mut h = Header::default();
+    match l.payload.take() {
+        Some(ObjOr::Obj(mut p)) if l.kind.as_deref() == Some("session_meta") => {
+            h.id = p.id.take();
+            h.cwd = p.cwd.take();
+            h.parent_id = parent_of(&p);
+            h.start_ms = p.timestamp.as_deref().and_then(parse_ts);
+        }
+        None if l.kind.0.is_none() => {
+            h.id = l.id.take();
+            h.start_ms = l.timestamp.as_deref().and_then(parse_ts);
+        }
+        _ => {}
+    }
+    if h.id.is_none() {
+        return Err(SessionError::Format {
+            path: path.to_path_buf(),
+            provider: "codex",
+            reason: "no session_meta id on the first line".into(),
+        });
+    }
+    Ok(h)
+}
+
+/// Parent thread of a subagent (`source.subagent.thread_spawn`) or fork.
+fn parent_of(p: &Payload) -> Option<String> {
+    let spawn = p
+        .source
+        .as_ref()
+        .and_then(|s| s.get("subagent"))
+        .and_then(|s| s.get("thread_spawn"))
+        .and_then(|t| jstr(t, "parent_thread_id"))
+        .map(str::to_string);
+    spawn.or_else(|| p.forked_from_id.0.clone())
+}
+
+fn subagent_kind(p: &Payload) -> Option<String> {
+    let sub = p.source.as_ref()?.get("subagent")?;
+    match sub {
+        Value::String(s) => Some(s.clone()),
+        Value::Object(m) => m.keys().next().cloned(),
+        _ => None,
+    }
+}
+
+/// Thread id from a rollout file name (`rollout-<local time>-<uuid>.jsonl`).
+pub(crate) fn id_from_file_name(path: &Path) -> Option<String> {
+    let stem = path.file_stem()?.to_str()?;
+    if !stem.starts_with("rollout-") || stem.len() < 36 + 9 {
+        return None;
+    }
+    let id = &stem[stem.len() - 36..];
+    let ok = id.len() == 36
+        && id.char_indices().all(|(i, c)| {
+            if [8, 13, 18, 23].contains(&i) {
+                c == '-'
+            } else {
+                c.is_ascii_hexdigit()
+            }
+        });
+    ok.then(|| id.to_string())
+}
+
+struct Parser {
+    s: AgentSession,
+    legacy: bool,
+    own_id: Option<String>,
+    is_child: bool,
+    /// Timestamp second of a replayed parent burst, while inside it.
+    replay_second: Option<i64>,
+    replay_done: bool,
+    model: Option<String>,
+    turn_cwd: Option<String>,
+    prev_total: Option<RawUsage>,
+    pending_text: String,
+    pending_phase: Option<String>,
+    pending_ts: Option<i64>,
+    calls: HashMap<String, usize>,
+}
+
+pub(crate) fn parse(path: &Path) -> Result<AgentSession> {
+    let f = util::open_regular(path)?;
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut p = Parser {
+        s: AgentSession::new(Provider::Codex, String::new(), path.to_path_buf()),
+        legacy: false,
+        own_id: None,
+        is_child: false,
+        replay_second: None,
+        replay_done: false,
+        model: None,
+        turn_cwd: None,
+        prev_total: None,
+        pending_text: String::new(),
+        pending_phase: None,
+        pending_ts: None,
+        calls: HashMap::new(),
+    };
+    p.s.stats.files = 1;
+    p.s.stats.bytes = len;
+    let mut stats = std::mem::take(&mut p.s.stats);
+    let r = util::for_each_line(f, &mut stats, |line, last, st| {
+        if let Some(l) = util::parse_line::<Line>(line, last, st) {
+            p.on_line(l, line, st);
+        }
+    });
+    p.s.stats = stats;
+    r.map_err(|e| SessionError::io(path, e))?;
+    p.flush_text();
+    match p.own_id.clone().or_else(|| id_from_file_name(path)) {
+        Some(id) => p.s.session_id = id,
+        None => {
+            return Err(SessionError::Format {
+                path: path.to_path_buf(),
+                provider: "codex",
+                reason: "no session_meta and no thread id in the file name".into(),
+            });
+        }
+    }
+    Ok(p.s)
+}
+
+impl Parser {
+    fn on_line(&mut self, mut l: Line, raw: &[u8], st: &mut super::ParseStats) {
+        let ts = l.timestamp.as_deref().and_then(parse_ts);
+        let kind = l.kind.take();
+        let payload = match l.payload.take() {
+            Some(ObjOr::Obj(p)) => p,
+            Some(ObjOr::Other(_)) => {
+                st.bad_lines += 1;
+                return;
+            }
+            None => {
+                if l.record_type.0.is_some() {
+                    return; // legacy {"record_type":"state"}
+                }
+                if kind.is_none() {
+                    // Legacy first line: bare SessionMeta.
+                    if let Some(id) = l.id.take()
+                        && self.own_id.is_none()
+                    {
+                        self.legacy = true;
+                        self.s.conversation_id = Some(id.clone());
+                        self.own_id = Some(id);
+                        self.s.see_ts(ts);
+                    } else {
+                        st.unknown_records += 1;
+                    }
+                    return;
+                }
+                // Legacy: the line itself is a ResponseItem.
+                match serde_json::from_slice::<Payload>(raw) {
+                    Ok(p) => {
+                        self.legacy = true;
+                        self.on_response_item(p, ts);
+                    }
+                    Err(_) => st.bad_lines += 1,
+                }
+                return;
+            }
+        };
+        let kind = kind.unwrap_or_default();
+
+        // Replay region of a child rollout (see module docs).
+        if let Some(sec) = self.replay_second {
+            if ts.map(|t| t.div_euclid(1000)) == Some(sec) {
+                if kind == "event_msg" && payload.kind.as_deref() == Some("token_count") {
+                    self.token_count(&payload, ts, true, st);
+                }
+                st.replayed_skipped += 1;
+                return;
+            }
+            self.replay_second = None;
+            self.replay_done = true;
+        }
+
+        if kind != "session_meta" {
+            self.s.see_ts(ts);
+        }
+        match kind.as_str() {
+            "session_meta" => self.on_session_meta(payload, ts, st),
+            "turn_context" => {
+                if let Some(m) = payload.model.0.clone() {
+                    self.s.see_model(&m);
+                    self.model = Some(m);
+                }
+                if let Some(c) = payload.cwd.0.clone() {
+                    if self.s.cwd.is_none() {
+                        self.s.cwd = Some(c.clone());
+                    }
+                    self.turn_cwd = Some(c);
+                }
+            }
+            "response_item" => self.on_response_item(payload, ts),
+            "event_msg" => self.on_event(payload, ts, st),
+            "compacted" => {}
+            _ => st.unknown_records += 1,
+        }
+    }
+
+    fn on_session_meta(&mut self, mut p: Payload, ts: Option<i64>, st: &mut super::ParseStats) {
+        let id = p.id.take();
+        match (&self.own_id, id) {
+            (None, Some(id)) => {
+                self.s
+                    .see_ts(p.timestamp.as_deref().and_then(parse_ts).or(ts));
+                self.s.conversation_id = Some(id.clone());
+                self.own_id = Some(id);
+                self.s.cwd = p.cwd.take().or(self.s.cwd.take());
+                self.s.agent_version = p.cli_version.take();
+                self.s.git_branch = p
+                    .git
+                    .as_ref()
+                    .and_then(|g| g.obj())
+                    .and_then(|g| g.branch.0.clone());
+                self.s.parent_session_id = parent_of(&p);
+                self.is_child = self.s.parent_session_id.is_some();
+                if self.is_child
+                    && let Some(k) = subagent_kind(&p)
+                    && self.s.title.is_none()
+                {
+                    tracing::trace!(kind = %k, "codex subagent rollout");
+                }
+            }
+            (Some(own), Some(id)) if *own != id => {
+                // A copied parent meta: the replay burst starts here.
+                if self.is_child && !self.replay_done {
+                    self.replay_second = ts.map(|t| t.div_euclid(1000));
+                }
+                st.replayed_skipped += 1;
+            }
+            _ => {}
+        }
+    }
+
+    fn flush_text(&mut self) {
+        if self.pending_text.is_empty() {
+            return;
+        }
+        let text = std::mem::take(&mut self.pending_text);
+        self.s.responses.push(LlmResponse {
+            prompt_index: self.s.current_prompt(),
+            subagent: None,
+            ts_ms: self.pending_ts.take(),
+            model: self.model.clone(),
+            native_id: None,
+            request_id: None,
+            phase: self.pending_phase.take(),
+            text,
+            text_truncated: false,
+            tokens: None,
+        });
+    }
+
+    fn on_response_item(&mut self, mut p: Payload, ts: Option<i64>) {
+        match p.kind.as_deref().unwrap_or("") {
+            "message" => {
+                let role = p.role.take().unwrap_or_default();
+                let mut text = String::new();
+                match std::mem::take(&mut p.content) {
+                    Content::Text(t) => text = t,
+                    Content::Blocks(bs) => {
+                        for mut b in bs {
+                            if matches!(
+                                b.kind.as_deref(),
+                                Some("input_text" | "output_text" | "text")
+                            ) && let Some(t) = b.text.take()
+                            {
+                                if !text.is_empty() {
+                                    text.push('\n');
+                                }
+                                text.push_str(&t);
+                            }
+                        }
+                    }
+                }
+                match role.as_str() {
+                    "assistant" => {
+                        if !self.pending_text.is_empty() {
+                            self.pending_text.push('\n');
+                        }
+                        self.pending_text.push_str(&text);
+                        self.pending_ts = self.pending_ts.or(ts);
+                        if let Some(ph) = p.phase.take() {
+                            self.pending_phase = Some(ph);
+                        }
+                    }
+                    // Modern rollouts carry the typed prompt as
+                    // event_msg/user_message; user response items also hold
+                    // injected context, so only legacy files use them.
+                    "user" if self.legacy && !is_injected(&text) => {
+                        self.flush_text();
+                        self.s.push_prompt(ts, text);
+                    }
+                    _ => {}
+                }
+            }
+            "function_call" | "custom_tool_call" | "local_shell_call" | "web_search_call" => {
+                self.on_call(p, ts)
+            }
+            "function_call_output" | "custom_tool_call_output" => {
+                if let Some(id) = p.call_id.as_deref()
+                    && let Some(&ti) = self.calls.get(id)
+                    && let Some(t) = self.s.tools.get_mut(ti)
+                    && t.end_ms.is_none()
+                {
+                    t.end_ms = ts;
+                    t.status = p.output.map_or(ToolStatus::Unknown, |o| o.0);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_call(&mut self, mut p: Payload, ts: Option<i64>) {
+        let kind = p.kind.take().unwrap_or_default();
+        let name = match kind.as_str() {
+            "local_shell_call" => "local_shell".to_string(),
+            "web_search_call" => "web_search".to_string(),
+            _ => p.name.take().unwrap_or_default(),
+        };
+        let args: Value = match p.arguments.as_deref() {
+            Some(a) => serde_json::from_str(a).unwrap_or(Value::String(a.to_string())),
+            None => Value::Null,
+        };
+        let mut command: Option<String> = None;
+        let mut cwd: Option<String> = None;
+        let mut paths: Vec<ToolPath> = Vec::new();
+        let mut domains: Vec<String> = Vec::new();
+        let s = |v: &Value, k: &str| jstr(v, k).map(str::to_string);
+        let argv_or_str = |v: Option<&Value>| -> Option<String> {
+            match v? {
+                Value::String(s) => Some(s.clone()),
+                Value::Array(a) => Some(util::join_argv(
+                    &a.iter()
+                        .filter_map(|x| x.as_str().map(str::to_string))
+                        .collect::<Vec<_>>(),
+                )),
+                _ => None,
+            }
+        };
+        match name.as_str() {
+            "shell" | "shell_command" | "container.exec" => {
+                command = argv_or_str(args.get("command"));
+                cwd = s(&args, "workdir");
+            }
+            "exec_command" => {
+                command = s(&args, "cmd").or_else(|| argv_or_str(args.get("command")));
+                cwd = s(&args, "workdir");
+            }
+            "local_shell" => {
+                let action = p.action.as_ref();
+                command = argv_or_str(action.and_then(|a| a.get("command")));
+                cwd = action.and_then(|a| s(a, "working_directory"));
+            }
+            "apply_patch" => {
+                let text = p.input.take().or_else(|| s(&args, "input"));
+                if let Some(t) = &text {
+                    paths = util::apply_patch_paths(t);
+                }
+                command = text;
+            }
+            "update_plan" => {
+                if let Some(plan) = args.get("plan").and_then(|v| v.as_array()) {
+                    self.s.plan = plan
+                        .iter()
+                        .filter_map(|x| {
+                            Some(PlanStep {
+                                step: jstr(x, "step")?.to_string(),
+                                status: jstr(x, "status").map(str::to_string),
+                            })
+                        })
+                        .collect();
+                }
+            }
+            "read_file" | "view_image" | "list_dir" => {
+                if let Some(path) = s(&args, "file_path")
+                    .or_else(|| s(&args, "path"))
+                    .or_else(|| s(&args, "dir_path"))
+                {
+                    paths.push(ToolPath::new(path, PathAccess::Read));
+                }
+            }
+            "grep_files" => {
+                command = s(&args, "pattern");
+                if let Some(path) = s(&args, "path") {
+                    paths.push(ToolPath::new(path, PathAccess::Read));
+                }
+            }
+            "web_search" => {
+                let action = p.action.as_ref();
+                command = action
+                    .and_then(|a| s(a, "query"))
+                    .or_else(|| action.and_then(|a| s(a, "url")));
+                if let Some(d) = action
+                    .and_then(|a| jstr(a, "url"))
+                    .and_then(util::url_domain)
+                {
+                    domains.push(d);
+                }
+            }
+            "spawn_agent" => {
+                command = s(&args, "message").or_else(|| s(&args, "prompt"));
+            }
+            _ => {
+                command = s(&args, "cmd")
+                    .or_else(|| s(&args, "command"))
+                    .or_else(|| p.input.take());
+            }
+        }
+        let ev = ToolEvent {
+            prompt_index: self.s.current_prompt(),
+            subagent: None,
+            category: util::tool_category(&name),
+            name,
+            call_id: p.call_id.take(),
+            command,
+            command_truncated: false,
+            cwd: cwd.or_else(|| self.turn_cwd.clone()),
+            status: ToolStatus::Unknown,
+            start_ms: ts,
+            end_ms: None,
+            paths,
+            domains,
+        };
+        if let Some(id) = &ev.call_id {
+            self.calls.insert(id.clone(), self.s.tools.len());
+        }
+        self.s.tools.push(ev);
+    }
+
+    fn on_event(&mut self, mut p: Payload, ts: Option<i64>, st: &mut super::ParseStats) {
+        match p.kind.as_deref().unwrap_or("") {
+            "user_message" => {
+                self.flush_text();
+                let text = p.message.take().unwrap_or_default();
+                self.s.push_prompt(ts, text);
+            }
+            "token_count" => self.token_count(&p, ts, false, st),
+            "error" => {
+                let kind = match p.codex_error_info.as_ref() {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(Value::Object(m)) => m.keys().next().cloned().unwrap_or_default(),
+                    _ => "error".to_string(),
+                };
+                self.push_error(ts, kind, p.message.take().unwrap_or_default());
+            }
+            "turn_aborted" => {
+                let reason = p.reason.take().unwrap_or_default();
+                self.push_error(ts, "turn_aborted".into(), reason);
+            }
+            "thread_name_updated" => {
+                if let Some(n) = p.thread_name.take() {
+                    self.s.title = Some(n);
+                }
+            }
+            "exec_command_end" | "patch_apply_end" | "mcp_tool_call_end" => {
+                // Extended persistence: refine the outcome of a paired call.
+                if let Some(id) = p.call_id.as_deref()
+                    && let Some(&ti) = self.calls.get(id)
+                    && let Some(t) = self.s.tools.get_mut(ti)
+                {
+                    let st = match (p.success.0, p.exit_code.as_ref().and_then(|c| c.as_i64())) {
+                        (Some(true), _) | (None, Some(0)) => Some(ToolStatus::Ok),
+                        (Some(false), _) | (None, Some(_)) => Some(ToolStatus::Failed),
+                        _ => None,
+                    };
+                    if let Some(s) = st {
+                        t.status = s;
+                    }
+                    if t.end_ms.is_none() {
+                        t.end_ms = ts;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn push_error(&mut self, ts: Option<i64>, kind: String, message: String) {
+        self.s.errors.push(ErrorEvent {
+            prompt_index: self.s.current_prompt(),
+            subagent: None,
+            ts_ms: ts,
+            kind,
+            message,
+        });
+    }
+
+    fn token_count(
+        &mut self,
+        p: &Payload,
+        ts: Option<i64>,
+        replay: bool,
+        st: &mut super::ParseStats,
+    ) {
+        let Some(info) = p.info.as_ref().and_then(|i| i.obj()) else {
+            return; // rate-limit-only refresh
+        };
+        let total = info
+            .total_token_usage
+            .as_ref()
+            .and_then(|u| u.obj())
+            .copied();
+        let last = info
+            .last_token_usage
+            .as_ref()
+            .and_then(|u| u.obj())
+            .copied();
+        let delta = match (total, self.prev_total) {
+            (Some(t), Some(prev)) if t == prev => {
+                if !replay {
+                    st.repeated_usage_skipped += 1;
+                }
+                None
+            }
+            (Some(t), Some(prev)) if t.ge(&prev) => Some(t.minus(&prev)),
+            (Some(t), Some(_)) => Some(last.unwrap_or(t)),
+            (Some(t), None) => Some(t),
+            (None, _) => last,
+        };
+        if total.is_some() {
+            self.prev_total = total;
+        }
+        if replay {
+            return;
+        }
+        let Some(delta) = delta else { return };
+        let tokens = delta.normalized();
+        if tokens.is_zero() {
+            return;
+        }
+        let text = std::mem::take(&mut self.pending_text);
+        self.s.responses.push(LlmResponse {
+            prompt_index: self.s.current_prompt(),
+            subagent: None,
+            ts_ms: ts,
+            model: self.model.clone(),
+            native_id: None,
+            request_id: None,
+            phase: self.pending_phase.take(),
+            text,
+            text_truncated: false,
+            tokens: Some(tokens),
+        });
+        self.pending_ts = None;
+    }
+}
+
+/// User-role text Codex injects as context rather than a typed prompt.
+fn is_injected(text: &str) -> bool {
+    let t = text.trim_start();
+    t.starts_with("<environment_context>")
+        || t.starts_with("<user_instructions>")
+        || t.starts_with("# AGENTS.md instructions")
+        || t.starts_with("<INSTRUCTIONS>")
+        || t.starts_with("<skills_instructions>")
+        || t.starts_with("<permissions instructions>")
+        || t.is_empty()
+}
+
+/// Latest cumulative usage and plan found in a rollout tail (discovery fast
+/// path; at most the final 1 MiB is read).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TailSummary {
+    pub total: Option<TokenUsage>,
+    pub model: Option<String>,
+    pub plan: Vec<PlanStep>,
+}
+
+pub(crate) fn tail_summary(path: &Path) -> Result<TailSummary> {
+    let buf = util::read_tail(path, 1024 * 1024)?;
+    let mut out = TailSummary::default();
+    let mut st = super::ParseStats::default();
+    for line in buf.split(|&b| b == b'\n') {
+        if line.is_empty() {
+            continue;
+        }
+        let Some(mut l) = util::parse_line::<Line>(line, false, &mut st) else {
+            continue;
+        };
+        let Some(ObjOr::Obj(mut p)) = l.payload.take() else {
+            continue;
+        };
+        match (l.kind.as_deref(), p.kind.as_deref()) {
+            (Some("event_msg"), Some("token_count")) => {
+                if let Some(t) = p
+                    .info
+                    .as_ref()
+                    .and_then(|i| i.obj())
+                    .and_then(|i| i.total_token_usage.as_ref()?.obj().copied())
+                {
+                    out.total = Some(t.normalized());
+                }
+            }
+            (Some("turn_context"), _) => {
+                if let Some(m) = p.model.take() {
+                    out.model = Some(m);
+                }
+            }
+            (Some("response_item"), Some("function_call"))
+                if p.name.as_deref() == Some("update_plan") =>
+            {
+                if let Some(a) = p.arguments.as_deref()
+                    && let Ok(v) = serde_json::from_str::<Value>(a)
+                    && let Some(plan) = v.get("plan").and_then(|v| v.as_array())
+                {
+                    out.plan = plan
+                        .iter()
+                        .filter_map(|x| {
+                            Some(PlanStep {
+                                step: jstr(x, "step")?.to_string(),
+                                status: jstr(x, "status").map(str::to_string),
+                            })
+                        })
+                        .collect();
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses() {
+        assert_eq!(output_status("Exit code: 0\nWall time: 1s"), ToolStatus::Ok);
+        assert_eq!(
+            output_status("Exit code: 2\nWall time: 1s"),
+            ToolStatus::Failed
+        );
+        assert_eq!(
+            output_status(r#"{"output":"x","metadata":{"exit_code":1,"duration_seconds":0.1}}"#),
+            ToolStatus::Failed
+        );
+        assert_eq!(
+            output_status("Success. Updated the following files:\nM a"),
+            ToolStatus::Ok
+        );
+        assert_eq!(
+            output_status("apply_patch verification failed: x"),
+            ToolStatus::Failed
+        );
+        assert_eq!(
+            output_status("Chunk ID: 1\nProcess exited with code 3\n"),
+            ToolStatus::Failed
+        );
+    }
+
+    #[test]
+    fn file_name_id() {
+        let p = Path::new("rollout-2026-03-02T10-00-00-019c0000-0000-7000-8000-00000000abcd.jsonl");
+        assert_eq!(
+            id_from_file_name(p).as_deref(),
+            Some("019c0000-0000-7000-8000-00000000abcd")
+        );
+        assert_eq!(id_from_file_name(Path::new("rollout-x.jsonl")), None);
+    }
+}

@@ -1,0 +1,394 @@
+//! Lenient serde building blocks shared by the parsers.
+//!
+//! Transcripts mix shapes for one field (a string or an array of blocks, an
+//! object or an error string). These types accept every shape without
+//! failing the whole line, and avoid buffering large values nobody reads.
+
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, DeserializeOwned, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+/// Longest prefix kept by [`Prefix`]: enough for error messages and the
+/// `agentId: …` trailer while never copying multi-MB tool outputs.
+pub const PREFIX_BYTES: usize = 4096;
+
+/// Text flattened from a string or from an array of `{text}` blocks, keeping
+/// at most [`PREFIX_BYTES`] (tool outputs can be many MB).
+#[derive(Debug, Default, Clone)]
+pub struct Prefix(pub String);
+
+impl<'de> Deserialize<'de> for Prefix {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Prefix;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("text")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Prefix, E> {
+                let mut out = String::new();
+                push_capped(&mut out, s);
+                Ok(Prefix(out))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Prefix, A::Error> {
+                let mut out = String::new();
+                while let Some(b) = seq.next_element::<TextBlock>()? {
+                    if let Some(t) = b.text {
+                        if !out.is_empty() {
+                            push_capped(&mut out, "\n");
+                        }
+                        push_capped(&mut out, &t.0);
+                    }
+                }
+                Ok(Prefix(out))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Prefix, A::Error> {
+                let mut out = String::new();
+                while let Some(k) = m.next_key::<KeyStr>()? {
+                    if k.0 == "text" || k.0 == "output" || k.0 == "message" || k.0 == "error" {
+                        let t: Prefix = m.next_value()?;
+                        push_capped(&mut out, &t.0);
+                    } else {
+                        m.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(Prefix(out))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Prefix, E> {
+                Ok(Prefix::default())
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Prefix, E> {
+                Ok(Prefix::default())
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Prefix, E> {
+                Ok(Prefix::default())
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Prefix, E> {
+                Ok(Prefix::default())
+            }
+            fn visit_unit<E>(self) -> Result<Prefix, E> {
+                Ok(Prefix::default())
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+fn push_capped(out: &mut String, s: &str) {
+    let room = PREFIX_BYTES.saturating_sub(out.len());
+    if room == 0 {
+        return;
+    }
+    if s.len() <= room {
+        out.push_str(s);
+    } else {
+        let mut cut = room;
+        while cut > 0 && !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out.push_str(&s[..cut]);
+    }
+}
+
+#[derive(Deserialize)]
+struct TextBlock {
+    #[serde(default)]
+    text: Option<Prefix>,
+}
+
+/// A map key, borrowed when possible.
+struct KeyStr(String);
+impl<'de> Deserialize<'de> for KeyStr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = KeyStr;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("key")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<KeyStr, E> {
+                Ok(KeyStr(s.to_string()))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// An object of type `T` when the value is an object; any other shape (a
+/// string error message, an array, null) is kept as a text prefix.
+#[derive(Debug, Clone)]
+pub enum ObjOr<T> {
+    Obj(T),
+    Other(String),
+}
+
+impl<'de, T: DeserializeOwned> Deserialize<'de> for ObjOr<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: DeserializeOwned> Visitor<'de> for V<T> {
+            type Value = ObjOr<T>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<ObjOr<T>, A::Error> {
+                T::deserialize(de::value::MapAccessDeserializer::new(m)).map(ObjOr::Obj)
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<ObjOr<T>, E> {
+                let mut out = String::new();
+                push_capped(&mut out, s);
+                Ok(ObjOr::Other(out))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<ObjOr<T>, A::Error> {
+                let p = Prefix::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
+                Ok(ObjOr::Other(p.0))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<ObjOr<T>, E> {
+                Ok(ObjOr::Other(String::new()))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<ObjOr<T>, E> {
+                Ok(ObjOr::Other(String::new()))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<ObjOr<T>, E> {
+                Ok(ObjOr::Other(String::new()))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<ObjOr<T>, E> {
+                Ok(ObjOr::Other(String::new()))
+            }
+            fn visit_unit<E>(self) -> Result<ObjOr<T>, E> {
+                Ok(ObjOr::Other(String::new()))
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+impl<T> ObjOr<T> {
+    pub fn obj(&self) -> Option<&T> {
+        match self {
+            ObjOr::Obj(t) => Some(t),
+            ObjOr::Other(_) => None,
+        }
+    }
+}
+
+/// A string field that tolerates other JSON types (kept as `None`).
+#[derive(Debug, Default, Clone)]
+pub struct LStr(pub Option<String>);
+
+impl<'de> Deserialize<'de> for LStr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = LStr;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("string")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<LStr, E> {
+                Ok(LStr(Some(s.to_string())))
+            }
+            fn visit_string<E: de::Error>(self, s: String) -> Result<LStr, E> {
+                Ok(LStr(Some(s)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<LStr, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(LStr(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<LStr, A::Error> {
+                while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(LStr(None))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<LStr, E> {
+                Ok(LStr(None))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<LStr, E> {
+                Ok(LStr(Some(v.to_string())))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<LStr, E> {
+                Ok(LStr(Some(v.to_string())))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<LStr, E> {
+                Ok(LStr(None))
+            }
+            fn visit_unit<E>(self) -> Result<LStr, E> {
+                Ok(LStr(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl LStr {
+    pub fn as_deref(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+    pub fn take(&mut self) -> Option<String> {
+        self.0.take()
+    }
+}
+
+/// A non-negative counter that tolerates floats, negatives and null (→ 0).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Count(pub u64);
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Count;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("number")
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Count, E> {
+                Ok(Count(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Count, E> {
+                Ok(Count(u64::try_from(v).unwrap_or(0)))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Count, E> {
+                Ok(Count(if v.is_finite() && v > 0.0 {
+                    v as u64
+                } else {
+                    0
+                }))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Count, E> {
+                Ok(Count(s.trim().parse().unwrap_or(0)))
+            }
+            fn visit_unit<E>(self) -> Result<Count, E> {
+                Ok(Count(0))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Count, E> {
+                Ok(Count(0))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Count, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Count(0))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Count, A::Error> {
+                while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Count(0))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A boolean that tolerates other types (→ `None`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct LBool(pub Option<bool>);
+
+impl<'de> Deserialize<'de> for LBool {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = IgnoredOr::<bool>::deserialize(d)?;
+        Ok(LBool(v.0))
+    }
+}
+
+/// `Some(T)` when the value deserializes as `T`'s primitive; other shapes are
+/// skipped. Only used for primitives (bool) where buffering is cheap.
+struct IgnoredOr<T>(Option<T>);
+impl<'de> Deserialize<'de> for IgnoredOr<bool> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = IgnoredOr<bool>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("bool")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+                Ok(IgnoredOr(Some(v)))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+                Ok(IgnoredOr(match s {
+                    "true" => Some(true),
+                    "false" => Some(false),
+                    _ => None,
+                }))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(IgnoredOr(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(IgnoredOr(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(IgnoredOr(None))
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(IgnoredOr(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(IgnoredOr(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+                while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(IgnoredOr(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Message content: a plain string or an array of blocks `B`; other shapes
+/// become `Blocks(vec![])`.
+#[derive(Debug, Clone)]
+pub enum Content<B> {
+    Text(String),
+    Blocks(Vec<B>),
+}
+
+impl<B> Default for Content<B> {
+    fn default() -> Self {
+        Content::Blocks(Vec::new())
+    }
+}
+
+impl<'de, B: DeserializeOwned> Deserialize<'de> for Content<B> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<B>(std::marker::PhantomData<B>);
+        impl<'de, B: DeserializeOwned> Visitor<'de> for V<B> {
+            type Value = Content<B>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("string or array")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Content<B>, E> {
+                Ok(Content::Text(s.to_string()))
+            }
+            fn visit_string<E: de::Error>(self, s: String) -> Result<Content<B>, E> {
+                Ok(Content::Text(s))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content<B>, A::Error> {
+                let mut v = Vec::new();
+                // A block of an unexpected shape (e.g. a bare string) is skipped.
+                while let Some(b) = seq.next_element::<ObjOr<B>>()? {
+                    if let ObjOr::Obj(b) = b {
+                        v.push(b);
+                    }
+                }
+                Ok(Content::Blocks(v))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Content<B>, A::Error> {
+                while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Content::default())
+            }
+            fn visit_unit<E>(self) -> Result<Content<B>, E> {
+                Ok(Content::default())
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Content<B>, E> {
+                Ok(Content::default())
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Content<B>, E> {
+                Ok(Content::default())
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Content<B>, E> {
+                Ok(Content::default())
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Content<B>, E> {
+                Ok(Content::default())
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}

@@ -1,0 +1,637 @@
+//! Gemini CLI chats (`~/.gemini/tmp/<project>/chats/session-*.json[l]`).
+//!
+//! `.json` (≤ v0.38) is one `ConversationRecord` rewritten whole. `.jsonl`
+//! (≥ v0.39) is an event log of that record: a metadata line, full message
+//! objects re-appended whenever they change (last write wins, first position
+//! kept), `{"$set":{…}}` patches (`$set.messages` replaces the list) and
+//! `{"$rewindTo":id}` (drop that message and everything after). Summing raw
+//! lines would double count, so the log is replayed first.
+//!
+//! Tool calls and their results live in the same message record, so no
+//! pairing is needed. Subagent chats (`chats/<parentSessionId>/*.json[l]`)
+//! are folded into the parent.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::de::{Content, Count, LStr, ObjOr};
+use super::error::{Result, SessionError};
+use super::util::{self, jstr, parse_ts};
+use super::{
+    AgentSession, ErrorEvent, LlmResponse, ParseStats, PathAccess, PlanStep, Provider,
+    SubagentInfo, TokenUsage, ToolEvent, ToolPath, ToolStatus,
+};
+
+#[derive(Deserialize, Default, Clone)]
+#[serde(default)]
+struct Msg {
+    id: LStr,
+    timestamp: LStr,
+    #[serde(rename = "type")]
+    kind: LStr,
+    content: Content<Part>,
+    model: LStr,
+    #[serde(rename = "toolCalls")]
+    tool_calls: Vec<ObjOr<ToolCall>>,
+    tokens: Option<ObjOr<GTokens>>,
+}
+
+#[derive(Deserialize, Default, Clone)]
+#[serde(default)]
+struct Part {
+    text: LStr,
+}
+
+#[derive(Deserialize, Default, Clone)]
+#[serde(default)]
+struct ToolCall {
+    id: LStr,
+    name: LStr,
+    args: Option<Value>,
+    status: LStr,
+    timestamp: LStr,
+    #[serde(rename = "agentId")]
+    agent_id: LStr,
+}
+
+/// Gemini's usage: `input` includes `cached`; `output` (candidates)
+/// excludes `thoughts`; `tool` is tool-use prompt tokens.
+#[derive(Deserialize, Default, Clone, Copy)]
+#[serde(default)]
+struct GTokens {
+    input: Count,
+    output: Count,
+    cached: Count,
+    thoughts: Count,
+    tool: Count,
+}
+
+impl GTokens {
+    fn normalized(&self) -> TokenUsage {
+        let cached = self.cached.0.min(self.input.0);
+        TokenUsage::new(
+            self.input.0 - cached + self.tool.0,
+            self.output.0 + self.thoughts.0,
+            cached,
+            0,
+            self.thoughts.0,
+        )
+    }
+}
+
+/// One JSONL line (or the legacy whole record): metadata, message, or patch.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct GLine {
+    #[serde(rename = "sessionId")]
+    session_id: LStr,
+    #[serde(rename = "startTime")]
+    start_time: LStr,
+    #[serde(rename = "lastUpdated")]
+    last_updated: LStr,
+    summary: LStr,
+    kind: LStr,
+    messages: Option<Vec<ObjOr<Msg>>>,
+    #[serde(rename = "$set")]
+    set: Option<ObjOr<SetPatch>>,
+    #[serde(rename = "$rewindTo")]
+    rewind_to: LStr,
+    // Message fields (a line with a string `id` is a message).
+    id: LStr,
+    timestamp: LStr,
+    #[serde(rename = "type")]
+    msg_type: LStr,
+    content: Option<Content<Part>>,
+    model: LStr,
+    #[serde(rename = "toolCalls")]
+    tool_calls: Vec<ObjOr<ToolCall>>,
+    tokens: Option<ObjOr<GTokens>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct SetPatch {
+    #[serde(rename = "lastUpdated")]
+    last_updated: LStr,
+    summary: LStr,
+    messages: Option<Vec<ObjOr<Msg>>>,
+}
+
+/// The replayed conversation record.
+#[derive(Default)]
+struct Record {
+    session_id: Option<String>,
+    start_ms: Option<i64>,
+    last_updated_ms: Option<i64>,
+    summary: Option<String>,
+    kind: Option<String>,
+    messages: Vec<Msg>,
+    index: HashMap<String, usize>,
+}
+
+impl Record {
+    fn upsert(&mut self, m: Msg) {
+        match m.id.0.clone() {
+            Some(id) => match self.index.get(&id) {
+                Some(&i) => {
+                    if let Some(slot) = self.messages.get_mut(i) {
+                        *slot = m;
+                    }
+                }
+                None => {
+                    self.index.insert(id, self.messages.len());
+                    self.messages.push(m);
+                }
+            },
+            None => self.messages.push(m),
+        }
+    }
+
+    fn replace_all(&mut self, msgs: Vec<ObjOr<Msg>>) {
+        self.messages.clear();
+        self.index.clear();
+        for m in msgs {
+            if let ObjOr::Obj(m) = m {
+                self.upsert(m);
+            }
+        }
+    }
+
+    fn rewind_to(&mut self, id: &str) {
+        if let Some(&i) = self.index.get(id) {
+            self.messages.truncate(i);
+            self.index.retain(|_, v| *v < i);
+        }
+    }
+
+    fn apply_meta(&mut self, l: &mut GLine) {
+        if let Some(s) = l.session_id.take()
+            && self.session_id.is_none()
+        {
+            self.session_id = Some(s);
+        }
+        if let Some(t) = l.start_time.as_deref().and_then(parse_ts) {
+            self.start_ms.get_or_insert(t);
+        }
+        if let Some(t) = l.last_updated.as_deref().and_then(parse_ts) {
+            self.last_updated_ms = Some(t);
+        }
+        if let Some(s) = l.summary.take() {
+            self.summary = Some(s);
+        }
+        if let Some(k) = l.kind.take() {
+            self.kind = Some(k);
+        }
+    }
+}
+
+fn read_record(path: &Path, stats: &mut ParseStats) -> Result<Record> {
+    let f = util::open_regular(path)?;
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    stats.files += 1;
+    stats.bytes += len;
+    let mut rec = Record::default();
+    let jsonl = path.extension().and_then(|e| e.to_str()) == Some("jsonl");
+    if !jsonl {
+        // Legacy whole-file JSON.
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::BufReader::new(f), &mut bytes)
+            .map_err(|e| SessionError::io(path, e))?;
+        stats.lines = 1;
+        let mut l: GLine = match util::parse_line(&bytes, false, stats) {
+            Some(l) => l,
+            None => {
+                return Err(SessionError::Format {
+                    path: path.to_path_buf(),
+                    provider: "gemini",
+                    reason: stats
+                        .first_error
+                        .clone()
+                        .unwrap_or_else(|| "not JSON".into()),
+                });
+            }
+        };
+        rec.apply_meta(&mut l);
+        if let Some(ms) = l.messages.take() {
+            rec.replace_all(ms);
+        }
+        return Ok(rec);
+    }
+    let r = util::for_each_line(f, stats, |line, last, st| {
+        let Some(mut l) = util::parse_line::<GLine>(line, last, st) else {
+            return;
+        };
+        if let Some(set) = l.set.take() {
+            match set {
+                ObjOr::Obj(mut p) => {
+                    if let Some(t) = p.last_updated.as_deref().and_then(parse_ts) {
+                        rec.last_updated_ms = Some(t);
+                    }
+                    if let Some(s) = p.summary.take() {
+                        rec.summary = Some(s);
+                    }
+                    if let Some(ms) = p.messages.take() {
+                        rec.replace_all(ms);
+                    }
+                }
+                ObjOr::Other(_) => st.bad_lines += 1,
+            }
+            return;
+        }
+        if let Some(id) = l.rewind_to.take() {
+            rec.rewind_to(&id);
+            return;
+        }
+        if l.id.0.is_some() {
+            let m = Msg {
+                id: std::mem::take(&mut l.id),
+                timestamp: std::mem::take(&mut l.timestamp),
+                kind: std::mem::take(&mut l.msg_type),
+                content: l.content.take().unwrap_or_default(),
+                model: std::mem::take(&mut l.model),
+                tool_calls: std::mem::take(&mut l.tool_calls),
+                tokens: l.tokens.take(),
+            };
+            rec.upsert(m);
+            return;
+        }
+        if l.session_id.0.is_some() || l.start_time.0.is_some() || l.messages.is_some() {
+            rec.apply_meta(&mut l);
+            if let Some(ms) = l.messages.take() {
+                rec.replace_all(ms);
+            }
+            return;
+        }
+        st.unknown_records += 1;
+    });
+    r.map_err(|e| SessionError::io(path, e))?;
+    Ok(rec)
+}
+
+/// `sessionId` from the bounded header of a chat file (discovery).
+pub(crate) fn header_session_id(path: &Path) -> Option<String> {
+    let head = util::read_head(path, util::HEADER_BYTES).ok()?;
+    // `"sessionId"` sits at the top of both layouts; find its string value
+    // without parsing a record that may be cut off by the header cap.
+    let text = String::from_utf8_lossy(&head);
+    let i = text.find("\"sessionId\"")?;
+    let rest = text[i + "\"sessionId\"".len()..].trim_start();
+    let rest = rest.strip_prefix(':')?.trim_start().strip_prefix('"')?;
+    let end = rest.find('"')?;
+    let id = &rest[..end];
+    (!id.is_empty()).then(|| id.to_string())
+}
+
+/// The project directory (`tmp/<project>`) of a chat file, and whether the
+/// file is a subagent chat (`chats/<parent>/x.jsonl`).
+fn project_dir(path: &Path) -> Option<(PathBuf, bool)> {
+    let dir = path.parent()?;
+    if dir.file_name()? == "chats" {
+        return Some((dir.parent()?.to_path_buf(), false));
+    }
+    let chats = dir.parent()?;
+    if chats.file_name()? == "chats" {
+        return Some((chats.parent()?.to_path_buf(), true));
+    }
+    None
+}
+
+/// cwd of a Gemini project: `.project_root` (≥ v0.29), else the inverted
+/// `projects.json` registry. Hash-named (≤ v0.28) dirs give none.
+fn project_cwd(project: &Path) -> Option<String> {
+    if let Ok(s) = std::fs::read_to_string(project.join(".project_root")) {
+        let s = s.trim();
+        if !s.is_empty() {
+            return Some(s.to_string());
+        }
+    }
+    let slug = project.file_name()?.to_str()?;
+    let gemini = project.parent()?.parent()?;
+    let reg = std::fs::read(gemini.join("projects.json")).ok()?;
+    let v: Value = serde_json::from_slice(&reg).ok()?;
+    v.get("projects")?
+        .as_object()?
+        .iter()
+        .find(|(_, s)| s.as_str() == Some(slug))
+        .map(|(k, _)| k.clone())
+}
+
+pub(crate) fn parse(path: &Path) -> Result<AgentSession> {
+    let mut stats = ParseStats::default();
+    let rec = read_record(path, &mut stats)?;
+    let Some(id) = rec.session_id.clone() else {
+        return Err(SessionError::Format {
+            path: path.to_path_buf(),
+            provider: "gemini",
+            reason: "no sessionId".into(),
+        });
+    };
+    let mut s = AgentSession::new(Provider::Gemini, id.clone(), path.to_path_buf());
+    s.conversation_id = Some(id.clone());
+    s.stats = stats;
+    s.title = rec.summary.clone();
+    s.see_ts(rec.start_ms);
+    s.see_ts(rec.last_updated_ms);
+    let proj = project_dir(path);
+    if let Some((p, _)) = &proj {
+        s.cwd = project_cwd(p);
+    }
+    let mut hints = HashMap::new();
+    emit(&mut s, rec, None, &mut hints);
+
+    // Subagent chats live in chats/<sessionId>/; only for a main chat.
+    if let Some((p, false)) = &proj {
+        let dir = p.join("chats").join(&id);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| {
+                        matches!(
+                            p.extension().and_then(|e| e.to_str()),
+                            Some("json" | "jsonl")
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        files.sort();
+        // Prefer .jsonl when a .json twin has the same stem.
+        let stems: std::collections::HashSet<PathBuf> = files
+            .iter()
+            .filter(|p| p.extension().and_then(|e| e.to_str()) == Some("jsonl"))
+            .map(|p| p.with_extension(""))
+            .collect();
+        files.retain(|p| {
+            p.extension().and_then(|e| e.to_str()) == Some("jsonl")
+                || !stems.contains(&p.with_extension(""))
+        });
+        for f in files {
+            let mut st = std::mem::take(&mut s.stats);
+            let r = read_record(&f, &mut st);
+            s.stats = st;
+            match r {
+                Ok(child) => {
+                    s.subagents.push(SubagentInfo {
+                        agent_id: child.session_id.clone(),
+                        kind: child.kind.clone(),
+                        description: child.summary.clone(),
+                        parent_call_id: None,
+                        source_path: f.clone(),
+                        models: Vec::new(),
+                        usage: TokenUsage::default(),
+                        responses: 0,
+                        tools: 0,
+                    });
+                    let si = s.subagents.len() - 1;
+                    emit(&mut s, child, Some(si), &mut hints);
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "skipping unreadable gemini subagent chat");
+                    s.stats.unreadable_files += 1;
+                }
+            }
+        }
+        link_subagents(&mut s, &hints);
+    }
+    Ok(s)
+}
+
+/// Links subagents to the parent tool call that names their `agentId`, and
+/// gives their events that call's prompt index.
+fn link_subagents(s: &mut AgentSession, hints: &HashMap<String, String>) {
+    let mut calls: HashMap<&str, (Option<String>, Option<usize>)> = HashMap::new();
+    for t in s.tools.iter().filter(|t| t.subagent.is_none()) {
+        if let Some(a) = t.call_id.as_ref().and_then(|c| hints.get(c)) {
+            calls.insert(a.as_str(), (t.call_id.clone(), t.prompt_index));
+        }
+    }
+    let mut prompt_of: Vec<Option<usize>> = vec![None; s.subagents.len()];
+    for (i, sub) in s.subagents.iter_mut().enumerate() {
+        if let Some((call, pi)) = sub.agent_id.as_deref().and_then(|a| calls.get(a)) {
+            sub.parent_call_id = call.clone();
+            prompt_of[i] = *pi;
+        }
+    }
+    let prompts: Vec<(usize, Option<i64>)> = s.prompts.iter().map(|p| (p.index, p.ts_ms)).collect();
+    let by_time = |ts: Option<i64>| {
+        let ts = ts?;
+        prompts
+            .iter()
+            .rev()
+            .find(|(_, t)| t.is_some_and(|t| t <= ts))
+            .map(|(i, _)| *i)
+    };
+    for t in s.tools.iter_mut() {
+        if let Some(si) = t.subagent {
+            t.prompt_index = prompt_of
+                .get(si)
+                .copied()
+                .flatten()
+                .or_else(|| by_time(t.start_ms));
+        }
+    }
+    for r in s.responses.iter_mut() {
+        if let Some(si) = r.subagent {
+            r.prompt_index = prompt_of
+                .get(si)
+                .copied()
+                .flatten()
+                .or_else(|| by_time(r.ts_ms));
+        }
+    }
+    for e in s.errors.iter_mut() {
+        if let Some(si) = e.subagent {
+            e.prompt_index = prompt_of
+                .get(si)
+                .copied()
+                .flatten()
+                .or_else(|| by_time(e.ts_ms));
+        }
+    }
+}
+
+fn text_of(c: &Content<Part>) -> String {
+    match c {
+        Content::Text(t) => t.clone(),
+        Content::Blocks(parts) => {
+            let mut out = String::new();
+            for p in parts {
+                if let Some(t) = p.text.as_deref() {
+                    if !out.is_empty() {
+                        out.push('\n');
+                    }
+                    out.push_str(t);
+                }
+            }
+            out
+        }
+    }
+}
+
+/// Turns replayed messages into model events.
+/// `hints` collects call id → `agentId` named by tool calls, for linking.
+fn emit(
+    s: &mut AgentSession,
+    rec: Record,
+    sub: Option<usize>,
+    hints: &mut HashMap<String, String>,
+) {
+    for m in rec.messages {
+        let ts = m.timestamp.as_deref().and_then(parse_ts);
+        s.see_ts(ts);
+        match m.kind.as_deref().unwrap_or("") {
+            "user" => {
+                let text = text_of(&m.content);
+                if sub.is_none() && !text.trim().is_empty() {
+                    s.push_prompt(ts, text);
+                }
+            }
+            "gemini" | "model" | "assistant" => {
+                if let Some(model) = m.model.as_deref() {
+                    s.see_model(model);
+                }
+                s.responses.push(LlmResponse {
+                    prompt_index: s.current_prompt(),
+                    subagent: sub,
+                    ts_ms: ts,
+                    model: m.model.0.clone(),
+                    native_id: m.id.0.clone(),
+                    request_id: None,
+                    phase: None,
+                    text: text_of(&m.content),
+                    text_truncated: false,
+                    tokens: m
+                        .tokens
+                        .as_ref()
+                        .and_then(|t| t.obj())
+                        .map(|t| t.normalized()),
+                });
+                for tc in &m.tool_calls {
+                    if let ObjOr::Obj(tc) = tc {
+                        let ev = tool_event(s, tc, ts, sub);
+                        if let (Some(c), Some(a)) = (&ev.call_id, tc.agent_id.0.clone()) {
+                            hints.insert(c.clone(), a);
+                        }
+                        s.tools.push(ev);
+                    }
+                }
+            }
+            "error" | "warning" => {
+                s.errors.push(ErrorEvent {
+                    prompt_index: s.current_prompt(),
+                    subagent: sub,
+                    ts_ms: ts,
+                    kind: m.kind.0.clone().unwrap_or_default(),
+                    message: text_of(&m.content),
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
+fn tool_event(
+    s: &mut AgentSession,
+    tc: &ToolCall,
+    ts: Option<i64>,
+    sub: Option<usize>,
+) -> ToolEvent {
+    let name = tc.name.0.clone().unwrap_or_default();
+    let args = tc.args.clone().unwrap_or(Value::Null);
+    let a = |k: &str| jstr(&args, k).map(str::to_string);
+    let mut command = None;
+    let mut cwd = None;
+    let mut paths = Vec::new();
+    let mut domains = Vec::new();
+    let file = || {
+        a("file_path")
+            .or_else(|| a("absolute_path"))
+            .or_else(|| a("path"))
+    };
+    let dir = || {
+        a("dir_path")
+            .or_else(|| a("path"))
+            .or_else(|| a("directory"))
+    };
+    match name.as_str() {
+        "run_shell_command" => {
+            command = a("command");
+            cwd = a("dir_path").or_else(|| a("directory"));
+        }
+        "read_file" => {
+            if let Some(p) = file() {
+                paths.push(ToolPath::new(p, PathAccess::Read));
+            }
+        }
+        "write_file" | "replace" | "edit" => {
+            if let Some(p) = file() {
+                paths.push(ToolPath::new(p, PathAccess::Write));
+            }
+        }
+        "list_directory" => {
+            if let Some(p) = dir() {
+                paths.push(ToolPath::new(p, PathAccess::Read));
+            }
+        }
+        "glob" | "grep_search" | "search_file_content" => {
+            command = a("pattern");
+            if let Some(p) = dir() {
+                paths.push(ToolPath::new(p, PathAccess::Read));
+            }
+        }
+        "google_web_search" => command = a("query"),
+        "web_fetch" => {
+            command = a("prompt").or_else(|| a("url"));
+            domains = command
+                .as_deref()
+                .map(util::domains_in_text)
+                .unwrap_or_default();
+        }
+        "write_todos" => {
+            if let Some(todos) = args.get("todos").and_then(|t| t.as_array()) {
+                s.plan = todos
+                    .iter()
+                    .filter_map(|t| {
+                        Some(PlanStep {
+                            step: jstr(t, "description")?.to_string(),
+                            status: jstr(t, "status").map(str::to_string),
+                        })
+                    })
+                    .collect();
+            }
+        }
+        _ => {
+            command = a("command").or_else(|| a("query")).or_else(|| a("pattern"));
+        }
+    }
+    let status = match tc.status.as_deref() {
+        Some("success") => ToolStatus::Ok,
+        Some("error" | "cancelled") => ToolStatus::Failed,
+        _ => ToolStatus::Unknown,
+    };
+    // The call record's timestamp is written when the call completes.
+    let end_ms = if status == ToolStatus::Unknown {
+        None
+    } else {
+        tc.timestamp.as_deref().and_then(parse_ts)
+    };
+    ToolEvent {
+        prompt_index: s.current_prompt(),
+        subagent: sub,
+        category: util::tool_category(&name),
+        name,
+        call_id: tc.id.0.clone(),
+        command,
+        command_truncated: false,
+        cwd,
+        status,
+        start_ms: ts,
+        end_ms,
+        paths,
+        domains,
+    }
+}

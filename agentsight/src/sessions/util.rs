@@ -1,0 +1,525 @@
+//! Shared helpers: line streaming, timestamps, hashing, tool classification.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::Path;
+
+use super::error::{Result, SessionError};
+use super::{ParseStats, PathAccess, ToolCategory, ToolPath};
+
+/// A single transcript line longer than this is skipped (and counted): it
+/// protects memory against a corrupt file with no newlines at all while still
+/// admitting the multi-MB tool-output lines real agents write.
+pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+
+/// Bounded header read used by discovery (issue: 64 KiB).
+pub const HEADER_BYTES: usize = 64 * 1024;
+
+/// A Codex first line embeds the full instructions and can be tens of KiB;
+/// discovery keeps reading to the first newline up to this cap.
+pub const CODEX_FIRST_LINE_CAP: usize = 1024 * 1024;
+
+/// Opens a transcript for streaming, refusing directories and other non-files
+/// with a typed error instead of an opaque read failure later.
+pub fn open_regular(path: &Path) -> Result<File> {
+    let meta = std::fs::metadata(path).map_err(|e| SessionError::io(path, e))?;
+    if !meta.is_file() {
+        return Err(SessionError::NotAFile {
+            path: path.to_path_buf(),
+        });
+    }
+    File::open(path).map_err(|e| SessionError::io(path, e))
+}
+
+/// Streams a JSONL file line by line, calling `f` with each complete or final
+/// line. Oversized lines are skipped and counted; a final line without a
+/// newline is flagged so parsers can treat a parse failure there as a live
+/// session's partial write rather than corruption.
+pub fn for_each_line<R: Read>(
+    reader: R,
+    stats: &mut ParseStats,
+    mut f: impl FnMut(&[u8], bool, &mut ParseStats),
+) -> std::io::Result<()> {
+    let mut r = BufReader::with_capacity(256 * 1024, reader);
+    let mut buf: Vec<u8> = Vec::with_capacity(64 * 1024);
+    loop {
+        buf.clear();
+        let mut oversized = false;
+        // Read one line, but stop storing bytes past the cap.
+        let mut got_newline = false;
+        loop {
+            let avail = match r.fill_buf() {
+                Ok(a) => a,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if avail.is_empty() {
+                break;
+            }
+            let (take, done) = match memchr(b'\n', avail) {
+                Some(i) => (i + 1, true),
+                None => (avail.len(), false),
+            };
+            if !oversized {
+                if buf.len() + take > MAX_LINE_BYTES {
+                    oversized = true;
+                    buf.clear();
+                } else {
+                    buf.extend_from_slice(&avail[..take]);
+                }
+            }
+            r.consume(take);
+            if done {
+                got_newline = true;
+                break;
+            }
+        }
+        if oversized {
+            stats.lines += 1;
+            stats.oversized_lines += 1;
+            if !got_newline {
+                break;
+            }
+            continue;
+        }
+        if buf.is_empty() {
+            break;
+        }
+        stats.lines += 1;
+        let mut line = &buf[..];
+        while let Some((last, rest)) = line.split_last() {
+            if *last == b'\n' || *last == b'\r' {
+                line = rest;
+            } else {
+                break;
+            }
+        }
+        if line.iter().all(|b| b.is_ascii_whitespace()) {
+            stats.blank_lines += 1;
+        } else {
+            f(line, !got_newline, stats);
+        }
+        if !got_newline {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
+    hay.iter().position(|&b| b == needle)
+}
+
+/// Parses one JSON line into `T`. Invalid UTF-8 is repaired lossily (and
+/// counted) rather than losing the whole record; other failures are counted
+/// as a partial last line or a bad line.
+pub fn parse_line<T: serde::de::DeserializeOwned>(
+    line: &[u8],
+    is_last_unterminated: bool,
+    stats: &mut ParseStats,
+) -> Option<T> {
+    match serde_json::from_slice::<T>(line) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            if std::str::from_utf8(line).is_err() {
+                let fixed = String::from_utf8_lossy(line);
+                if let Ok(v) = serde_json::from_str::<T>(&fixed) {
+                    stats.invalid_utf8_lines += 1;
+                    return Some(v);
+                }
+            }
+            if is_last_unterminated && e.is_eof() {
+                stats.partial_last_line = true;
+            } else {
+                stats.bad_lines += 1;
+                if stats.first_error.is_none() {
+                    stats.first_error = Some(format!("line {}: {e}", stats.lines));
+                }
+            }
+            None
+        }
+    }
+}
+
+/// Reads up to `cap` bytes from the start of a file.
+pub fn read_head(path: &Path, cap: usize) -> Result<Vec<u8>> {
+    let f = open_regular(path)?;
+    let mut buf = Vec::with_capacity(cap.min(HEADER_BYTES));
+    f.take(cap as u64)
+        .read_to_end(&mut buf)
+        .map_err(|e| SessionError::io(path, e))?;
+    Ok(buf)
+}
+
+/// Reads the first line (without its newline), up to `cap` bytes; `None` when
+/// the cap is reached first.
+pub fn read_first_line(path: &Path, cap: usize) -> Result<Option<Vec<u8>>> {
+    let f = open_regular(path)?;
+    let mut r = BufReader::with_capacity(HEADER_BYTES, f.take(cap as u64 + 1));
+    let mut buf = Vec::new();
+    r.read_until(b'\n', &mut buf)
+        .map_err(|e| SessionError::io(path, e))?;
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+        Ok(Some(buf))
+    } else if buf.len() > cap {
+        Ok(None)
+    } else {
+        // No newline yet (live or one-line file): the bytes are the line.
+        Ok(Some(buf))
+    }
+}
+
+/// Reads at most the final `cap` bytes, starting at the first full line.
+pub fn read_tail(path: &Path, cap: u64) -> Result<Vec<u8>> {
+    let mut f = open_regular(path)?;
+    let len = f.metadata().map_err(|e| SessionError::io(path, e))?.len();
+    let start = len.saturating_sub(cap);
+    f.seek(SeekFrom::Start(start))
+        .map_err(|e| SessionError::io(path, e))?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf)
+        .map_err(|e| SessionError::io(path, e))?;
+    if start > 0 {
+        match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                buf.drain(..=i);
+            }
+            None => buf.clear(),
+        }
+    }
+    Ok(buf)
+}
+
+// ---------------------------------------------------------------------------
+// Time: all timestamps are i64 milliseconds since the Unix epoch, UTC.
+
+/// Parses an RFC 3339 / ISO-8601 timestamp (`2026-03-01T09:00:02.100Z`,
+/// offsets allowed) into UTC epoch milliseconds. Hand-written because every
+/// provider uses this one shape and a date crate would be the only user.
+pub fn parse_ts(s: &str) -> Option<i64> {
+    let b = s.trim().as_bytes();
+    if b.len() < 19 {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let mut v: i64 = 0;
+        for &c in b.get(r)? {
+            if !c.is_ascii_digit() {
+                return None;
+            }
+            v = v * 10 + i64::from(c - b'0');
+        }
+        Some(v)
+    };
+    if b[4] != b'-' || b[7] != b'-' || !(b[10] == b'T' || b[10] == b' ' || b[10] == b't') {
+        return None;
+    }
+    if b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, se) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
+        return None;
+    }
+    let mut i = 19;
+    let mut ms: i64 = 0;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        let mut digits = 0;
+        while let Some(c) = b.get(i).filter(|c| c.is_ascii_digit()) {
+            if digits < 3 {
+                ms = ms * 10 + i64::from(c - b'0');
+            }
+            digits += 1;
+            i += 1;
+        }
+        if digits == 0 {
+            return None;
+        }
+        for _ in digits..3 {
+            ms *= 10;
+        }
+    }
+    let offset_min: i64 = match b.get(i) {
+        None => 0, // no zone: providers write UTC
+        Some(b'Z') | Some(b'z') => 0,
+        Some(&sign @ (b'+' | b'-')) => {
+            let oh = num(i + 1..i + 3)?;
+            let om = if b.get(i + 3) == Some(&b':') {
+                num(i + 4..i + 6)?
+            } else {
+                num(i + 3..i + 5).unwrap_or(0)
+            };
+            let v = oh * 60 + om;
+            if sign == b'+' { v } else { -v }
+        }
+        Some(_) => return None,
+    };
+    let days = days_from_civil(y, mo, d);
+    let secs = days * 86_400 + h * 3600 + mi * 60 + se - offset_min * 60;
+    Some(secs * 1000 + ms)
+}
+
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// Formats epoch milliseconds as RFC 3339 UTC with milliseconds.
+pub fn format_ts(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let milli = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{milli:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Converts a file modification time to epoch milliseconds.
+pub fn system_time_ms(t: std::time::SystemTime) -> i64 {
+    match t.duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
+        Err(e) => -i64::try_from(e.duration().as_millis()).unwrap_or(i64::MAX),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Hashing: FNV-1a 64, chosen because it is trivially stable across runs,
+// platforms and compiler versions (std's hashers promise none of that).
+
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+// ---------------------------------------------------------------------------
+// Text helpers.
+
+/// Truncates to at most `max` bytes on a char boundary.
+pub fn truncate_str(s: &mut String, max: usize) {
+    if s.len() <= max {
+        return;
+    }
+    let mut cut = max;
+    while cut > 0 && !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    s.truncate(cut);
+}
+
+/// A short one-line preview (for list rows and titles).
+pub fn preview(s: &str, max_chars: usize) -> String {
+    let one: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one.chars().count() <= max_chars {
+        one
+    } else {
+        let mut out: String = one.chars().take(max_chars.saturating_sub(1)).collect();
+        out.push('…');
+        out
+    }
+}
+
+/// Host of a URL (`https://a.b/c` → `a.b`), lower-cased, port stripped.
+pub fn url_domain(url: &str) -> Option<String> {
+    let rest = url.trim().split_once("://").map(|(_, r)| r)?;
+    let host_port = rest.split(['/', '?', '#']).next()?;
+    let host = host_port.rsplit('@').next()?;
+    let host = if host.starts_with('[') {
+        host.split(']').next().map(|h| h.trim_start_matches('['))?
+    } else {
+        host.split(':').next()?
+    };
+    if host.is_empty() {
+        None
+    } else {
+        Some(host.to_ascii_lowercase())
+    }
+}
+
+/// All distinct URL domains mentioned in free text (Gemini's web_fetch prompt).
+pub fn domains_in_text(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for word in
+        text.split(|c: char| c.is_whitespace() || c == '"' || c == '\'' || c == '<' || c == '>')
+    {
+        if let Some(i) = word.find("http://").or_else(|| word.find("https://"))
+            && let Some(d) = url_domain(&word[i..])
+            && !out.contains(&d)
+        {
+            out.push(d);
+        }
+    }
+    out
+}
+
+/// Category of a tool by name, shared by all providers.
+pub fn tool_category(name: &str) -> ToolCategory {
+    let n = name.to_ascii_lowercase();
+    if n.starts_with("mcp__") || n == "callmcptool" {
+        return ToolCategory::Mcp;
+    }
+    match n.as_str() {
+        "bash" | "shell" | "shell_command" | "exec_command" | "write_stdin" | "local_shell"
+        | "run_shell_command" | "bashoutput" | "killshell" | "killbash" | "run_terminal_cmd"
+        | "unified_exec" => ToolCategory::Shell,
+        "read" | "readfile" | "read_file" | "read_many_files" | "view_image" | "notebookread"
+        | "ls" | "list_dir" | "list_directory" | "listdir" => ToolCategory::Read,
+        "grep" | "glob" | "grep_search" | "grep_files" | "codebase_search" | "file_search"
+        | "search_file" | "semanticsearch" | "tool_search" => ToolCategory::Search,
+        "edit" | "multiedit" | "write" | "notebookedit" | "apply_patch" | "write_file"
+        | "replace" | "strreplace" | "search_replace" | "edit_file" | "delete" | "delete_file"
+        | "editnotebook" => ToolCategory::Edit,
+        "webfetch" | "websearch" | "web_fetch" | "google_web_search" | "web_search"
+        | "web_search_call" => ToolCategory::Web,
+        "todowrite" | "update_plan" | "write_todos" | "taskcreate" | "taskupdate" | "tasklist"
+        | "taskget" | "exitplanmode" | "enter_plan_mode" | "exit_plan_mode" | "todo_write" => {
+            ToolCategory::Plan
+        }
+        "task"
+        | "agent"
+        | "spawn_agent"
+        | "spawn_agents_on_csv"
+        | "send_input"
+        | "send_message"
+        | "wait_agent"
+        | "close_agent"
+        | "list_agents" => ToolCategory::Subagent,
+        _ => ToolCategory::Other,
+    }
+}
+
+/// Paths touched by an `apply_patch` envelope (Codex).
+pub fn apply_patch_paths(patch: &str) -> Vec<ToolPath> {
+    let mut out: Vec<ToolPath> = Vec::new();
+    for line in patch.lines() {
+        let line = line.trim_end();
+        if let Some(p) = line.strip_prefix("*** Add File: ") {
+            out.push(ToolPath::new(p.trim(), PathAccess::Create));
+        } else if let Some(p) = line.strip_prefix("*** Update File: ") {
+            out.push(ToolPath::new(p.trim(), PathAccess::Write));
+        } else if let Some(p) = line.strip_prefix("*** Delete File: ") {
+            out.push(ToolPath::new(p.trim(), PathAccess::Delete));
+        } else if let Some(p) = line.strip_prefix("*** Move to: ") {
+            // The preceding Update names the source: it becomes rename_from.
+            if let Some(last) = out.last_mut()
+                && last.access == PathAccess::Write
+            {
+                last.access = PathAccess::RenameFrom;
+                let from = last.path.clone();
+                let mut to = ToolPath::new(p.trim(), PathAccess::Rename);
+                to.previous_path = Some(from);
+                out.push(to);
+            }
+        }
+    }
+    out
+}
+
+/// Shell-style joining of an argv for display (`["bash","-lc","ls -a"]`).
+pub fn join_argv(argv: &[String]) -> String {
+    let mut s = String::new();
+    for (i, a) in argv.iter().enumerate() {
+        if i > 0 {
+            s.push(' ');
+        }
+        let plain = !a.is_empty()
+            && a.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&c));
+        if plain {
+            s.push_str(a);
+        } else {
+            s.push('\'');
+            s.push_str(&a.replace('\'', "'\\''"));
+            s.push('\'');
+        }
+    }
+    s
+}
+
+/// Returns a string field of a JSON object if present and a string.
+pub fn jstr<'a>(v: &'a serde_json::Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(|x| x.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ts_roundtrip() {
+        let ms = parse_ts("2026-03-01T09:00:02.100Z");
+        assert_eq!(ms, Some(1_772_355_602_100));
+        assert_eq!(format_ts(1_772_355_602_100), "2026-03-01T09:00:02.100Z");
+        assert_eq!(
+            parse_ts("2026-03-01T10:00:02.1+01:00"),
+            Some(1_772_355_602_100)
+        );
+        assert_eq!(parse_ts("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(parse_ts("garbage"), None);
+        assert_eq!(parse_ts("2026-13-01T00:00:00Z"), None);
+    }
+
+    #[test]
+    fn fnv_is_stable() {
+        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    #[test]
+    fn patch_paths() {
+        let p = "*** Begin Patch\n*** Add File: a.txt\n+x\n*** Update File: b.rs\n*** Move to: c.rs\n@@\n*** Delete File: d\n*** End Patch";
+        let v = apply_patch_paths(p);
+        let got: Vec<_> = v.iter().map(|t| (t.path.as_str(), t.access)).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("a.txt", PathAccess::Create),
+                ("b.rs", PathAccess::RenameFrom),
+                ("c.rs", PathAccess::Rename),
+                ("d", PathAccess::Delete)
+            ]
+        );
+        assert_eq!(v[2].previous_path.as_deref(), Some("b.rs"));
+    }
+
+    #[test]
+    fn domains() {
+        assert_eq!(
+            url_domain("https://Docs.rs:443/x?y"),
+            Some("docs.rs".into())
+        );
+        assert_eq!(
+            domains_in_text("read https://a.io/x and http://b.dev then https://a.io/y"),
+            vec!["a.io".to_string(), "b.dev".to_string()]
+        );
+    }
+}

@@ -1,0 +1,177 @@
+//! Gemini CLI chats: legacy .json, .jsonl event log with $set/$rewindTo.
+mod sessions_common;
+
+use agentsight::sessions::{PathAccess, Provider, TokenUsage, ToolStatus};
+use sessions_common::{parse, ts};
+
+const LEGACY: &str = ".gemini/tmp/shop/chats/session-2026-01-10T08-00-5e1f0c2a.json";
+const JSONL: &str = ".gemini/tmp/shop/chats/session-2026-05-01T08-00-7a3c9e10.jsonl";
+
+#[test]
+fn legacy_json_record() {
+    let s = parse(Provider::Gemini, LEGACY);
+    assert_eq!(s.session_id, "5e1f0c2a-0000-4000-8000-0000000000aa");
+    assert_eq!(
+        s.cwd.as_deref(),
+        Some("/home/dev/shop"),
+        "from .project_root"
+    );
+    assert_eq!(s.models, ["gemini-2.5-pro"]);
+    assert_eq!(s.start_ms, ts("2026-01-10T08:00:00.000Z"));
+    assert_eq!(s.end_ms, ts("2026-01-10T08:01:10.000Z"));
+    assert_eq!(
+        s.prompts
+            .iter()
+            .map(|p| p.text.as_str())
+            .collect::<Vec<_>>(),
+        ["list files", "read README.md"]
+    );
+    // cached is inside input; thoughts add to output; tool to input.
+    assert_eq!(
+        s.responses[0].tokens,
+        Some(TokenUsage::new(2200, 120, 3000, 0, 80))
+    );
+    assert_eq!(s.responses[0].tokens.map(|t| t.total), Some(5320));
+    assert_eq!(
+        s.responses[1].tokens,
+        Some(TokenUsage::new(1010, 20, 5000, 0, 0))
+    );
+    assert_eq!(s.usage, TokenUsage::new(3210, 140, 8000, 0, 80));
+    assert_eq!(s.responses[1].native_id.as_deref(), Some("m-4"));
+    let t: Vec<_> = s
+        .tools
+        .iter()
+        .map(|t| (t.name.as_str(), t.status, t.prompt_index))
+        .collect();
+    assert_eq!(
+        t,
+        [
+            ("list_directory", ToolStatus::Ok, Some(0)),
+            ("read_file", ToolStatus::Failed, Some(1))
+        ]
+    );
+    assert_eq!(
+        s.tools[1].paths[0].path, "/home/dev/shop/README.md",
+        "old absolute_path spelling"
+    );
+    assert_eq!(s.tools[1].end_ms, ts("2026-01-10T08:00:33.200Z"));
+    assert_eq!(s.errors.len(), 1);
+    assert_eq!(s.errors[0].kind, "error");
+    assert!(s.errors[0].message.starts_with("Quota exceeded"));
+}
+
+#[test]
+fn jsonl_replay_set_and_rewind() {
+    let s = parse(Provider::Gemini, JSONL);
+    assert_eq!(s.session_id, "7a3c9e10-0000-4000-8000-0000000000bb");
+    assert_eq!(
+        s.title.as_deref(),
+        Some("List and summarise files"),
+        "from $set.summary"
+    );
+    assert_eq!(
+        s.end_ms,
+        ts("2026-05-01T08:02:30.000Z"),
+        "from $set.lastUpdated"
+    );
+    // m-3/m-4 were rewound away; m-2 was re-appended with tokens (counted once).
+    let p: Vec<_> = s
+        .prompts
+        .iter()
+        .map(|p| (p.index, p.text.as_str()))
+        .collect();
+    assert_eq!(
+        p,
+        [
+            (0, "list files"),
+            (1, "write a summary to NOTES.md instead")
+        ]
+    );
+    assert!(!s.tools.iter().any(|t| t.name == "write_file"));
+    let ids: Vec<_> = s.responses.iter().map(|r| r.native_id.as_deref()).collect();
+    assert_eq!(ids, [Some("m-2"), Some("m-6"), Some("s-2")]);
+    assert_eq!(
+        s.responses[0].tokens,
+        Some(TokenUsage::new(2200, 40, 3000, 0, 0))
+    );
+    assert_eq!(s.responses[0].text, "Here are the files.");
+    assert_eq!(
+        s.tools[0].status,
+        ToolStatus::Ok,
+        "last version of m-2 wins"
+    );
+    assert_eq!(s.usage, TokenUsage::new(4205, 140, 9000, 0, 10));
+    assert_eq!(s.usage.total, 13_345);
+}
+
+#[test]
+fn jsonl_tools_and_subagent() {
+    let s = parse(Provider::Gemini, JSONL);
+    let t: Vec<_> = s
+        .tools
+        .iter()
+        .map(|t| {
+            (
+                t.name.as_str(),
+                t.call_id.as_deref(),
+                t.status,
+                t.prompt_index,
+                t.subagent,
+            )
+        })
+        .collect();
+    assert_eq!(
+        t,
+        [
+            (
+                "list_directory",
+                Some("call-1"),
+                ToolStatus::Ok,
+                Some(0),
+                None
+            ),
+            (
+                "run_shell_command",
+                Some("call-3"),
+                ToolStatus::Ok,
+                Some(1),
+                None
+            ),
+            (
+                "codebase_investigator",
+                Some("call-4"),
+                ToolStatus::Ok,
+                Some(1),
+                None
+            ),
+            (
+                "web_fetch",
+                Some("call-5"),
+                ToolStatus::Failed,
+                Some(1),
+                None
+            ),
+            (
+                "read_file",
+                Some("call-s1"),
+                ToolStatus::Ok,
+                Some(1),
+                Some(0)
+            ),
+        ]
+    );
+    assert_eq!(s.tools[1].command.as_deref(), Some("wc -l NOTES.md"));
+    assert_eq!(s.tools[1].cwd.as_deref(), Some("/home/dev/shop"));
+    assert_eq!(s.tools[3].domains, ["example.org", "docs.example.com"]);
+    assert_eq!(s.tools[4].paths[0].path, "/home/dev/shop/NOTES.md");
+    assert_eq!(s.tools[4].paths[0].access, PathAccess::Read);
+    assert_eq!(s.subagents.len(), 1);
+    let a = &s.subagents[0];
+    assert_eq!(
+        a.agent_id.as_deref(),
+        Some("9d1e2f30-0000-4000-8000-0000000000cc")
+    );
+    assert_eq!(a.kind.as_deref(), Some("subagent"));
+    assert_eq!(a.parent_call_id.as_deref(), Some("call-4"));
+    assert_eq!(a.usage, TokenUsage::new(1000, 30, 0, 0, 0));
+}
