@@ -3,7 +3,8 @@
 use std::{env, fs, path::PathBuf};
 
 fn main() -> anyhow::Result<()> {
-    let out_dir = PathBuf::from(env::var_os("OUT_DIR").ok_or_else(|| anyhow::anyhow!("OUT_DIR not set"))?);
+    let out_dir =
+        PathBuf::from(env::var_os("OUT_DIR").ok_or_else(|| anyhow::anyhow!("OUT_DIR not set"))?);
     let object = out_dir.join("agentsight");
     let skip = env::var("AYA_BUILD_SKIP").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
     if skip {

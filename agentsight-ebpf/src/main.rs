@@ -17,8 +17,8 @@ use agentsight_common::{
 use aya_ebpf::{
     helpers::{
         bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_task,
-        bpf_get_current_uid_gid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
-        bpf_probe_read_kernel, bpf_probe_read_user,
+        bpf_get_current_uid_gid, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel,
+        bpf_probe_read_user,
         generated::{
             bpf_loop, bpf_probe_read_kernel as raw_read_kernel, bpf_probe_read_kernel_str,
             bpf_probe_read_user_str,
@@ -196,7 +196,12 @@ extern "C" fn walk_step(_index: u64, ctx: *mut c_void) -> i64 {
         }
         let name = read_ptr(qstr.add(off.qstr_name as usize));
         let slot = (*rec).names.as_mut_ptr().add(depth) as *mut u8;
-        if bpf_probe_read_kernel_str(slot as *mut c_void, PATH_NAME_MAX as u32, name as *const c_void) < 0 {
+        if bpf_probe_read_kernel_str(
+            slot as *mut c_void,
+            PATH_NAME_MAX as u32,
+            name as *const c_void,
+        ) < 0
+        {
             *slot = 0;
             (*c).flags |= PATH_READ_FAILED;
         }
@@ -329,7 +334,11 @@ fn stage_argv(filename: *const u8, argv: *const *const u8) {
             // Masked so the verifier sees dst + size inside the 2 × ARGV_BUF buffer.
             let at = off & (ARGV_BUF - 1);
             let room = ARGV_BUF - at;
-            let n = bpf_probe_read_user_str(buf.add(at) as *mut c_void, room as u32, arg as *const c_void);
+            let n = bpf_probe_read_user_str(
+                buf.add(at) as *mut c_void,
+                room as u32,
+                arg as *const c_void,
+            );
             if n < 0 {
                 flags |= ARGV_READ_FAILED;
                 break;
@@ -345,7 +354,11 @@ fn stage_argv(filename: *const u8, argv: *const *const u8) {
             off = at + n;
         }
         (*stage).argv_kept = kept;
-        (*stage).argv_len = if off > ARGV_BUF { ARGV_BUF as u32 } else { off as u32 };
+        (*stage).argv_len = if off > ARGV_BUF {
+            ARGV_BUF as u32
+        } else {
+            off as u32
+        };
         (*stage).argv_flags = flags;
         let _ = ARGV_STAGE.insert(&tid, &*stage, 0);
     }

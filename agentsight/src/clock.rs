@@ -80,13 +80,23 @@ mod tests {
     fn formats_rfc3339_with_nanoseconds() {
         assert_eq!(rfc3339_ns(0), "1970-01-01T00:00:00.000000000Z");
         // 2026-11-30T01:02:03.000000042Z
-        assert_eq!(rfc3339_ns(1_796_000_523_000_000_042), "2026-11-30T01:02:03.000000042Z");
-        assert_eq!(rfc3339_ns(951_782_400_000_000_000), "2000-02-29T00:00:00.000000000Z");
+        assert_eq!(
+            rfc3339_ns(1_796_000_523_000_000_042),
+            "2026-11-30T01:02:03.000000042Z"
+        );
+        assert_eq!(
+            rfc3339_ns(951_782_400_000_000_000),
+            "2000-02-29T00:00:00.000000000Z"
+        );
     }
 
     #[test]
     fn converts_monotonic_to_wall() {
-        let a = Anchor { label: "start", mono_ns: 1_000, wall_ns: 10_000 };
+        let a = Anchor {
+            label: "start",
+            mono_ns: 1_000,
+            wall_ns: 10_000,
+        };
         assert_eq!(a.wall_of(1_500), 10_500);
         assert_eq!(a.wall_of(500), 9_500);
     }

@@ -12,7 +12,9 @@ pub enum PrivilegeError {
         "agentsight record must run as root to load its kernel programs: run `sudo agentsight record …`"
     )]
     NotRoot,
-    #[error("running as root but missing capabilities: {0} (a container or a reduced bounding set?)")]
+    #[error(
+        "running as root but missing capabilities: {0} (a container or a reduced bounding set?)"
+    )]
     MissingCaps(String),
     #[error(
         "refusing to run the command as root: start agentsight with sudo from your own account, or pass --user NAME"
@@ -88,7 +90,10 @@ pub fn target_user(explicit: Option<&str>) -> Result<TargetUser, PrivilegeError>
         return Err(PrivilegeError::WouldRunAsRoot);
     }
     // SUDO_GID is the invoking user's primary group as sudo saw it.
-    let gid = match (explicit, std::env::var("SUDO_GID").ok().and_then(|s| s.parse().ok())) {
+    let gid = match (
+        explicit,
+        std::env::var("SUDO_GID").ok().and_then(|s| s.parse().ok()),
+    ) {
         (None, Some(g)) => g,
         _ => user.gid.as_raw(),
     };

@@ -84,7 +84,10 @@ pub fn tree_of(procs: &[ProcInfo], roots: &BTreeSet<u32>) -> Vec<ProcInfo> {
     let by_pid: HashMap<u32, &ProcInfo> = procs.iter().map(|p| (p.pid, p)).collect();
     let mut out = Vec::new();
     let mut seen = BTreeSet::new();
-    let mut stack: Vec<&ProcInfo> = roots.iter().filter_map(|r| by_pid.get(r).copied()).collect();
+    let mut stack: Vec<&ProcInfo> = roots
+        .iter()
+        .filter_map(|r| by_pid.get(r).copied())
+        .collect();
     while let Some(p) = stack.pop() {
         if !seen.insert(p.pid) {
             continue;
@@ -115,9 +118,15 @@ impl AgentName {
         // agents all show up as "node".
         let (basenames, markers): (&[&str], &[&str]) = match self {
             Self::Claude => (&["claude"], &["@anthropic-ai/claude-code", "/claude-code/"]),
-            Self::Codex => (&["codex"], &["@openai/codex", "/codex-x86_64-", "/codex-aarch64-"]),
+            Self::Codex => (
+                &["codex"],
+                &["@openai/codex", "/codex-x86_64-", "/codex-aarch64-"],
+            ),
             Self::Gemini => (&["gemini"], &["@google/gemini-cli"]),
-            Self::Cursor => (&["cursor-agent", "cursor"], &["/cursor-agent/", ".cursor-server/"]),
+            Self::Cursor => (
+                &["cursor-agent", "cursor"],
+                &["/cursor-agent/", ".cursor-server/"],
+            ),
             Self::Auto => return false,
         };
         let base = |s: &str| s.rsplit('/').next().unwrap_or(s).to_owned();
@@ -162,8 +171,21 @@ mod tests {
 
     #[test]
     fn agents_are_recognised_by_path_and_argv() {
-        let claude = info(1, 0, &["node", "/usr/lib/node_modules/@anthropic-ai/claude-code/cli.js"], "/usr/bin/node");
-        let codex = info(2, 0, &["/home/u/.npm/bin/codex", "exec"], "/opt/x/@openai/codex/vendor/codex-x86_64-unknown-linux-musl");
+        let claude = info(
+            1,
+            0,
+            &[
+                "node",
+                "/usr/lib/node_modules/@anthropic-ai/claude-code/cli.js",
+            ],
+            "/usr/bin/node",
+        );
+        let codex = info(
+            2,
+            0,
+            &["/home/u/.npm/bin/codex", "exec"],
+            "/opt/x/@openai/codex/vendor/codex-x86_64-unknown-linux-musl",
+        );
         let plain_node = info(3, 0, &["node", "server.js"], "/usr/bin/node");
         assert!(AgentName::Claude.matches(&claude));
         assert!(!AgentName::Codex.matches(&claude));
@@ -174,7 +196,12 @@ mod tests {
 
     #[test]
     fn tree_includes_descendants_only() {
-        let procs = vec![info(10, 1, &["a"], "/a"), info(11, 10, &["b"], "/b"), info(12, 11, &["c"], "/c"), info(13, 1, &["d"], "/d")];
+        let procs = vec![
+            info(10, 1, &["a"], "/a"),
+            info(11, 10, &["b"], "/b"),
+            info(12, 11, &["c"], "/c"),
+            info(13, 1, &["d"], "/d"),
+        ];
         let t = tree_of(&procs, &BTreeSet::from([10]));
         let mut pids: Vec<u32> = t.iter().map(|p| p.pid).collect();
         pids.sort();

@@ -118,7 +118,13 @@ fn host_meta() -> Vec<(String, String)> {
         .unwrap_or_default();
     let kernel = uname
         .as_ref()
-        .map(|u| format!("{} {}", u.release().to_string_lossy(), u.machine().to_string_lossy()))
+        .map(|u| {
+            format!(
+                "{} {}",
+                u.release().to_string_lossy(),
+                u.machine().to_string_lossy()
+            )
+        })
         .unwrap_or_default();
     vec![
         ("tool_version".into(), env!("CARGO_PKG_VERSION").into()),
@@ -148,7 +154,10 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     let writer = Writer::create(&opts.output, start)?;
     let owner = privileges::file_owner();
     if let Err(e) = privileges::give_to(&opts.output, owner) {
-        tracing::warn!("cannot give {} to the invoking user: {e}", opts.output.display());
+        tracing::warn!(
+            "cannot give {} to the invoking user: {e}",
+            opts.output.display()
+        );
     }
     let tx = writer.sender();
     let meta = |k: &str, v: String| {
@@ -166,21 +175,35 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         .iter()
         .map(|s| s.to_string_lossy().into_owned())
         .collect();
-    meta("command", serde_json::to_string(&command).unwrap_or_default());
-    meta("target_pids", serde_json::to_string(&opts.pids).unwrap_or_default());
+    meta(
+        "command",
+        serde_json::to_string(&command).unwrap_or_default(),
+    );
+    meta(
+        "target_pids",
+        serde_json::to_string(&opts.pids).unwrap_or_default(),
+    );
     meta(
         "target_agent",
-        opts.agent.map(|a| format!("{a:?}").to_lowercase()).unwrap_or_default(),
+        opts.agent
+            .map(|a| format!("{a:?}").to_lowercase())
+            .unwrap_or_default(),
     );
     if let Some(u) = &user {
-        meta("run_as", format!("{} (uid {}, gid {})", u.name, u.uid, u.gid));
+        meta(
+            "run_as",
+            format!("{} (uid {}, gid {})", u.name, u.uid, u.gid),
+        );
     }
 
     let mut probes = match Probes::load(opts.ring_bytes) {
         Ok(p) => p,
         Err(e) => {
             meta("load_error", e.to_string());
-            let _ = writer.finish(&[], &[("ended_at".into(), rfc3339_ns(Anchor::now("stop").wall_ns))]);
+            let _ = writer.finish(
+                &[],
+                &[("ended_at".into(), rfc3339_ns(Anchor::now("stop").wall_ns))],
+            );
             return Err(e.into());
         }
     };
@@ -189,7 +212,10 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         .iter()
         .map(|p| serde_json::json!({"name": p.name, "hook": p.hook, "attached": p.error.is_none(), "error": p.error}))
         .collect();
-    meta("programs", serde_json::Value::Array(programs_json).to_string());
+    meta(
+        "programs",
+        serde_json::Value::Array(programs_json).to_string(),
+    );
     if let Some(note) = &probes.tracefs_note {
         tracing::info!("{note}");
         meta("tracefs", note.clone());
@@ -197,7 +223,11 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     let failed_programs: Vec<String> = probes
         .programs
         .iter()
-        .filter_map(|p| p.error.as_ref().map(|e| format!("{} ({}): {e}", p.name, p.hook)))
+        .filter_map(|p| {
+            p.error
+                .as_ref()
+                .map(|e| format!("{} ({}): {e}", p.name, p.hook))
+        })
         .collect();
     for f in &failed_programs {
         if !opts.quiet {
@@ -217,7 +247,13 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     if !opts.pids.is_empty() {
         let procs = procinfo::snapshot();
         let roots: BTreeSet<u32> = opts.pids.iter().copied().collect();
-        adopt(&mut probes, &tx, &procinfo::tree_of(&procs, &roots), "seeded", &mut agent_known);
+        adopt(
+            &mut probes,
+            &tx,
+            &procinfo::tree_of(&procs, &roots),
+            "seeded",
+            &mut agent_known,
+        );
     }
     if let Some(agent) = opts.agent {
         scan_agents(&mut probes, &tx, agent, &mut agent_known);
@@ -331,7 +367,10 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     let mut final_meta = vec![
         ("ended_at".to_owned(), rfc3339_ns(stop_anchor.wall_ns)),
         ("end_reason".to_owned(), end_reason.clone()),
-        ("decode_errors".to_owned(), stats.decode_errors.load(Ordering::Relaxed).to_string()),
+        (
+            "decode_errors".to_owned(),
+            stats.decode_errors.load(Ordering::Relaxed).to_string(),
+        ),
         ("complete".to_owned(), "true".to_owned()),
     ];
     if let Some(s) = command_status {
@@ -455,7 +494,12 @@ fn spawn_tracked(
         ppid: std::process::id(),
         origin: "root",
         comm: info.as_ref().map(|i| i.comm.clone()),
-        argv: Some(command.iter().map(|s| s.to_string_lossy().into_owned()).collect()),
+        argv: Some(
+            command
+                .iter()
+                .map(|s| s.to_string_lossy().into_owned())
+                .collect(),
+        ),
         cwd: info.as_ref().and_then(|i| i.cwd.clone()),
         exe: info.as_ref().and_then(|i| i.exe.clone()),
         uid: Some(uid),

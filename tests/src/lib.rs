@@ -36,7 +36,11 @@ pub const TEST_USER: &str = "agentsight-test";
 /// Creates (once) an unprivileged user for running recorded commands, with a
 /// home directory. Returns (uid, gid).
 pub fn test_user() -> (u32, u32) {
-    if nix::unistd::User::from_name(TEST_USER).ok().flatten().is_none() {
+    if nix::unistd::User::from_name(TEST_USER)
+        .ok()
+        .flatten()
+        .is_none()
+    {
         let out = Command::new("useradd")
             .args(["--create-home", "--shell", "/bin/sh", TEST_USER])
             .output()
@@ -114,7 +118,9 @@ pub fn processes(conn: &rusqlite::Connection) -> Vec<ProcRow> {
             pid: r.get(1)?,
             parent_id: r.get(2)?,
             origin: r.get(3)?,
-            argv: argv.map(|a| serde_json::from_str(&a).expect("argv json")).unwrap_or_default(),
+            argv: argv
+                .map(|a| serde_json::from_str(&a).expect("argv json"))
+                .unwrap_or_default(),
             cwd: r.get(5)?,
             exec_count: r.get(6)?,
             exit_code: r.get(7)?,

@@ -13,7 +13,11 @@ fn records_process_tree_exactly() {
     let work = dir.join("work");
     std::fs::create_dir_all(work.join("sub")).unwrap();
     let script = dir.join("tree.sh");
-    std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/tree.sh"), &script).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/tree.sh"),
+        &script,
+    )
+    .unwrap();
     for p in [&work, &work.join("sub")] {
         nix::unistd::chown(p.as_path(), Some(uid.into()), None).unwrap();
     }
@@ -22,7 +26,10 @@ fn records_process_tree_exactly() {
 
     // A process outside the tracked tree, busy exec'ing the whole time.
     let mut outside = Command::new("/bin/sh")
-        .args(["-c", "while :; do /bin/echo outside-marker >/dev/null; /bin/sleep 0.05; done"])
+        .args([
+            "-c",
+            "while :; do /bin/echo outside-marker >/dev/null; /bin/sleep 0.05; done",
+        ])
         .spawn()
         .unwrap();
 
@@ -46,7 +53,9 @@ fn records_process_tree_exactly() {
 
     // Nothing from outside the tree.
     assert!(
-        execs.iter().all(|e| !e.argv.iter().any(|a| a.contains("outside-marker"))),
+        execs
+            .iter()
+            .all(|e| !e.argv.iter().any(|a| a.contains("outside-marker"))),
         "an untracked process leaked into the capture"
     );
     assert!(execs.iter().all(|e| e.pid != outside.id() as i64));
@@ -56,13 +65,33 @@ fn records_process_tree_exactly() {
     let mut true_200 = vec!["/bin/true".to_string()];
     true_200.extend(seq200.iter().take(63).cloned());
     let expected: Vec<(&str, Vec<String>, String)> = vec![
-        ("exec", sv(&["/bin/sh", &script_s, &work_s]), dir.display().to_string()),
+        (
+            "exec",
+            sv(&["/bin/sh", &script_s, &work_s]),
+            dir.display().to_string(),
+        ),
         ("exec", sv(&["/bin/echo", "hello", "world"]), sub.clone()),
-        ("exec", sv(&["/bin/sh", "-c", "cd /tmp && exec /bin/true nested"]), sub.clone()),
+        (
+            "exec",
+            sv(&["/bin/sh", "-c", "cd /tmp && exec /bin/true nested"]),
+            sub.clone(),
+        ),
         ("exec", sv(&["/bin/true", "nested"]), "/tmp".into()),
-        ("exec", sv(&["/bin/sh", "-c", "/bin/sh -c \"exit 7\"; exit $?"]), sub.clone()),
+        (
+            "exec",
+            sv(&["/bin/sh", "-c", "/bin/sh -c \"exit 7\"; exit $?"]),
+            sub.clone(),
+        ),
         ("exec", sv(&["/bin/sh", "-c", "exit 7"]), sub.clone()),
-        ("exec", sv(&["/bin/sh", "-c", "( /bin/sleep 0.3; /bin/echo orphan >/dev/null ) & exit 0"]), sub.clone()),
+        (
+            "exec",
+            sv(&[
+                "/bin/sh",
+                "-c",
+                "( /bin/sleep 0.3; /bin/echo orphan >/dev/null ) & exit 0",
+            ]),
+            sub.clone(),
+        ),
         ("exec", sv(&["/usr/bin/seq", "1", "200"]), sub.clone()),
         ("exec", true_200.clone(), sub.clone()),
         ("exec_failed", sv(&["/nonexistent/prog"]), sub.clone()),
@@ -78,13 +107,20 @@ fn records_process_tree_exactly() {
         .map(|e| (e.kind.as_str(), e.argv.clone(), e.cwd.clone()))
         .collect();
     assert_eq!(got, expected);
-    assert!(main.iter().all(|e| e.cwd_status == "complete" && e.uid == uid as i64));
+    assert!(
+        main.iter()
+            .all(|e| e.cwd_status == "complete" && e.uid == uid as i64)
+    );
 
     // Truncation: 201 arguments given, 64 kept, marked.
     let big = main.iter().find(|e| e.argv == true_200).unwrap();
     assert_eq!(big.argc, Some(201));
     assert!(big.argv_truncated);
-    assert!(main.iter().filter(|e| e.argv != true_200).all(|e| !e.argv_truncated));
+    assert!(
+        main.iter()
+            .filter(|e| e.argv != true_200)
+            .all(|e| !e.argv_truncated)
+    );
 
     // The failed exec: ENOENT, the name as given.
     let failed = main.iter().find(|e| e.kind == "exec_failed").unwrap();
@@ -93,11 +129,17 @@ fn records_process_tree_exactly() {
 
     // Resolved binaries.
     let echo = main.iter().find(|e| e.argv[0] == "/bin/echo").unwrap();
-    let real_echo = std::fs::canonicalize("/bin/echo").unwrap().display().to_string();
+    let real_echo = std::fs::canonicalize("/bin/echo")
+        .unwrap()
+        .display()
+        .to_string();
     assert_eq!(echo.exe.as_deref(), Some(real_echo.as_str()));
 
     // Parents: every exec'd process hangs off the root script.
-    let root = procs.iter().find(|p| p.origin == "root").expect("root process");
+    let root = procs
+        .iter()
+        .find(|p| p.origin == "root")
+        .expect("root process");
     let proc_of = |argv: &[String]| -> &ProcRow {
         procs
             .iter()
@@ -112,7 +154,11 @@ fn records_process_tree_exactly() {
         sv(&["/bin/sh", "-c", "kill -9 $$"]),
         true_200.clone(),
     ] {
-        assert_eq!(proc_of(&argv).parent_id, Some(root.id), "parent of {argv:?}");
+        assert_eq!(
+            proc_of(&argv).parent_id,
+            Some(root.id),
+            "parent of {argv:?}"
+        );
     }
     let exit7 = proc_of(&sv(&["/bin/sh", "-c", "exit 7"]));
     assert_eq!(exit7.exit_code, Some(7));
@@ -130,8 +176,14 @@ fn records_process_tree_exactly() {
         .collect();
     let codes: Vec<Option<i64>> = forked_only.iter().map(|p| p.exit_code).collect();
     // `( exit 3 )` exits 3; the failed exec's child exits 127 after ENOENT.
-    assert!(codes.contains(&Some(3)), "fork without exec missing: {codes:?}");
-    assert!(codes.contains(&Some(127)), "failed-exec child missing: {codes:?}");
+    assert!(
+        codes.contains(&Some(3)),
+        "fork without exec missing: {codes:?}"
+    );
+    assert!(
+        codes.contains(&Some(127)),
+        "failed-exec child missing: {codes:?}"
+    );
     let failed_child = by_id[&failed.process_id];
     assert_eq!(failed_child.exit_code, Some(127));
     assert_eq!(failed_child.parent_id, Some(root.id));
@@ -140,14 +192,22 @@ fn records_process_tree_exactly() {
     // shell, it outlived that shell; it keeps its fork parent, while the
     // kernel's ppid at its exec is the reaper.
     assert_eq!(orphan.len(), 2, "orphan execs: {orphan:?}");
-    let spawner = proc_of(&sv(&["/bin/sh", "-c", "( /bin/sleep 0.3; /bin/echo orphan >/dev/null ) & exit 0"]));
+    let spawner = proc_of(&sv(&[
+        "/bin/sh",
+        "-c",
+        "( /bin/sleep 0.3; /bin/echo orphan >/dev/null ) & exit 0",
+    ]));
     assert_eq!(spawner.exit_code, Some(0));
     let echo_orphan = orphan.iter().find(|e| e.argv[0] == "/bin/echo").unwrap();
     let orphan_proc = by_id[&echo_orphan.process_id];
     let subshell = by_id[&orphan_proc.parent_id.unwrap_or(orphan_proc.id)];
-    let lineage_ok = orphan_proc.parent_id == Some(spawner.id) || subshell.parent_id == Some(spawner.id);
+    let lineage_ok =
+        orphan_proc.parent_id == Some(spawner.id) || subshell.parent_id == Some(spawner.id);
     assert!(lineage_ok, "orphan lineage lost: {orphan_proc:?}");
-    assert_ne!(echo_orphan.ppid, spawner.pid, "expected re-parenting after the spawner exited");
+    assert_ne!(
+        echo_orphan.ppid, spawner.pid,
+        "expected re-parenting after the spawner exited"
+    );
     assert_eq!(orphan_proc.exit_code, Some(0));
 
     // Zero loss, recorded as zero.
@@ -155,7 +215,9 @@ fn records_process_tree_exactly() {
         .query_row("SELECT COALESCE(SUM(lost), 0) FROM loss", [], |r| r.get(0))
         .unwrap();
     assert_eq!(lost, 0);
-    let gaps: i64 = conn.query_row("SELECT COUNT(*) FROM gaps", [], |r| r.get(0)).unwrap();
+    let gaps: i64 = conn
+        .query_row("SELECT COUNT(*) FROM gaps", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(gaps, 0);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -15,12 +15,28 @@ fn command_runs_as_sudo_user_and_status_passes_through() {
     let (uid, gid) = test_user();
     let dir = scratch("user");
     let db = dir.join("user.db");
-    let out = record(&db, &[], &["/bin/sh", "-c", "/usr/bin/id -u > id.txt; /usr/bin/id -G > groups.txt; exit 5"]);
-    assert_eq!(out.status.code(), Some(5), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    let out = record(
+        &db,
+        &[],
+        &[
+            "/bin/sh",
+            "-c",
+            "/usr/bin/id -u > id.txt; /usr/bin/id -G > groups.txt; exit 5",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let id = std::fs::read_to_string(dir.join("id.txt")).unwrap();
     assert_eq!(id.trim(), uid.to_string());
     let groups = std::fs::read_to_string(dir.join("groups.txt")).unwrap();
-    assert!(!groups.split_whitespace().any(|g| g == "0"), "root group leaked: {groups}");
+    assert!(
+        !groups.split_whitespace().any(|g| g == "0"),
+        "root group leaked: {groups}"
+    );
     assert!(groups.split_whitespace().any(|g| g == gid.to_string()));
 
     // The capture: 0600, owned by the invoking user, complete.
@@ -35,7 +51,11 @@ fn command_runs_as_sudo_user_and_status_passes_through() {
     assert_eq!(
         execs.iter().map(|e| e.argv.clone()).collect::<Vec<_>>(),
         vec![
-            sv(&["/bin/sh", "-c", "/usr/bin/id -u > id.txt; /usr/bin/id -G > groups.txt; exit 5"]),
+            sv(&[
+                "/bin/sh",
+                "-c",
+                "/usr/bin/id -u > id.txt; /usr/bin/id -G > groups.txt; exit 5"
+            ]),
             sv(&["/usr/bin/id", "-u"]),
             sv(&["/usr/bin/id", "-G"]),
         ]
@@ -100,7 +120,11 @@ fn not_root_is_a_clear_error() {
 #[test]
 fn unwritable_output_fails_before_loading() {
     require_root();
-    let out = record(std::path::Path::new("/nonexistent-dir/x.db"), &[], &["/bin/true"]);
+    let out = record(
+        std::path::Path::new("/nonexistent-dir/x.db"),
+        &[],
+        &["/bin/true"],
+    );
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/nonexistent-dir/x.db"), "{err}");
@@ -113,7 +137,10 @@ fn sigterm_stops_a_pid_recording_cleanly() {
     let dir = scratch("pid");
     // An existing tree: a shell with a child, both already running.
     let mut target = Command::new("/bin/sh")
-        .args(["-c", "/bin/sleep 30 & while :; do /bin/echo tick >/dev/null; /bin/sleep 0.1; done"])
+        .args([
+            "-c",
+            "/bin/sleep 30 & while :; do /bin/echo tick >/dev/null; /bin/sleep 0.1; done",
+        ])
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
@@ -126,10 +153,17 @@ fn sigterm_stops_a_pid_recording_cleanly() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(rec.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(rec.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
     let started = Instant::now();
     let status = rec.wait().unwrap();
-    assert!(started.elapsed() < Duration::from_secs(5), "stop took too long");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "stop took too long"
+    );
     assert_eq!(status.code(), Some(0));
     let _ = target.kill();
     let _ = target.wait();
@@ -137,7 +171,10 @@ fn sigterm_stops_a_pid_recording_cleanly() {
 
     let conn = open(&db);
     assert_eq!(meta(&conn, "complete").as_deref(), Some("true"));
-    assert_eq!(meta(&conn, "end_reason").as_deref(), Some("stopped by signal"));
+    assert_eq!(
+        meta(&conn, "end_reason").as_deref(),
+        Some("stopped by signal")
+    );
     let procs = processes(&conn);
     // The running shell and its sleeping child were seeded from /proc.
     let seeded: Vec<&ProcRow> = procs.iter().filter(|p| p.origin == "seeded").collect();
@@ -160,11 +197,23 @@ fn agent_mode_adopts_agents_started_later() {
     std::fs::create_dir_all(&bin_dir).unwrap();
     // A stand-in "claude" CLI: recognised by its name in argv, not by comm.
     let fake = bin_dir.join("claude");
-    std::fs::write(&fake, "#!/bin/sh\n/bin/sleep 0.8\nfor i in 1 2 3; do /bin/echo agent-work >/dev/null; done\n").unwrap();
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\n/bin/sleep 0.8\nfor i in 1 2 3; do /bin/echo agent-work >/dev/null; done\n",
+    )
+    .unwrap();
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
     let db = dir.join("agent.db");
     let mut rec = Command::new(bin())
-        .args(["record", "--quiet", "--agent", "claude", "--duration", "3s", "-o"])
+        .args([
+            "record",
+            "--quiet",
+            "--agent",
+            "claude",
+            "--duration",
+            "3s",
+            "-o",
+        ])
         .arg(&db)
         .spawn()
         .unwrap();
@@ -179,10 +228,20 @@ fn agent_mode_adopts_agents_started_later() {
     other.wait().unwrap();
     assert_eq!(rec.wait().unwrap().code(), Some(0));
     let conn = open(&db);
-    assert_eq!(meta(&conn, "end_reason").as_deref(), Some("duration reached"));
+    assert_eq!(
+        meta(&conn, "end_reason").as_deref(),
+        Some("duration reached")
+    );
     let execs = execs(&conn);
-    let work = execs.iter().filter(|e| e.argv == sv(&["/bin/echo", "agent-work"])).count();
+    let work = execs
+        .iter()
+        .filter(|e| e.argv == sv(&["/bin/echo", "agent-work"]))
+        .count();
     assert_eq!(work, 3);
-    assert!(!execs.iter().any(|e| e.argv.iter().any(|a| a == "not-an-agent")));
+    assert!(
+        !execs
+            .iter()
+            .any(|e| e.argv.iter().any(|a| a == "not-an-agent"))
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

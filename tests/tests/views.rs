@@ -18,22 +18,42 @@ fn show_and_export_read_a_capture_without_changing_it() {
     require_root();
     let dir = scratch("views");
     let db = dir.join("v.db");
-    let out = record(&db, &[], &["/bin/sh", "-c", "/bin/echo one >/dev/null; /bin/sh -c 'exit 2'; exit 0"]);
+    let out = record(
+        &db,
+        &[],
+        &[
+            "/bin/sh",
+            "-c",
+            "/bin/echo one >/dev/null; /bin/sh -c 'exit 2'; exit 0",
+        ],
+    );
     assert_eq!(out.status.code(), Some(0));
     let before = std::fs::read(&db).unwrap();
     let db_s = db.display().to_string();
 
     let (code, text, _) = run(&["show", "--db", &db_s]);
     assert_eq!(code, Some(0));
-    assert!(text.contains("LOSS      0 events lost in the kernel; 0 missing by sequence number"), "{text}");
+    assert!(
+        text.contains("LOSS      0 events lost in the kernel; 0 missing by sequence number"),
+        "{text}"
+    );
     assert!(text.contains("programs  7 attached, 0 failed"), "{text}");
-    assert!(text.contains("events    8 (exec 3, exit 3, fork 2)\n"), "{text}");
+    assert!(
+        text.contains("events    8 (exec 3, exit 3, fork 2)\n"),
+        "{text}"
+    );
     assert!(text.contains("/bin/echo one  ["), "{text}");
-    assert!(text.contains("/bin/sh -c 'exit 2'  [") && text.contains("exit 2]"), "{text}");
+    assert!(
+        text.contains("/bin/sh -c 'exit 2'  [") && text.contains("exit 2]"),
+        "{text}"
+    );
 
     let (code, jsonl, _) = run(&["export", "--db", &db_s, "--format", "jsonl"]);
     assert_eq!(code, Some(0));
-    let events: Vec<serde_json::Value> = jsonl.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let events: Vec<serde_json::Value> = jsonl
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(events.len(), 8);
     let mut last = 0;
     for e in &events {
@@ -47,12 +67,24 @@ fn show_and_export_read_a_capture_without_changing_it() {
         last = mono;
     }
     let kinds: Vec<&str> = events.iter().map(|e| e["kind"].as_str().unwrap()).collect();
-    assert_eq!(kinds, vec!["exec", "fork", "exec", "exit", "fork", "exec", "exit", "exit"]);
+    assert_eq!(
+        kinds,
+        vec![
+            "exec", "fork", "exec", "exit", "fork", "exec", "exit", "exit"
+        ]
+    );
     assert_eq!(events[2]["argv"], serde_json::json!(["/bin/echo", "one"]));
-    assert_eq!(events[2]["cwd"], serde_json::json!(dir.display().to_string()));
+    assert_eq!(
+        events[2]["cwd"],
+        serde_json::json!(dir.display().to_string())
+    );
     assert_eq!(events[6]["exit_code"], serde_json::json!(2));
 
-    assert_eq!(std::fs::read(&db).unwrap(), before, "a view modified the capture");
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        before,
+        "a view modified the capture"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -61,10 +93,15 @@ fn bad_files_get_one_line_errors_naming_them() {
     let dir = std::env::temp_dir().join(format!("agentsight-badfiles-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let garbage = dir.join("garbage.db");
-    std::fs::write(&garbage, b"this is not a database at all, just text\n".repeat(200)).unwrap();
+    std::fs::write(
+        &garbage,
+        b"this is not a database at all, just text\n".repeat(200),
+    )
+    .unwrap();
     let other = dir.join("other.db");
     let c = rusqlite::Connection::open(&other).unwrap();
-    c.execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (1);").unwrap();
+    c.execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (1);")
+        .unwrap();
     drop(c);
     let empty = dir.join("empty.db");
     std::fs::write(&empty, b"").unwrap();
@@ -76,7 +113,10 @@ fn bad_files_get_one_line_errors_naming_them() {
         (&missing, "no such file"),
     ] {
         let f = file.display().to_string();
-        for cmd in [vec!["show", "--db", &f], vec!["export", "--db", &f, "--format", "jsonl"]] {
+        for cmd in [
+            vec!["show", "--db", &f],
+            vec!["export", "--db", &f, "--format", "jsonl"],
+        ] {
             let (code, stdout, stderr) = run(&cmd);
             assert_eq!(code, Some(2), "{cmd:?}");
             assert!(stdout.is_empty());
@@ -93,7 +133,15 @@ fn truncated_capture_is_reported() {
     require_root();
     let dir = scratch("trunc");
     let db = dir.join("t.db");
-    let out = record(&db, &[], &["/bin/sh", "-c", "for i in 1 2 3 4 5 6 7 8; do /bin/true $i; done"]);
+    let out = record(
+        &db,
+        &[],
+        &[
+            "/bin/sh",
+            "-c",
+            "for i in 1 2 3 4 5 6 7 8; do /bin/true $i; done",
+        ],
+    );
     assert_eq!(out.status.code(), Some(0));
     let bytes = std::fs::read(&db).unwrap();
     let cut = dir.join("cut.db");

@@ -64,7 +64,9 @@ fn workspace_root() -> PathBuf {
 
 fn run(cmd: &mut Command) -> Result<()> {
     eprintln!("xtask: running {cmd:?}");
-    let status = cmd.status().with_context(|| format!("cannot start {cmd:?}"))?;
+    let status = cmd
+        .status()
+        .with_context(|| format!("cannot start {cmd:?}"))?;
     if !status.success() {
         bail!("{cmd:?} failed with {status}");
     }
@@ -108,7 +110,13 @@ fn setup() -> Result<()> {
     ]))
     .unwrap_or_default();
     if !comps.lines().any(|l| l.starts_with("rust-src")) {
-        run(Command::new("rustup").args(["component", "add", "rust-src", "--toolchain", "nightly"]))?;
+        run(Command::new("rustup").args([
+            "component",
+            "add",
+            "rust-src",
+            "--toolchain",
+            "nightly",
+        ]))?;
     }
 
     // 2. bpf-linker built against the nightly's own LLVM (same major version).
@@ -179,9 +187,12 @@ fn install_bpf_linker() -> Result<()> {
 }
 
 fn build_release() -> Result<()> {
-    run(Command::new("cargo")
-        .current_dir(workspace_root())
-        .args(["build", "--release", "-p", "agentsight"]))
+    run(Command::new("cargo").current_dir(workspace_root()).args([
+        "build",
+        "--release",
+        "-p",
+        "agentsight",
+    ]))
 }
 
 /// The demo workload: a small scripted "agent" that inspects and edits files
@@ -207,9 +218,7 @@ fn demo() -> Result<()> {
     // The workload runs as `user`: give it the scratch directory.
     run(Command::new("chown").arg(&user).arg(&scratch))?;
     let work = scratch.join("work");
-    run(Command::new("install")
-        .args(["-d", "-o", &user])
-        .arg(&work))?;
+    run(Command::new("install").args(["-d", "-o", &user]).arg(&work))?;
     let script = scratch.join("agent.sh");
     std::fs::write(&script, DEMO_SCRIPT)?;
     let db = root.join("agentsight-demo.db");
@@ -239,14 +248,31 @@ fn demo() -> Result<()> {
 
 fn test() -> Result<()> {
     let root = workspace_root();
-    run(Command::new("cargo").current_dir(&root).args(["fmt", "--all", "--", "--check"]))?;
     run(Command::new("cargo")
         .current_dir(&root)
-        .args(["clippy", "--workspace", "--exclude", "agentsight-ebpf", "--all-targets", "--", "-D", "warnings"]))?;
+        .args(["fmt", "--all", "--", "--check"]))?;
+    run(Command::new("cargo").current_dir(&root).args([
+        "clippy",
+        "--workspace",
+        "--exclude",
+        "agentsight-ebpf",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
     // The capture tests drive the release binary as a user would.
     build_release()?;
     run(Command::new("cargo")
         .current_dir(&root)
-        .args(["test", "--release", "--workspace", "--exclude", "xtask", "--exclude", "agentsight-ebpf"])
+        .args([
+            "test",
+            "--release",
+            "--workspace",
+            "--exclude",
+            "xtask",
+            "--exclude",
+            "agentsight-ebpf",
+        ])
         .env("AGENTSIGHT_BIN", root.join("target/release/agentsight")))
 }

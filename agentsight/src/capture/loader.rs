@@ -43,13 +43,34 @@ pub enum Hook {
 
 /// Programs in the object, with the hook each attaches to.
 pub const PROGRAMS: &[(&str, Hook)] = &[
-    ("sched_process_fork", Hook::BtfTracePoint("sched_process_fork")),
-    ("sched_process_exec", Hook::BtfTracePoint("sched_process_exec")),
-    ("sched_process_exit", Hook::BtfTracePoint("sched_process_exit")),
-    ("sys_enter_execve", Hook::TracePoint("syscalls", "sys_enter_execve")),
-    ("sys_enter_execveat", Hook::TracePoint("syscalls", "sys_enter_execveat")),
-    ("sys_exit_execve", Hook::TracePoint("syscalls", "sys_exit_execve")),
-    ("sys_exit_execveat", Hook::TracePoint("syscalls", "sys_exit_execveat")),
+    (
+        "sched_process_fork",
+        Hook::BtfTracePoint("sched_process_fork"),
+    ),
+    (
+        "sched_process_exec",
+        Hook::BtfTracePoint("sched_process_exec"),
+    ),
+    (
+        "sched_process_exit",
+        Hook::BtfTracePoint("sched_process_exit"),
+    ),
+    (
+        "sys_enter_execve",
+        Hook::TracePoint("syscalls", "sys_enter_execve"),
+    ),
+    (
+        "sys_enter_execveat",
+        Hook::TracePoint("syscalls", "sys_enter_execveat"),
+    ),
+    (
+        "sys_exit_execve",
+        Hook::TracePoint("syscalls", "sys_exit_execve"),
+    ),
+    (
+        "sys_exit_execveat",
+        Hook::TracePoint("syscalls", "sys_exit_execveat"),
+    ),
 ];
 
 /// Outcome of attaching one program; stored with the capture.

@@ -172,7 +172,6 @@ fn flush(tx: &SyncSender<StoreMsg>, batch: &mut Vec<Event>, stats: &ReaderStats)
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,9 +189,27 @@ mod tests {
         assert_eq!(
             gaps,
             vec![
-                Gap { cpu: 0, first_seq: 3, last_seq: 3, from_mono_ns: 20, to_mono_ns: 60 },
-                Gap { cpu: 0, first_seq: 5, last_seq: 5, from_mono_ns: 20, to_mono_ns: 60 },
-                Gap { cpu: 1, first_seq: 1, last_seq: 1, from_mono_ns: 0, to_mono_ns: 15 },
+                Gap {
+                    cpu: 0,
+                    first_seq: 3,
+                    last_seq: 3,
+                    from_mono_ns: 20,
+                    to_mono_ns: 60
+                },
+                Gap {
+                    cpu: 0,
+                    first_seq: 5,
+                    last_seq: 5,
+                    from_mono_ns: 20,
+                    to_mono_ns: 60
+                },
+                Gap {
+                    cpu: 1,
+                    first_seq: 1,
+                    last_seq: 1,
+                    from_mono_ns: 0,
+                    to_mono_ns: 15
+                },
             ]
         );
     }

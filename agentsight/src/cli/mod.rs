@@ -14,7 +14,11 @@ use crate::{
 };
 
 #[derive(Parser, Debug)]
-#[command(name = "agentsight", version, about = "What AI coding agents really did on this machine")]
+#[command(
+    name = "agentsight",
+    version,
+    about = "What AI coding agents really did on this machine"
+)]
 pub struct Cli {
     /// More log output (-v info, -vv debug). RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
@@ -84,9 +88,13 @@ pub struct ExportArgs {
 
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("bad duration {s:?}: use e.g. 30s, 5m, 1h"))?;
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("bad duration {s:?}: use e.g. 30s, 5m, 1h"))?;
     let secs = match unit {
         "" | "s" => n,
         "ms" => n / 1000.0,
@@ -156,7 +164,9 @@ fn run(cli: Cli) -> Result<i32> {
                     // A closed pipe (`| head`) is not an error.
                     Err(views::export::ExportError::Io(e))
                         if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-                    Err(e) => return Err(e).with_context(|| format!("exporting {}", a.db.display())),
+                    Err(e) => {
+                        return Err(e).with_context(|| format!("exporting {}", a.db.display()));
+                    }
                 },
             }
             Ok(0)

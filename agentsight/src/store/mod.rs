@@ -22,7 +22,9 @@ pub enum StoreError {
     Open { path: String, reason: String },
     #[error("{path}: not an agentsight capture ({reason})")]
     NotCapture { path: String, reason: String },
-    #[error("{path}: capture schema version {found} is not supported (this build reads {SCHEMA_VERSION})")]
+    #[error(
+        "{path}: capture schema version {found} is not supported (this build reads {SCHEMA_VERSION})"
+    )]
     Version { path: String, found: String },
     #[error("{path}: {reason}")]
     Query { path: String, reason: String },
@@ -152,14 +154,20 @@ impl Capture {
             return Err(not_capture("no meta table".into()));
         }
         let format: Option<String> = conn
-            .query_row("SELECT value FROM meta WHERE key='format'", [], |r| r.get(0))
+            .query_row("SELECT value FROM meta WHERE key='format'", [], |r| {
+                r.get(0)
+            })
             .optional()
             .map_err(|e| not_capture(e.to_string()))?;
         if format.as_deref() != Some(FORMAT) {
             return Err(not_capture("meta.format is not agentsight-capture".into()));
         }
         let version: Option<String> = conn
-            .query_row("SELECT value FROM meta WHERE key='schema_version'", [], |r| r.get(0))
+            .query_row(
+                "SELECT value FROM meta WHERE key='schema_version'",
+                [],
+                |r| r.get(0),
+            )
             .optional()
             .map_err(|e| not_capture(e.to_string()))?;
         if version.as_deref() != Some(SCHEMA_VERSION) {
@@ -211,7 +219,9 @@ impl Capture {
 
     pub fn gap_missing(&self) -> Result<u64, StoreError> {
         self.conn
-            .query_row("SELECT COALESCE(SUM(missing), 0) FROM gaps", [], |r| r.get(0))
+            .query_row("SELECT COALESCE(SUM(missing), 0) FROM gaps", [], |r| {
+                r.get(0)
+            })
             .map_err(|e| self.query_err(e))
     }
 }

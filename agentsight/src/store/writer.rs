@@ -147,7 +147,11 @@ struct State {
     summary: WriterSummary,
 }
 
-fn run(mut conn: Connection, rx: Receiver<StoreMsg>, anchor: Anchor) -> (Connection, WriterSummary) {
+fn run(
+    mut conn: Connection,
+    rx: Receiver<StoreMsg>,
+    anchor: Anchor,
+) -> (Connection, WriterSummary) {
     let mut st = State {
         anchor,
         live: HashMap::new(),
@@ -215,7 +219,17 @@ fn write_seed(conn: &Connection, st: &mut State, s: &ProcessSeed) -> rusqlite::R
             "UPDATE processes SET origin = ?1, ppid = ?2, start_mono_ns = MIN(start_mono_ns, ?3),
                 argv = COALESCE(argv, ?4), cwd = COALESCE(cwd, ?5), exe = COALESCE(exe, ?6),
                 uid = COALESCE(uid, ?7), gid = COALESCE(gid, ?8) WHERE id = ?9",
-            params![s.origin, s.ppid, s.start_mono_ns as i64, argv, s.cwd, s.exe, s.uid, s.gid, row],
+            params![
+                s.origin,
+                s.ppid,
+                s.start_mono_ns as i64,
+                argv,
+                s.cwd,
+                s.exe,
+                s.uid,
+                s.gid,
+                row
+            ],
         )?;
         if let Some(l) = st.live.get_mut(&s.pid) {
             l.argv = l.argv.take().or(argv);
@@ -270,7 +284,15 @@ fn process_row(t: &Transaction, st: &mut State, ev: &Event) -> rusqlite::Result<
     t.execute(
         "INSERT INTO processes (pid, start_mono_ns, parent_id, ppid, origin, comm, uid, gid)
          VALUES (?1, ?2, ?3, ?4, 'unseen_start', ?5, ?6, ?7)",
-        params![h.pid, h.mono_ns as i64, parent, h.ppid, h.comm, h.uid, h.gid],
+        params![
+            h.pid,
+            h.mono_ns as i64,
+            parent,
+            h.ppid,
+            h.comm,
+            h.uid,
+            h.gid
+        ],
     )?;
     let row = t.last_insert_rowid();
     st.summary.processes += 1;
@@ -295,7 +317,8 @@ fn write_event(t: &Transaction, st: &mut State, ev: &Event) -> rusqlite::Result<
     let (mut filename, mut argv, mut argc, mut argv_trunc, mut argv_incomplete) =
         (None, None, None, None, None);
     let (mut cwd, mut cwd_status, mut exe, mut exe_status) = (None, None, None, None);
-    let (mut result, mut errno, mut exit_code, mut signal, mut core) = (None, None, None, None, None);
+    let (mut result, mut errno, mut exit_code, mut signal, mut core) =
+        (None, None, None, None, None);
     match &ev.detail {
         Detail::Fork { child_pid: c, .. } => {
             // The child starts as a copy of its parent: same argv, cwd, exe.

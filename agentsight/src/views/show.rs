@@ -49,8 +49,7 @@ fn signal_name(sig: i64) -> String {
 /// Quotes an argument for display the way a shell user would type it.
 fn shell_word(a: &str) -> String {
     if !a.is_empty()
-        && a
-            .chars()
+        && a.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
     {
         a.to_owned()
@@ -80,7 +79,11 @@ pub fn summary(cap: &Capture) -> Result<String, StoreError> {
         m("ended_at")?,
         m("host")?,
         m("kernel")?,
-        if complete { "" } else { "  [INCOMPLETE: the recorder did not finish]" }
+        if complete {
+            ""
+        } else {
+            "  [INCOMPLETE: the recorder did not finish]"
+        }
     );
     let command: Vec<String> = serde_json::from_str(&m("command")?).unwrap_or_default();
     if !command.is_empty() {
@@ -88,8 +91,16 @@ pub fn summary(cap: &Capture) -> Result<String, StoreError> {
         let _ = writeln!(
             s,
             "command   {}{}",
-            command.iter().map(|a| shell_word(a)).collect::<Vec<_>>().join(" "),
-            if status.is_empty() { String::new() } else { format!("  → exit status {status}") }
+            command
+                .iter()
+                .map(|a| shell_word(a))
+                .collect::<Vec<_>>()
+                .join(" "),
+            if status.is_empty() {
+                String::new()
+            } else {
+                format!("  → exit status {status}")
+            }
         );
     }
     let reason = m("end_reason")?;
@@ -109,21 +120,35 @@ pub fn summary(cap: &Capture) -> Result<String, StoreError> {
     let _ = writeln!(
         s,
         "LOSS      {lost} events lost in the kernel{}; {missing} missing by sequence number",
-        if detail.is_empty() { String::new() } else { format!(" ({})", detail.join(", ")) }
+        if detail.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", detail.join(", "))
+        }
     );
     let programs: Vec<serde_json::Value> =
         serde_json::from_str(&m("programs")?).unwrap_or_default();
     let failed: Vec<String> = programs
         .iter()
         .filter(|p| p["attached"] == false)
-        .map(|p| format!("{} ({})", p["name"].as_str().unwrap_or("?"), p["error"].as_str().unwrap_or("?")))
+        .map(|p| {
+            format!(
+                "{} ({})",
+                p["name"].as_str().unwrap_or("?"),
+                p["error"].as_str().unwrap_or("?")
+            )
+        })
         .collect();
     let _ = writeln!(
         s,
         "programs  {} attached, {} failed{}",
         programs.len() - failed.len(),
         failed.len(),
-        if failed.is_empty() { String::new() } else { format!(": {}", failed.join("; ")) }
+        if failed.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", failed.join("; "))
+        }
     );
 
     let mut counts = cap
@@ -138,7 +163,11 @@ pub fn summary(cap: &Capture) -> Result<String, StoreError> {
     let _ = writeln!(
         s,
         "events    {total} ({})",
-        counts.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
+        counts
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
 
     let mut st = cap
@@ -169,21 +198,32 @@ pub fn summary(cap: &Capture) -> Result<String, StoreError> {
         let cmd = if p.argv.is_empty() {
             format!("[{}]", p.comm)
         } else {
-            p.argv.iter().map(|a| shell_word(a)).collect::<Vec<_>>().join(" ")
+            p.argv
+                .iter()
+                .map(|a| shell_word(a))
+                .collect::<Vec<_>>()
+                .join(" ")
         };
         let outcome = match (p.exit_code, p.signal) {
             (Some(c), _) => format!("exit {c}"),
             (None, Some(sig)) => format!("killed by {}", signal_name(sig)),
             _ => "still running at end".to_owned(),
         };
-        let dur = p.end.map(|e| fmt_duration(e - p.start)).unwrap_or_else(|| "—".into());
+        let dur = p
+            .end
+            .map(|e| fmt_duration(e - p.start))
+            .unwrap_or_else(|| "—".into());
         let cwd_note = match (&p.cwd, last_cwd.get(&depth.saturating_sub(1))) {
             (Some(c), Some(Some(pc))) if c == pc => String::new(),
             (Some(c), _) => format!("  (in {c})"),
             _ => String::new(),
         };
         last_cwd.insert(depth, p.cwd.clone());
-        let origin = if p.origin == "fork" { String::new() } else { format!(" [{}]", p.origin) };
+        let origin = if p.origin == "fork" {
+            String::new()
+        } else {
+            format!(" [{}]", p.origin)
+        };
         let _ = writeln!(
             s,
             "{}{} {}  [{dur}, {outcome}]{origin}{cwd_note}",
