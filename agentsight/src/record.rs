@@ -153,11 +153,17 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     let start = Anchor::now("start");
     let writer = Writer::create(&opts.output, start)?;
     let owner = privileges::file_owner();
-    if let Err(e) = privileges::give_to(&opts.output, owner) {
-        tracing::warn!(
-            "cannot give {} to the invoking user: {e}",
-            opts.output.display()
-        );
+    // The WAL and shared-memory files too, so the owner can read a capture
+    // that was cut short (they are gone once the recording finishes).
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = opts.output.clone().into_os_string();
+        p.push(suffix);
+        let p = PathBuf::from(p);
+        if p.exists()
+            && let Err(e) = privileges::give_to(&p, owner)
+        {
+            tracing::warn!("cannot give {} to the invoking user: {e}", p.display());
+        }
     }
     let tx = writer.sender();
     let meta = |k: &str, v: String| {

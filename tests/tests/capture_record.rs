@@ -245,3 +245,66 @@ fn agent_mode_adopts_agents_started_later() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn full_disk_stops_storing_cleanly_and_keeps_what_was_written() {
+    require_root();
+    let dir = scratch("full");
+    let mnt = dir.join("small");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let status = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(status.success(), "mount tmpfs");
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(mnt.clone());
+    let db = mnt.join("full.db");
+    let out = record(
+        &db,
+        &[],
+        &[
+            "/bin/sh",
+            "-c",
+            "for i in $(/usr/bin/seq 1 3000); do /bin/true $i; done; exit 4",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    // The agent is never harmed: it ran to the end and its status passes through.
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(
+        stderr.contains("storing stopped early") && stderr.contains("full"),
+        "{stderr}"
+    );
+    // What was committed before the disk filled stays readable.
+    let shown = Command::new(bin())
+        .arg("show")
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&shown.stdout).into_owned();
+    assert_eq!(
+        shown.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
+    assert!(text.contains("/bin/true 1  ["), "{text}");
+    let conn = open(&db);
+    let stored: i64 = conn
+        .query_row("SELECT COUNT(*) FROM events WHERE kind = 'exec'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert!((1..3001).contains(&stored), "stored {stored}");
+    drop(conn);
+    drop(_unmount);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,6 +1,8 @@
 //! The command line: parses arguments, calls the library, and turns errors
 //! into one clear line on stderr with a meaningful exit status.
 
+pub mod sessions;
+
 use std::{ffi::OsString, io::Write, path::PathBuf, time::Duration};
 
 use anyhow::{Context, Result, bail};
@@ -35,6 +37,17 @@ pub enum Cmd {
     Show(ShowArgs),
     /// Export a capture's events, one JSON object per line, by time.
     Export(ExportArgs),
+    /// List recent agent sessions from the agents' own transcripts.
+    Sessions(sessions::SessionsArgs),
+    /// One agent session in detail.
+    #[command(subcommand)]
+    Session(SessionCmd),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SessionCmd {
+    /// Show a session: prompts, tool calls with status and paths, responses, usage.
+    Show(sessions::SessionShowArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -148,6 +161,8 @@ pub fn main() -> i32 {
 fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Cmd::Record(a) => cmd_record(a),
+        Cmd::Sessions(a) => sessions::run_sessions(&a).map(|_| 0),
+        Cmd::Session(SessionCmd::Show(a)) => sessions::run_session_show(&a).map(|_| 0),
         Cmd::Show(a) => {
             let cap = Capture::open(&a.db)?;
             let text = views::show::summary(&cap)?;
@@ -199,6 +214,11 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
     let outcome = record::run(&opts)?;
     if !opts.quiet {
         eprint!("{}", record::summary_text(&outcome));
+    } else if let Some(e) = &outcome.store_error {
+        // Quiet silences the summary, never a failure to store.
+        eprintln!(
+            "agentsight: storing stopped early: {e} (what was written before stays readable)"
+        );
     }
     if outcome.store_error.is_some() && outcome.command_status.is_none() {
         return Ok(1);

@@ -19,6 +19,7 @@ struct Proc {
     end: Option<i64>,
     exit_code: Option<i64>,
     signal: Option<i64>,
+    exec_count: i64,
 }
 
 fn proc_from(r: &Row) -> rusqlite::Result<Proc> {
@@ -37,6 +38,7 @@ fn proc_from(r: &Row) -> rusqlite::Result<Proc> {
         end: r.get(8)?,
         exit_code: r.get(9)?,
         signal: r.get(10)?,
+        exec_count: r.get(11)?,
     })
 }
 
@@ -173,7 +175,7 @@ pub fn summary(cap: &Capture) -> Result<String, StoreError> {
     let mut st = cap
         .conn
         .prepare(
-            "SELECT id, pid, parent_id, origin, argv, comm, cwd, start_mono_ns, end_mono_ns, exit_code, signal
+            "SELECT id, pid, parent_id, origin, argv, comm, cwd, start_mono_ns, end_mono_ns, exit_code, signal, exec_count
              FROM processes ORDER BY start_mono_ns, id",
         )
         .map_err(|e| cap.query_err(e))?;
@@ -219,10 +221,11 @@ pub fn summary(cap: &Capture) -> Result<String, StoreError> {
             _ => String::new(),
         };
         last_cwd.insert(depth, p.cwd.clone());
-        let origin = if p.origin == "fork" {
-            String::new()
-        } else {
-            format!(" [{}]", p.origin)
+        let origin = match (p.origin.as_str(), p.exec_count) {
+            // A fork that never exec'd still shows its parent's argv: say so.
+            ("fork", 0) => " [forked, no exec]".to_owned(),
+            ("fork", _) => String::new(),
+            (other, _) => format!(" [{other}]"),
         };
         let _ = writeln!(
             s,
