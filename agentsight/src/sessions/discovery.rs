@@ -532,6 +532,8 @@ struct CodexRow {
 pub struct SessionIndex {
     opts: DiscoveryOptions,
     ids: HashMap<String, Vec<(Provider, PathBuf)>>,
+    /// Gemini chats not yet header-read, by the id prefix in their name.
+    gemini_prefix: HashMap<String, Vec<PathBuf>>,
     built: bool,
     tail_cache: HashMap<(PathBuf, u64, i64), codex::TailSummary>,
 }
@@ -544,6 +546,7 @@ impl SessionIndex {
         SessionIndex {
             opts,
             ids: HashMap::new(),
+            gemini_prefix: HashMap::new(),
             built: false,
             tail_cache: HashMap::new(),
         }
@@ -766,6 +769,7 @@ impl SessionIndex {
         if !self.built {
             self.rebuild()?;
         }
+        self.hydrate_gemini(id);
         let mut hits: Vec<(Provider, PathBuf, String)> = match self.ids.get(id) {
             Some(v) => v
                 .iter()
@@ -822,17 +826,27 @@ impl SessionIndex {
         Ok(None)
     }
 
-    /// Rebuilds the id→path index from a full stat scan; Codex ids come from
-    /// the file name (verified by a header read on lookup), Gemini ids from a
-    /// bounded header read.
+    /// Rebuilds the id→path index from a full stat scan. Claude/Cursor ids
+    /// are file stems and Codex ids come from the file name (each verified by
+    /// a header read on lookup); Gemini files carry only the first 8
+    /// characters of the id in their name, so they are indexed under that
+    /// prefix and their bounded header is read only for a matching lookup.
     pub fn rebuild(&mut self) -> Result<()> {
         let roots = self.opts.roots()?;
         let mut st = ScanStats::default();
         let cands = scan(&roots, &mut st);
         self.ids.clear();
+        self.gemini_prefix.clear();
         for c in cands {
             let id = match c.provider {
                 Provider::Codex => codex::id_from_file_name(&c.path).or_else(|| candidate_id(&c)),
+                Provider::Gemini => {
+                    if let Some(p) = gemini_name_prefix(&c.path) {
+                        self.gemini_prefix.entry(p).or_default().push(c.path);
+                        continue;
+                    }
+                    candidate_id(&c)
+                }
                 _ => candidate_id(&c),
             };
             if let Some(id) = id {
@@ -842,6 +856,30 @@ impl SessionIndex {
         self.built = true;
         Ok(())
     }
+
+    /// Reads the headers of Gemini chats whose file name matches the first
+    /// 8 characters of `id`, moving them into the id index.
+    fn hydrate_gemini(&mut self, id: &str) {
+        let Some(prefix) = id.get(..8) else { return };
+        let Some(paths) = self.gemini_prefix.remove(prefix) else {
+            return;
+        };
+        for p in paths {
+            if let Some(full) = gemini::header_session_id(&p) {
+                self.ids
+                    .entry(full)
+                    .or_default()
+                    .push((Provider::Gemini, p));
+            }
+        }
+    }
+}
+
+/// `session-<YYYY-MM-DDTHH-MM>-<8 chars>.json[l]` → the 8 characters.
+fn gemini_name_prefix(path: &Path) -> Option<String> {
+    let stem = path.file_stem()?.to_str()?;
+    let tail = stem.rsplit('-').next()?;
+    (tail.len() == 8 && stem.starts_with("session-")).then(|| tail.to_string())
 }
 
 fn canonical(p: &Path) -> PathBuf {
