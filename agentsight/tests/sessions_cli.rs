@@ -1,15 +1,7 @@
-//! The `sessions` / `session show` CLI functions. The lead wires them into
-//! the binary; until then the module is compiled here by path.
+//! The `sessions` / `session show` CLI functions, run against a fixture home.
 mod sessions_common;
 
-mod sessions {
-    pub use agentsight::sessions::*;
-}
-#[path = "../src/cli/sessions.rs"]
-#[allow(dead_code)]
-mod cli_sessions;
-
-use cli_sessions::{SessionShowArgs, SessionsArgs, run_session_show, run_sessions};
+use agentsight::cli::sessions::{SessionShowArgs, SessionsArgs, run_session_show, run_sessions};
 
 #[test]
 fn list_and_show_run_on_fixture_home() {

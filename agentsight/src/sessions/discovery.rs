@@ -275,7 +275,21 @@ fn push_file(
     e: &std::fs::DirEntry,
     st: &mut ScanStats,
     empty_window: bool,
+    stat: bool,
 ) {
+    // The id index needs names only: a regular file known from the
+    // directory entry is taken without a stat (10,000 stats dominate lookup).
+    if !stat && e.file_type().is_ok_and(|t| t.is_file()) {
+        st.files += 1;
+        out.push(Candidate {
+            provider: p,
+            path: e.path(),
+            updated_ms: 0,
+            size: 0,
+            empty_window,
+        });
+        return;
+    }
     if let Some(m) = file_meta(e, st)
         && m.is_file()
     {
@@ -293,6 +307,12 @@ fn push_file(
 /// Stat-only scan of fixed-depth provider layouts (never a blind recursive
 /// hunt, so symlink loops cannot trap it).
 pub fn scan(roots: &[(Provider, PathBuf)], st: &mut ScanStats) -> Vec<Candidate> {
+    scan_with(roots, st, true)
+}
+
+/// [`scan`] with `stat = false`: names only (update time and size are 0),
+/// for the id index.
+fn scan_with(roots: &[(Provider, PathBuf)], st: &mut ScanStats, stat: bool) -> Vec<Candidate> {
     let mut out = Vec::new();
     for (p, root) in roots {
         match p {
@@ -305,7 +325,7 @@ pub fn scan(roots: &[(Provider, PathBuf)], st: &mut ScanStats) -> Vec<Candidate>
                         let n = f.file_name();
                         let n = n.to_string_lossy();
                         if n.ends_with(".jsonl") && !n.starts_with("agent-") {
-                            push_file(&mut out, *p, &f, st, false);
+                            push_file(&mut out, *p, &f, st, false, stat);
                         }
                     }
                 }
@@ -319,7 +339,7 @@ pub fn scan(roots: &[(Provider, PathBuf)], st: &mut ScanStats) -> Vec<Candidate>
                         let n = e.file_name();
                         let n = n.to_string_lossy();
                         if n.starts_with("rollout-") && n.ends_with(".jsonl") {
-                            push_file(&mut out, *p, &e, st, false);
+                            push_file(&mut out, *p, &e, st, false, stat);
                         } else if !archived && depth < 3 && is_dir(&e, st) {
                             stack.push((e.path(), depth + 1));
                         }
@@ -337,7 +357,7 @@ pub fn scan(roots: &[(Provider, PathBuf)], st: &mut ScanStats) -> Vec<Candidate>
                         if n.starts_with("session-")
                             && (n.ends_with(".json") || n.ends_with(".jsonl"))
                         {
-                            push_file(&mut out, *p, &f, st, false);
+                            push_file(&mut out, *p, &f, st, false, stat);
                         }
                     }
                 }
@@ -353,7 +373,7 @@ pub fn scan(roots: &[(Provider, PathBuf)], st: &mut ScanStats) -> Vec<Candidate>
                         let n = e.file_name();
                         let n = n.to_string_lossy().to_string();
                         if n.ends_with(".jsonl") {
-                            push_file(&mut out, *p, &e, st, empty);
+                            push_file(&mut out, *p, &e, st, empty, stat);
                         } else if is_dir(&e, st) {
                             let nested = e.path().join(format!("{n}.jsonl"));
                             if let Ok(m) = std::fs::metadata(&nested)
@@ -375,7 +395,10 @@ pub fn scan(roots: &[(Provider, PathBuf)], st: &mut ScanStats) -> Vec<Candidate>
         }
     }
     // A Cursor parent is as fresh as its newest subagent transcript.
-    for c in out.iter_mut().filter(|c| c.provider == Provider::Cursor) {
+    for c in out
+        .iter_mut()
+        .filter(|c| stat && c.provider == Provider::Cursor)
+    {
         for f in cursor::subagent_files(&c.path) {
             if let Ok(m) = std::fs::metadata(&f) {
                 c.updated_ms = c.updated_ms.max(mtime_ms(&m));
@@ -577,36 +600,45 @@ impl SessionIndex {
         } else {
             Vec::new()
         };
-        let rows_by_path: HashMap<PathBuf, CodexRow> = codex_rows
+        // Rollout file names embed the thread id, so they key rows without
+        // resolving every path (a realpath per candidate costs more than the
+        // whole scan).
+        let rows: HashMap<std::ffi::OsString, CodexRow> = codex_rows
             .into_iter()
-            .map(|r| (canonical(&r.rollout), r))
+            .filter_map(|r| Some((r.rollout.file_name()?.to_os_string(), r)))
             .collect();
+        let row_of = |c: &Candidate| -> Option<&CodexRow> {
+            if c.provider == Provider::Codex {
+                rows.get(c.path.file_name()?)
+            } else {
+                None
+            }
+        };
         // Rows whose rollout lies outside the scanned roots become candidates.
-        let scanned: HashSet<PathBuf> = cands
+        let scanned: HashSet<&std::ffi::OsStr> = cands
             .iter()
             .filter(|c| c.provider == Provider::Codex)
-            .map(|c| canonical(&c.path))
+            .filter_map(|c| c.path.file_name())
             .collect();
-        for (p, r) in &rows_by_path {
-            if !scanned.contains(p)
-                && let Ok(m) = std::fs::metadata(p)
+        let mut extra = Vec::new();
+        for (name, r) in &rows {
+            if !scanned.contains(name.as_os_str())
+                && let Ok(m) = std::fs::metadata(&r.rollout)
                 && m.is_file()
             {
-                cands.push(Candidate {
+                extra.push(Candidate {
                     provider: Provider::Codex,
-                    path: p.clone(),
-                    updated_ms: r.updated_ms.unwrap_or_else(|| mtime_ms(&m)),
+                    path: r.rollout.clone(),
+                    updated_ms: mtime_ms(&m),
                     size: m.len(),
                     empty_window: false,
                 });
             }
         }
+        cands.extend(extra);
         // Codex rows known to SQLite sort by the thread's updated time.
-        for c in cands.iter_mut().filter(|c| c.provider == Provider::Codex) {
-            if let Some(u) = rows_by_path
-                .get(&canonical(&c.path))
-                .and_then(|r| r.updated_ms)
-            {
+        for c in cands.iter_mut() {
+            if let Some(u) = row_of(c).and_then(|r| r.updated_ms) {
                 c.updated_ms = u;
             }
         }
@@ -629,7 +661,7 @@ impl SessionIndex {
             if chosen.len() >= limit {
                 break;
             }
-            let id = match rows_by_path.get(&canonical(&c.path)) {
+            let id = match row_of(&c) {
                 Some(r) => Some(r.id.clone()),
                 None => candidate_id(&c),
             };
@@ -672,7 +704,7 @@ impl SessionIndex {
         let mut rows: Vec<Option<SessionSummary>> = vec![None; chosen.len()];
         let mut to_parse: Vec<usize> = Vec::new();
         for (i, (c, id)) in chosen.iter().enumerate() {
-            if let Some(r) = rows_by_path.get(&canonical(&c.path)) {
+            if let Some(r) = row_of(c) {
                 rows[i] = Some(self.codex_row_summary(r, c, id));
             } else {
                 to_parse.push(i);
@@ -834,7 +866,7 @@ impl SessionIndex {
     pub fn rebuild(&mut self) -> Result<()> {
         let roots = self.opts.roots()?;
         let mut st = ScanStats::default();
-        let cands = scan(&roots, &mut st);
+        let cands = scan_with(&roots, &mut st, false);
         self.ids.clear();
         self.gemini_prefix.clear();
         for c in cands {
@@ -880,10 +912,6 @@ fn gemini_name_prefix(path: &Path) -> Option<String> {
     let stem = path.file_stem()?.to_str()?;
     let tail = stem.rsplit('-').next()?;
     (tail.len() == 8 && stem.starts_with("session-")).then(|| tail.to_string())
-}
-
-fn canonical(p: &Path) -> PathBuf {
-    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
 /// Highest-numbered `state_<N>.sqlite` (or legacy `state.sqlite`) in `dir`.
