@@ -140,7 +140,6 @@ struct ToolUseResult {
     agent_id: LStr,
     #[serde(rename = "exitCode")]
     exit_code: Option<Value>,
-    interrupted: LBool,
 }
 
 #[derive(Deserialize, Default)]
@@ -205,7 +204,7 @@ struct Parser {
     agent_links: HashMap<String, String>,
     /// agentId (or "" for inline without id) → index in `s.subagents`.
     sub_by_agent: HashMap<String, usize>,
-    /// Subagent indexes whose prompt index is resolved at the end.
+    /// A `custom-title` (user-set) outranks later `ai-title` records.
     saw_custom_title: bool,
 }
 
@@ -571,7 +570,6 @@ impl Parser {
             if let Some(a) = r.agent_id.0.clone() {
                 self.agent_links.entry(a).or_insert_with(|| id.to_string());
             }
-            let _ = r.interrupted;
         }
         if let Some(c) = &b.content
             && let Some(a) = agent_id_trailer(&c.0)

@@ -309,15 +309,6 @@ fn parent_of(p: &Payload) -> Option<String> {
     spawn.or_else(|| p.forked_from_id.0.clone())
 }
 
-fn subagent_kind(p: &Payload) -> Option<String> {
-    let sub = p.source.as_ref()?.get("subagent")?;
-    match sub {
-        Value::String(s) => Some(s.clone()),
-        Value::Object(m) => m.keys().next().cloned(),
-        _ => None,
-    }
-}
-
 /// Thread id from a rollout file name (`rollout-<local time>-<uuid>.jsonl`).
 pub(crate) fn id_from_file_name(path: &Path) -> Option<String> {
     let stem = path.file_stem()?.to_str()?;
@@ -490,12 +481,6 @@ impl Parser {
                     .and_then(|g| g.branch.0.clone());
                 self.s.parent_session_id = parent_of(&p);
                 self.is_child = self.s.parent_session_id.is_some();
-                if self.is_child
-                    && let Some(k) = subagent_kind(&p)
-                    && self.s.title.is_none()
-                {
-                    tracing::trace!(kind = %k, "codex subagent rollout");
-                }
             }
             (Some(own), Some(id)) if *own != id => {
                 // A copied parent meta: the replay burst starts here.
