@@ -24,12 +24,22 @@ pub enum EventKind {
     Exec = 2,
     ExecFailed = 3,
     Exit = 4,
+    /// A file or socket syscall with its result ([`SysEvent`]).
+    Sys = 5,
+    /// Reads/writes on one fd aggregated until close ([`IoEvent`]).
+    Io = 6,
+    /// A TCP state change of a socket a tracked process connected ([`TcpStateEvent`]).
+    TcpState = 7,
 }
 
 /// Number of slots in the loss array (kinds are 1-based; slot 0 unused).
-pub const KIND_SLOTS: u32 = 8;
+pub const KIND_SLOTS: u32 = 16;
 /// Loss slot counting children that could not join the tracked map (map full).
-pub const LOSS_SLOT_TRACK_FULL: u32 = 7;
+pub const LOSS_SLOT_TRACK_FULL: u32 = 15;
+/// Loss slot counting syscalls whose arguments could not be staged (map full).
+pub const LOSS_SLOT_STAGE_FULL: u32 = 14;
+/// Loss slot counting I/O aggregation entries that could not be created.
+pub const LOSS_SLOT_IO_FULL: u32 = 13;
 
 impl EventKind {
     pub fn from_u32(v: u32) -> Option<Self> {
@@ -38,6 +48,9 @@ impl EventKind {
             2 => Some(Self::Exec),
             3 => Some(Self::ExecFailed),
             4 => Some(Self::Exit),
+            5 => Some(Self::Sys),
+            6 => Some(Self::Io),
+            7 => Some(Self::TcpState),
             _ => None,
         }
     }
@@ -48,6 +61,9 @@ impl EventKind {
             Self::Exec => "exec",
             Self::ExecFailed => "exec_failed",
             Self::Exit => "exit",
+            Self::Sys => "syscall",
+            Self::Io => "io",
+            Self::TcpState => "tcp_state",
         }
     }
 }
@@ -149,6 +165,130 @@ pub struct ExitEvent {
     pub _pad: u32,
 }
 
+/// Syscalls recorded as [`SysEvent`]s; the number says which arguments mean what.
+pub mod op {
+    pub const OPEN: u32 = 1;
+    pub const OPENAT: u32 = 2;
+    pub const OPENAT2: u32 = 3;
+    pub const CREAT: u32 = 4;
+    pub const UNLINK: u32 = 5;
+    pub const UNLINKAT: u32 = 6;
+    pub const RMDIR: u32 = 7;
+    pub const RENAME: u32 = 8;
+    pub const RENAMEAT: u32 = 9;
+    pub const RENAMEAT2: u32 = 10;
+    pub const MKDIR: u32 = 11;
+    pub const MKDIRAT: u32 = 12;
+    pub const TRUNCATE: u32 = 13;
+    pub const FTRUNCATE: u32 = 14;
+    pub const CHDIR: u32 = 15;
+    pub const FCHDIR: u32 = 16;
+    pub const SYMLINK: u32 = 17;
+    pub const SYMLINKAT: u32 = 18;
+    pub const LINK: u32 = 19;
+    pub const LINKAT: u32 = 20;
+    pub const CLOSE: u32 = 21;
+    pub const DUP: u32 = 22;
+    pub const DUP2: u32 = 23;
+    pub const DUP3: u32 = 24;
+    pub const FCNTL: u32 = 25;
+    pub const CONNECT: u32 = 30;
+    pub const BIND: u32 = 31;
+    pub const LISTEN: u32 = 32;
+    pub const ACCEPT: u32 = 33;
+    pub const ACCEPT4: u32 = 34;
+    pub const SENDTO: u32 = 35;
+    pub const SENDMSG: u32 = 36;
+    pub const SENDMMSG: u32 = 37;
+    /// A write(2) on a socket connected to port 53 (DNS over TCP/UDP).
+    pub const DNS_WRITE: u32 = 38;
+    pub const SOCKET: u32 = 39;
+    // Reads and writes are aggregated ([`super::IoEvent`]), not events.
+    pub const WRITE: u32 = 50;
+    pub const PWRITE64: u32 = 51;
+    pub const WRITEV: u32 = 52;
+    pub const PWRITEV: u32 = 53;
+    pub const READ: u32 = 54;
+    pub const PREAD64: u32 = 55;
+    pub const READV: u32 = 56;
+}
+
+/// Bytes kept of a path argument, or of a socket address.
+pub const SYS_BUF: usize = 512;
+
+/// Arguments staged at syscall entry, keyed by tid, consumed at exit.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct SysStage {
+    pub op: u32,
+    pub _pad: u32,
+    pub args: [u64; 6],
+}
+
+/// A file or socket syscall: the raw arguments, the result, and up to two
+/// buffers read from the caller's memory at syscall exit (paths, socket
+/// addresses, or a DNS payload — which, depends on `op`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct SysEvent {
+    pub header: Header,
+    pub op: u32,
+    /// Bytes read into `buf1`/`buf2`, or -errno of the read.
+    pub len1: i32,
+    pub len2: i32,
+    pub _pad: u32,
+    /// Syscall return value: an fd, 0, or -errno.
+    pub ret: i64,
+    pub args: [u64; 6],
+    /// open flags read from `struct open_how` for openat2; else 0.
+    pub how_flags: u64,
+    pub buf1: [u8; SYS_BUF],
+    pub buf2: [u8; SYS_BUF],
+}
+
+/// Size of a [`SysEvent`] carrying no buffers / only `buf1` / both.
+pub const SYS_EVENT_BARE: usize = core::mem::size_of::<SysEvent>() - 2 * SYS_BUF;
+pub const SYS_EVENT_ONE: usize = core::mem::size_of::<SysEvent>() - SYS_BUF;
+pub const SYS_EVENT_TWO: usize = core::mem::size_of::<SysEvent>();
+
+/// Reads and writes on one fd of one process, summed in the kernel.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct IoAgg {
+    pub write_bytes: u64,
+    pub write_calls: u64,
+    pub read_bytes: u64,
+    pub read_calls: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+}
+
+/// An I/O aggregate flushed at close (from the kernel) or at exit/stop (by
+/// user space, which then fills the header itself).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IoEvent {
+    pub header: Header,
+    pub fd: i32,
+    pub _pad: u32,
+    pub agg: IoAgg,
+}
+
+/// A TCP state change, keyed to the process that connected the socket.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct TcpStateEvent {
+    pub header: Header,
+    pub oldstate: i32,
+    pub newstate: i32,
+    pub sport: u16,
+    pub dport: u16,
+    pub family: u16,
+    pub _pad: u16,
+    pub saddr: [u8; 16],
+    pub daddr: [u8; 16],
+}
+
 /// Argv staged at execve entry, keyed by thread id until the exec completes.
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -214,6 +354,8 @@ impl Offsets {
     };
 }
 
-// Safety: Offsets is repr(C) and made of u32s only, valid for any bit pattern.
+// Safety: repr(C), integers only, valid for any bit pattern.
 #[cfg(feature = "user")]
 unsafe impl aya::Pod for Offsets {}
+#[cfg(feature = "user")]
+unsafe impl aya::Pod for IoAgg {}

@@ -10,15 +10,17 @@ use core::ffi::c_void;
 
 use agentsight_common::{
     ARGV_BUF, ARGV_MAX_ARGS, ARGV_MISSING, ARGV_READ_FAILED, ARGV_TRUNCATED, ArgvStage, EventKind,
-    ExecEvent, ExitEvent, FILENAME_MAX, ForkEvent, Header, KIND_SLOTS, LOSS_SLOT_TRACK_FULL,
-    Offsets, PATH_COMPLETE, PATH_DEPTH, PATH_DETACHED, PATH_NAME_CUT, PATH_NAME_MAX,
-    PATH_READ_FAILED, PATH_TOO_DEEP, PathRecord,
+    ExecEvent, ExitEvent, FILENAME_MAX, ForkEvent, Header, IoAgg, IoEvent, KIND_SLOTS,
+    LOSS_SLOT_IO_FULL, LOSS_SLOT_STAGE_FULL, LOSS_SLOT_TRACK_FULL, Offsets, PATH_COMPLETE,
+    PATH_DEPTH, PATH_DETACHED, PATH_NAME_CUT, PATH_NAME_MAX, PATH_READ_FAILED, PATH_TOO_DEEP,
+    PathRecord, SYS_BUF, SYS_EVENT_BARE, SYS_EVENT_ONE, SYS_EVENT_TWO, SysEvent, SysStage,
+    TcpStateEvent, op,
 };
 use aya_ebpf::{
     helpers::{
         bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_task,
         bpf_get_current_uid_gid, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel,
-        bpf_probe_read_user,
+        bpf_probe_read_user, generated,
         generated::{
             bpf_loop, bpf_probe_read_kernel as raw_read_kernel, bpf_probe_read_kernel_str,
             bpf_probe_read_user_str,
@@ -553,6 +555,457 @@ pub fn sched_process_exit(ctx: BtfTracePointContext) -> u32 {
         None => count_loss(EventKind::Exit as u32),
     }
     let _ = TRACKED.remove(&tgid);
+    0
+}
+
+// ---------------------------------------------------------------- files and sockets
+
+/// Syscall arguments staged at entry, keyed by tid.
+#[map]
+static STAGE: HashMap<u32, SysStage> = HashMap::with_max_entries(16384, 0);
+
+/// Per-CPU space to build a `SysEvent` before it is copied to the ring.
+#[map]
+static SYS_SCRATCH: PerCpuArray<SysEvent> = PerCpuArray::with_max_entries(1, 0);
+
+/// Reads/writes per (tgid << 32 | fd), summed until close.
+#[map]
+static IO: HashMap<u64, IoAgg> = HashMap::with_max_entries(65536, 0);
+
+/// Sockets (tgid << 32 | fd) connected to port 53: their writes are DNS queries.
+#[map]
+static DNS_FDS: HashMap<u64, u8> = HashMap::with_max_entries(4096, 0);
+
+/// TCP sockets a tracked process is connecting: sock pointer → tgid.
+#[map]
+static TCP_SOCKS: LruHashMap<u64, u32> = LruHashMap::with_max_entries(16384, 0);
+
+#[inline(always)]
+fn stage(ctx: &TracePointContext, op: u32) {
+    if !is_tracked(current_tgid()) {
+        return;
+    }
+    let tid = bpf_get_current_pid_tgid() as u32;
+    let mut st = SysStage {
+        op,
+        _pad: 0,
+        args: [0; 6],
+    };
+    for i in 0..6 {
+        st.args[i] = unsafe { ctx.read_at::<u64>(16 + 8 * i).unwrap_or(0) };
+    }
+    if STAGE.insert(&tid, &st, 0).is_err() {
+        count_loss(LOSS_SLOT_STAGE_FULL);
+    }
+}
+
+#[inline(always)]
+fn fd_key(tgid: u32, fd: u64) -> u64 {
+    ((tgid as u64) << 32) | (fd & 0xffff_ffff)
+}
+
+/// Reads a NUL-terminated user string into `dst` (SYS_BUF bytes).
+#[inline(always)]
+unsafe fn user_str(src: u64, dst: *mut u8) -> i32 {
+    if src == 0 {
+        return 0;
+    }
+    unsafe {
+        bpf_probe_read_user_str(dst as *mut c_void, SYS_BUF as u32, src as *const c_void) as i32
+    }
+}
+
+/// Reads up to `len` bytes (at most `max`) of user memory into `dst`.
+#[inline(always)]
+unsafe fn user_bytes(src: u64, len: u64, max: u32, dst: *mut u8) -> i32 {
+    if src == 0 {
+        return 0;
+    }
+    let n = if len > max as u64 { max } else { len as u32 };
+    let n = n & (SYS_BUF as u32 * 2 - 1);
+    let n = if n > SYS_BUF as u32 {
+        SYS_BUF as u32
+    } else {
+        n
+    };
+    unsafe {
+        if generated::bpf_probe_read_user(dst as *mut c_void, n, src as *const c_void) < 0 {
+            return -14;
+        }
+    }
+    n as i32
+}
+
+/// True when a sockaddr (family + big-endian port) names port 53 over IP.
+#[inline(always)]
+unsafe fn is_dns_addr(sa: *const u8) -> bool {
+    unsafe {
+        let family = u16::from_le_bytes([*sa, *sa.add(1)]);
+        (family == 2 || family == 10) && *sa.add(2) == 0 && *sa.add(3) == 53
+    }
+}
+
+/// Adds a successful read or write to the fd's aggregate.
+#[inline(always)]
+fn io_account(tgid: u32, fd: u64, is_write: bool, bytes: i64) {
+    if bytes <= 0 {
+        return;
+    }
+    let key = fd_key(tgid, fd);
+    let now = unsafe { bpf_ktime_get_ns() };
+    if let Some(agg) = IO.get_ptr_mut(&key) {
+        unsafe {
+            if is_write {
+                (*agg).write_bytes += bytes as u64;
+                (*agg).write_calls += 1;
+            } else {
+                (*agg).read_bytes += bytes as u64;
+                (*agg).read_calls += 1;
+            }
+            (*agg).last_ns = now;
+        }
+        return;
+    }
+    let agg = IoAgg {
+        write_bytes: if is_write { bytes as u64 } else { 0 },
+        write_calls: is_write as u64,
+        read_bytes: if is_write { 0 } else { bytes as u64 },
+        read_calls: (!is_write) as u64,
+        first_ns: now,
+        last_ns: now,
+    };
+    if IO.insert(&key, &agg, 0).is_err() {
+        count_loss(LOSS_SLOT_IO_FULL);
+    }
+}
+
+/// Emits and forgets the aggregate of one fd (at close).
+#[inline(always)]
+fn io_flush(tgid: u32, fd: u64) {
+    let key = fd_key(tgid, fd);
+    let Some(agg) = IO.get_ptr(&key) else {
+        return;
+    };
+    let off = offsets();
+    let seq = next_seq();
+    match EVENTS.reserve::<IoEvent>(0) {
+        Some(mut entry) => {
+            let ev = entry.as_mut_ptr();
+            unsafe {
+                fill_header(&mut (*ev).header, EventKind::Io, seq, &off);
+                (*ev).fd = fd as i32;
+                (*ev)._pad = 0;
+                (*ev).agg = *agg;
+            }
+            entry.submit(0);
+        }
+        None => count_loss(EventKind::Io as u32),
+    }
+    let _ = IO.remove(&key);
+}
+
+/// Reads the first iovec of a `struct user_msghdr` into `buf2` (DNS payload).
+#[inline(always)]
+unsafe fn msghdr_payload(msg: u64, dst: *mut u8) -> i32 {
+    unsafe {
+        let iov: u64 = bpf_probe_read_user((msg + 16) as *const u64).unwrap_or(0);
+        if iov == 0 {
+            return 0;
+        }
+        let base: u64 = bpf_probe_read_user(iov as *const u64).unwrap_or(0);
+        let len: u64 = bpf_probe_read_user((iov + 8) as *const u64).unwrap_or(0);
+        user_bytes(base, len, SYS_BUF as u32, dst)
+    }
+}
+
+fn finish(ctx: &TracePointContext, op: u32) {
+    let tgid = current_tgid();
+    if !is_tracked(tgid) {
+        return;
+    }
+    let tid = bpf_get_current_pid_tgid() as u32;
+    let Some(staged) = STAGE.get_ptr(&tid) else {
+        return;
+    };
+    let st = unsafe { *staged };
+    let _ = STAGE.remove(&tid);
+    if st.op != op {
+        return;
+    }
+    let a = st.args;
+    let ret: i64 = unsafe { ctx.read_at(16).unwrap_or(0) };
+    let dns_key = fd_key(tgid, a[0]);
+    match op {
+        op::WRITE | op::PWRITE64 | op::WRITEV | op::PWRITEV => {
+            io_account(tgid, a[0], true, ret);
+            let dns = unsafe { DNS_FDS.get(&dns_key).is_some() };
+            if !(op == op::WRITE && ret > 0 && dns) {
+                return;
+            }
+        }
+        op::READ | op::PREAD64 | op::READV => {
+            io_account(tgid, a[0], false, ret);
+            return;
+        }
+        op::CLOSE => {
+            if ret == 0 {
+                io_flush(tgid, a[0]);
+                let _ = DNS_FDS.remove(&dns_key);
+            }
+        }
+        // dup2/dup3 close their target fd implicitly: flush what it did first.
+        op::DUP2 | op::DUP3 => {
+            if ret >= 0 && a[0] != a[1] {
+                io_flush(tgid, a[1]);
+                let _ = DNS_FDS.remove(&fd_key(tgid, a[1]));
+            }
+        }
+        // Only the fcntl commands that make a new fd matter to the fd table.
+        op::FCNTL if a[1] != 0 && a[1] != 1030 => return,
+        _ => {}
+    }
+    let Some(ev) = SYS_SCRATCH.get_ptr_mut(0) else {
+        return;
+    };
+    let off = offsets();
+    let seq = next_seq();
+    unsafe {
+        fill_header(&mut (*ev).header, EventKind::Sys, seq, &off);
+        (*ev).op = op;
+        (*ev).ret = ret;
+        (*ev).args = a;
+        (*ev).how_flags = 0;
+        (*ev)._pad = 0;
+        let b1 = (*ev).buf1.as_mut_ptr();
+        let b2 = (*ev).buf2.as_mut_ptr();
+        let mut l1 = 0i32;
+        let mut l2 = 0i32;
+        let size = match op {
+            op::OPEN
+            | op::CREAT
+            | op::UNLINK
+            | op::RMDIR
+            | op::MKDIR
+            | op::TRUNCATE
+            | op::CHDIR => {
+                l1 = user_str(a[0], b1);
+                SYS_EVENT_ONE
+            }
+            op::OPENAT | op::UNLINKAT | op::MKDIRAT => {
+                l1 = user_str(a[1], b1);
+                SYS_EVENT_ONE
+            }
+            op::OPENAT2 => {
+                l1 = user_str(a[1], b1);
+                (*ev).how_flags = bpf_probe_read_user(a[2] as *const u64).unwrap_or(0);
+                SYS_EVENT_ONE
+            }
+            op::RENAME | op::LINK | op::SYMLINK => {
+                l1 = user_str(a[0], b1);
+                l2 = user_str(a[1], b2);
+                SYS_EVENT_TWO
+            }
+            op::RENAMEAT | op::RENAMEAT2 | op::LINKAT => {
+                l1 = user_str(a[1], b1);
+                l2 = user_str(a[3], b2);
+                SYS_EVENT_TWO
+            }
+            op::SYMLINKAT => {
+                l1 = user_str(a[0], b1);
+                l2 = user_str(a[2], b2);
+                SYS_EVENT_TWO
+            }
+            op::CONNECT | op::BIND => {
+                l1 = user_bytes(a[1], a[2], 128, b1);
+                if op == op::CONNECT && l1 >= 4 && is_dns_addr(b1) {
+                    let _ = DNS_FDS.insert(&dns_key, &1, 0);
+                }
+                SYS_EVENT_ONE
+            }
+            op::ACCEPT | op::ACCEPT4 => {
+                if ret >= 0 && a[1] != 0 {
+                    let len: i32 = bpf_probe_read_user(a[2] as *const i32).unwrap_or(0);
+                    l1 = user_bytes(a[1], len.max(0) as u64, 128, b1);
+                }
+                SYS_EVENT_ONE
+            }
+            op::SENDTO => {
+                let dns_fd = DNS_FDS.get(&dns_key).is_some();
+                if a[4] != 0 {
+                    l1 = user_bytes(a[4], a[5], 128, b1);
+                }
+                let dns = dns_fd || (l1 >= 4 && is_dns_addr(b1));
+                if a[4] == 0 && !dns {
+                    // A send on a connected socket: its peer is known from connect.
+                    return;
+                }
+                if dns {
+                    l2 = user_bytes(a[1], a[2], SYS_BUF as u32, b2);
+                    SYS_EVENT_TWO
+                } else {
+                    SYS_EVENT_ONE
+                }
+            }
+            op::SENDMSG | op::SENDMMSG => {
+                // struct mmsghdr starts with a struct user_msghdr.
+                let msg = a[1];
+                let name: u64 = bpf_probe_read_user(msg as *const u64).unwrap_or(0);
+                let namelen: u32 = bpf_probe_read_user((msg + 8) as *const u32).unwrap_or(0);
+                if name != 0 {
+                    l1 = user_bytes(name, namelen as u64, 128, b1);
+                }
+                let dns = DNS_FDS.get(&dns_key).is_some() || (l1 >= 4 && is_dns_addr(b1));
+                if name == 0 && !dns {
+                    return;
+                }
+                if dns {
+                    l2 = msghdr_payload(msg, b2);
+                    SYS_EVENT_TWO
+                } else {
+                    SYS_EVENT_ONE
+                }
+            }
+            op::WRITE => {
+                (*ev).op = op::DNS_WRITE;
+                l2 = user_bytes(a[1], ret as u64, SYS_BUF as u32, b2);
+                SYS_EVENT_TWO
+            }
+            _ => SYS_EVENT_BARE,
+        };
+        (*ev).len1 = l1;
+        (*ev).len2 = l2;
+        let bytes = core::slice::from_raw_parts(ev as *const u8, size);
+        if EVENTS.output::<[u8]>(bytes, 0).is_err() {
+            count_loss(EventKind::Sys as u32);
+        }
+    }
+}
+
+macro_rules! syscall_hooks {
+    ($($enter:ident, $exit:ident => $op:expr;)*) => {$(
+        #[tracepoint]
+        pub fn $enter(ctx: TracePointContext) -> u32 {
+            stage(&ctx, $op);
+            0
+        }
+        #[tracepoint]
+        pub fn $exit(ctx: TracePointContext) -> u32 {
+            finish(&ctx, $op);
+            0
+        }
+    )*};
+}
+
+syscall_hooks! {
+    sys_enter_open, sys_exit_open => op::OPEN;
+    sys_enter_openat, sys_exit_openat => op::OPENAT;
+    sys_enter_openat2, sys_exit_openat2 => op::OPENAT2;
+    sys_enter_creat, sys_exit_creat => op::CREAT;
+    sys_enter_unlink, sys_exit_unlink => op::UNLINK;
+    sys_enter_unlinkat, sys_exit_unlinkat => op::UNLINKAT;
+    sys_enter_rmdir, sys_exit_rmdir => op::RMDIR;
+    sys_enter_rename, sys_exit_rename => op::RENAME;
+    sys_enter_renameat, sys_exit_renameat => op::RENAMEAT;
+    sys_enter_renameat2, sys_exit_renameat2 => op::RENAMEAT2;
+    sys_enter_mkdir, sys_exit_mkdir => op::MKDIR;
+    sys_enter_mkdirat, sys_exit_mkdirat => op::MKDIRAT;
+    sys_enter_truncate, sys_exit_truncate => op::TRUNCATE;
+    sys_enter_ftruncate, sys_exit_ftruncate => op::FTRUNCATE;
+    sys_enter_chdir, sys_exit_chdir => op::CHDIR;
+    sys_enter_fchdir, sys_exit_fchdir => op::FCHDIR;
+    sys_enter_symlink, sys_exit_symlink => op::SYMLINK;
+    sys_enter_symlinkat, sys_exit_symlinkat => op::SYMLINKAT;
+    sys_enter_link, sys_exit_link => op::LINK;
+    sys_enter_linkat, sys_exit_linkat => op::LINKAT;
+    sys_enter_close, sys_exit_close => op::CLOSE;
+    sys_enter_dup, sys_exit_dup => op::DUP;
+    sys_enter_dup2, sys_exit_dup2 => op::DUP2;
+    sys_enter_dup3, sys_exit_dup3 => op::DUP3;
+    sys_enter_fcntl, sys_exit_fcntl => op::FCNTL;
+    sys_enter_socket, sys_exit_socket => op::SOCKET;
+    sys_enter_connect, sys_exit_connect => op::CONNECT;
+    sys_enter_bind, sys_exit_bind => op::BIND;
+    sys_enter_listen, sys_exit_listen => op::LISTEN;
+    sys_enter_accept, sys_exit_accept => op::ACCEPT;
+    sys_enter_accept4, sys_exit_accept4 => op::ACCEPT4;
+    sys_enter_sendto, sys_exit_sendto => op::SENDTO;
+    sys_enter_sendmsg, sys_exit_sendmsg => op::SENDMSG;
+    sys_enter_sendmmsg, sys_exit_sendmmsg => op::SENDMMSG;
+    sys_enter_write, sys_exit_write => op::WRITE;
+    sys_enter_pwrite64, sys_exit_pwrite64 => op::PWRITE64;
+    sys_enter_writev, sys_exit_writev => op::WRITEV;
+    sys_enter_pwritev, sys_exit_pwritev => op::PWRITEV;
+    sys_enter_read, sys_exit_read => op::READ;
+    sys_enter_pread64, sys_exit_pread64 => op::PREAD64;
+    sys_enter_readv, sys_exit_readv => op::READV;
+}
+
+/// TCP outcome of a connect: the SYN_SENT transition happens in the
+/// connecting task (we note the socket); later ones run in softirq with an
+/// unrelated `current`, so the record is built from what we noted.
+#[tracepoint]
+pub fn inet_sock_set_state(ctx: TracePointContext) -> u32 {
+    const TCP_ESTABLISHED: i32 = 1;
+    const TCP_SYN_SENT: i32 = 2;
+    const TCP_CLOSE: i32 = 7;
+    unsafe {
+        let sk: u64 = ctx.read_at(8).unwrap_or(0);
+        let oldstate: i32 = ctx.read_at(16).unwrap_or(0);
+        let newstate: i32 = ctx.read_at(20).unwrap_or(0);
+        if newstate == TCP_SYN_SENT {
+            let tgid = current_tgid();
+            if is_tracked(tgid) {
+                let _ = TCP_SOCKS.insert(&sk, &tgid, 0);
+            }
+            return 0;
+        }
+        if oldstate != TCP_SYN_SENT || (newstate != TCP_ESTABLISHED && newstate != TCP_CLOSE) {
+            return 0;
+        }
+        let Some(tgid) = TCP_SOCKS.get(&sk).copied() else {
+            return 0;
+        };
+        let _ = TCP_SOCKS.remove(&sk);
+        let seq = next_seq();
+        match EVENTS.reserve::<TcpStateEvent>(0) {
+            Some(mut entry) => {
+                let ev = entry.as_mut_ptr();
+                let h = &mut *core::ptr::addr_of_mut!((*ev).header);
+                h.kind = EventKind::TcpState as u32;
+                h.cpu = bpf_get_smp_processor_id();
+                h.seq = seq;
+                h.mono_ns = bpf_ktime_get_ns();
+                h.tid = tgid;
+                h.pid = tgid;
+                h.ppid = 0;
+                h.uid = 0;
+                h.gid = 0;
+                h._pad = 0;
+                h.comm = [0; 16];
+                (*ev).oldstate = oldstate;
+                (*ev).newstate = newstate;
+                (*ev).sport = ctx.read_at(24).unwrap_or(0);
+                (*ev).dport = ctx.read_at(26).unwrap_or(0);
+                (*ev).family = ctx.read_at(28).unwrap_or(0);
+                (*ev)._pad = 0;
+                if (*ev).family == 10 {
+                    (*ev).saddr = ctx.read_at(40).unwrap_or([0; 16]);
+                    (*ev).daddr = ctx.read_at(56).unwrap_or([0; 16]);
+                } else {
+                    let s4: [u8; 4] = ctx.read_at(32).unwrap_or([0; 4]);
+                    let d4: [u8; 4] = ctx.read_at(36).unwrap_or([0; 4]);
+                    let mut s16 = [0u8; 16];
+                    let mut d16 = [0u8; 16];
+                    s16[..4].copy_from_slice(&s4);
+                    d16[..4].copy_from_slice(&d4);
+                    (*ev).saddr = s16;
+                    (*ev).daddr = d16;
+                }
+                entry.submit(0);
+            }
+            None => count_loss(EventKind::TcpState as u32),
+        }
+    }
     0
 }
 

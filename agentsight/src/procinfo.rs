@@ -20,6 +20,8 @@ pub struct ProcInfo {
     pub exe: Option<String>,
     pub uid: Option<u32>,
     pub gid: Option<u32>,
+    /// Open fds and their link targets.
+    pub fds: Vec<(i32, String)>,
 }
 
 impl ProcInfo {
@@ -42,6 +44,20 @@ impl ProcInfo {
             exe: p.exe().ok().map(|c| c.display().to_string()),
             uid: status.as_ref().map(|s| s.euid),
             gid: status.as_ref().map(|s| s.egid),
+            fds: p
+                .fd()
+                .map(|fds| {
+                    fds.filter_map(|f| f.ok())
+                        .map(|f| {
+                            let target = match f.target {
+                                procfs::process::FDTarget::Path(p) => p.display().to_string(),
+                                other => format!("{other:?}"),
+                            };
+                            (f.fd, target)
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
         })
     }
 
@@ -57,6 +73,7 @@ impl ProcInfo {
             exe: self.exe.clone(),
             uid: self.uid,
             gid: self.gid,
+            fds: self.fds.clone(),
         }
     }
 }
@@ -166,6 +183,7 @@ mod tests {
             exe: Some(exe.into()),
             uid: None,
             gid: None,
+            fds: Vec::new(),
         }
     }
 

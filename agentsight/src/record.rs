@@ -244,7 +244,8 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     let stop = Arc::new(AtomicBool::new(false));
     let stats = Arc::new(ReaderStats::default());
     let ring = probes.take_ring()?;
-    let reader = reader::spawn(ring, writer.sender(), stop.clone(), stats.clone())
+    let io = probes.io.take();
+    let reader = reader::spawn(ring, io, writer.sender(), stop.clone(), stats.clone())
         .map_err(|e| RecordError::Other(format!("cannot start ring reader: {e}")))?;
     let signals = install_signals()?;
 
@@ -510,6 +511,7 @@ fn spawn_tracked(
         exe: info.as_ref().and_then(|i| i.exe.clone()),
         uid: Some(uid),
         gid: Some(gid),
+        fds: info.as_ref().map(|i| i.fds.clone()).unwrap_or_default(),
     }));
     Ok(child)
 }

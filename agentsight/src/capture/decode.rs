@@ -3,8 +3,8 @@
 
 use agentsight_common::{
     ARGV_MISSING, ARGV_READ_FAILED, ARGV_TRUNCATED, EventKind, ExecEvent, ExitEvent, ForkEvent,
-    Header, PATH_COMPLETE, PATH_DETACHED, PATH_NAME_CUT, PATH_READ_FAILED, PATH_TOO_DEEP,
-    PathRecord,
+    Header, IoAgg, IoEvent, PATH_COMPLETE, PATH_DETACHED, PATH_NAME_CUT, PATH_READ_FAILED,
+    PATH_TOO_DEEP, PathRecord, SYS_BUF, SYS_EVENT_BARE, SysEvent, TcpStateEvent,
 };
 
 /// Fields every record carries.
@@ -65,6 +65,59 @@ pub enum Detail {
         signal: Option<i32>,
         core_dumped: bool,
     },
+    /// A file or socket syscall, still raw: `capture::syscalls` interprets it.
+    Sys(SysRaw),
+    /// Reads and writes on one fd, summed in the kernel.
+    Io {
+        fd: i32,
+        agg: IoAggregate,
+    },
+    /// TCP outcome of a connect.
+    TcpState {
+        oldstate: i32,
+        newstate: i32,
+        family: u16,
+        sport: u16,
+        dport: u16,
+        saddr: [u8; 16],
+        daddr: [u8; 16],
+    },
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IoAggregate {
+    pub write_bytes: u64,
+    pub write_calls: u64,
+    pub read_bytes: u64,
+    pub read_calls: u64,
+    pub first_ns: u64,
+    pub last_ns: u64,
+}
+
+impl From<IoAgg> for IoAggregate {
+    fn from(a: IoAgg) -> Self {
+        Self {
+            write_bytes: a.write_bytes,
+            write_calls: a.write_calls,
+            read_bytes: a.read_bytes,
+            read_calls: a.read_calls,
+            first_ns: a.first_ns,
+            last_ns: a.last_ns,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SysRaw {
+    pub op: u32,
+    pub ret: i64,
+    pub args: [u64; 6],
+    pub how_flags: u64,
+    /// Result of reading buf1/buf2 (bytes, or -errno), and the bytes read.
+    pub len1: i32,
+    pub len2: i32,
+    pub buf1: Vec<u8>,
+    pub buf2: Vec<u8>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -193,6 +246,53 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 argv_incomplete: ev.argv_flags & (ARGV_READ_FAILED | ARGV_MISSING) != 0,
                 cwd: kernel_path(&ev.cwd),
                 exe: ok.then(|| kernel_path(&ev.exe)),
+            }
+        }
+        EventKind::Sys => {
+            // Records carry 0, 1 or 2 buffers; read what arrived, zero the rest.
+            let need = SYS_EVENT_BARE;
+            if bytes.len() < need {
+                return Err(DecodeError::Short {
+                    kind: "syscall",
+                    len: bytes.len(),
+                    need,
+                });
+            }
+            let mut full = vec![0u8; std::mem::size_of::<SysEvent>()];
+            let n = bytes.len().min(full.len());
+            full[..n].copy_from_slice(&bytes[..n]);
+            let ev: Box<SysEvent> = Box::new(read_record(&full, "syscall")?);
+            let take = |buf: &[u8; SYS_BUF], len: i32| -> Vec<u8> {
+                buf[..(len.max(0) as usize).min(SYS_BUF)].to_vec()
+            };
+            Detail::Sys(SysRaw {
+                op: ev.op,
+                ret: ev.ret,
+                args: ev.args,
+                how_flags: ev.how_flags,
+                len1: ev.len1,
+                len2: ev.len2,
+                buf1: take(&ev.buf1, ev.len1),
+                buf2: take(&ev.buf2, ev.len2),
+            })
+        }
+        EventKind::Io => {
+            let ev: IoEvent = read_record(bytes, "io")?;
+            Detail::Io {
+                fd: ev.fd,
+                agg: ev.agg.into(),
+            }
+        }
+        EventKind::TcpState => {
+            let ev: TcpStateEvent = read_record(bytes, "tcp_state")?;
+            Detail::TcpState {
+                oldstate: ev.oldstate,
+                newstate: ev.newstate,
+                family: ev.family,
+                sport: ev.sport,
+                dport: ev.dport,
+                saddr: ev.saddr,
+                daddr: ev.daddr,
             }
         }
         EventKind::Exit => {

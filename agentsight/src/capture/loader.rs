@@ -2,7 +2,9 @@
 
 use std::path::Path;
 
-use agentsight_common::{EventKind, KIND_SLOTS, LOSS_SLOT_TRACK_FULL};
+use agentsight_common::{
+    EventKind, IoAgg, KIND_SLOTS, LOSS_SLOT_IO_FULL, LOSS_SLOT_STAGE_FULL, LOSS_SLOT_TRACK_FULL,
+};
 use aya::{
     Btf, Ebpf, EbpfLoader,
     maps::{HashMap, MapData, PerCpuArray, RingBuf},
@@ -33,45 +35,83 @@ pub enum LoadError {
 }
 
 /// How a program is attached.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub enum Hook {
     /// Classic tracepoint (category, name): needs tracefs.
-    TracePoint(&'static str, &'static str),
+    TracePoint(&'static str, String),
     /// BTF tracepoint by name.
     BtfTracePoint(&'static str),
 }
 
-/// Programs in the object, with the hook each attaches to.
-pub const PROGRAMS: &[(&str, Hook)] = &[
-    (
-        "sched_process_fork",
-        Hook::BtfTracePoint("sched_process_fork"),
-    ),
-    (
-        "sched_process_exec",
-        Hook::BtfTracePoint("sched_process_exec"),
-    ),
-    (
-        "sched_process_exit",
-        Hook::BtfTracePoint("sched_process_exit"),
-    ),
-    (
-        "sys_enter_execve",
-        Hook::TracePoint("syscalls", "sys_enter_execve"),
-    ),
-    (
-        "sys_enter_execveat",
-        Hook::TracePoint("syscalls", "sys_enter_execveat"),
-    ),
-    (
-        "sys_exit_execve",
-        Hook::TracePoint("syscalls", "sys_exit_execve"),
-    ),
-    (
-        "sys_exit_execveat",
-        Hook::TracePoint("syscalls", "sys_exit_execveat"),
-    ),
+/// Syscalls hooked at entry and exit (`sys_enter_X` / `sys_exit_X`).
+pub const SYSCALLS: &[&str] = &[
+    "execve",
+    "execveat",
+    "open",
+    "openat",
+    "openat2",
+    "creat",
+    "unlink",
+    "unlinkat",
+    "rmdir",
+    "rename",
+    "renameat",
+    "renameat2",
+    "mkdir",
+    "mkdirat",
+    "truncate",
+    "ftruncate",
+    "chdir",
+    "fchdir",
+    "symlink",
+    "symlinkat",
+    "link",
+    "linkat",
+    "close",
+    "dup",
+    "dup2",
+    "dup3",
+    "fcntl",
+    "socket",
+    "connect",
+    "bind",
+    "listen",
+    "accept",
+    "accept4",
+    "sendto",
+    "sendmsg",
+    "sendmmsg",
+    "write",
+    "pwrite64",
+    "writev",
+    "pwritev",
+    "read",
+    "pread64",
+    "readv",
 ];
+
+/// Programs in the object, with the hook each attaches to.
+pub fn programs() -> Vec<(String, Hook)> {
+    let mut out: Vec<(String, Hook)> = [
+        "sched_process_fork",
+        "sched_process_exec",
+        "sched_process_exit",
+    ]
+    .into_iter()
+    .map(|n| (n.to_owned(), Hook::BtfTracePoint(n)))
+    .collect();
+    for sc in SYSCALLS {
+        for dir in ["enter", "exit"] {
+            let name = format!("sys_{dir}_{sc}");
+            out.push((name.clone(), Hook::TracePoint("syscalls", name)));
+        }
+    }
+    out.push((
+        "inet_sock_set_state".to_owned(),
+        Hook::TracePoint("sock", "inet_sock_set_state".to_owned()),
+    ));
+    out
+}
 
 /// Outcome of attaching one program; stored with the capture.
 #[derive(Clone, Debug)]
@@ -85,6 +125,9 @@ pub struct ProgramStatus {
 pub struct Probes {
     pub ebpf: Ebpf,
     pub tracked: HashMap<MapData, u32, u8>,
+    /// Per-fd read/write aggregates not yet flushed by a close; taken by
+    /// the reader, which flushes a process's at its exit and the rest at stop.
+    pub io: Option<HashMap<MapData, u64, IoAgg>>,
     pub loss: PerCpuArray<MapData, u64>,
     pub programs: Vec<ProgramStatus>,
     /// A note about tracefs, when we had to mount it.
@@ -131,22 +174,23 @@ impl Probes {
             .map_err(|e| LoadError::Load(error_chain(&e)))?;
 
         let tracefs = ensure_tracefs();
-        let mut programs = Vec::new();
-        for &(name, hook) in PROGRAMS {
-            let hook_name = match hook {
+        let mut statuses = Vec::new();
+        for (name, hook) in programs() {
+            let hook_name = match &hook {
                 Hook::TracePoint(c, n) => format!("tracepoint/{c}/{n}"),
                 Hook::BtfTracePoint(n) => format!("tp_btf/{n}"),
             };
-            let error = attach(&mut ebpf, &btf, name, hook, &tracefs).err();
+            let error = attach(&mut ebpf, &btf, &name, &hook, &tracefs).err();
             if let Some(e) = &error {
-                tracing::warn!(program = name, hook = %hook_name, "not attached: {e}");
+                tracing::warn!(program = %name, hook = %hook_name, "not attached: {e}");
             }
-            programs.push(ProgramStatus {
-                name: name.to_owned(),
+            statuses.push(ProgramStatus {
+                name,
                 hook: hook_name,
                 error,
             });
         }
+        let programs = statuses;
         if programs.iter().all(|p| p.error.is_some()) {
             let why = programs
                 .iter()
@@ -161,6 +205,11 @@ impl Probes {
             name: "TRACKED",
             reason: e.to_string(),
         })?;
+        let io = take_map(&mut ebpf, "IO")?;
+        let io = HashMap::try_from(io).map_err(|e| LoadError::Map {
+            name: "IO",
+            reason: e.to_string(),
+        })?;
         let loss = take_map(&mut ebpf, "LOSS")?;
         let loss = PerCpuArray::try_from(loss).map_err(|e| LoadError::Map {
             name: "LOSS",
@@ -169,6 +218,7 @@ impl Probes {
         Ok(Self {
             ebpf,
             tracked,
+            io: Some(io),
             loss,
             programs,
             tracefs_note: tracefs.ok().flatten(),
@@ -198,6 +248,8 @@ impl Probes {
             let name = match EventKind::from_u32(slot) {
                 Some(k) => k.name(),
                 None if slot == LOSS_SLOT_TRACK_FULL => "tracked_map_full",
+                None if slot == LOSS_SLOT_STAGE_FULL => "syscall_stage_full",
+                None if slot == LOSS_SLOT_IO_FULL => "io_map_full",
                 None => continue,
             };
             let total = match self.loss.get(&slot, 0) {
@@ -213,6 +265,24 @@ impl Probes {
     }
 }
 
+/// Takes (and removes) the I/O aggregates of `pid`, or of every process
+/// when `pid` is None: (pid, fd, aggregate).
+pub fn drain_io(io: &mut HashMap<MapData, u64, IoAgg>, pid: Option<u32>) -> Vec<(u32, i32, IoAgg)> {
+    let keys: Vec<u64> = io
+        .keys()
+        .filter_map(|k| k.ok())
+        .filter(|k| pid.is_none_or(|p| (k >> 32) as u32 == p))
+        .collect();
+    let mut out = Vec::new();
+    for k in keys {
+        if let Ok(agg) = io.get(&k, 0) {
+            out.push(((k >> 32) as u32, k as u32 as i32, agg));
+        }
+        let _ = io.remove(&k);
+    }
+    out
+}
+
 fn take_map(ebpf: &mut Ebpf, name: &'static str) -> Result<aya::maps::Map, LoadError> {
     ebpf.take_map(name).ok_or(LoadError::MissingMap(name))
 }
@@ -221,7 +291,7 @@ fn attach(
     ebpf: &mut Ebpf,
     btf: &Btf,
     name: &str,
-    hook: Hook,
+    hook: &Hook,
     tracefs: &Result<Option<String>, String>,
 ) -> Result<(), String> {
     let program = ebpf

@@ -4,3 +4,4 @@ pub mod btf;
 pub mod decode;
 pub mod loader;
 pub mod reader;
+pub mod syscalls;

@@ -13,10 +13,14 @@ use std::{
     thread::JoinHandle,
 };
 
-use aya::maps::{MapData, RingBuf};
+use agentsight_common::{EventKind, IoAgg};
+use aya::maps::{HashMap, MapData, RingBuf};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
-use super::decode::{Event, decode};
+use super::{
+    decode::{Detail, Event, EventHeader, decode},
+    loader::drain_io,
+};
 use crate::store::StoreMsg;
 
 /// A run of missing sequence numbers on one CPU.
@@ -117,6 +121,7 @@ const BATCH: usize = 512;
 /// left in the ring and returns the gaps it found.
 pub fn spawn(
     mut ring: RingBuf<MapData>,
+    mut io: Option<HashMap<MapData, u64, IoAgg>>,
     tx: SyncSender<StoreMsg>,
     stop: Arc<AtomicBool>,
     stats: Arc<ReaderStats>,
@@ -132,6 +137,17 @@ pub fn spawn(
                     match decode(&item) {
                         Ok(ev) => {
                             gaps.observe(ev.header.cpu, ev.header.seq, ev.header.mono_ns);
+                            if matches!(ev.header.kind, EventKind::Exit | EventKind::Exec)
+                                && let Some(io) = io.as_mut()
+                            {
+                                // At exit (and for close-on-exec fds at exec) files are
+                                // closed by the kernel, not by close(2): flush what the
+                                // process read and wrote before that point.
+                                batch.extend(io_events(
+                                    drain_io(io, Some(ev.header.pid)),
+                                    &ev.header,
+                                ));
+                            }
                             batch.push(ev);
                         }
                         Err(e) => {
@@ -143,11 +159,19 @@ pub fn spawn(
                         flush(&tx, &mut batch, &stats);
                     }
                 }
-                flush(&tx, &mut batch, &stats);
-                stats.gap_missing.store(gaps.missing(), Ordering::Relaxed);
                 if stopping {
+                    if let Some(io) = io.as_mut() {
+                        // Processes still running at the end: what they did so far.
+                        let now = crate::clock::mono_now_ns();
+                        for (pid, fd, agg) in drain_io(io, None) {
+                            batch.push(io_event(pid, fd, agg, now));
+                        }
+                    }
+                    flush(&tx, &mut batch, &stats);
                     break;
                 }
+                flush(&tx, &mut batch, &stats);
+                stats.gap_missing.store(gaps.missing(), Ordering::Relaxed);
                 let fd = ring.as_fd();
                 let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
                 // A short timeout so a stop request is seen promptly.
@@ -155,6 +179,43 @@ pub fn spawn(
             }
             gaps.finish()
         })
+}
+
+/// An I/O aggregate flushed by user space (not a kernel record: cpu and seq
+/// are u32::MAX / 0 so gap tracking never sees it).
+fn io_event(pid: u32, fd: i32, agg: IoAgg, mono_ns: u64) -> Event {
+    Event {
+        header: EventHeader {
+            kind: EventKind::Io,
+            cpu: u32::MAX,
+            seq: 0,
+            mono_ns,
+            tid: pid,
+            pid,
+            ppid: 0,
+            uid: 0,
+            gid: 0,
+            comm: String::new(),
+        },
+        detail: Detail::Io {
+            fd,
+            agg: agg.into(),
+        },
+    }
+}
+
+fn io_events(items: Vec<(u32, i32, IoAgg)>, exit: &EventHeader) -> Vec<Event> {
+    items
+        .into_iter()
+        .map(|(pid, fd, agg)| {
+            let mut ev = io_event(pid, fd, agg, exit.mono_ns);
+            ev.header.ppid = exit.ppid;
+            ev.header.uid = exit.uid;
+            ev.header.gid = exit.gid;
+            ev.header.comm = exit.comm.clone();
+            ev
+        })
+        .collect()
 }
 
 fn flush(tx: &SyncSender<StoreMsg>, batch: &mut Vec<Event>, stats: &ReaderStats) {

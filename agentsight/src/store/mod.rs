@@ -104,7 +104,26 @@ CREATE TABLE events (
     errno TEXT,
     exit_code INTEGER,
     signal INTEGER,
-    core_dumped INTEGER
+    core_dumped INTEGER,
+    fd INTEGER,
+    path TEXT,
+    path_as_given TEXT,
+    path_status TEXT,
+    flags TEXT,
+    mode INTEGER,
+    old_path TEXT,
+    old_path_as_given TEXT,
+    new_path TEXT,
+    new_path_as_given TEXT,
+    bytes INTEGER,
+    count INTEGER,
+    read_bytes INTEGER,
+    read_count INTEGER,
+    family TEXT,
+    addr TEXT,
+    port INTEGER,
+    query TEXT,
+    tcp_state TEXT
 );
 CREATE INDEX events_by_time ON events (mono_ns);
 CREATE INDEX events_by_process ON events (process_id);

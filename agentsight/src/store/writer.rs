@@ -15,6 +15,7 @@ use super::{StoreError, create};
 use crate::capture::{
     decode::{Detail, Event, errno_name},
     reader::Gap,
+    syscalls::{FdInfo, FsState, SockAddr, SysRecord},
 };
 use crate::clock::Anchor;
 
@@ -33,6 +34,9 @@ pub struct ProcessSeed {
     pub exe: Option<String>,
     pub uid: Option<u32>,
     pub gid: Option<u32>,
+    /// Open fds and what they point to (from /proc/PID/fd), for resolving
+    /// `*at` calls and writes on fds opened before recording.
+    pub fds: Vec<(i32, String)>,
 }
 
 pub enum StoreMsg {
@@ -135,6 +139,29 @@ struct Live {
     argv: Option<String>,
     cwd: Option<String>,
     exe: Option<String>,
+    /// cwd and fd table for resolving paths of file syscalls.
+    fs: FsState,
+}
+
+fn seed_fs(s: &ProcessSeed) -> FsState {
+    FsState {
+        cwd: s.cwd.clone(),
+        fds: s
+            .fds
+            .iter()
+            .map(|(fd, target)| {
+                let is_path = target.starts_with('/');
+                (
+                    *fd,
+                    FdInfo {
+                        target: target.clone(),
+                        is_path,
+                        cloexec: false,
+                    },
+                )
+            })
+            .collect(),
+    }
 }
 
 struct State {
@@ -235,6 +262,11 @@ fn write_seed(conn: &Connection, st: &mut State, s: &ProcessSeed) -> rusqlite::R
             l.argv = l.argv.take().or(argv);
             l.cwd = l.cwd.take().or_else(|| s.cwd.clone());
             l.exe = l.exe.take().or_else(|| s.exe.clone());
+            let seeded = seed_fs(s);
+            l.fs.cwd = l.fs.cwd.take().or(seeded.cwd);
+            for (fd, info) in seeded.fds {
+                l.fs.fds.entry(fd).or_insert(info);
+            }
         }
         return Ok(());
     }
@@ -253,6 +285,7 @@ fn write_seed(conn: &Connection, st: &mut State, s: &ProcessSeed) -> rusqlite::R
             argv,
             cwd: s.cwd.clone(),
             exe: s.exe.clone(),
+            fs: seed_fs(s),
         },
     );
     Ok(())
@@ -303,6 +336,7 @@ fn process_row(t: &Transaction, st: &mut State, ev: &Event) -> rusqlite::Result<
             argv: None,
             cwd: None,
             exe: None,
+            fs: FsState::default(),
         },
     );
     Ok(row)
@@ -319,12 +353,15 @@ fn write_event(t: &Transaction, st: &mut State, ev: &Event) -> rusqlite::Result<
     let (mut cwd, mut cwd_status, mut exe, mut exe_status) = (None, None, None, None);
     let (mut result, mut errno, mut exit_code, mut signal, mut core) =
         (None, None, None, None, None);
+    let mut sys = SysRecord::default();
+    let mut io: Option<crate::capture::decode::IoAggregate> = None;
+    let mut tcp_state: Option<&str> = None;
     match &ev.detail {
         Detail::Fork { child_pid: c, .. } => {
             // The child starts as a copy of its parent: same argv, cwd, exe.
             let parent = st.live.get(&h.pid);
-            let (p_argv, p_cwd, p_exe) = parent
-                .map(|l| (l.argv.clone(), l.cwd.clone(), l.exe.clone()))
+            let (p_argv, p_cwd, p_exe, p_fs) = parent
+                .map(|l| (l.argv.clone(), l.cwd.clone(), l.exe.clone(), l.fs.clone()))
                 .unwrap_or_default();
             t.execute(
                 "INSERT INTO processes (pid, start_mono_ns, parent_id, ppid, origin, comm, argv, cwd, exe, uid, gid)
@@ -342,6 +379,7 @@ fn write_event(t: &Transaction, st: &mut State, ev: &Event) -> rusqlite::Result<
                     argv: p_argv,
                     cwd: p_cwd,
                     exe: p_exe,
+                    fs: p_fs,
                 },
             );
             child_row = Some(crow);
@@ -379,11 +417,68 @@ fn write_event(t: &Transaction, st: &mut State, ev: &Event) -> rusqlite::Result<
                     l.argv = Some(a_json);
                     l.cwd = Some(c.path.clone());
                     l.exe = exe.clone();
+                    l.fs.on_exec(c.is_complete().then(|| c.path.clone()));
                 }
             } else {
                 result = Some(-(*e as i64));
                 errno = Some(errno_name(*e));
             }
+        }
+        Detail::Sys(raw) => {
+            sys = match st.live.get_mut(&h.pid) {
+                Some(l) => l.fs.apply(raw),
+                None => FsState::default().apply(raw),
+            };
+            result = Some(sys.result);
+            errno = sys.errno.clone();
+        }
+        Detail::Io { fd, agg } => {
+            let target = st.live.get(&h.pid).and_then(|l| l.fs.fds.get(fd)).cloned();
+            sys = SysRecord {
+                kind: "io",
+                fd: Some(*fd as i64),
+                path: target
+                    .as_ref()
+                    .filter(|t| t.is_path)
+                    .map(|t| t.target.clone()),
+                path_status: Some(if target.as_ref().is_some_and(|t| t.is_path) {
+                    "resolved"
+                } else {
+                    "fd_unknown"
+                }),
+                addr: target.filter(|t| !t.is_path).map(|t| t.target),
+                ..Default::default()
+            };
+            io = Some(*agg);
+        }
+        Detail::TcpState {
+            newstate,
+            family,
+            dport,
+            daddr,
+            ..
+        } => {
+            let mut b = vec![0u8; 24];
+            b[..2].copy_from_slice(&family.to_le_bytes());
+            b[2..4].copy_from_slice(&dport.to_be_bytes());
+            if *family == 10 {
+                b[8..24].copy_from_slice(daddr);
+            } else {
+                b[4..8].copy_from_slice(&daddr[..4]);
+            }
+            let sa = SockAddr::parse(&b);
+            sys = SysRecord {
+                kind: "tcp_state",
+                family: sa.as_ref().map(|s| s.family),
+                addr: sa.as_ref().map(|s| s.addr.clone()),
+                port: Some(*dport as i64),
+                ..Default::default()
+            };
+            tcp_state = Some(if *newstate == 1 {
+                "established"
+            } else {
+                "closed"
+            });
         }
         Detail::Exit {
             exit_code: code,
@@ -402,42 +497,69 @@ fn write_event(t: &Transaction, st: &mut State, ev: &Event) -> rusqlite::Result<
             }
         }
     }
-    t.execute(
+    let kind = match &ev.detail {
+        Detail::Sys(_) | Detail::Io { .. } | Detail::TcpState { .. } => sys.kind,
+        _ => h.kind.name(),
+    };
+    let mut insert = t.prepare_cached(
         "INSERT INTO events (mono_ns, wall_ns, kind, cpu, seq, pid, tid, ppid, uid, gid, comm, process_id,
             child_pid, child_process_id, filename, argv, argc, argv_truncated, argv_incomplete,
-            cwd, cwd_status, exe, exe_status, result, errno, exit_code, signal, core_dumped)
+            cwd, cwd_status, exe, exe_status, result, errno, exit_code, signal, core_dumped,
+            fd, path, path_as_given, path_status, flags, mode, old_path, old_path_as_given,
+            new_path, new_path_as_given, bytes, count, read_bytes, read_count, family, addr, port,
+            query, tcp_state)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-            ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)",
-        params![
-            h.mono_ns as i64,
-            wall_ns as i64,
-            h.kind.name(),
-            h.cpu,
-            h.seq as i64,
-            h.pid,
-            h.tid,
-            h.ppid,
-            h.uid,
-            h.gid,
-            h.comm,
-            row,
-            child_pid,
-            child_row,
-            filename,
-            argv,
-            argc,
-            argv_trunc,
-            argv_incomplete,
-            cwd,
-            cwd_status,
-            exe,
-            exe_status,
-            result,
-            errno,
-            exit_code,
-            signal,
-            core
-        ],
+            ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36,
+            ?37, ?38, ?39, ?40, ?41, ?42, ?43, ?44, ?45, ?46, ?47)",
     )?;
+    insert.execute(params![
+        h.mono_ns as i64,
+        wall_ns as i64,
+        kind,
+        h.cpu,
+        h.seq as i64,
+        h.pid,
+        h.tid,
+        h.ppid,
+        h.uid,
+        h.gid,
+        h.comm,
+        row,
+        child_pid,
+        child_row,
+        filename,
+        argv,
+        argc,
+        argv_trunc,
+        argv_incomplete,
+        cwd,
+        cwd_status,
+        exe,
+        exe_status,
+        result,
+        errno,
+        exit_code,
+        signal,
+        core,
+        sys.fd,
+        sys.path,
+        sys.path_as_given,
+        sys.path_status,
+        sys.flags,
+        sys.mode,
+        sys.old_path,
+        sys.old_path_as_given,
+        sys.new_path,
+        sys.new_path_as_given,
+        io.map(|i| i.write_bytes as i64),
+        io.map(|i| i.write_calls as i64),
+        io.map(|i| i.read_bytes as i64),
+        io.map(|i| i.read_calls as i64),
+        sys.family,
+        sys.addr,
+        sys.port,
+        sys.query,
+        tcp_state
+    ])?;
     Ok(())
 }

@@ -184,6 +184,7 @@ pub fn summary(cap: &Capture) -> Result<String, StoreError> {
         .and_then(|r| r.collect())
         .map_err(|e| cap.query_err(e))?;
     let _ = writeln!(s, "processes {}", procs.len());
+    activity(cap, &mut s)?;
     let ids: std::collections::HashSet<i64> = procs.iter().map(|p| p.id).collect();
     let mut kids: HashMap<Option<i64>, Vec<&Proc>> = HashMap::new();
     for p in &procs {
@@ -241,4 +242,59 @@ pub fn summary(cap: &Capture) -> Result<String, StoreError> {
         }
     }
     Ok(s)
+}
+
+/// Top files written and read, network destinations and DNS names.
+fn activity(cap: &Capture, s: &mut String) -> Result<(), StoreError> {
+    let rows = |sql: &str| -> Result<Vec<(String, i64, i64)>, StoreError> {
+        let mut st = cap.conn.prepare(sql).map_err(|e| cap.query_err(e))?;
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .and_then(|r| r.collect())
+            .map_err(|e| cap.query_err(e))
+    };
+    let sections = [
+        (
+            "files written (bytes, writes)",
+            "SELECT path, SUM(bytes), SUM(count) FROM events
+             WHERE kind = 'io' AND path IS NOT NULL AND bytes > 0
+             GROUP BY path ORDER BY SUM(bytes) DESC, path LIMIT 10",
+        ),
+        (
+            "files read (bytes, reads)",
+            "SELECT path, SUM(read_bytes), SUM(read_count) FROM events
+             WHERE kind = 'io' AND path IS NOT NULL AND read_bytes > 0
+             GROUP BY path ORDER BY SUM(read_bytes) DESC, path LIMIT 10",
+        ),
+        (
+            "files changed (created/deleted/renamed; operations, failed)",
+            "SELECT kind || ' ' || COALESCE(path, path_as_given, '?'), COUNT(*), SUM(result < 0) FROM events
+             WHERE kind IN ('unlink','unlinkat','rmdir','rename','renameat','renameat2','mkdir','mkdirat',
+                            'truncate','ftruncate','symlink','symlinkat','link','linkat','creat')
+                OR (kind IN ('open','openat','openat2') AND flags LIKE '%create%')
+             GROUP BY 1 ORDER BY MIN(mono_ns) LIMIT 15",
+        ),
+        (
+            "network destinations (connects, failed)",
+            "SELECT family || ' ' || addr || COALESCE(':' || port, ''), COUNT(*),
+                    SUM(result < 0 AND errno != 'EINPROGRESS') FROM events
+             WHERE kind IN ('connect','sendto','sendmsg','sendmmsg') AND addr IS NOT NULL
+             GROUP BY 1 ORDER BY COUNT(*) DESC LIMIT 10",
+        ),
+        (
+            "DNS names queried (queries)",
+            "SELECT query, COUNT(*), 0 FROM events WHERE query IS NOT NULL
+             GROUP BY query ORDER BY COUNT(*) DESC LIMIT 10",
+        ),
+    ];
+    for (title, sql) in sections {
+        let r = rows(sql)?;
+        let _ = writeln!(s, "\n{title}");
+        if r.is_empty() {
+            let _ = writeln!(s, "  (none)");
+        }
+        for (what, a, b) in r {
+            let _ = writeln!(s, "  {what}  ({a}, {b})");
+        }
+    }
+    Ok(())
 }

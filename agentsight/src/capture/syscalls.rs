@@ -1,0 +1,615 @@
+//! File and socket syscalls: raw kernel records → what they mean, with paths
+//! made absolute against each process's tracked cwd and fd table.
+//!
+//! The kernel reports paths as the program passed them. Resolution happens
+//! here, in order, per process: the cwd comes from the kernel at exec and is
+//! then followed through chdir/fchdir; fds come from open/socket/accept
+//! results and follow dup/close; both are copied at fork. Where a path cannot
+//! be resolved (an fd opened before we were watching, a cut path) the row says
+//! so in `path_status` instead of guessing.
+
+use std::collections::HashMap;
+
+use agentsight_common::{SYS_BUF, op};
+
+use super::decode::{SysRaw, errno_name};
+
+const AT_FDCWD: i32 = -100;
+
+/// What an fd refers to, as far as we saw it being made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FdInfo {
+    /// An absolute path, or a socket description such as `tcp 127.0.0.1:80`.
+    pub target: String,
+    pub is_path: bool,
+    pub cloexec: bool,
+}
+
+/// The part of a process's state that path resolution needs.
+#[derive(Clone, Debug, Default)]
+pub struct FsState {
+    pub cwd: Option<String>,
+    pub fds: HashMap<i32, FdInfo>,
+}
+
+impl FsState {
+    /// After a successful exec: the kernel's cwd, and close-on-exec fds gone.
+    pub fn on_exec(&mut self, cwd: Option<String>) {
+        if cwd.is_some() {
+            self.cwd = cwd;
+        }
+        self.fds.retain(|_, f| !f.cloexec);
+    }
+}
+
+/// One syscall as stored: every field optional, filled per kind.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SysRecord {
+    pub kind: &'static str,
+    pub result: i64,
+    pub errno: Option<String>,
+    pub fd: Option<i64>,
+    pub path: Option<String>,
+    pub path_as_given: Option<String>,
+    /// `resolved`, or why not: `cwd_unknown`, `dirfd_unknown`, `cut`, `unreadable`.
+    pub path_status: Option<&'static str>,
+    pub flags: Option<String>,
+    pub mode: Option<i64>,
+    pub old_path: Option<String>,
+    pub old_path_as_given: Option<String>,
+    pub new_path: Option<String>,
+    pub new_path_as_given: Option<String>,
+    pub family: Option<&'static str>,
+    pub addr: Option<String>,
+    pub port: Option<i64>,
+    pub query: Option<String>,
+}
+
+pub fn op_name(op: u32) -> &'static str {
+    match op {
+        op::OPEN => "open",
+        op::OPENAT => "openat",
+        op::OPENAT2 => "openat2",
+        op::CREAT => "creat",
+        op::UNLINK => "unlink",
+        op::UNLINKAT => "unlinkat",
+        op::RMDIR => "rmdir",
+        op::RENAME => "rename",
+        op::RENAMEAT => "renameat",
+        op::RENAMEAT2 => "renameat2",
+        op::MKDIR => "mkdir",
+        op::MKDIRAT => "mkdirat",
+        op::TRUNCATE => "truncate",
+        op::FTRUNCATE => "ftruncate",
+        op::CHDIR => "chdir",
+        op::FCHDIR => "fchdir",
+        op::SYMLINK => "symlink",
+        op::SYMLINKAT => "symlinkat",
+        op::LINK => "link",
+        op::LINKAT => "linkat",
+        op::CLOSE => "close",
+        op::DUP => "dup",
+        op::DUP2 => "dup2",
+        op::DUP3 => "dup3",
+        op::FCNTL => "fcntl_dupfd",
+        op::SOCKET => "socket",
+        op::CONNECT => "connect",
+        op::BIND => "bind",
+        op::LISTEN => "listen",
+        op::ACCEPT => "accept",
+        op::ACCEPT4 => "accept4",
+        op::SENDTO => "sendto",
+        op::SENDMSG => "sendmsg",
+        op::SENDMMSG => "sendmmsg",
+        op::DNS_WRITE => "dns_write",
+        _ => "unknown_syscall",
+    }
+}
+
+/// `O_*` open flags → `read,write,create,truncate,append,directory,…`.
+pub fn open_flags(flags: u64) -> String {
+    let mut parts: Vec<&str> = match flags & 3 {
+        0 => vec!["read"],
+        1 => vec!["write"],
+        _ => vec!["read", "write"],
+    };
+    for (bit, name) in [
+        (0o100, "create"),
+        (0o200, "excl"),
+        (0o1000, "truncate"),
+        (0o2000, "append"),
+        (0o200000, "directory"),
+        (0o400000, "nofollow"),
+        (0o2000000, "cloexec"),
+    ] {
+        if flags & bit != 0 {
+            parts.push(name);
+        }
+    }
+    if flags & 0o20000000 != 0 {
+        parts.push("tmpfile");
+    }
+    parts.join(",")
+}
+
+/// Joins and normalises `.`/`..` lexically (symlinks are not followed: the
+/// file system may have changed since).
+pub fn normalize(path: &str) -> String {
+    let mut out: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                out.pop();
+            }
+            p => out.push(p),
+        }
+    }
+    format!("/{}", out.join("/"))
+}
+
+fn text(buf: &[u8]) -> String {
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// A path argument as given, and whether the kernel copy was complete.
+fn given(buf: &[u8], len: i32) -> (Option<String>, bool) {
+    if len < 0 {
+        return (None, false);
+    }
+    // A string that filled the buffer (SYS_BUF incl. NUL) may be cut.
+    let cut = len as usize >= SYS_BUF;
+    (Some(text(buf)), cut)
+}
+
+impl FsState {
+    /// Resolves `path` (as given) relative to `dirfd`.
+    fn resolve(&self, dirfd: i32, path: &str) -> (Option<String>, &'static str) {
+        if path.starts_with('/') {
+            return (Some(normalize(path)), "resolved");
+        }
+        let base = if dirfd == AT_FDCWD {
+            match &self.cwd {
+                Some(c) => c.clone(),
+                None => return (None, "cwd_unknown"),
+            }
+        } else {
+            match self.fds.get(&dirfd) {
+                Some(f) if f.is_path => f.target.clone(),
+                _ => return (None, "dirfd_unknown"),
+            }
+        };
+        if path.is_empty() {
+            // AT_EMPTY_PATH style: the dirfd itself.
+            return (Some(base), "resolved");
+        }
+        (Some(normalize(&format!("{base}/{path}"))), "resolved")
+    }
+
+    fn path_arg(
+        &self,
+        dirfd: i32,
+        buf: &[u8],
+        len: i32,
+    ) -> (Option<String>, Option<String>, &'static str) {
+        let (as_given, cut) = given(buf, len);
+        let Some(g) = as_given else {
+            return (None, None, "unreadable");
+        };
+        if cut {
+            return (None, Some(g), "cut");
+        }
+        let (abs, status) = self.resolve(dirfd, &g);
+        (abs, Some(g), status)
+    }
+
+    fn set_fd(&mut self, fd: i64, target: String, is_path: bool, cloexec: bool) {
+        if fd >= 0 {
+            self.fds.insert(
+                fd as i32,
+                FdInfo {
+                    target,
+                    is_path,
+                    cloexec,
+                },
+            );
+        }
+    }
+
+    /// Interprets one syscall and updates the state it changes.
+    pub fn apply(&mut self, raw: &SysRaw) -> SysRecord {
+        let a = raw.args;
+        let ok = raw.ret >= 0;
+        let mut r = SysRecord {
+            kind: op_name(raw.op),
+            result: raw.ret,
+            errno: (!ok).then(|| errno_name((-raw.ret) as i32)),
+            ..Default::default()
+        };
+        let dfd = |i: usize| a[i] as i32;
+        match raw.op {
+            op::OPEN | op::OPENAT | op::OPENAT2 | op::CREAT => {
+                let (dirfd, flags, mode) = match raw.op {
+                    op::OPEN => (AT_FDCWD, a[1], a[2]),
+                    op::OPENAT => (dfd(0), a[2], a[3]),
+                    op::OPENAT2 => (dfd(0), raw.how_flags, 0),
+                    _ => (AT_FDCWD, 0o1101, a[1]), // creat: O_CREAT|O_WRONLY|O_TRUNC
+                };
+                let (abs, as_given, status) = self.path_arg(dirfd, &raw.buf1, raw.len1);
+                r.flags = Some(open_flags(flags));
+                if flags & 0o100 != 0 {
+                    r.mode = Some((mode & 0o7777) as i64);
+                }
+                if ok {
+                    r.fd = Some(raw.ret);
+                    let target = abs.clone().or(as_given.clone()).unwrap_or_default();
+                    self.set_fd(raw.ret, target, abs.is_some(), flags & 0o2000000 != 0);
+                }
+                (r.path, r.path_as_given, r.path_status) = (abs, as_given, Some(status));
+            }
+            op::UNLINK | op::RMDIR | op::MKDIR | op::TRUNCATE | op::CHDIR => {
+                let (abs, as_given, status) = self.path_arg(AT_FDCWD, &raw.buf1, raw.len1);
+                if raw.op == op::MKDIR {
+                    r.mode = Some((a[1] & 0o7777) as i64);
+                }
+                if raw.op == op::CHDIR && ok && abs.is_some() {
+                    self.cwd = abs.clone();
+                }
+                (r.path, r.path_as_given, r.path_status) = (abs, as_given, Some(status));
+            }
+            op::UNLINKAT | op::MKDIRAT => {
+                let (abs, as_given, status) = self.path_arg(dfd(0), &raw.buf1, raw.len1);
+                if raw.op == op::UNLINKAT && a[2] & 0x200 != 0 {
+                    r.flags = Some("removedir".into());
+                }
+                if raw.op == op::MKDIRAT {
+                    r.mode = Some((a[2] & 0o7777) as i64);
+                }
+                (r.path, r.path_as_given, r.path_status) = (abs, as_given, Some(status));
+            }
+            op::RENAME | op::RENAMEAT | op::RENAMEAT2 | op::LINK | op::LINKAT => {
+                let (d1, d2) = match raw.op {
+                    op::RENAME | op::LINK => (AT_FDCWD, AT_FDCWD),
+                    _ => (dfd(0), dfd(2)),
+                };
+                let (o, og, s1) = self.path_arg(d1, &raw.buf1, raw.len1);
+                let (n, ng, s2) = self.path_arg(d2, &raw.buf2, raw.len2);
+                r.path_status = Some(if s1 != "resolved" { s1 } else { s2 });
+                (r.old_path, r.old_path_as_given) = (o, og);
+                (r.new_path, r.new_path_as_given) = (n, ng);
+                r.path = r.new_path.clone();
+                r.path_as_given = r.new_path_as_given.clone();
+            }
+            op::SYMLINK | op::SYMLINKAT => {
+                // The target is stored as text in the link: never resolved.
+                let d = if raw.op == op::SYMLINK {
+                    AT_FDCWD
+                } else {
+                    dfd(1)
+                };
+                let (target, _) = given(&raw.buf1, raw.len1);
+                let (n, ng, status) = self.path_arg(d, &raw.buf2, raw.len2);
+                r.old_path_as_given = target;
+                (r.new_path, r.new_path_as_given) = (n.clone(), ng.clone());
+                (r.path, r.path_as_given, r.path_status) = (n, ng, Some(status));
+            }
+            op::FTRUNCATE | op::FCHDIR => {
+                r.fd = Some(a[0] as i32 as i64);
+                match self.fds.get(&(a[0] as i32)) {
+                    Some(f) if f.is_path => {
+                        r.path = Some(f.target.clone());
+                        r.path_status = Some("resolved");
+                    }
+                    _ => r.path_status = Some("fd_unknown"),
+                }
+                if raw.op == op::FCHDIR && ok && r.path.is_some() {
+                    self.cwd = r.path.clone();
+                }
+            }
+            op::CLOSE => {
+                r.fd = Some(a[0] as i32 as i64);
+                let gone = if ok {
+                    self.fds.remove(&(a[0] as i32))
+                } else {
+                    self.fds.get(&(a[0] as i32)).cloned()
+                };
+                if let Some(f) = gone.filter(|f| f.is_path) {
+                    r.path = Some(f.target);
+                }
+            }
+            op::DUP | op::DUP2 | op::DUP3 | op::FCNTL => {
+                r.fd = Some(raw.ret);
+                if ok && let Some(f) = self.fds.get(&(a[0] as i32)).cloned() {
+                    let cloexec = match raw.op {
+                        op::DUP3 => a[2] & 0o2000000 != 0,
+                        op::FCNTL => a[1] == 1030,
+                        _ => false,
+                    };
+                    r.path = f.is_path.then(|| f.target.clone());
+                    self.set_fd(raw.ret, f.target, f.is_path, cloexec);
+                }
+            }
+            op::SOCKET => {
+                let family = family_name(a[0] as u16);
+                r.family = family;
+                let kind = match a[1] & 0xf {
+                    1 => "tcp",
+                    2 => "udp",
+                    _ => "socket",
+                };
+                r.flags = Some(kind.into());
+                if ok {
+                    r.fd = Some(raw.ret);
+                    let desc = format!("{kind}:{}", family.unwrap_or("?"));
+                    self.set_fd(raw.ret, desc, false, a[1] & 0o2000000 != 0);
+                }
+            }
+            op::CONNECT
+            | op::BIND
+            | op::ACCEPT
+            | op::ACCEPT4
+            | op::SENDTO
+            | op::SENDMSG
+            | op::SENDMMSG
+            | op::LISTEN
+            | op::DNS_WRITE => {
+                let fd = a[0] as i32;
+                r.fd = Some(fd as i64);
+                if let Some(sa) = SockAddr::parse(&raw.buf1) {
+                    r.family = Some(sa.family);
+                    r.addr = Some(sa.addr.clone());
+                    r.port = sa.port.map(|p| p as i64);
+                    if raw.op == op::CONNECT {
+                        let proto = self
+                            .fds
+                            .get(&fd)
+                            .map(|f| f.target.split(':').next().unwrap_or("socket").to_owned())
+                            .unwrap_or_else(|| "socket".into());
+                        self.set_fd(fd as i64, format!("{proto} {}", sa.display()), false, false);
+                    }
+                } else if let Some(f) = self.fds.get(&fd).filter(|f| !f.is_path) {
+                    // listen / a send on a connected socket: what we know of it.
+                    r.addr = Some(f.target.clone());
+                }
+                if matches!(raw.op, op::ACCEPT | op::ACCEPT4) && ok {
+                    r.fd = Some(raw.ret);
+                    let peer = SockAddr::parse(&raw.buf1)
+                        .map(|s| s.display())
+                        .unwrap_or_default();
+                    self.set_fd(
+                        raw.ret,
+                        format!("tcp peer {peer}"),
+                        false,
+                        raw.op == op::ACCEPT4 && a[3] & 0o2000000 != 0,
+                    );
+                }
+                if !raw.buf2.is_empty() {
+                    r.query = dns_query_names(&raw.buf2);
+                }
+            }
+            _ => {}
+        }
+        r
+    }
+}
+
+fn family_name(f: u16) -> Option<&'static str> {
+    match f {
+        1 => Some("unix"),
+        2 => Some("ipv4"),
+        10 => Some("ipv6"),
+        16 => Some("netlink"),
+        _ => None,
+    }
+}
+
+/// A decoded `struct sockaddr`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SockAddr {
+    pub family: &'static str,
+    pub addr: String,
+    pub port: Option<u16>,
+}
+
+impl SockAddr {
+    pub fn parse(b: &[u8]) -> Option<Self> {
+        if b.len() < 2 {
+            return None;
+        }
+        let family = u16::from_le_bytes([b[0], b[1]]);
+        match family {
+            1 => {
+                let path = &b[2..];
+                let addr = if path.first() == Some(&0) {
+                    // Abstract socket: shown with a leading '@'.
+                    format!("@{}", text(&path[1..]))
+                } else {
+                    text(path)
+                };
+                Some(Self {
+                    family: "unix",
+                    addr,
+                    port: None,
+                })
+            }
+            2 if b.len() >= 8 => Some(Self {
+                family: "ipv4",
+                addr: std::net::Ipv4Addr::new(b[4], b[5], b[6], b[7]).to_string(),
+                port: Some(u16::from_be_bytes([b[2], b[3]])),
+            }),
+            10 if b.len() >= 24 => {
+                let mut a = [0u8; 16];
+                a.copy_from_slice(&b[8..24]);
+                Some(Self {
+                    family: "ipv6",
+                    addr: std::net::Ipv6Addr::from(a).to_string(),
+                    port: Some(u16::from_be_bytes([b[2], b[3]])),
+                })
+            }
+            f => family_name(f).map(|name| Self {
+                family: name,
+                addr: String::new(),
+                port: None,
+            }),
+        }
+    }
+
+    pub fn display(&self) -> String {
+        match (self.family, self.port) {
+            ("ipv6", Some(p)) => format!("[{}]:{p}", self.addr),
+            (_, Some(p)) => format!("{}:{p}", self.addr),
+            _ => self.addr.clone(),
+        }
+    }
+}
+
+/// Query names in a DNS message (UDP, or TCP with its 2-byte length prefix).
+/// Hand-written: we only need the question names from a bounded copy, and a
+/// full DNS library would be a large dependency for that.
+pub fn dns_query_names(payload: &[u8]) -> Option<String> {
+    let parse = |msg: &[u8]| -> Option<String> {
+        if msg.len() < 12 {
+            return None;
+        }
+        let qdcount = u16::from_be_bytes([msg[4], msg[5]]) as usize;
+        if qdcount == 0 || qdcount > 16 || msg[2] & 0x80 != 0 {
+            return None; // not a query
+        }
+        let mut names = Vec::new();
+        let mut i = 12;
+        for _ in 0..qdcount {
+            let mut labels = Vec::new();
+            loop {
+                let len = *msg.get(i)? as usize;
+                i += 1;
+                if len == 0 {
+                    break;
+                }
+                if len > 63 {
+                    return None; // compression is not used in questions of a query
+                }
+                labels.push(String::from_utf8_lossy(msg.get(i..i + len)?).into_owned());
+                i += len;
+            }
+            i += 4; // qtype, qclass
+            names.push(labels.join("."));
+        }
+        Some(names.join(","))
+    };
+    parse(payload).or_else(|| {
+        let n = u16::from_be_bytes([*payload.first()?, *payload.get(1)?]) as usize;
+        (n + 2 >= payload.len().min(SYS_BUF))
+            .then(|| parse(&payload[2..]))
+            .flatten()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(op: u32, ret: i64, args: [u64; 6], b1: &str, b2: &str) -> SysRaw {
+        let with_nul = |s: &str| {
+            let mut v = s.as_bytes().to_vec();
+            v.push(0);
+            v
+        };
+        SysRaw {
+            op,
+            ret,
+            args,
+            how_flags: 0,
+            len1: if b1.is_empty() {
+                0
+            } else {
+                b1.len() as i32 + 1
+            },
+            len2: if b2.is_empty() {
+                0
+            } else {
+                b2.len() as i32 + 1
+            },
+            buf1: if b1.is_empty() { vec![] } else { with_nul(b1) },
+            buf2: if b2.is_empty() { vec![] } else { with_nul(b2) },
+        }
+    }
+
+    #[test]
+    fn relative_paths_follow_chdir_and_dirfds() {
+        let mut st = FsState {
+            cwd: Some("/home/u".into()),
+            ..Default::default()
+        };
+        let r = st.apply(&raw(op::CHDIR, 0, [0; 6], "proj/../proj2", ""));
+        assert_eq!(r.path.as_deref(), Some("/home/u/proj2"));
+        assert_eq!(st.cwd.as_deref(), Some("/home/u/proj2"));
+        // openat(AT_FDCWD, "src", O_DIRECTORY) = 3; then openat(3, "main.rs", O_CREAT|O_WRONLY|O_TRUNC)
+        let r = st.apply(&raw(
+            op::OPENAT,
+            3,
+            [(-100i64) as u64, 0, 0o200000, 0, 0, 0],
+            "src",
+            "",
+        ));
+        assert_eq!(r.flags.as_deref(), Some("read,directory"));
+        let r = st.apply(&raw(
+            op::OPENAT,
+            4,
+            [3, 0, 0o1101, 0o644, 0, 0],
+            "main.rs",
+            "",
+        ));
+        assert_eq!(r.path.as_deref(), Some("/home/u/proj2/src/main.rs"));
+        assert_eq!(r.path_as_given.as_deref(), Some("main.rs"));
+        assert_eq!(r.flags.as_deref(), Some("write,create,truncate"));
+        assert_eq!(r.mode, Some(0o644));
+        // An unknown dirfd is said, not guessed.
+        let r = st.apply(&raw(op::OPENAT, -2, [9, 0, 0, 0, 0, 0], "x", ""));
+        assert_eq!(
+            (r.path, r.path_status, r.errno.as_deref()),
+            (None, Some("dirfd_unknown"), Some("ENOENT"))
+        );
+        // dup2 then fchdir through the copy.
+        st.apply(&raw(op::DUP2, 7, [3, 7, 0, 0, 0, 0], "", ""));
+        st.apply(&raw(op::FCHDIR, 0, [7, 0, 0, 0, 0, 0], "", ""));
+        assert_eq!(st.cwd.as_deref(), Some("/home/u/proj2/src"));
+        let r = st.apply(&raw(
+            op::RENAMEAT2,
+            0,
+            [(-100i64) as u64, 0, 3, 0, 0, 0],
+            "a.txt",
+            "b.txt",
+        ));
+        assert_eq!(r.old_path.as_deref(), Some("/home/u/proj2/src/a.txt"));
+        assert_eq!(r.new_path.as_deref(), Some("/home/u/proj2/src/b.txt"));
+    }
+
+    #[test]
+    fn sockaddrs_and_dns_names_decode() {
+        let mut v4 = vec![2, 0, 0x1f, 0x90, 127, 0, 0, 1];
+        v4.extend([0; 8]);
+        assert_eq!(SockAddr::parse(&v4).unwrap().display(), "127.0.0.1:8080");
+        let mut v6 = vec![10, 0, 0, 53, 0, 0, 0, 0];
+        v6.extend(std::net::Ipv6Addr::LOCALHOST.octets());
+        assert_eq!(SockAddr::parse(&v6).unwrap().display(), "[::1]:53");
+        let mut unix = vec![1, 0];
+        unix.extend(b"/run/x.sock\0");
+        assert_eq!(SockAddr::parse(&unix).unwrap().addr, "/run/x.sock");
+        // A query for example.com, type A.
+        let mut q = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+        q.extend(b"\x07example\x03com\x00\x00\x01\x00\x01");
+        assert_eq!(dns_query_names(&q).as_deref(), Some("example.com"));
+        let mut tcp = vec![0, q.len() as u8];
+        tcp.extend(&q);
+        assert_eq!(dns_query_names(&tcp).as_deref(), Some("example.com"));
+        assert_eq!(dns_query_names(b"GET / HTTP/1.1"), None);
+    }
+
+    #[test]
+    fn flags_decode() {
+        assert_eq!(open_flags(0), "read");
+        assert_eq!(open_flags(0o2101), "write,create,append");
+        assert_eq!(open_flags(0o2000002), "read,write,cloexec");
+    }
+}
