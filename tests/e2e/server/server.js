@@ -1,0 +1,519 @@
+#!/usr/bin/env node
+// Scripted model server for agentsight's end-to-end tests.
+//
+// Speaks just enough of three wire APIs (Anthropic Messages, OpenAI Responses as
+// Codex uses it, Gemini generateContent/streamGenerateContent) to drive the real
+// agent CLIs through a scripted scenario, so they make real tool calls and write
+// their own genuine transcripts. Only Node's built-in modules: the e2e tier must
+// not depend on anything fetched from a registry besides the CLIs themselves.
+//
+// Usage:
+//   node server.js --scenario FILE --log FILE [--port N] [--target-port N] [--cwd DIR]
+//
+// Port 0 (the default) lets the kernel choose; the chosen port is printed on
+// stdout as the first line, the target port (a plain HTTP endpoint that the
+// network scenario fetches) as the second line. Every request and every
+// response sent is appended to the log as one JSON object per line, with the
+// exact token usage reported, so tests can compare the transcript's totals.
+
+'use strict';
+
+const http = require('http');
+const fs = require('fs');
+const path = require('path');
+
+function parseArgs(argv) {
+  const a = { port: 0, targetPort: 0, cwd: process.cwd() };
+  for (let i = 0; i < argv.length; i++) {
+    const k = argv[i];
+    const v = argv[i + 1];
+    switch (k) {
+      case '--scenario': a.scenario = v; i++; break;
+      case '--log': a.log = v; i++; break;
+      case '--port': a.port = Number(v); i++; break;
+      case '--target-port': a.targetPort = Number(v); i++; break;
+      case '--cwd': a.cwd = v; i++; break;
+      default: throw new Error(`unknown argument ${k}`);
+    }
+  }
+  if (!a.scenario || !a.log) throw new Error('--scenario and --log are required');
+  return a;
+}
+
+const args = parseArgs(process.argv.slice(2));
+const scenario = JSON.parse(fs.readFileSync(args.scenario, 'utf8'));
+const logFd = fs.openSync(args.log, 'a');
+let seq = 0;
+// Main (tool-carrying) responses and auxiliary ones are numbered separately so
+// that the usage of a main response does not depend on how many side calls
+// (titles, classifiers, quota probes) a CLI version happens to make.
+let mainCount = 0;
+let auxCount = 0;
+let targetPort = args.targetPort;
+
+function log(obj) {
+  fs.writeSync(logFd, JSON.stringify({ seq: seq++, ts: new Date().toISOString(), ...obj }) + '\n');
+}
+
+// ---------------------------------------------------------------- scenario
+
+// Replaces {{CWD}} and {{TARGET_PORT}} in every string of a value.
+function subst(v) {
+  if (typeof v === 'string') {
+    return v.replaceAll('{{CWD}}', args.cwd).replaceAll('{{TARGET_PORT}}', String(targetPort));
+  }
+  if (Array.isArray(v)) return v.map(subst);
+  if (v && typeof v === 'object') {
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, subst(x)]));
+  }
+  return v;
+}
+
+// The turn to play is decided from the request alone: it is the first turn
+// whose preceding turns asked for exactly as many tool calls as the request
+// carries tool results. Parallel calls in one turn therefore advance by N.
+function pickTurn(resultCount) {
+  let before = 0;
+  for (let i = 0; i < scenario.turns.length; i++) {
+    if (before >= resultCount) return i;
+    before += (scenario.turns[i].calls || []).length;
+  }
+  return scenario.turns.length - 1;
+}
+
+// Deterministic, distinct usage per response so totals are checkable and a
+// double-count or a missed response shows up as a wrong sum.
+function usageFor(kind, n) {
+  if (kind === 'aux') {
+    return { input: 300 + n, cached: 0, output: 5 + n, reasoning: 0, cacheCreation: 0 };
+  }
+  return {
+    input: 1000 + 100 * n, // prompt tokens, including the cached ones
+    cached: 400 * n, // read from cache (0 on the first call)
+    cacheCreation: n === 0 ? 600 : 50, // Anthropic only: written to cache
+    output: 40 + 3 * n, // visible output, excluding reasoning
+    reasoning: 10 + n, // Codex reasoning / Gemini thoughts
+  };
+}
+
+// ---------------------------------------------------------------- tools
+
+// One offered tool: { name, props: {name: schema}, required, custom, format }.
+function toolsOf(api, body) {
+  const out = [];
+  if (api === 'anthropic') {
+    for (const t of body.tools || []) {
+      if (!t.name) continue;
+      out.push({ name: t.name, props: (t.input_schema || {}).properties || {}, required: (t.input_schema || {}).required || [] });
+    }
+  } else if (api === 'openai') {
+    for (const t of body.tools || []) {
+      if (t.type === 'function') {
+        out.push({ name: t.name, props: (t.parameters || {}).properties || {}, required: (t.parameters || {}).required || [] });
+      } else if (t.type === 'custom') {
+        out.push({ name: t.name, props: {}, required: [], custom: true, format: t.format });
+      }
+    }
+  } else {
+    for (const group of body.tools || []) {
+      for (const f of group.functionDeclarations || []) {
+        const schema = f.parametersJsonSchema || f.parameters || {};
+        out.push({ name: f.name, props: schema.properties || {}, required: schema.required || [] });
+      }
+    }
+  }
+  return out;
+}
+
+const PREFERRED = {
+  shell: ['Bash', 'exec_command', 'shell_command', 'shell', 'run_shell_command'],
+  write_file: ['Write', 'write_file', 'apply_patch'],
+  read_file: ['Read', 'read_file'],
+  list_dir: ['LS', 'list_directory', 'Glob'],
+};
+
+function findTool(tools, names) {
+  for (const n of names) {
+    const t = tools.find((x) => x.name === n);
+    if (t) return t;
+  }
+  return null;
+}
+
+function propName(tool, candidates) {
+  return candidates.find((c) => c in tool.props) || null;
+}
+
+function absPath(p) {
+  return path.isAbsolute(p) ? p : path.join(args.cwd, p);
+}
+
+function shQuote(s) {
+  return `'${String(s).replaceAll("'", `'\\''`)}'`;
+}
+
+// Builds the arguments for a shell tool from its schema: Codex's `shell` takes
+// an argv array, `exec_command` a `cmd` string, the others a `command` string.
+function shellCall(tool, command) {
+  const input = {};
+  const key = propName(tool, ['command', 'cmd']);
+  if (!key) throw new Error(`shell tool ${tool.name} has no command property`);
+  input[key] = tool.props[key].type === 'array' ? ['bash', '-lc', command] : command;
+  const wd = propName(tool, ['workdir', 'dir_path', 'directory']);
+  if (wd && wd !== 'directory') input[wd] = args.cwd;
+  if ('description' in tool.props) input.description = `run ${command.split(' ')[0]}`;
+  if ('yield_time_ms' in tool.props) input.yield_time_ms = 10000;
+  return { name: tool.name, input };
+}
+
+function patchText(p, content) {
+  const lines = content.replace(/\n$/, '').split('\n').map((l) => `+${l}`);
+  return `*** Begin Patch\n*** Add File: ${p}\n${lines.join('\n')}\n*** End Patch\n`;
+}
+
+// Maps one generic intent of the scenario onto a tool the CLI offered.
+function concreteCall(intent, tools) {
+  const [kind, raw] = Object.entries(intent)[0];
+  const arg = subst(raw);
+  const shell = findTool(tools, PREFERRED.shell);
+  if (kind === 'shell') {
+    if (!shell) throw new Error('no shell tool offered');
+    return shellCall(shell, arg);
+  }
+  const t = findTool(tools, PREFERRED[kind] || []);
+  if (kind === 'write_file') {
+    if (t && t.name === 'apply_patch') {
+      const text = patchText(arg.path, arg.content);
+      return t.custom ? { name: t.name, custom: text } : { name: t.name, input: { input: text } };
+    }
+    if (t) {
+      const pk = propName(t, ['file_path', 'absolute_path', 'path']);
+      return { name: t.name, input: { [pk]: absPath(arg.path), content: arg.content } };
+    }
+    if (!shell) throw new Error('no write tool offered');
+    return shellCall(shell, `printf %s ${shQuote(arg.content)} > ${shQuote(arg.path)}`);
+  }
+  if (kind === 'read_file') {
+    if (t) {
+      const pk = propName(t, ['file_path', 'absolute_path', 'path']);
+      return { name: t.name, input: { [pk]: absPath(arg) } };
+    }
+    if (!shell) throw new Error('no read tool offered');
+    return shellCall(shell, `cat ${shQuote(arg)}`);
+  }
+  if (kind === 'list_dir') {
+    if (t && t.name === 'Glob') return { name: t.name, input: { pattern: '*', path: absPath(arg) } };
+    if (t) {
+      const pk = propName(t, ['path', 'dir_path', 'absolute_path']);
+      return { name: t.name, input: { [pk]: absPath(arg) } };
+    }
+    if (!shell) throw new Error('no list tool offered');
+    return shellCall(shell, `ls ${shQuote(arg)}`);
+  }
+  throw new Error(`unknown intent ${kind}`);
+}
+
+// ---------------------------------------------------------------- requests
+
+function countResults(api, body) {
+  let n = 0;
+  if (api === 'anthropic') {
+    for (const m of body.messages || []) {
+      if (Array.isArray(m.content)) n += m.content.filter((b) => b && b.type === 'tool_result').length;
+    }
+  } else if (api === 'openai') {
+    const items = Array.isArray(body.input) ? body.input : [];
+    n = items.filter((i) => i && (i.type === 'function_call_output' || i.type === 'custom_tool_call_output')).length;
+  } else {
+    for (const c of body.contents || []) {
+      n += (c.parts || []).filter((p) => p && p.functionResponse).length;
+    }
+  }
+  return n;
+}
+
+// A request that offers no tools is a CLI side call (title, classifier, quota
+// probe); it is answered plainly and logged as auxiliary.
+function plan(api, body) {
+  const tools = toolsOf(api, body);
+  if (tools.length === 0) {
+    const n = auxCount++;
+    return { kind: 'aux', text: auxText(api, body), calls: [], usage: usageFor('aux', n), turn: null };
+  }
+  const results = countResults(api, body);
+  const turn = pickTurn(results);
+  const t = scenario.turns[turn];
+  const n = mainCount++;
+  const calls = (t.calls || []).map((c) => concreteCall(c, tools));
+  const text = t.final != null ? subst(t.final) : (t.text != null ? subst(t.text) : '');
+  return { kind: 'main', text, calls, usage: usageFor('main', n), turn, results };
+}
+
+// Gemini's routing classifier asks for JSON matching a schema: answer with the
+// first enum value / a short string per property so the CLI parses it.
+function auxText(api, body) {
+  const gc = body.generationConfig || {};
+  const schema = gc.responseJsonSchema || gc.responseSchema;
+  if (schema) return JSON.stringify(fillSchema(schema));
+  return 'OK';
+}
+
+function fillSchema(s) {
+  if (!s || typeof s !== 'object') return null;
+  if (Array.isArray(s.enum) && s.enum.length) return s.enum[0];
+  const type = String(s.type || '').toLowerCase();
+  if (type === 'object' || s.properties) {
+    const o = {};
+    for (const [k, v] of Object.entries(s.properties || {})) o[k] = fillSchema(v);
+    return o;
+  }
+  if (type === 'array') return [];
+  if (type === 'number' || type === 'integer') return typeof s.minimum === 'number' ? s.minimum : 0;
+  if (type === 'boolean') return false;
+  return 'scripted';
+}
+
+let idCounter = 0;
+function nextId(prefix) {
+  idCounter++;
+  return `${prefix}e2e${String(idCounter).padStart(6, '0')}`;
+}
+
+// ---------------------------------------------------------------- Anthropic
+
+function anthropicEvents(body, p) {
+  const u = p.usage;
+  const model = body.model || 'claude-sonnet-4-5';
+  // Anthropic's input_tokens exclude cache reads and cache writes.
+  const usage = {
+    input_tokens: p.kind === 'aux' ? u.input : u.input - u.cached,
+    cache_creation_input_tokens: p.kind === 'aux' ? 0 : u.cacheCreation,
+    cache_read_input_tokens: p.kind === 'aux' ? 0 : u.cached,
+    output_tokens: u.output,
+  };
+  const content = [];
+  if (p.text) content.push({ type: 'text', text: p.text });
+  for (const c of p.calls) content.push({ type: 'tool_use', id: nextId('toolu_'), name: c.name, input: c.input });
+  const msgId = nextId('msg_');
+  const ev = [];
+  ev.push(['message_start', {
+    type: 'message_start',
+    message: { id: msgId, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null, usage: { ...usage, output_tokens: 1 } },
+  }]);
+  content.forEach((b, i) => {
+    if (b.type === 'text') {
+      ev.push(['content_block_start', { type: 'content_block_start', index: i, content_block: { type: 'text', text: '' } }]);
+      ev.push(['content_block_delta', { type: 'content_block_delta', index: i, delta: { type: 'text_delta', text: b.text } }]);
+    } else {
+      ev.push(['content_block_start', { type: 'content_block_start', index: i, content_block: { type: 'tool_use', id: b.id, name: b.name, input: {} } }]);
+      ev.push(['content_block_delta', { type: 'content_block_delta', index: i, delta: { type: 'input_json_delta', partial_json: JSON.stringify(b.input) } }]);
+    }
+    ev.push(['content_block_stop', { type: 'content_block_stop', index: i }]);
+  });
+  ev.push(['message_delta', {
+    type: 'message_delta',
+    delta: { stop_reason: p.calls.length ? 'tool_use' : 'end_turn', stop_sequence: null },
+    usage,
+  }]);
+  ev.push(['message_stop', { type: 'message_stop' }]);
+  const message = { id: msgId, type: 'message', role: 'assistant', model, content, stop_reason: p.calls.length ? 'tool_use' : 'end_turn', stop_sequence: null, usage };
+  return { ev, message, reported: { model, id: msgId, ...usage } };
+}
+
+// ---------------------------------------------------------------- OpenAI
+
+function openaiEvents(body, p) {
+  const u = p.usage;
+  const model = body.model || 'gpt-5.5';
+  const respId = nextId('resp_');
+  const output = [];
+  if (p.text) {
+    output.push({ type: 'message', id: nextId('msg_'), role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: p.text, annotations: [] }] });
+  }
+  for (const c of p.calls) {
+    if (c.custom != null) {
+      output.push({ type: 'custom_tool_call', id: nextId('ctc_'), call_id: nextId('call_'), name: c.name, input: c.custom, status: 'completed' });
+    } else {
+      output.push({ type: 'function_call', id: nextId('fc_'), call_id: nextId('call_'), name: c.name, arguments: JSON.stringify(c.input), status: 'completed' });
+    }
+  }
+  // Responses API: input_tokens include cached ones; output_tokens include reasoning.
+  const usage = {
+    input_tokens: u.input,
+    input_tokens_details: { cached_tokens: u.cached },
+    output_tokens: u.output + u.reasoning,
+    output_tokens_details: { reasoning_tokens: u.reasoning },
+    total_tokens: u.input + u.output + u.reasoning,
+  };
+  const base = { id: respId, object: 'response', created_at: Math.floor(Date.now() / 1000), model, status: 'in_progress', output: [] };
+  const ev = [];
+  let sn = 0;
+  const push = (type, data) => ev.push([type, { type, sequence_number: sn++, ...data }]);
+  push('response.created', { response: base });
+  push('response.in_progress', { response: base });
+  output.forEach((item, i) => {
+    if (item.type === 'message') {
+      push('response.output_item.added', { output_index: i, item: { ...item, status: 'in_progress', content: [] } });
+      push('response.content_part.added', { output_index: i, item_id: item.id, content_index: 0, part: { type: 'output_text', text: '', annotations: [] } });
+      push('response.output_text.delta', { output_index: i, item_id: item.id, content_index: 0, delta: p.text });
+      push('response.output_text.done', { output_index: i, item_id: item.id, content_index: 0, text: p.text });
+      push('response.content_part.done', { output_index: i, item_id: item.id, content_index: 0, part: item.content[0] });
+    } else if (item.type === 'function_call') {
+      push('response.output_item.added', { output_index: i, item: { ...item, arguments: '', status: 'in_progress' } });
+      push('response.function_call_arguments.delta', { output_index: i, item_id: item.id, delta: item.arguments });
+      push('response.function_call_arguments.done', { output_index: i, item_id: item.id, arguments: item.arguments });
+    } else {
+      push('response.output_item.added', { output_index: i, item: { ...item, input: '', status: 'in_progress' } });
+      push('response.custom_tool_call_input.delta', { output_index: i, item_id: item.id, delta: item.input });
+      push('response.custom_tool_call_input.done', { output_index: i, item_id: item.id, input: item.input });
+    }
+    push('response.output_item.done', { output_index: i, item });
+  });
+  push('response.completed', { response: { ...base, status: 'completed', output, usage } });
+  return { ev, reported: { model, id: respId, ...usage } };
+}
+
+// ---------------------------------------------------------------- Gemini
+
+function geminiChunks(model, p) {
+  const u = p.usage;
+  const parts = [];
+  if (p.text) parts.push({ text: p.text });
+  for (const c of p.calls) parts.push({ functionCall: { name: c.name, args: c.input } });
+  // Gemini: promptTokenCount includes cachedContentTokenCount; candidates exclude thoughts.
+  const usageMetadata = {
+    promptTokenCount: u.input,
+    candidatesTokenCount: u.output,
+    totalTokenCount: u.input + u.output + (p.kind === 'aux' ? 0 : u.reasoning),
+  };
+  if (p.kind !== 'aux') {
+    usageMetadata.cachedContentTokenCount = u.cached;
+    usageMetadata.thoughtsTokenCount = u.reasoning;
+  }
+  const respId = nextId('gem_');
+  // Text and calls come in separate chunks, as the real API streams them; the
+  // usage rides on the last chunk only.
+  const chunks = [];
+  parts.forEach((part, i) => {
+    const last = i === parts.length - 1;
+    const c = { candidates: [{ content: { role: 'model', parts: [part] }, index: 0 }], modelVersion: model, responseId: respId };
+    if (last) {
+      c.candidates[0].finishReason = 'STOP';
+      c.usageMetadata = usageMetadata;
+    }
+    chunks.push(c);
+  });
+  if (chunks.length === 0) {
+    chunks.push({ candidates: [{ content: { role: 'model', parts: [{ text: '' }] }, finishReason: 'STOP', index: 0 }], usageMetadata, modelVersion: model, responseId: respId });
+  }
+  return { chunks, reported: { model, id: respId, ...usageMetadata } };
+}
+
+// ---------------------------------------------------------------- HTTP
+
+function sse(res, events) {
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+  for (const [name, data] of events) {
+    if (name) res.write(`event: ${name}\n`);
+    res.write(`data: ${JSON.stringify(data)}\n\n`);
+  }
+  res.end();
+}
+
+function json(res, status, obj) {
+  const s = JSON.stringify(obj);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(s) });
+  res.end(s);
+}
+
+function handle(req, res, raw) {
+  const url = new URL(req.url, 'http://127.0.0.1');
+  let body = {};
+  try {
+    body = raw.length ? JSON.parse(raw) : {};
+  } catch {
+    body = { unparsed: raw.slice(0, 2000) };
+  }
+  const entry = { method: req.method, path: url.pathname, query: url.search, headers: { 'user-agent': req.headers['user-agent'] || null }, request: body };
+  try {
+    if (req.method === 'POST' && url.pathname === '/v1/messages') {
+      const p = plan('anthropic', body);
+      const { ev, message, reported } = anthropicEvents(body, p);
+      log({ ...entry, api: 'anthropic', kind: p.kind, turn: p.turn, tool_results: p.results, calls: p.calls, text: p.text, usage: reported, stream: !!body.stream });
+      if (body.stream) sse(res, ev);
+      else json(res, 200, message);
+      return;
+    }
+    if (req.method === 'POST' && url.pathname === '/v1/messages/count_tokens') {
+      log({ ...entry, api: 'anthropic', kind: 'count_tokens' });
+      json(res, 200, { input_tokens: 1000 });
+      return;
+    }
+    if (req.method === 'POST' && /\/responses$/.test(url.pathname)) {
+      const p = plan('openai', body);
+      const { ev, reported } = openaiEvents(body, p);
+      log({ ...entry, api: 'openai', kind: p.kind, turn: p.turn, tool_results: p.results, calls: p.calls, text: p.text, usage: reported, stream: body.stream !== false });
+      sse(res, ev.map(([n, d]) => [n, d]));
+      return;
+    }
+    const gm = url.pathname.match(/\/models\/([^/:]+):(streamGenerateContent|generateContent|countTokens)$/);
+    if (req.method === 'POST' && gm) {
+      const model = gm[1];
+      if (gm[2] === 'countTokens') {
+        log({ ...entry, api: 'gemini', kind: 'count_tokens' });
+        json(res, 200, { totalTokens: 1000 });
+        return;
+      }
+      const p = plan('gemini', body);
+      const { chunks, reported } = geminiChunks(model, p);
+      const stream = gm[2] === 'streamGenerateContent';
+      log({ ...entry, api: 'gemini', kind: p.kind, turn: p.turn, tool_results: p.results, calls: p.calls, text: p.text, usage: reported, stream });
+      if (!stream) {
+        // A non-streamed answer is the chunks merged into one candidate.
+        const parts = chunks.flatMap((c) => c.candidates[0].content.parts);
+        const last = chunks[chunks.length - 1];
+        json(res, 200, { ...last, candidates: [{ ...last.candidates[0], content: { role: 'model', parts } }] });
+      } else if (url.searchParams.get('alt') === 'sse') {
+        sse(res, chunks.map((c) => [null, c]));
+      } else {
+        json(res, 200, chunks);
+      }
+      return;
+    }
+    log({ ...entry, api: null, kind: 'unhandled' });
+    json(res, 404, { error: { message: `scripted server: no route for ${req.method} ${url.pathname}` } });
+  } catch (e) {
+    log({ ...entry, kind: 'error', error: String(e && e.stack || e) });
+    json(res, 500, { error: { message: String(e && e.message || e) } });
+  }
+}
+
+const server = http.createServer((req, res) => {
+  const chunks = [];
+  req.on('data', (c) => chunks.push(c));
+  req.on('end', () => handle(req, res, Buffer.concat(chunks).toString('utf8')));
+});
+
+// The network scenario's destination: answers every GET with a fixed body and
+// logs the hit, so a test can tell the command really reached it.
+const target = http.createServer((req, res) => {
+  log({ method: req.method, path: req.url, kind: 'target' });
+  const s = 'agentsight-e2e-target-ok\n';
+  res.writeHead(200, { 'content-type': 'text/plain', 'content-length': Buffer.byteLength(s) });
+  res.end(s);
+});
+
+server.listen(args.port, '127.0.0.1', () => {
+  target.listen(args.targetPort, '127.0.0.1', () => {
+    targetPort = target.address().port;
+    process.stdout.write(`${server.address().port}\n${targetPort}\n`);
+  });
+});
+
+for (const sig of ['SIGTERM', 'SIGINT']) {
+  process.on(sig, () => {
+    server.close();
+    target.close();
+    process.exit(0);
+  });
+}
