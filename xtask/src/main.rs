@@ -9,7 +9,10 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
+
+mod bench_capture;
+mod bench_sessions;
 
 #[derive(Parser)]
 #[command(name = "xtask")]
@@ -28,6 +31,19 @@ enum Task {
     Demo,
     /// Set up, check formatting and lints, and run the whole test suite (as root).
     Test,
+    /// Build the release binary and print benchmark figures.
+    Bench {
+        #[arg(value_enum)]
+        what: BenchWhat,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum BenchWhat {
+    /// Recording overhead vs untraced, strace and bpftrace; loss under a flood (root).
+    Capture,
+    /// Session discovery and parsing on a synthetic 10,000-transcript home.
+    Sessions,
 }
 
 /// bpf-linker release known to build against the nightly's LLVM 22 here.
@@ -51,6 +67,15 @@ fn main() -> Result<()> {
         Task::Test => {
             setup()?;
             test()
+        }
+        Task::Bench { what } => {
+            setup()?;
+            build_release()?;
+            let bin = workspace_root().join("target/release/agentsight");
+            match what {
+                BenchWhat::Capture => bench_capture::run(&bin),
+                BenchWhat::Sessions => bench_sessions::run(&bin),
+            }
         }
     }
 }

@@ -1,0 +1,475 @@
+//! `cargo xtask bench capture`: the cost of recording, measured side by side
+//! in one run. Each workload runs untraced, under `agentsight record`, under
+//! `strace -f` tracing the same syscalls, and under an equivalent bpftrace
+//! script (when bpftrace is installed); the table prints wall time relative
+//! to untraced, events captured and lost, recorder CPU seconds and peak RSS.
+//! A last row floods the ring buffer for 10 s and reports the sustained rate
+//! and loss. Needs root.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+
+/// Syscalls `record` hooks (besides the scheduler tracepoints), for strace/bpftrace.
+const SYSCALLS: &str = "execve,execveat,open,openat,openat2,creat,unlink,unlinkat,rmdir,rename,renameat,renameat2,mkdir,mkdirat,truncate,ftruncate,chdir,fchdir,symlink,symlinkat,link,linkat,close,dup,dup2,dup3,fcntl,socket,connect,bind,listen,accept,accept4,sendto,sendmsg,sendmmsg,write,pwrite64,writev,pwritev,read,pread64,readv";
+
+const MIX_C: &str = r#"
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+/* Syscall-heavy mix: a tree of small files created, written, stat'ed,
+   renamed, read and removed, plus short-lived execs. */
+int main(int argc, char **argv) {
+    const char *root = argv[1];
+    int rounds = atoi(argv[2]);
+    char p[512], q[512], buf[256];
+    for (int r = 0; r < rounds; r++) {
+        for (int d = 0; d < 20; d++) {
+            snprintf(p, sizeof p, "%s/d%d", root, d);
+            mkdir(p, 0755);
+            for (int f = 0; f < 20; f++) {
+                struct stat st;
+                snprintf(p, sizeof p, "%s/d%d/f%d", root, d, f);
+                int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+                if (fd >= 0) { write(fd, "0123456789abcdef", 16); close(fd); }
+                stat(p, &st);
+                snprintf(q, sizeof q, "%s.r", p);
+                rename(p, q);
+                fd = open(q, O_RDONLY);
+                if (fd >= 0) { read(fd, buf, sizeof buf); close(fd); }
+                unlink(q);
+            }
+            snprintf(p, sizeof p, "%s/d%d", root, d);
+            rmdir(p);
+        }
+        for (int e = 0; e < 10; e++) {
+            pid_t pid = fork();
+            if (pid == 0) { execl("/bin/true", "true", (char *)0); _exit(127); }
+            waitpid(pid, 0, 0);
+        }
+    }
+    return 0;
+}
+"#;
+
+const FLOOD_C: &str = r#"
+#include <fcntl.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+/* Failed opens at a fixed rate for a fixed time: argv[1] per second, argv[2] seconds. */
+int main(int argc, char **argv) {
+    long rate = atol(argv[1]), secs = atol(argv[2]);
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    long done = 0;
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double t = (now.tv_sec - start.tv_sec) + (now.tv_nsec - start.tv_nsec) / 1e9;
+        if (t >= secs) break;
+        long due = (long)(t * rate);
+        while (done < due) { openat(AT_FDCWD, "/nonexistent-agentsight-bench", O_RDONLY); done++; }
+    }
+    return 0;
+}
+"#;
+
+/// Resource use of one child, from wait4.
+struct Usage {
+    wall: Duration,
+    cpu: Duration,
+    max_rss_kib: i64,
+}
+
+fn run_measured(cmd: &mut Command) -> Result<Usage> {
+    let start = Instant::now();
+    let child = cmd.spawn().with_context(|| format!("starting {cmd:?}"))?;
+    let mut status = 0;
+    // Safety: rusage is plain data filled by the kernel.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
+    if r < 0 {
+        bail!("wait4 failed: {}", std::io::Error::last_os_error());
+    }
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    if status != 0 {
+        bail!("{cmd:?} failed (wait status {status})");
+    }
+    Ok(Usage {
+        wall: start.elapsed(),
+        cpu: tv(ru.ru_utime) + tv(ru.ru_stime),
+        max_rss_kib: ru.ru_maxrss,
+    })
+}
+
+fn compile(dir: &Path, name: &str, src: &str, static_link: bool) -> Result<PathBuf> {
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, src)?;
+    let out = dir.join(name);
+    let mut cmd = Command::new("gcc");
+    cmd.arg("-O2");
+    if static_link {
+        cmd.arg("-static");
+    }
+    let st = cmd.arg("-o").arg(&out).arg(&c).status()?;
+    if !st.success() {
+        bail!("gcc failed for {name}");
+    }
+    Ok(out)
+}
+
+/// A small C project built with make -j2, then its test binary run.
+fn write_build_project(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let mut objs = Vec::new();
+    for i in 0..40 {
+        std::fs::write(
+            dir.join(format!("m{i}.c")),
+            format!(
+                "#include <string.h>\nint f{i}(const char *s) {{ int h = {i}; for (; *s; s++) h = h * 31 + *s; return h + (int)strlen(\"x{i}\"); }}\n"
+            ),
+        )?;
+        objs.push(format!("m{i}.o"));
+    }
+    let calls: String = (0..40)
+        .map(|i| format!("  s += f{i}(\"abc\");\n"))
+        .collect();
+    let decls: String = (0..40)
+        .map(|i| format!("int f{i}(const char *);\n"))
+        .collect();
+    std::fs::write(
+        dir.join("main.c"),
+        format!(
+            "#include <stdio.h>\n{decls}int main(void) {{ long s = 0;\n{calls}  printf(\"%ld\\n\", s); return 0; }}\n"
+        ),
+    )?;
+    std::fs::write(
+        dir.join("Makefile"),
+        format!(
+            "all: app\n\tfor i in 1 2 3 4 5; do ./app > /dev/null || exit 1; done\napp: main.o {objs}\n\tcc -o app main.o {objs}\n%.o: %.c\n\tcc -O1 -c $< -o $@\nclean:\n\trm -f *.o app\n",
+            objs = objs.join(" ")
+        ),
+    )?;
+    Ok(())
+}
+
+struct Row {
+    workload: &'static str,
+    mode: &'static str,
+    ratio: f64,
+    wall: Duration,
+    events: Option<i64>,
+    lost: Option<i64>,
+    tracer_cpu: Option<Duration>,
+    tracer_rss_mib: Option<f64>,
+}
+
+fn capture_counts(db: &Path, agentsight: &Path) -> (Option<i64>, Option<i64>) {
+    let out = Command::new(agentsight)
+        .args(["export", "--db"])
+        .arg(db)
+        .output();
+    let events = out
+        .ok()
+        .map(|o| o.stdout.iter().filter(|&&b| b == b'\n').count() as i64);
+    let show = Command::new(agentsight)
+        .args(["show", "--db"])
+        .arg(db)
+        .output()
+        .ok();
+    let lost = show.and_then(|o| {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .find(|l| l.starts_with("LOSS"))
+            .and_then(|l| l.split_whitespace().nth(1).and_then(|n| n.parse().ok()))
+    });
+    (events, lost)
+}
+
+pub fn run(agentsight: &Path) -> Result<()> {
+    if !nix_is_root() {
+        bail!("bench capture loads kernel programs: run it as root");
+    }
+    let work =
+        std::env::temp_dir().join(format!("agentsight-bench-capture-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work)?;
+    let mix = compile(&work, "mix", MIX_C, false)?;
+    let flood = compile(&work, "flood", FLOOD_C, true)?;
+    let project = work.join("project");
+    write_build_project(&project)?;
+    let tree = work.join("tree");
+    std::fs::create_dir_all(&tree)?;
+    // Recorded runs execute as `nobody`: let it write the scratch trees.
+    for d in [&tree, &project] {
+        std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o777))?;
+    }
+    for entry in std::fs::read_dir(&project)? {
+        std::fs::set_permissions(
+            entry?.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o666),
+        )?;
+    }
+    let bpftrace = Command::new("sh")
+        .args(["-c", "command -v bpftrace"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+
+    let mix_cmd = vec![
+        mix.display().to_string(),
+        tree.display().to_string(),
+        "15".into(),
+    ];
+    let build_cmd = vec![
+        "sh".to_string(),
+        "-c".into(),
+        format!("cd {} && make -s clean && make -s -j2", project.display()),
+    ];
+    let mut rows: Vec<Row> = Vec::new();
+    let reps = 3;
+    for (name, cmd) in [
+        ("(a) syscall mix", &mix_cmd),
+        ("(b) C build + tests", &build_cmd),
+    ] {
+        let median = |mut v: Vec<Usage>| {
+            v.sort_by_key(|u| u.wall);
+            v.swap_remove(v.len() / 2)
+        };
+        let mut base = Vec::new();
+        for _ in 0..reps {
+            base.push(run_measured(
+                Command::new(&cmd[0]).args(&cmd[1..]).stdout(Stdio::null()),
+            )?);
+        }
+        let base = median(base);
+        rows.push(Row {
+            workload: name,
+            mode: "untraced",
+            ratio: 1.0,
+            wall: base.wall,
+            events: None,
+            lost: None,
+            tracer_cpu: None,
+            tracer_rss_mib: None,
+        });
+
+        let mut rec = Vec::new();
+        let mut counts = (None, None);
+        for i in 0..reps {
+            let db = work.join(format!("rec-{i}.db"));
+            let _ = std::fs::remove_file(&db);
+            let u = run_measured(
+                Command::new(agentsight)
+                    .args(["record", "--quiet", "--user", "nobody", "-o"])
+                    .arg(&db)
+                    .arg("--")
+                    .args(cmd)
+                    .stdout(Stdio::null()),
+            )?;
+            counts = capture_counts(&db, agentsight);
+            rec.push(u);
+        }
+        // Tree and scratch are shared with `nobody` for the recorded runs.
+        let rec = median(rec);
+        rows.push(Row {
+            workload: name,
+            mode: "agentsight record",
+            ratio: ratio(rec.wall, base.wall),
+            wall: rec.wall,
+            events: counts.0,
+            lost: counts.1,
+            tracer_cpu: Some(rec.cpu),
+            tracer_rss_mib: Some(rec.max_rss_kib as f64 / 1024.0),
+        });
+
+        let trace = work.join("strace.out");
+        let mut st = Vec::new();
+        for _ in 0..reps {
+            st.push(run_measured(
+                Command::new("strace")
+                    .args(["-f", "-qq", "-e", &format!("trace={SYSCALLS}"), "-o"])
+                    .arg(&trace)
+                    .args(cmd)
+                    .stdout(Stdio::null()),
+            )?);
+        }
+        let st = median(st);
+        let lines = std::fs::read_to_string(&trace)
+            .map(|t| t.lines().count() as i64)
+            .ok();
+        rows.push(Row {
+            workload: name,
+            mode: "strace -f",
+            ratio: ratio(st.wall, base.wall),
+            wall: st.wall,
+            events: lines,
+            lost: None,
+            tracer_cpu: Some(st.cpu.saturating_sub(base.cpu)),
+            tracer_rss_mib: Some(st.max_rss_kib as f64 / 1024.0),
+        });
+
+        if bpftrace {
+            rows.push(bpftrace_row(name, cmd, &work, base.wall)?);
+        }
+    }
+
+    // (c) an untracked process doing (a) while an agent tree is recorded.
+    let db = work.join("bg.db");
+    let _ = std::fs::remove_file(&db);
+    let mut bg = Command::new(agentsight)
+        .args(["record", "--quiet", "--user", "nobody", "-o"])
+        .arg(&db)
+        .args(["--", "/bin/sleep", "600"])
+        .spawn()?;
+    std::thread::sleep(Duration::from_secs(2));
+    let mut with_bg = Vec::new();
+    for _ in 0..reps {
+        with_bg.push(run_measured(
+            Command::new(&mix_cmd[0])
+                .args(&mix_cmd[1..])
+                .stdout(Stdio::null()),
+        )?);
+    }
+    let _ = Command::new("pkill")
+        .args(["-f", "/bin/sleep 600"])
+        .status();
+    let _ = bg.wait();
+    with_bg.sort_by_key(|u| u.wall);
+    let untraced_a = rows
+        .iter()
+        .find(|r| r.workload.starts_with("(a)") && r.mode == "untraced")
+        .map(|r| r.wall)
+        .unwrap_or_default();
+    let mid = &with_bg[with_bg.len() / 2];
+    rows.push(Row {
+        workload: "(c) untracked (a) during a recording",
+        mode: "agentsight record",
+        ratio: ratio(mid.wall, untraced_a),
+        wall: mid.wall,
+        events: capture_counts(&db, agentsight).0,
+        lost: None,
+        tracer_cpu: None,
+        tracer_rss_mib: None,
+    });
+
+    // Flood: 250,000 failed opens per second for 10 s, default ring.
+    let db = work.join("flood.db");
+    let _ = std::fs::remove_file(&db);
+    let u = run_measured(
+        Command::new(agentsight)
+            .args(["record", "--quiet", "--user", "nobody", "-o"])
+            .arg(&db)
+            .arg("--")
+            .arg(&flood)
+            .args(["250000", "10"]),
+    )?;
+    let (events, lost) = capture_counts(&db, agentsight);
+    rows.push(Row {
+        workload: "flood 250k/s × 10 s",
+        mode: "agentsight record",
+        ratio: f64::NAN,
+        wall: u.wall,
+        events,
+        lost,
+        tracer_cpu: Some(u.cpu),
+        tracer_rss_mib: Some(u.max_rss_kib as f64 / 1024.0),
+    });
+
+    println!(
+        "\n{:<40} {:<18} {:>7} {:>9} {:>10} {:>9} {:>10} {:>10}",
+        "workload", "mode", "×untr.", "wall s", "events", "lost", "cpu s", "rss MiB"
+    );
+    for r in &rows {
+        let opt = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_else(|| "—".into());
+        println!(
+            "{:<40} {:<18} {:>7} {:>9.3} {:>10} {:>9} {:>10} {:>10}",
+            r.workload,
+            r.mode,
+            if r.ratio.is_nan() {
+                "—".into()
+            } else {
+                format!("{:.3}", r.ratio)
+            },
+            r.wall.as_secs_f64(),
+            opt(r.events),
+            opt(r.lost),
+            r.tracer_cpu
+                .map(|c| format!("{:.2}", c.as_secs_f64()))
+                .unwrap_or_else(|| "—".into()),
+            r.tracer_rss_mib
+                .map(|m| format!("{m:.1}"))
+                .unwrap_or_else(|| "—".into()),
+        );
+    }
+    if !bpftrace {
+        println!("(bpftrace is not installed: `apt-get install bpftrace` to add its rows)");
+    }
+    println!(
+        "events: agentsight = rows in the capture (I/O aggregated per fd); strace = lines traced."
+    );
+    println!(
+        "cpu/rss: the recorder process (agentsight) or the tracer's extra CPU (strace), peak RSS."
+    );
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(())
+}
+
+fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64().max(1e-9)
+}
+
+fn nix_is_root() -> bool {
+    // Safety: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// bpftrace counting the same syscalls of the workload's process tree.
+fn bpftrace_row(name: &'static str, cmd: &[String], work: &Path, base: Duration) -> Result<Row> {
+    let script = work.join("trace.bt");
+    let probes: Vec<String> = SYSCALLS
+        .split(',')
+        .map(|s| format!("tracepoint:syscalls:sys_exit_{s}"))
+        .collect();
+    std::fs::write(
+        &script,
+        format!(
+            "tracepoint:sched:sched_process_fork /@t[pid] || pid == cpid/ {{ @t[args.child_pid] = 1; }}\n{} /@t[pid] || pid == cpid/ {{ @n = count(); }}\n",
+            probes.join(",\n")
+        ),
+    )?;
+    // bpftrace starts the workload itself (-c) and knows its pid as `cpid`.
+    let mut shell = cmd
+        .iter()
+        .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
+        .collect::<Vec<_>>()
+        .join(" ");
+    shell = format!("exec {shell}");
+    let u = run_measured(
+        Command::new("bpftrace")
+            .arg("-q")
+            .arg(&script)
+            .arg("-c")
+            .arg(format!("sh -c \"{}\"", shell.replace('"', "\\\"")))
+            .stdout(Stdio::null()),
+    )?;
+    Ok(Row {
+        workload: name,
+        mode: "bpftrace",
+        ratio: ratio(u.wall, base),
+        wall: u.wall,
+        events: None,
+        lost: None,
+        tracer_cpu: Some(u.cpu),
+        tracer_rss_mib: Some(u.max_rss_kib as f64 / 1024.0),
+    })
+}
