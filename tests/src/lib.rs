@@ -1,6 +1,8 @@
 //! Helpers for agentsight's end-to-end tests: find the binary, make sure we
 //! are root, create the unprivileged test user, run `record`, read captures.
 
+pub mod e2e;
+
 use std::{
     path::{Path, PathBuf},
     process::{Command, Output},

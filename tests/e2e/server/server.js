@@ -173,8 +173,10 @@ function patchText(p, content) {
 
 // Maps one generic intent of the scenario onto a tool the CLI offered.
 function concreteCall(intent, tools) {
-  const [kind, raw] = Object.entries(intent)[0];
-  const arg = subst(raw);
+  // Other keys of an intent (expected status, exit code) are for the tests.
+  const kind = Object.keys(intent).find((k) => k in PREFERRED);
+  if (!kind) throw new Error(`no known intent in ${JSON.stringify(intent)}`);
+  const arg = subst(intent[kind]);
   const shell = findTool(tools, PREFERRED.shell);
   if (kind === 'shell') {
     if (!shell) throw new Error('no shell tool offered');
@@ -291,6 +293,9 @@ function anthropicEvents(body, p) {
     cache_read_input_tokens: p.kind === 'aux' ? 0 : u.cached,
     output_tokens: u.output,
   };
+  // The real API splits cache writes by lifetime; Claude Code copies this
+  // object into its transcript, and readers prefer it over the flat count.
+  usage.cache_creation = { ephemeral_5m_input_tokens: usage.cache_creation_input_tokens, ephemeral_1h_input_tokens: 0 };
   const content = [];
   if (p.text) content.push({ type: 'text', text: p.text });
   for (const c of p.calls) content.push({ type: 'tool_use', id: nextId('toolu_'), name: c.name, input: c.input });

@@ -1,0 +1,495 @@
+//! End-to-end runs of the real agent CLIs (Claude Code, Codex, Gemini CLI)
+//! against the scripted model server in `tests/e2e/server/` (issue 6).
+//!
+//! Each run gets its own directory under /var/tmp (Codex refuses to place its
+//! helper binaries under /tmp) holding a temp HOME, a small git workspace, a
+//! TMPDIR, and the server's log. The CLI runs inside a private network
+//! namespace whose only interface is loopback, as the unprivileged test user,
+//! so nothing can leave the machine even by mistake.
+//!
+//! The CLI's command line is built separately from the launch so a later test
+//! can wrap it, e.g. in `agentsight record --user agentsight-test -o DB --`:
+//! see [`Run::launch`].
+
+use std::{
+    fs,
+    os::unix::process::CommandExt,
+    path::{Path, PathBuf},
+    process::{Command, ExitStatus, Stdio},
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+
+use crate::{TEST_USER, bin, test_user};
+
+/// Fixed ports inside the run's own network namespace: nothing else can hold
+/// them there, and fixed ports let every config be written before the run.
+pub const MODEL_PORT: u16 = 8787;
+/// The plain HTTP endpoint the network scenario fetches (served by the same
+/// server process, which logs each hit).
+pub const TARGET_PORT: u16 = 8788;
+/// Upper bound for one CLI run; a healthy run takes 2–10 s.
+pub const RUN_TIMEOUT: Duration = Duration::from_secs(150);
+
+/// The pinned CLI packages, shared with `xtask/src/e2e_setup.rs`.
+pub const PINS: &str = include_str!("../e2e/clis.txt");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Agent {
+    Claude,
+    Codex,
+    Gemini,
+}
+
+impl Agent {
+    pub fn name(self) -> &'static str {
+        match self {
+            Agent::Claude => "claude",
+            Agent::Codex => "codex",
+            Agent::Gemini => "gemini",
+        }
+    }
+
+    /// The model the run asks for. Claude and Gemini take it on the command
+    /// line; Codex reads it from config.toml and must know the name, or it
+    /// offers a different tool set.
+    pub fn model(self) -> &'static str {
+        match self {
+            Agent::Claude => "claude-sonnet-4-5",
+            Agent::Codex => "gpt-5.5",
+            Agent::Gemini => "gemini-2.5-flash",
+        }
+    }
+}
+
+/// The e2e tree: `tests/e2e`.
+pub fn e2e_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e")
+}
+
+/// FNV-1a 64 of the pin file, the same key `cargo xtask setup` installs under.
+fn pins_hash() -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in PINS.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// Directory holding the `claude`, `codex` and `gemini` executables:
+/// `AGENTSIGHT_E2E_CLIS` if set, else the cache `cargo xtask setup` fills.
+/// Missing CLIs fail the test (never skip): a green run must have run them.
+pub fn clis_bin() -> PathBuf {
+    let dir = std::env::var_os("AGENTSIGHT_E2E_CLIS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new("/var/cache/agentsight-e2e")
+                .join(pins_hash())
+                .join("node_modules/.bin")
+        });
+    for b in ["claude", "codex", "gemini"] {
+        assert!(
+            dir.join(b).exists(),
+            "agent CLI {b} not installed in {} (run `cargo xtask setup`, or set AGENTSIGHT_E2E_CLIS)",
+            dir.display()
+        );
+    }
+    dir
+}
+
+/// A scenario file `tests/e2e/scenarios/NAME.json`.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: String,
+    pub path: PathBuf,
+    pub prompt: String,
+    pub json: Value,
+}
+
+pub fn scenario(name: &str) -> Scenario {
+    let path = e2e_dir().join("scenarios").join(format!("{name}.json"));
+    let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let json: Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let prompt = json["prompt"]
+        .as_str()
+        .expect("scenario prompt")
+        .to_string();
+    Scenario {
+        name: name.to_string(),
+        path,
+        prompt,
+        json,
+    }
+}
+
+/// What a finished run left behind.
+#[derive(Debug)]
+pub struct Outcome {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+/// One prepared run: directories, workspace and CLI configuration in place.
+pub struct Run {
+    pub agent: Agent,
+    pub scenario: Scenario,
+    pub root: PathBuf,
+    pub home: PathBuf,
+    pub work: PathBuf,
+    pub tmp: PathBuf,
+    /// Root-owned: the server log is out of the agent's reach.
+    pub server_dir: PathBuf,
+    pub server_log: PathBuf,
+}
+
+fn chown_tree(p: &Path, uid: u32, gid: u32) {
+    let st = Command::new("chown")
+        .arg("-R")
+        .arg(format!("{uid}:{gid}"))
+        .arg(p)
+        .status()
+        .expect("run chown");
+    assert!(st.success(), "chown -R {}", p.display());
+}
+
+fn git(work: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .current_dir(work)
+        .args([
+            "-c",
+            "user.name=agentsight e2e",
+            "-c",
+            "user.email=e2e@agentsight.invalid",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", work)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl Run {
+    pub fn prepare(agent: Agent, scenario_name: &str) -> Run {
+        let (uid, gid) = test_user();
+        let scenario = scenario(scenario_name);
+        let root = PathBuf::from("/var/tmp").join(format!(
+            "agentsight-e2e-{}-{}-{}",
+            agent.name(),
+            scenario_name,
+            std::process::id()
+        ));
+        let _ = fs::remove_dir_all(&root);
+        let home = root.join("home");
+        let work = root.join("work");
+        let tmp = root.join("tmp");
+        let server_dir = root.join("server");
+        for d in [&home, &work, &tmp, &server_dir] {
+            fs::create_dir_all(d).expect("create run dir");
+        }
+
+        // A small git project: the scenarios list, read and edit it.
+        fs::write(
+            work.join("notes.txt"),
+            "The build needs the release profile.\n",
+        )
+        .unwrap();
+        fs::create_dir_all(work.join("src")).unwrap();
+        fs::write(
+            work.join("src/main.rs"),
+            "fn main() {\n    println!(\"hello\");\n}\n",
+        )
+        .unwrap();
+        if let Some(files) = scenario.json["workspace"].as_object() {
+            for (p, c) in files {
+                let f = work.join(p);
+                fs::create_dir_all(f.parent().unwrap()).unwrap();
+                fs::write(f, c.as_str().unwrap_or_default()).unwrap();
+            }
+        }
+        git(&work, &["init", "-q"]);
+        git(&work, &["add", "."]);
+        git(&work, &["commit", "-q", "-m", "initial"]);
+
+        let run = Run {
+            agent,
+            server_log: server_dir.join("server.jsonl"),
+            scenario,
+            root,
+            home,
+            work,
+            tmp,
+            server_dir,
+        };
+        run.write_config();
+        for d in [&run.home, &run.work, &run.tmp] {
+            chown_tree(d, uid, gid);
+        }
+        run
+    }
+
+    fn write_config(&self) {
+        let base = format!("http://127.0.0.1:{MODEL_PORT}");
+        match self.agent {
+            Agent::Claude => {
+                // Print mode needs no onboarding state; nothing to write.
+            }
+            Agent::Codex => {
+                let dir = self.home.join(".codex");
+                fs::create_dir_all(&dir).unwrap();
+                // plugins/remote_plugin off: otherwise Codex tries a remote git
+                // call at start, which can only time out in the namespace.
+                let cfg = format!(
+                    r#"model = "{model}"
+model_provider = "agentsight_e2e"
+check_for_update_on_startup = false
+
+[model_providers.agentsight_e2e]
+name = "agentsight e2e scripted server"
+base_url = "{base}/v1"
+wire_api = "responses"
+env_key = "AGENTSIGHT_E2E_KEY"
+
+[features]
+plugins = false
+remote_plugin = false
+"#,
+                    model = self.agent.model()
+                );
+                fs::write(dir.join("config.toml"), cfg).unwrap();
+            }
+            Agent::Gemini => {
+                let dir = self.home.join(".gemini");
+                fs::create_dir_all(&dir).unwrap();
+                let settings = serde_json::json!({
+                    "security": {
+                        "auth": { "selectedType": "gemini-api-key" },
+                        "folderTrust": { "enabled": false }
+                    },
+                    "privacy": { "usageStatisticsEnabled": false },
+                    "telemetry": { "enabled": false },
+                    "general": { "disableAutoUpdate": true, "disableUpdateNag": true }
+                });
+                fs::write(dir.join("settings.json"), settings.to_string()).unwrap();
+            }
+        }
+    }
+
+    /// The CLI's full command line, environment included (`env -i -C WORK
+    /// K=V… cli args…`), so any wrapper that runs a command as the test user
+    /// runs the agent exactly as a direct run does.
+    pub fn cli_command(&self) -> Vec<String> {
+        let bin = clis_bin();
+        let mut env = vec![
+            format!("HOME={}", self.home.display()),
+            format!("PATH={}:/usr/local/bin:/usr/bin:/bin", bin.display()),
+            format!("TMPDIR={}", self.tmp.display()),
+            format!("USER={TEST_USER}"),
+            format!("LOGNAME={TEST_USER}"),
+            "SHELL=/bin/bash".into(),
+            "LANG=C.UTF-8".into(),
+            "TERM=dumb".into(),
+            "NO_COLOR=1".into(),
+        ];
+        let base = format!("http://127.0.0.1:{MODEL_PORT}");
+        let prompt = self.scenario.prompt.clone();
+        let args: Vec<String> = match self.agent {
+            Agent::Claude => {
+                env.extend([
+                    format!("ANTHROPIC_BASE_URL={base}"),
+                    "ANTHROPIC_API_KEY=sk-ant-agentsight-e2e".into(),
+                    "DISABLE_AUTOUPDATER=1".into(),
+                    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1".into(),
+                ]);
+                vec![
+                    "claude".into(),
+                    "-p".into(),
+                    prompt,
+                    "--dangerously-skip-permissions".into(),
+                    "--model".into(),
+                    self.agent.model().into(),
+                ]
+            }
+            Agent::Codex => {
+                env.extend([
+                    format!("CODEX_HOME={}", self.home.join(".codex").display()),
+                    "AGENTSIGHT_E2E_KEY=sk-agentsight-e2e".into(),
+                ]);
+                vec![
+                    "codex".into(),
+                    "exec".into(),
+                    "--skip-git-repo-check".into(),
+                    "--dangerously-bypass-approvals-and-sandbox".into(),
+                    prompt,
+                ]
+            }
+            Agent::Gemini => {
+                env.extend([
+                    "GEMINI_API_KEY=agentsight-e2e".into(),
+                    format!("GOOGLE_GEMINI_BASE_URL={base}"),
+                ]);
+                vec![
+                    "gemini".into(),
+                    "--yolo".into(),
+                    "-m".into(),
+                    self.agent.model().into(),
+                    "-p".into(),
+                    prompt,
+                ]
+            }
+        };
+        let mut cmd = vec![
+            "/usr/bin/env".into(),
+            "-i".into(),
+            "-C".into(),
+            self.work.display().to_string(),
+        ];
+        cmd.extend(env);
+        cmd.extend(args);
+        cmd
+    }
+
+    /// Runs `wrap(cli_command())` inside a fresh network namespace with the
+    /// scripted server. `wrap` turns the CLI's command into what is actually
+    /// started: [`as_test_user`] for a plain run, or e.g.
+    /// `agentsight record --user agentsight-test -o DB -- …` (record keeps the
+    /// namespace it starts in, so the agent still sees only loopback).
+    pub fn launch(&self, wrap: impl FnOnce(Vec<String>) -> Vec<String>) -> Outcome {
+        let inner = wrap(self.cli_command());
+        let out_path = self.server_dir.join("cli.stdout");
+        let err_path = self.server_dir.join("cli.stderr");
+        let start = Instant::now();
+        let mut child = Command::new("unshare")
+            .arg("-n")
+            .arg("--")
+            .arg("/bin/sh")
+            .arg(e2e_dir().join("netns.sh"))
+            .arg(e2e_dir().join("server/server.js"))
+            .arg(&self.scenario.path)
+            .arg(&self.server_log)
+            .arg(&self.work)
+            .arg("--")
+            .args(&inner)
+            .current_dir(&self.work)
+            .stdin(Stdio::null())
+            .stdout(fs::File::create(&out_path).unwrap())
+            .stderr(fs::File::create(&err_path).unwrap())
+            // Own process group, so a hung run can be killed whole.
+            .process_group(0)
+            .spawn()
+            .expect("start unshare");
+        let status = loop {
+            if let Some(st) = child.try_wait().expect("wait for run") {
+                break st;
+            }
+            if start.elapsed() > RUN_TIMEOUT {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(child.id() as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                let _ = child.wait();
+                panic!(
+                    "{} {} run timed out after {RUN_TIMEOUT:?}; stderr:\n{}",
+                    self.agent.name(),
+                    self.scenario.name,
+                    fs::read_to_string(&err_path).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        Outcome {
+            status,
+            stdout: fs::read_to_string(&out_path).unwrap_or_default(),
+            stderr: fs::read_to_string(&err_path).unwrap_or_default(),
+            elapsed: start.elapsed(),
+        }
+    }
+
+    /// A plain run: the CLI as the unprivileged test user.
+    pub fn run(&self) -> Outcome {
+        self.launch(as_test_user)
+    }
+
+    /// Every line the server logged (requests answered, target hits).
+    pub fn server_entries(&self) -> Vec<Value> {
+        fs::read_to_string(&self.server_log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("server log line"))
+            .collect()
+    }
+
+    /// The model responses that belong to the conversation (not side calls
+    /// such as Gemini's routing classifier), in the order they were sent.
+    pub fn main_responses(&self) -> Vec<Value> {
+        self.server_entries()
+            .into_iter()
+            .filter(|e| e["kind"] == "main")
+            .collect()
+    }
+
+    /// `agentsight sessions --json --home HOME`.
+    pub fn sessions(&self) -> Value {
+        agentsight_json(&["sessions", "--json", "--home"], &self.home)
+    }
+
+    /// `agentsight session show ID --json --home HOME`.
+    pub fn session_show(&self, id: &str) -> Value {
+        agentsight_json(&["session", "show", id, "--json", "--home"], &self.home)
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        // AGENTSIGHT_E2E_KEEP=1 keeps the run (HOME, transcripts, server log)
+        // for inspection.
+        if std::env::var_os("AGENTSIGHT_E2E_KEEP").is_none() && !std::thread::panicking() {
+            let _ = fs::remove_dir_all(&self.root);
+        }
+    }
+}
+
+fn agentsight_json(args: &[&str], home: &Path) -> Value {
+    let out = Command::new(bin())
+        .args(args)
+        .arg(home)
+        .output()
+        .expect("run agentsight");
+    assert!(
+        out.status.success(),
+        "agentsight {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "agentsight {args:?}: bad JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+/// Wraps a command to run as the test user with its groups (the CLI's own
+/// environment comes from the `env -i` inside the command).
+pub fn as_test_user(cmd: Vec<String>) -> Vec<String> {
+    let (uid, gid) = test_user();
+    let mut v = vec![
+        "setpriv".to_string(),
+        format!("--reuid={uid}"),
+        format!("--regid={gid}"),
+        "--init-groups".into(),
+        "--".into(),
+    ];
+    v.extend(cmd);
+    v
+}
