@@ -75,6 +75,16 @@ pub(crate) struct Payload {
     codex_error_info: Option<Value>,
     reason: LStr,
     thread_name: LStr,
+    // item_completed (0.16x): the typed prompt is a `UserMessage` item
+    item: Option<ObjOr<Item>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct Item {
+    #[serde(rename = "type")]
+    kind: LStr,
+    content: Content<CBlock>,
 }
 
 #[derive(Deserialize, Default)]
@@ -342,6 +352,9 @@ struct Parser {
     pending_phase: Option<String>,
     pending_ts: Option<i64>,
     calls: HashMap<String, usize>,
+    /// Source (`true` = `item_completed`) and text of the last prompt taken
+    /// from an event, so a version writing both forms counts a prompt once.
+    last_event_prompt: Option<(bool, String)>,
 }
 
 pub(crate) fn parse(path: &Path) -> Result<AgentSession> {
@@ -361,6 +374,7 @@ pub(crate) fn parse(path: &Path) -> Result<AgentSession> {
         pending_phase: None,
         pending_ts: None,
         calls: HashMap::new(),
+        last_event_prompt: None,
     };
     p.s.stats.files = 1;
     p.s.stats.bytes = len;
@@ -692,9 +706,30 @@ impl Parser {
     fn on_event(&mut self, mut p: Payload, ts: Option<i64>, st: &mut super::ParseStats) {
         match p.kind.as_deref().unwrap_or("") {
             "user_message" => {
-                self.flush_text();
                 let text = p.message.take().unwrap_or_default();
-                self.s.push_prompt(ts, text);
+                self.event_prompt(false, ts, text);
+            }
+            // Codex 0.169 writes no user_message event; the typed prompt is
+            // only an item_completed `UserMessage` item.
+            "item_completed" => {
+                if let Some(ObjOr::Obj(item)) = p.item.as_mut()
+                    && item.kind.as_deref() == Some("UserMessage")
+                {
+                    let mut text = String::new();
+                    if let Content::Blocks(bs) = std::mem::take(&mut item.content) {
+                        for mut b in bs {
+                            if b.kind.as_deref() == Some("text")
+                                && let Some(t) = b.text.take()
+                            {
+                                if !text.is_empty() {
+                                    text.push('\n');
+                                }
+                                text.push_str(&t);
+                            }
+                        }
+                    }
+                    self.event_prompt(true, ts, text);
+                }
             }
             "token_count" => self.token_count(&p, ts, false, st),
             "error" => {
@@ -735,6 +770,19 @@ impl Parser {
             }
             _ => {}
         }
+    }
+
+    fn event_prompt(&mut self, from_item: bool, ts: Option<i64>, text: String) {
+        if let Some((src, last)) = &self.last_event_prompt
+            && *src != from_item
+            && *last == text
+        {
+            self.last_event_prompt = None;
+            return;
+        }
+        self.flush_text();
+        self.last_event_prompt = Some((from_item, text.clone()));
+        self.s.push_prompt(ts, text);
     }
 
     fn push_error(&mut self, ts: Option<i64>, kind: String, message: String) {
@@ -919,5 +967,30 @@ mod tests {
             Some("019c0000-0000-7000-8000-00000000abcd")
         );
         assert_eq!(id_from_file_name(Path::new("rollout-x.jsonl")), None);
+    }
+
+    /// Codex 0.169 records the typed prompt only as an item_completed
+    /// `UserMessage`; a file that also has the user_message event counts it once.
+    #[test]
+    fn item_completed_user_message_is_the_prompt() {
+        let dir =
+            std::env::temp_dir().join(format!("agentsight-codex-item-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let meta = r#"{"timestamp":"2026-01-01T00:00:00.000Z","type":"session_meta","payload":{"id":"019c0000-0000-7000-8000-00000000abcd","cwd":"/w"}}"#;
+        let item = r#"{"timestamp":"2026-01-01T00:00:01.000Z","type":"event_msg","payload":{"type":"item_completed","item":{"type":"UserMessage","id":"u1","content":[{"type":"text","text":"fix it","text_elements":[]}]}}}"#;
+        let agent = r#"{"timestamp":"2026-01-01T00:00:02.000Z","type":"event_msg","payload":{"type":"item_completed","item":{"type":"AgentMessage","id":"m1","content":[{"type":"Text","text":"ok"}]}}}"#;
+        let legacy = r#"{"timestamp":"2026-01-01T00:00:01.000Z","type":"event_msg","payload":{"type":"user_message","message":"fix it"}}"#;
+        for (name, lines, n) in [
+            ("only-item.jsonl", vec![meta, item, agent], 1),
+            ("both.jsonl", vec![meta, legacy, item, agent], 1),
+            ("two-prompts.jsonl", vec![meta, item, agent, item], 2),
+        ] {
+            let f = dir.join(name);
+            std::fs::write(&f, lines.join("\n") + "\n").unwrap();
+            let s = crate::sessions::parse_file(Provider::Codex, &f).unwrap();
+            assert_eq!(s.prompt_count, n, "{name}");
+            assert_eq!(s.prompts[0].text, "fix it", "{name}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

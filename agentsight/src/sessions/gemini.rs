@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::de::{Content, Count, LStr, ObjOr};
+use super::de::{Content, Count, LBool, LStr, ObjOr};
 use super::error::{Result, SessionError};
 use super::util::{self, jstr, parse_ts};
 use super::{
@@ -55,6 +55,58 @@ struct ToolCall {
     timestamp: LStr,
     #[serde(rename = "agentId")]
     agent_id: LStr,
+    /// `[{functionResponse:{response:{output}}}]`: a shell call's exit code
+    /// is only in this text (`Exit Code: N`); `status` stays `success`.
+    result: Content<FnResult>,
+    #[serde(rename = "resultDisplay")]
+    result_display: Option<ObjOr<ResultDisplay>>,
+}
+
+#[derive(Deserialize, Default, Clone)]
+#[serde(default)]
+struct FnResult {
+    #[serde(rename = "functionResponse")]
+    function_response: Option<ObjOr<FnResponse>>,
+}
+
+#[derive(Deserialize, Default, Clone)]
+#[serde(default)]
+struct FnResponse {
+    response: Option<ObjOr<FnOutput>>,
+}
+
+#[derive(Deserialize, Default, Clone)]
+#[serde(default)]
+struct FnOutput {
+    output: LStr,
+}
+
+#[derive(Deserialize, Default, Clone)]
+#[serde(default)]
+struct ResultDisplay {
+    #[serde(rename = "isNewFile")]
+    is_new_file: LBool,
+}
+
+/// The `Exit Code: N` line Gemini CLI puts in a shell call's result text.
+fn shell_exit_code(tc: &ToolCall) -> Option<i64> {
+    let Content::Blocks(results) = &tc.result else {
+        return None;
+    };
+    results.iter().find_map(|r| {
+        let out = r
+            .function_response
+            .as_ref()?
+            .obj()?
+            .response
+            .as_ref()?
+            .obj()?
+            .output
+            .as_deref()?;
+        out.lines()
+            .find_map(|l| l.trim().strip_prefix("Exit Code:"))
+            .and_then(|n| n.trim().parse().ok())
+    })
 }
 
 /// Gemini's usage: `input` includes `cached`; `output` (candidates)
@@ -486,7 +538,13 @@ fn emit(
         match m.kind.as_deref().unwrap_or("") {
             "user" => {
                 let text = text_of(&m.content);
-                if sub.is_none() && !text.trim().is_empty() {
+                // Gemini CLI 0.61 opens each chat with a user-role
+                // `<session_context>` message (date, OS, directory tree) that
+                // the CLI wrote, not the user.
+                if sub.is_none()
+                    && !text.trim().is_empty()
+                    && !text.trim_start().starts_with("<session_context>")
+                {
                     s.push_prompt(ts, text);
                 }
             }
@@ -568,8 +626,19 @@ fn tool_event(
             }
         }
         "write_file" | "replace" | "edit" => {
+            let created = tc
+                .result_display
+                .as_ref()
+                .and_then(|d| d.obj())
+                .and_then(|d| d.is_new_file.0)
+                == Some(true);
             if let Some(p) = file() {
-                paths.push(ToolPath::new(p, PathAccess::Write));
+                let access = if created {
+                    PathAccess::Create
+                } else {
+                    PathAccess::Write
+                };
+                paths.push(ToolPath::new(p, access));
             }
         }
         "list_directory" => {
@@ -609,6 +678,7 @@ fn tool_event(
         }
     }
     let status = match tc.status.as_deref() {
+        Some("success") if shell_exit_code(tc).is_some_and(|c| c != 0) => ToolStatus::Failed,
         Some("success") => ToolStatus::Ok,
         Some("error" | "cancelled") => ToolStatus::Failed,
         _ => ToolStatus::Unknown,
@@ -633,5 +703,62 @@ fn tool_event(
         end_ms,
         paths,
         domains,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `<session_context>` message Gemini CLI 0.61 writes first is not a
+    /// prompt; the typed one after it is.
+    #[test]
+    fn session_context_is_not_a_prompt() {
+        let dir =
+            std::env::temp_dir().join(format!("agentsight-gemini-ctx-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("session-2026-01-01T00-00-abcd1234.jsonl");
+        let lines = [
+            r#"{"sessionId":"abcd1234-0000-4000-8000-000000000000","projectHash":"x","startTime":"2026-01-01T00:00:00.000Z","lastUpdated":"2026-01-01T00:00:00.000Z","kind":"main"}"#,
+            r#"{"$set":{"messages":[{"id":"c","timestamp":"2026-01-01T00:00:00.100Z","type":"user","content":[{"text":"<session_context>\nThis is the Gemini CLI.\n</session_context>"}]}]}}"#,
+            r#"{"id":"u","timestamp":"2026-01-01T00:00:01.000Z","type":"user","content":[{"text":"list the files"}]}"#,
+        ];
+        std::fs::write(&f, lines.join("\n") + "\n").unwrap();
+        let s = crate::sessions::parse_file(Provider::Gemini, &f).unwrap();
+        assert_eq!(s.prompt_count, 1);
+        assert_eq!(s.prompts[0].text, "list the files");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Gemini CLI marks a failing command `success`; the exit code is only in
+    /// the result text. A new file is flagged by `resultDisplay.isNewFile`.
+    #[test]
+    fn shell_exit_code_and_new_file() {
+        let call = |v: Value| -> ToolCall { serde_json::from_value(v).unwrap() };
+        let shell = |out: &str| {
+            call(
+                serde_json::json!({"id":"c","name":"run_shell_command","args":{"command":"x"},"status":"success",
+                "result":[{"functionResponse":{"id":"c","name":"run_shell_command","response":{"output":out}}}]}),
+            )
+        };
+        assert_eq!(
+            shell_exit_code(&shell("Output: x\nExit Code: 3\nProcess Group PGID: 9")),
+            Some(3)
+        );
+        assert_eq!(
+            shell_exit_code(&shell("Output: x\nProcess Group PGID: 9")),
+            None
+        );
+        let mut s = AgentSession::new(Provider::Gemini, "g".into(), PathBuf::new());
+        let t = tool_event(&mut s, &shell("Output: x\nExit Code: 3\n"), None, None);
+        assert_eq!(t.status, ToolStatus::Failed);
+        let t = tool_event(&mut s, &shell("Output: x\nExit Code: 0\n"), None, None);
+        assert_eq!(t.status, ToolStatus::Ok);
+        let w = call(
+            serde_json::json!({"id":"w","name":"write_file","args":{"file_path":"/w/a"},"status":"success",
+            "resultDisplay":{"isNewFile":true}}),
+        );
+        let t = tool_event(&mut s, &w, None, None);
+        assert_eq!(t.paths, vec![ToolPath::new("/w/a", PathAccess::Create)]);
     }
 }
