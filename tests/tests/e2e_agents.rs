@@ -44,7 +44,14 @@ fn q(s: &str) -> String {
 
 /// Maps one scenario intent onto the call each CLI's tool set implies.
 fn expected_tool(agent: Agent, run: &Run, intent: &Value) -> Tool {
-    let abs = |p: &str| run.work.join(p);
+    // As the server sends them: absolute, "." being the workspace itself.
+    let abs = |p: &str| {
+        if p == "." {
+            run.work.clone()
+        } else {
+            run.work.join(p)
+        }
+    };
     let shell_name = match agent {
         Agent::Claude => "Bash",
         Agent::Codex => "exec_command",
@@ -75,7 +82,14 @@ fn expected_tool(agent: Agent, run: &Run, intent: &Value) -> Tool {
             Agent::Codex => {
                 let body: String = content.lines().map(|l| format!("+{l}\n")).collect();
                 let patch = format!("*** Begin Patch\n*** Add File: {p}\n{body}*** End Patch\n");
-                tool("apply_patch", "edit", Some(patch), &[(&abs(p), "create")])
+                // The patch names the file relative to the turn's cwd and the
+                // parser reports it as written (not resolved).
+                tool(
+                    "apply_patch",
+                    "edit",
+                    Some(patch),
+                    &[(Path::new(p), "create")],
+                )
             }
             Agent::Gemini => tool("write_file", "edit", None, &[(&abs(p), "create")]),
         }
