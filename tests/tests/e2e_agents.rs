@@ -210,6 +210,13 @@ fn check(agent: Agent, scenario: &str) {
     agentsight_tests::require_root();
     let run = Run::prepare(agent, scenario);
     let out = run.run();
+    verify(&run, out);
+}
+
+/// Everything a run must show, however it was launched.
+fn verify(run: &Run, out: agentsight_tests::e2e::Outcome) {
+    let agent = run.agent;
+    let scenario = run.scenario.name.as_str();
     let ctx = format!(
         "{} {scenario} (exit {:?}, {:.1}s)\nstdout:\n{}\nstderr:\n{}",
         agent.name(),
@@ -330,6 +337,42 @@ fn check(agent: Agent, scenario: &str) {
     }
     assert_eq!(s["errors"], serde_json::json!([]), "errors");
     assert_eq!(s["stats"]["bad_lines"], 0);
+}
+
+/// The same run wrapped in `agentsight record`: the harness's command is what
+/// record starts (as the test user, in the run's network namespace), the
+/// transcript checks hold unchanged, and the capture saw the CLI exec.
+#[test]
+fn claude_inspect_under_record() {
+    agentsight_tests::require_root();
+    let run = Run::prepare(Agent::Claude, "inspect");
+    let db = run.server_dir.join("capture.db");
+    let out = run.launch(|cmd| {
+        let mut v = vec![
+            agentsight_tests::bin().display().to_string(),
+            "record".into(),
+            "--quiet".into(),
+            "--user".into(),
+            agentsight_tests::TEST_USER.into(),
+            "-o".into(),
+            db.display().to_string(),
+            "--".into(),
+        ];
+        v.extend(cmd);
+        v
+    });
+    verify(&run, out);
+    let (uid, _) = agentsight_tests::test_user();
+    let conn = agentsight_tests::open(&db);
+    let execs = agentsight_tests::execs(&conn);
+    assert!(
+        execs.iter().any(|e| e.kind == "exec"
+            && e.uid == i64::from(uid)
+            && e.argv.first().is_some_and(|a| a == "claude")
+            && e.cwd == run.work.display().to_string()),
+        "no exec of claude as the test user in the capture: {:#?}",
+        execs.iter().map(|e| &e.argv).collect::<Vec<_>>()
+    );
 }
 
 fn responses_calls(responses: &[Value]) -> usize {
