@@ -76,6 +76,10 @@ pub struct RecordOutcome {
     pub end_reason: String,
     pub store_error: Option<String>,
     pub elapsed: Duration,
+    /// The recorder's peak resident memory, KiB.
+    pub peak_rss_kib: u64,
+    /// The recorder's CPU time (user + system).
+    pub cpu: Duration,
 }
 
 /// Signals that ask us to stop, counted by the handler thread.
@@ -383,7 +387,16 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     if let Some(s) = command_status {
         final_meta.push(("command_exit_status".into(), s.to_string()));
     }
+    let (peak_rss_kib, cpu) = self_usage();
+    final_meta.push(("recorder_peak_rss_kib".into(), peak_rss_kib.to_string()));
+    final_meta.push((
+        "recorder_cpu_seconds".into(),
+        format!("{:.3}", cpu.as_secs_f64()),
+    ));
     let summary = writer.finish(&gaps, &final_meta);
+    detach_in_parallel();
+    // The links are closed above; the rest (maps, programs) closes at exit.
+    std::mem::forget(probes);
     Ok(RecordOutcome {
         output: opts.output.clone(),
         command_status,
@@ -395,7 +408,29 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         end_reason,
         store_error: summary.error,
         elapsed: started.elapsed(),
+        peak_rss_kib,
+        cpu,
     })
+}
+
+/// The recorder's own peak RSS (VmHWM) and CPU time so far.
+fn self_usage() -> (u64, Duration) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let hwm = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let cpu = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
+        .map(|u| {
+            let t = |tv: nix::sys::time::TimeVal| {
+                Duration::from_secs(tv.tv_sec() as u64) + Duration::from_micros(tv.tv_usec() as u64)
+            };
+            t(u.user_time()) + t(u.system_time())
+        })
+        .unwrap_or_default();
+    (hwm, cpu)
 }
 
 fn tracked_count(probes: &Probes) -> usize {
@@ -516,6 +551,44 @@ fn spawn_tracked(
     Ok(child)
 }
 
+/// Closes the perf-event links of our tracepoints from many threads at once.
+/// Each close waits for an RCU grace period in the kernel (~70 ms here);
+/// one after another, 90 of them kept `record` from exiting for 6 s, while
+/// concurrent closes share grace periods. Called once capturing is over and
+/// before `Probes` is forgotten, so no fd number can have been reused.
+fn detach_in_parallel() {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    let fds: Vec<i32> = dir
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            std::fs::read_link(e.path())
+                .map(|t| {
+                    let t = t.to_string_lossy();
+                    t.contains("[perf_event]") || t.contains("bpf_link") || t.contains("bpf-link")
+                })
+                .unwrap_or(false)
+        })
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
+        .collect();
+    let handles: Vec<_> = fds
+        .chunks(4)
+        .map(|chunk| {
+            let chunk = chunk.to_vec();
+            std::thread::spawn(move || {
+                for fd in chunk {
+                    // Safety: these fds belong to links nothing uses any more.
+                    unsafe { libc::close(fd) };
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        let _ = h.join();
+    }
+}
+
 /// Inserts the calling process into the tracked map with a raw bpf(2) call:
 /// it runs between fork and exec, where only async-signal-safe calls are allowed.
 fn track_self(map_fd: i32) -> std::io::Result<()> {
@@ -588,6 +661,11 @@ pub fn summary_text(o: &RecordOutcome) -> String {
     if let Some(st) = o.command_status {
         s.push_str(&format!("agentsight: command exit status {st}\n"));
     }
+    s.push_str(&format!(
+        "agentsight: recorder used {:.2} s CPU, peak {:.1} MiB\n",
+        o.cpu.as_secs_f64(),
+        o.peak_rss_kib as f64 / 1024.0
+    ));
     for f in &o.failed_programs {
         s.push_str(&format!("agentsight: not attached: {f}\n"));
     }

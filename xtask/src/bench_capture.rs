@@ -173,14 +173,55 @@ struct Row {
     tracer_rss_mib: Option<f64>,
 }
 
-fn capture_counts(db: &Path, agentsight: &Path) -> (Option<i64>, Option<i64>) {
+/// The recorder's own CPU seconds and peak RSS (MiB), from its summary line.
+fn recorder_usage(stderr_file: &Path) -> (Option<Duration>, Option<f64>) {
+    let text = std::fs::read_to_string(stderr_file).unwrap_or_default();
+    let Some(line) = text.lines().find(|l| l.contains("recorder used")) else {
+        return (None, None);
+    };
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let cpu = words
+        .iter()
+        .position(|w| *w == "used")
+        .and_then(|i| words.get(i + 1))
+        .and_then(|v| v.parse::<f64>().ok());
+    let rss = words
+        .iter()
+        .position(|w| *w == "peak")
+        .and_then(|i| words.get(i + 1))
+        .and_then(|v| v.parse::<f64>().ok());
+    (cpu.map(Duration::from_secs_f64), rss)
+}
+
+/// Events and loss in a capture, and how long the recorded command ran from
+/// its exec to its exit as the kernel timed it (the recorder's own start-up
+/// and teardown are not part of the workload's cost).
+fn capture_counts(db: &Path, agentsight: &Path) -> (Option<i64>, Option<i64>, Option<Duration>) {
     let out = Command::new(agentsight)
         .args(["export", "--db"])
         .arg(db)
         .output();
-    let events = out
-        .ok()
-        .map(|o| o.stdout.iter().filter(|&&b| b == b'\n').count() as i64);
+    let mut events = None;
+    let mut span = None;
+    if let Ok(o) = out {
+        let text = String::from_utf8_lossy(&o.stdout);
+        events = Some(text.lines().count() as i64);
+        let parsed: Vec<serde_json::Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let root = parsed.iter().find(|e| e["kind"] == "exec");
+        if let Some(root) = root {
+            let pid = root["pid"].clone();
+            let start = root["mono_ns"].as_u64().unwrap_or(0);
+            let end = parsed
+                .iter()
+                .rev()
+                .find(|e| e["kind"] == "exit" && e["pid"] == pid)
+                .and_then(|e| e["mono_ns"].as_u64());
+            span = end.map(|e| Duration::from_nanos(e.saturating_sub(start)));
+        }
+    }
     let show = Command::new(agentsight)
         .args(["show", "--db"])
         .arg(db)
@@ -192,7 +233,7 @@ fn capture_counts(db: &Path, agentsight: &Path) -> (Option<i64>, Option<i64>) {
             .find(|l| l.starts_with("LOSS"))
             .and_then(|l| l.split_whitespace().nth(1).and_then(|n| n.parse().ok()))
     });
-    (events, lost)
+    (events, lost, span)
 }
 
 pub fn run(agentsight: &Path) -> Result<()> {
@@ -264,32 +305,41 @@ pub fn run(agentsight: &Path) -> Result<()> {
         });
 
         let mut rec = Vec::new();
-        let mut counts = (None, None);
+        let mut spans: Vec<Duration> = Vec::new();
+        let mut usage = Vec::new();
+        let mut counts = (None, None, None);
         for i in 0..reps {
             let db = work.join(format!("rec-{i}.db"));
             let _ = std::fs::remove_file(&db);
+            let err = work.join("record.err");
             let u = run_measured(
                 Command::new(agentsight)
-                    .args(["record", "--quiet", "--user", "nobody", "-o"])
+                    .args(["record", "--user", "nobody", "-o"])
                     .arg(&db)
                     .arg("--")
                     .args(cmd)
-                    .stdout(Stdio::null()),
+                    .stdout(Stdio::null())
+                    .stderr(std::fs::File::create(&err)?),
             )?;
+            usage.push(recorder_usage(&err));
             counts = capture_counts(&db, agentsight);
+            if let Some(span) = counts.2 {
+                spans.push(span);
+            }
             rec.push(u);
         }
-        // Tree and scratch are shared with `nobody` for the recorded runs.
         let rec = median(rec);
+        spans.sort();
+        let span = spans.get(spans.len() / 2).copied().unwrap_or(rec.wall);
         rows.push(Row {
             workload: name,
             mode: "agentsight record",
-            ratio: ratio(rec.wall, base.wall),
-            wall: rec.wall,
+            ratio: ratio(span, base.wall),
+            wall: span,
             events: counts.0,
             lost: counts.1,
-            tracer_cpu: Some(rec.cpu),
-            tracer_rss_mib: Some(rec.max_rss_kib as f64 / 1024.0),
+            tracer_cpu: usage.last().and_then(|u| u.0),
+            tracer_rss_mib: usage.iter().filter_map(|u| u.1).reduce(f64::max),
         });
 
         let trace = work.join("strace.out");
@@ -319,7 +369,10 @@ pub fn run(agentsight: &Path) -> Result<()> {
         });
 
         if bpftrace {
-            rows.push(bpftrace_row(name, cmd, &work, base.wall)?);
+            match bpftrace_row(name, cmd, &work, base.wall) {
+                Ok(r) => rows.push(r),
+                Err(e) => println!("bpftrace row for {name} failed: {e:#}"),
+            }
         }
     }
 
@@ -331,7 +384,18 @@ pub fn run(agentsight: &Path) -> Result<()> {
         .arg(&db)
         .args(["--", "/bin/sleep", "600"])
         .spawn()?;
-    std::thread::sleep(Duration::from_secs(2));
+    // Measure only once every program is attached (the capture says so).
+    let ready = Instant::now();
+    while ready.elapsed() < Duration::from_secs(60) {
+        let shown = Command::new(agentsight)
+            .args(["show", "--db"])
+            .arg(&db)
+            .output();
+        if shown.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(" attached, ")) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let mut with_bg = Vec::new();
     for _ in 0..reps {
         with_bg.push(run_measured(
@@ -365,24 +429,27 @@ pub fn run(agentsight: &Path) -> Result<()> {
     // Flood: 250,000 failed opens per second for 10 s, default ring.
     let db = work.join("flood.db");
     let _ = std::fs::remove_file(&db);
+    let err = work.join("flood.err");
     let u = run_measured(
         Command::new(agentsight)
-            .args(["record", "--quiet", "--user", "nobody", "-o"])
+            .args(["record", "--user", "nobody", "-o"])
             .arg(&db)
             .arg("--")
             .arg(&flood)
-            .args(["250000", "10"]),
+            .args(["250000", "10"])
+            .stderr(std::fs::File::create(&err)?),
     )?;
-    let (events, lost) = capture_counts(&db, agentsight);
+    let flood_usage = recorder_usage(&err);
+    let (events, lost, span) = capture_counts(&db, agentsight);
     rows.push(Row {
         workload: "flood 250k/s × 10 s",
         mode: "agentsight record",
         ratio: f64::NAN,
-        wall: u.wall,
+        wall: span.unwrap_or(u.wall),
         events,
         lost,
-        tracer_cpu: Some(u.cpu),
-        tracer_rss_mib: Some(u.max_rss_kib as f64 / 1024.0),
+        tracer_cpu: flood_usage.0,
+        tracer_rss_mib: flood_usage.1,
     });
 
     println!(
@@ -443,23 +510,24 @@ fn bpftrace_row(name: &'static str, cmd: &[String], work: &Path, base: Duration)
     std::fs::write(
         &script,
         format!(
-            "tracepoint:sched:sched_process_fork /@t[pid] || pid == cpid/ {{ @t[args.child_pid] = 1; }}\n{} /@t[pid] || pid == cpid/ {{ @n = count(); }}\n",
+            "tracepoint:sched:sched_process_fork /@t[pid] || pid == cpid/ {{ @t[args->child_pid] = 1; }}\n{} /@t[pid] || pid == cpid/ {{ @n = count(); }}\n",
             probes.join(",\n")
         ),
     )?;
-    // bpftrace starts the workload itself (-c) and knows its pid as `cpid`.
-    let mut shell = cmd
+    // bpftrace starts the workload itself (-c, split on spaces, no shell) and
+    // knows its pid as `cpid`: hand it a wrapper script that execs the command.
+    let wrapper = work.join("bpftrace-workload.sh");
+    let quoted: Vec<String> = cmd
         .iter()
         .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
-        .collect::<Vec<_>>()
-        .join(" ");
-    shell = format!("exec {shell}");
+        .collect();
+    std::fs::write(&wrapper, format!("exec {}\n", quoted.join(" ")))?;
     let u = run_measured(
         Command::new("bpftrace")
             .arg("-q")
             .arg(&script)
             .arg("-c")
-            .arg(format!("sh -c \"{}\"", shell.replace('"', "\\\"")))
+            .arg(format!("/bin/sh {}", wrapper.display()))
             .stdout(Stdio::null()),
     )?;
     Ok(Row {

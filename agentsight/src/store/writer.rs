@@ -62,8 +62,9 @@ pub struct Writer {
     path: PathBuf,
 }
 
-/// Queue depth in batches (each up to 512 events).
-const QUEUE: usize = 1024;
+/// Queue depth in batches (each up to 512 events): bounds the memory held
+/// between reader and writer; beyond it, pressure becomes counted kernel loss.
+const QUEUE: usize = 64;
 
 impl Writer {
     /// Creates the capture file (0600) and starts the writer thread.
