@@ -16,6 +16,7 @@ use std::{
     os::unix::process::CommandExt,
     path::{Path, PathBuf},
     process::{Command, ExitStatus, Stdio},
+    sync::atomic::{AtomicUsize, Ordering},
     time::{Duration, Instant},
 };
 
@@ -184,11 +185,14 @@ impl Run {
     pub fn prepare(agent: Agent, scenario_name: &str) -> Run {
         let (uid, gid) = test_user();
         let scenario = scenario(scenario_name);
+        // Unique per run: two tests may play the same CLI and scenario at once.
+        static RUNS: AtomicUsize = AtomicUsize::new(0);
         let root = PathBuf::from("/var/tmp").join(format!(
-            "agentsight-e2e-{}-{}-{}",
+            "agentsight-e2e-{}-{}-{}-{}",
             agent.name(),
             scenario_name,
-            std::process::id()
+            std::process::id(),
+            RUNS.fetch_add(1, Ordering::Relaxed)
         ));
         let _ = fs::remove_dir_all(&root);
         let home = root.join("home");

@@ -251,7 +251,7 @@ fn verify(run: &Run, out: agentsight_tests::e2e::Outcome) {
     }
 
     // The CLI really did the work: files, target hits, outputs in transcript.
-    let (native_id, transcript) = native_session_id(agent, &run);
+    let (native_id, transcript) = native_session_id(agent, run);
     let expect = &run.scenario.json["expect"];
     for s in expect["transcript_contains"]
         .as_array()
@@ -322,7 +322,7 @@ fn verify(run: &Run, out: agentsight_tests::e2e::Outcome) {
     let want: Vec<Tool> = turns
         .iter()
         .flat_map(|t| t["calls"].as_array().cloned().unwrap_or_default())
-        .map(|i| expected_tool(agent, &run, &i))
+        .map(|i| expected_tool(agent, run, &i))
         .collect();
     let got: Vec<Tool> = s["tools"]
         .as_array()
