@@ -63,6 +63,17 @@ fn row(
     }
 }
 
+/// (kind, family, addr, port, result, errno, query or tcp_state)
+type NetRow = (
+    String,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+    i64,
+    Option<String>,
+    Option<String>,
+);
+
 struct Setup {
     dir: std::path::PathBuf,
     args: Vec<String>,
@@ -214,7 +225,7 @@ fn files_and_network_match_ground_truth_and_strace() {
     assert_eq!(io, vec![(rel.clone(), 1000, 10), (via.clone(), 5, 1)]);
 
     // Network: exact destinations and outcomes.
-    let net: Vec<(String, Option<String>, Option<String>, Option<i64>, i64, Option<String>, Option<String>)> = conn
+    let net: Vec<NetRow> = conn
         .prepare(
             "SELECT kind, family, addr, port, COALESCE(result, 0), errno, COALESCE(query, tcp_state) FROM events
              WHERE kind IN ('connect', 'sendto', 'tcp_state') ORDER BY mono_ns",

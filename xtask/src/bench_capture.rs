@@ -260,11 +260,21 @@ pub fn run(agentsight: &Path) -> Result<()> {
             std::os::unix::fs::PermissionsExt::from_mode(0o666),
         )?;
     }
-    let bpftrace = Command::new("sh")
-        .args(["-c", "command -v bpftrace"])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
+    // bpftrace is only for this comparison: install it here, not in setup.
+    let have_bpftrace = || {
+        Command::new("sh")
+            .args(["-c", "command -v bpftrace"])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    };
+    if !have_bpftrace() {
+        let _ = Command::new("apt-get")
+            .args(["install", "-y", "-q", "bpftrace"])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status();
+    }
+    let bpftrace = have_bpftrace();
 
     let mix_cmd = vec![
         mix.display().to_string(),

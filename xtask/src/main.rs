@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 mod bench_capture;
 mod bench_sessions;
+mod e2e_setup;
 
 #[derive(Parser)]
 #[command(name = "xtask")]
@@ -48,8 +49,18 @@ enum BenchWhat {
 
 /// bpf-linker release known to build against the nightly's LLVM 22 here.
 const BPF_LINKER_VERSION: &str = "0.13.0";
-/// Debian packages the tests use.
-const DEBIAN_PACKAGES: &[(&str, &str)] = &[("strace", "strace"), ("useradd", "passwd")];
+/// Debian packages the tests use: (a program it provides, package).
+const DEBIAN_PACKAGES: &[(&str, &str)] = &[
+    ("strace", "strace"),
+    ("useradd", "passwd"),
+    ("gcc", "gcc"),
+    ("curl", "curl"),
+    ("git", "git"),
+    ("ip", "iproute2"),
+    ("setpriv", "util-linux"),
+    ("python3", "python3"),
+    ("npm", "npm"),
+];
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
@@ -163,6 +174,8 @@ fn setup() -> Result<()> {
             .args(&missing)
             .env("DEBIAN_FRONTEND", "noninteractive"))?;
     }
+    // The real agent CLIs (pinned, from npm) for the end-to-end tests.
+    e2e_setup::install_agent_clis()?;
     eprintln!("xtask: setup complete");
     Ok(())
 }

@@ -317,8 +317,17 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
     Ok(Event { header, detail })
 }
 
-/// Errno number → symbolic name (`ENOENT`), via libc's table of names.
+/// Errno number → symbolic name (`ENOENT`), via nix's table of names.
 pub fn errno_name(errno: i32) -> String {
+    // The common ones without formatting: failed opens can come by the million.
+    match errno {
+        2 => return "ENOENT".into(),
+        13 => return "EACCES".into(),
+        20 => return "ENOTDIR".into(),
+        115 => return "EINPROGRESS".into(),
+        111 => return "ECONNREFUSED".into(),
+        _ => {}
+    }
     nix::errno::Errno::from_raw(errno)
         .to_string()
         .split(':')

@@ -114,6 +114,8 @@ impl Writer {
             for (k, v) in meta {
                 put_meta(&t, k, v)?;
             }
+            // Built once at the end rather than maintained per insert.
+            t.execute_batch(super::INDEXES)?;
             t.commit()?;
             conn.execute_batch("PRAGMA journal_mode=DELETE;")?;
             Ok(())
@@ -298,8 +300,13 @@ fn json_array(items: &[String]) -> String {
 
 fn write_events(conn: &mut Connection, st: &mut State, events: &[Event]) -> rusqlite::Result<()> {
     let t = conn.transaction()?;
-    for ev in events {
-        write_event(&t, st, ev)?;
+    {
+        // Prepared once per batch: the statement is long, and looking it up
+        // in the cache per event cost more than the insert itself.
+        let mut insert = t.prepare_cached(INSERT_EVENT)?;
+        for ev in events {
+            write_event(&t, &mut insert, st, ev)?;
+        }
     }
     t.commit()?;
     st.summary.events += events.len() as u64;
@@ -343,7 +350,22 @@ fn process_row(t: &Transaction, st: &mut State, ev: &Event) -> rusqlite::Result<
     Ok(row)
 }
 
-fn write_event(t: &Transaction, st: &mut State, ev: &Event) -> rusqlite::Result<()> {
+const INSERT_EVENT: &str = "INSERT INTO events (mono_ns, wall_ns, kind, cpu, seq, pid, tid, ppid, uid, gid, comm, process_id,
+    child_pid, child_process_id, filename, argv, argc, argv_truncated, argv_incomplete,
+    cwd, cwd_status, exe, exe_status, result, errno, exit_code, signal, core_dumped,
+    fd, path, path_as_given, path_status, flags, mode, old_path, old_path_as_given,
+    new_path, new_path_as_given, bytes, count, read_bytes, read_count, family, addr, port,
+    query, tcp_state)
+ VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
+    ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36,
+    ?37, ?38, ?39, ?40, ?41, ?42, ?43, ?44, ?45, ?46, ?47)";
+
+fn write_event(
+    t: &Transaction,
+    insert: &mut rusqlite::CachedStatement,
+    st: &mut State,
+    ev: &Event,
+) -> rusqlite::Result<()> {
     let h = &ev.header;
     let wall_ns = st.anchor.wall_of(h.mono_ns);
     let row = process_row(t, st, ev)?;
@@ -502,17 +524,6 @@ fn write_event(t: &Transaction, st: &mut State, ev: &Event) -> rusqlite::Result<
         Detail::Sys(_) | Detail::Io { .. } | Detail::TcpState { .. } => sys.kind,
         _ => h.kind.name(),
     };
-    let mut insert = t.prepare_cached(
-        "INSERT INTO events (mono_ns, wall_ns, kind, cpu, seq, pid, tid, ppid, uid, gid, comm, process_id,
-            child_pid, child_process_id, filename, argv, argc, argv_truncated, argv_incomplete,
-            cwd, cwd_status, exe, exe_status, result, errno, exit_code, signal, core_dumped,
-            fd, path, path_as_given, path_status, flags, mode, old_path, old_path_as_given,
-            new_path, new_path_as_given, bytes, count, read_bytes, read_count, family, addr, port,
-            query, tcp_state)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-            ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36,
-            ?37, ?38, ?39, ?40, ?41, ?42, ?43, ?44, ?45, ?46, ?47)",
-    )?;
     insert.execute(params![
         h.mono_ns as i64,
         wall_ns as i64,
