@@ -249,7 +249,8 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     let stats = Arc::new(ReaderStats::default());
     let ring = probes.take_ring()?;
     let io = probes.io.take();
-    let reader = reader::spawn(ring, io, writer.sender(), stop.clone(), stats.clone())
+    let seq = probes.take_seq().ok();
+    let reader = reader::spawn(ring, io, seq, writer.sender(), stop.clone(), stats.clone())
         .map_err(|e| RecordError::Other(format!("cannot start ring reader: {e}")))?;
     let signals = install_signals()?;
 

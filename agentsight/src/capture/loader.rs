@@ -225,6 +225,16 @@ impl Probes {
         })
     }
 
+    /// The per-CPU sequence counters, taken once by the reader to find loss
+    /// at the very end of a CPU's run (no later record reveals that gap).
+    pub fn take_seq(&mut self) -> Result<PerCpuArray<MapData, u64>, LoadError> {
+        let map = take_map(&mut self.ebpf, "SEQ")?;
+        PerCpuArray::try_from(map).map_err(|e| LoadError::Map {
+            name: "SEQ",
+            reason: e.to_string(),
+        })
+    }
+
     /// The ring buffer, taken once by the reader.
     pub fn take_ring(&mut self) -> Result<RingBuf<MapData>, LoadError> {
         let map = take_map(&mut self.ebpf, "EVENTS")?;

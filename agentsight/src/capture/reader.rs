@@ -14,7 +14,7 @@ use std::{
 };
 
 use agentsight_common::{EventKind, IoAgg};
-use aya::maps::{HashMap, MapData, RingBuf};
+use aya::maps::{HashMap, MapData, PerCpuArray, RingBuf};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use super::{
@@ -91,8 +91,23 @@ impl GapTracker {
         }
     }
 
-    /// Gaps still open: records that never arrived.
-    pub fn finish(self) -> Vec<Gap> {
+    /// Gaps still open: records that never arrived. `final_seqs[cpu]` is the
+    /// kernel's last sequence number per CPU: numbers after the last record
+    /// seen on a CPU were lost too (nothing came after them to show the gap).
+    pub fn finish(mut self, final_seqs: &[u64], end_mono_ns: u64) -> Vec<Gap> {
+        for (cpu, &last) in final_seqs.iter().enumerate() {
+            let cpu = cpu as u32;
+            let c = self.cpus.entry(cpu).or_default();
+            if last > c.max_seen {
+                c.open.push(Gap {
+                    cpu,
+                    first_seq: c.max_seen + 1,
+                    last_seq: last,
+                    from_mono_ns: c.max_seen_ns,
+                    to_mono_ns: end_mono_ns,
+                });
+            }
+        }
         let mut out: Vec<Gap> = self.cpus.into_values().flat_map(|c| c.open).collect();
         out.sort_by_key(|g| (g.cpu, g.first_seq));
         out
@@ -122,6 +137,7 @@ const BATCH: usize = 512;
 pub fn spawn(
     mut ring: RingBuf<MapData>,
     mut io: Option<HashMap<MapData, u64, IoAgg>>,
+    seq: Option<PerCpuArray<MapData, u64>>,
     tx: SyncSender<StoreMsg>,
     stop: Arc<AtomicBool>,
     stats: Arc<ReaderStats>,
@@ -177,7 +193,12 @@ pub fn spawn(
                 // A short timeout so a stop request is seen promptly.
                 let _ = poll(&mut fds, PollTimeout::from(100u16));
             }
-            gaps.finish()
+            let final_seqs: Vec<u64> = seq
+                .as_ref()
+                .and_then(|m| m.get(&0, 0).ok())
+                .map(|v| v.iter().copied().collect())
+                .unwrap_or_default();
+            gaps.finish(&final_seqs, crate::clock::mono_now_ns())
         })
 }
 
@@ -246,7 +267,8 @@ mod tests {
         t.observe(1, 2, 15); // 1 missing on cpu 1
         t.observe(0, 4, 40); // 4 arrives late
         assert_eq!(t.missing(), 3);
-        let gaps = t.finish();
+        // CPU 1's counter went on to 4 after its last record (2): 3 and 4 lost.
+        let gaps = t.finish(&[6, 4], 99);
         assert_eq!(
             gaps,
             vec![
@@ -270,6 +292,13 @@ mod tests {
                     last_seq: 1,
                     from_mono_ns: 0,
                     to_mono_ns: 15
+                },
+                Gap {
+                    cpu: 1,
+                    first_seq: 3,
+                    last_seq: 4,
+                    from_mono_ns: 15,
+                    to_mono_ns: 99
                 },
             ]
         );
