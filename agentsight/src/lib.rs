@@ -7,6 +7,8 @@
 pub mod capture;
 pub mod cli;
 pub mod clock;
+pub mod correlate;
+pub mod matching;
 pub mod privileges;
 pub mod procinfo;
 pub mod record;

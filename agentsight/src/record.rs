@@ -60,6 +60,10 @@ pub struct RecordOptions {
     pub duration: Option<Duration>,
     pub ring_bytes: u32,
     pub quiet: bool,
+    /// Copy the bound sessions' raw transcripts into the capture, up to
+    /// `transcript_budget` bytes in all.
+    pub copy_transcripts: bool,
+    pub transcript_budget: u64,
 }
 
 /// How the run ended, for the summary and the exit status.
@@ -283,6 +287,9 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     let mut last_events = 0u64;
     let mut last_anchor = Instant::now();
     let mut last_scan = Instant::now();
+    // Session matching (see `matching`): /proc/PID/fd evidence, once a second.
+    let mut fd_obs: Vec<crate::matching::FdObservation> = Vec::new();
+    let mut last_fd_scan = Instant::now();
     let mut command_status: Option<i32> = None;
     let mut term_forwarded_at: Option<Instant> = None;
     let end_reason: String;
@@ -357,6 +364,11 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
             }
             last_status = Instant::now();
         }
+        if last_fd_scan.elapsed() >= Duration::from_secs(1) {
+            let pids: Vec<u32> = probes.tracked.keys().filter_map(|k| k.ok()).collect();
+            crate::matching::scan_fds(&pids, mono_now_ns(), &mut fd_obs);
+            last_fd_scan = Instant::now();
+        }
         if last_anchor.elapsed() >= Duration::from_secs(10) {
             let _ = tx.send(StoreMsg::Anchor(Anchor::now("periodic")));
             last_anchor = Instant::now();
@@ -395,6 +407,29 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         format!("{:.3}", cpu.as_secs_f64()),
     ));
     let summary = writer.finish(&gaps, &final_meta);
+    // Bind the trees to sessions and store sessions, transcripts, bindings
+    // and correlations in the finished capture (its own module; a failure
+    // there never loses the capture).
+    if summary.error.is_none() {
+        let bind = crate::matching::BindOptions {
+            homes: user.iter().map(|u| PathBuf::from(&u.home)).collect(),
+            copy_transcripts: opts.copy_transcripts,
+            transcript_budget: opts.transcript_budget,
+            fd_observations: fd_obs,
+        };
+        match crate::matching::bind_and_store(&opts.output, &bind) {
+            Ok(b) => {
+                for n in &b.notes {
+                    tracing::warn!("{n}");
+                }
+            }
+            Err(e) => {
+                if !opts.quiet {
+                    eprintln!("agentsight: warning: sessions not bound: {e}");
+                }
+            }
+        }
+    }
     detach_in_parallel();
     // The links are closed above; the rest (maps, programs) closes at exit.
     std::mem::forget(probes);

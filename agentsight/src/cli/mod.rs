@@ -1,6 +1,8 @@
 //! The command line: parses arguments, calls the library, and turns errors
 //! into one clear line on stderr with a meaningful exit status.
 
+pub mod correlate;
+pub mod pid;
 pub mod sessions;
 
 use std::{ffi::OsString, io::Write, path::PathBuf, time::Duration};
@@ -42,6 +44,10 @@ pub enum Cmd {
     /// One agent session in detail.
     #[command(subcommand)]
     Session(SessionCmd),
+    /// Line up a session's tool calls with what its processes really did.
+    Correlate(correlate::CorrelateArgs),
+    /// Which agent session a running process belongs to, with the evidence.
+    Pid(pid::PidArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -73,6 +79,12 @@ pub struct RecordArgs {
     /// No live status line and no summary.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Do not copy the bound sessions' raw transcripts into the capture.
+    #[arg(long)]
+    pub no_transcripts: bool,
+    /// Budget for transcript copies, all sessions together (MiB).
+    #[arg(long, default_value_t = 256)]
+    pub transcript_max_mib: u64,
     /// The command to run and record.
     #[arg(last = true)]
     pub command: Vec<OsString>,
@@ -163,6 +175,8 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Record(a) => cmd_record(a),
         Cmd::Sessions(a) => sessions::run_sessions(&a).map(|_| 0),
         Cmd::Session(SessionCmd::Show(a)) => sessions::run_session_show(&a).map(|_| 0),
+        Cmd::Correlate(a) => correlate::run(&a),
+        Cmd::Pid(a) => pid::run(&a),
         Cmd::Show(a) => {
             let cap = Capture::open(&a.db)?;
             let text = views::show::summary(&cap)?;
@@ -210,6 +224,8 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         duration: a.duration,
         ring_bytes: a.ring_mib * 1024 * 1024,
         quiet: a.quiet,
+        copy_transcripts: !a.no_transcripts,
+        transcript_budget: a.transcript_max_mib.saturating_mul(1024 * 1024),
     };
     let outcome = record::run(&opts)?;
     if !opts.quiet {

@@ -4,6 +4,7 @@
 //! transactions; readers open the file read-only and never modify it.
 //! Columns are documented in `docs/capture-schema.md`.
 
+pub mod sessions;
 mod writer;
 
 use std::path::Path;
@@ -14,7 +15,11 @@ pub use writer::{ProcessSeed, StoreMsg, Writer, WriterSummary};
 
 /// Written to `meta.format`; a file without it is not a capture.
 pub const FORMAT: &str = "agentsight-capture";
-pub const SCHEMA_VERSION: &str = "1";
+/// Version 2 adds the session tables (`store::sessions`); version 1 captures
+/// still open and read as having no stored sessions.
+pub const SCHEMA_VERSION: &str = "2";
+/// Older versions this build still reads.
+const READABLE_VERSIONS: [&str; 2] = ["1", SCHEMA_VERSION];
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -23,7 +28,7 @@ pub enum StoreError {
     #[error("{path}: not an agentsight capture ({reason})")]
     NotCapture { path: String, reason: String },
     #[error(
-        "{path}: capture schema version {found} is not supported (this build reads {SCHEMA_VERSION})"
+        "{path}: capture schema version {found} is not supported (this build reads 1 and {SCHEMA_VERSION})"
     )]
     Version { path: String, found: String },
     #[error("{path}: {reason}")]
@@ -195,7 +200,10 @@ impl Capture {
             )
             .optional()
             .map_err(|e| not_capture(e.to_string()))?;
-        if version.as_deref() != Some(SCHEMA_VERSION) {
+        if !version
+            .as_deref()
+            .is_some_and(|v| READABLE_VERSIONS.contains(&v))
+        {
             return Err(StoreError::Version {
                 path: shown,
                 found: version.unwrap_or_else(|| "(none)".into()),
@@ -273,6 +281,7 @@ pub(crate) fn create(path: &Path) -> Result<Connection, StoreError> {
         "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF;",
     )
     .and_then(|_| conn.execute_batch(SCHEMA))
+    .and_then(|_| conn.execute_batch(sessions::SCHEMA))
     .and_then(|_| {
         conn.execute(
             "INSERT INTO meta (key, value) VALUES ('format', ?1), ('schema_version', ?2)",

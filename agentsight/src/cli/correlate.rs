@@ -1,0 +1,126 @@
+//! `agentsight correlate SESSION [--db FILE] [--json]`.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+use crate::{
+    correlate::{self, CaptureView, render},
+    sessions::{self, AgentSession, DiscoveryOptions},
+    store::Capture,
+};
+
+/// Line up a session's tool calls with what its processes really did.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CorrelateArgs {
+    /// Session id, or a unique prefix of one.
+    pub session: String,
+    /// The capture to read (read-only). Without it: the newest `*.db`
+    /// capture in the current directory that holds the session.
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// Print JSON (fields documented in docs/correlate.md).
+    #[arg(long)]
+    pub json: bool,
+    /// Read live transcripts from this home instead of the invoking user's.
+    #[arg(long)]
+    pub home: Option<PathBuf>,
+}
+
+/// Captures in `dir`, newest first.
+pub fn captures_in(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.path().extension().is_some_and(|x| x == "db"))
+                .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort_by_key(|b| std::cmp::Reverse(b.0));
+    v.into_iter().map(|(_, p)| p).collect()
+}
+
+fn live_session(home: Option<&Path>, id: &str) -> Option<AgentSession> {
+    let opts = DiscoveryOptions {
+        home: home.map(Path::to_path_buf),
+        ..Default::default()
+    };
+    let r = sessions::find_by_id(&opts, id).ok()??;
+    sessions::parse_session(&r).ok()
+}
+
+pub fn run(a: &CorrelateArgs) -> Result<i32> {
+    let id = a.session.trim();
+    if id.is_empty() {
+        bail!("give a session id (or a unique prefix)");
+    }
+    // Which capture: the one given, or the newest here that holds the session.
+    let (cap, stored) = match &a.db {
+        Some(db) => {
+            let cap = Capture::open(db)?;
+            let stored = cap.stored_sessions(id)?;
+            (cap, stored)
+        }
+        None => {
+            let mut found = None;
+            for p in captures_in(Path::new(".")) {
+                let Ok(cap) = Capture::open(&p) else { continue };
+                let stored = cap.stored_sessions(id).unwrap_or_default();
+                if !stored.is_empty() {
+                    found = Some((cap, stored));
+                    break;
+                }
+            }
+            found.with_context(|| {
+                format!("no capture in the current directory holds session {id}; pass --db FILE")
+            })?
+        }
+    };
+    if stored.len() > 1 {
+        let ids: Vec<&str> = stored
+            .iter()
+            .map(|s| s.session.session_id.as_str())
+            .collect();
+        bail!("{id} is ambiguous in {}: {}", cap.path, ids.join(", "));
+    }
+    let view = CaptureView::load(&cap.conn, &cap.path)?;
+    let report = match stored.into_iter().next() {
+        Some(s) => {
+            let (bound, unmatched) = view.stored_trees(s.row)?;
+            // With --db everything comes from the capture; otherwise the live
+            // transcript (it may have grown since) when it is still there.
+            let (session, source) = match (
+                &a.db,
+                live_session(a.home.as_deref(), &s.session.session_id),
+            ) {
+                (None, Some(live)) => (live, "home"),
+                _ => (s.session, "capture"),
+            };
+            correlate::correlate(&view, &session, source, &bound, unmatched)?
+        }
+        None => {
+            // A capture that stored no sessions (older, or recorded with
+            // --agent before binding): match now against the live transcript.
+            let session = live_session(a.home.as_deref(), id).with_context(|| {
+                format!(
+                    "session {id} is neither stored in {} nor found in the home",
+                    cap.path
+                )
+            })?;
+            let (bound, unmatched) = view.match_now(&session)?;
+            correlate::correlate(&view, &session, "home", &bound, unmatched)?
+        }
+    };
+    let out = if a.json {
+        let mut s = serde_json::to_string_pretty(&report)?;
+        s.push('\n');
+        s
+    } else {
+        let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        render::text(&report, colour)
+    };
+    super::write_stdout(out.as_bytes())?;
+    Ok(0)
+}

@@ -1,0 +1,293 @@
+//! Text rendering of a correlation: a timeline a person scans in a terminal.
+//! Colour only when asked for (a TTY without `NO_COLOR`).
+
+use std::fmt::Write;
+
+use super::{Activity, Report, describe};
+
+struct Style {
+    on: bool,
+}
+
+impl Style {
+    fn paint(&self, code: &str, s: &str) -> String {
+        if self.on {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_string()
+        }
+    }
+    fn bold(&self, s: &str) -> String {
+        self.paint("1", s)
+    }
+    fn dim(&self, s: &str) -> String {
+        self.paint("2", s)
+    }
+    fn red(&self, s: &str) -> String {
+        self.paint("31", s)
+    }
+    fn yellow(&self, s: &str) -> String {
+        self.paint("33", s)
+    }
+    fn cyan(&self, s: &str) -> String {
+        self.paint("36", s)
+    }
+    fn green(&self, s: &str) -> String {
+        self.paint("32", s)
+    }
+}
+
+/// `HH:MM:SS.mmm` of an RFC 3339 timestamp (UTC).
+fn hms(ts: &str) -> &str {
+    ts.get(11..23).unwrap_or(ts)
+}
+
+fn one_line(s: &str, max: usize) -> String {
+    let flat: String = s.chars().map(|c| if c == '\n' { '⏎' } else { c }).collect();
+    if flat.chars().count() > max {
+        let mut out: String = flat.chars().take(max.saturating_sub(1)).collect();
+        out.push('…');
+        out
+    } else {
+        flat
+    }
+}
+
+fn activity_line(st: &Style, a: &Activity) -> String {
+    let mut line = format!(
+        "{}  {:<7} pid {:<7} {}",
+        hms(&a.ts),
+        a.op,
+        a.pid,
+        one_line(&describe(a), 100)
+    );
+    if a.op == "exec"
+        && let Some(c) = a.exit_code
+    {
+        let _ = write!(line, "  → exit {c}");
+    }
+    if let Some(r) = a.reason {
+        line.push_str(&format!("  {}", st.dim(&format!("[{r}]"))));
+    }
+    if a.late {
+        line.push_str(&format!("  {}", st.yellow("LATE")));
+    }
+    line
+}
+
+/// Renders the report; `colour` adds ANSI styling.
+pub fn text(r: &Report, colour: bool) -> String {
+    let st = Style { on: colour };
+    let mut o = String::new();
+    let s = &r.session;
+    let _ = writeln!(
+        o,
+        "{} {} ({})  cwd {}",
+        st.bold("session"),
+        st.bold(&s.session_id),
+        s.provider,
+        s.cwd.as_deref().unwrap_or("?")
+    );
+    let _ = writeln!(
+        o,
+        "  {} → {}   transcript {} ({})",
+        s.start.as_deref().unwrap_or("?"),
+        s.end.as_deref().unwrap_or("?"),
+        s.source_path,
+        r.session_source
+    );
+    let _ = writeln!(o, "{} {}", st.bold("capture"), r.capture);
+    if r.bindings.is_empty() {
+        let _ = writeln!(
+            o,
+            "  {}",
+            st.red("no process tree of this capture is bound to the session")
+        );
+    }
+    for b in &r.bindings {
+        let _ = writeln!(
+            o,
+            "  tree pid {} ({}) bound by {} ×{}{}",
+            b.root_pid,
+            one_line(&crate::sessions::util::join_argv(&b.root_argv), 60),
+            st.green(&b.evidence),
+            b.evidence_count,
+            b.evidence_path
+                .as_deref()
+                .map(|p| format!(" of {p}"))
+                .unwrap_or_default()
+        );
+    }
+    let c = &r.clock;
+    let _ = writeln!(
+        o,
+        "{} {}; tolerance ±{} ms; skew {} ms ({} samples{})",
+        st.bold("clock"),
+        c.basis,
+        c.tolerance_ms,
+        c.skew_ms,
+        c.skew_samples,
+        c.median_exec_delay_ms
+            .map(|d| format!(", median call→exec {d} ms"))
+            .unwrap_or_default()
+    );
+    if c.skew_ms > c.tolerance_ms {
+        let _ = writeln!(
+            o,
+            "  {}",
+            st.yellow("skew exceeds the tolerance: windows may miss activity")
+        );
+    }
+    for p in &r.prompts {
+        let _ = writeln!(o);
+        match p.index {
+            Some(i) => {
+                let _ = writeln!(
+                    o,
+                    "{} {}  {}",
+                    st.bold(&format!("▸ prompt {i}")),
+                    p.ts.as_deref().map(hms).unwrap_or("?"),
+                    one_line(&p.text, 100)
+                );
+            }
+            None => {
+                let _ = writeln!(o, "{}", st.bold("▸ before the first prompt"));
+            }
+        }
+        for t in &p.tools {
+            let status = format!("{:?}", t.status).to_lowercase();
+            let _ = writeln!(
+                o,
+                "  ● {} {}  {} → {}{}  {}",
+                st.cyan(&t.name),
+                st.dim(t.call_id.as_deref().unwrap_or("")),
+                t.start.as_deref().map(hms).unwrap_or("?"),
+                t.end.as_deref().map(hms).unwrap_or("?"),
+                t.duration_ms
+                    .map(|d| format!(" ({d} ms)"))
+                    .unwrap_or_default(),
+                if status == "failed" {
+                    st.red(&status)
+                } else {
+                    status
+                }
+            );
+            if let Some(cmd) = &t.command {
+                let _ = writeln!(o, "      $ {}", one_line(cmd, 100));
+            }
+            for tp in &t.paths {
+                let _ = writeln!(o, "      {} {}", tp.access.as_str(), tp.path);
+            }
+            if t.activity.is_empty() {
+                let _ = writeln!(o, "      {}", st.dim("(no activity attributed)"));
+            }
+            for a in &t.activity {
+                let _ = writeln!(o, "      {}", activity_line(&st, a));
+            }
+        }
+    }
+    let f = &r.flags;
+    let _ = writeln!(o);
+    let _ = writeln!(o, "{}", st.bold("flagged"));
+    let _ = writeln!(
+        o,
+        "  claimed but not observed: {}",
+        if f.claimed_not_observed.is_empty() {
+            "none".to_string()
+        } else {
+            String::new()
+        }
+    );
+    for c in &f.claimed_not_observed {
+        let _ = writeln!(
+            o,
+            "    {} {} {}: {}",
+            st.red("✗"),
+            c.name,
+            c.call_id.as_deref().unwrap_or(""),
+            c.detail
+        );
+    }
+    let _ = writeln!(
+        o,
+        "  observed but not claimed: {}",
+        if f.observed_not_claimed.is_empty() {
+            "none".to_string()
+        } else {
+            String::new()
+        }
+    );
+    for a in &f.observed_not_claimed {
+        let _ = writeln!(
+            o,
+            "    {} {}  ({})",
+            st.red("?"),
+            activity_line(&st, a),
+            a.by.unwrap_or("")
+        );
+    }
+    let _ = writeln!(
+        o,
+        "  mismatches: {}",
+        if f.mismatches.is_empty() {
+            "none".to_string()
+        } else {
+            String::new()
+        }
+    );
+    for m in &f.mismatches {
+        let _ = writeln!(
+            o,
+            "    {} {} {} [{}]: {}",
+            st.red("≠"),
+            m.name,
+            m.call_id.as_deref().unwrap_or(""),
+            m.kind,
+            m.detail
+        );
+    }
+    let _ = writeln!(
+        o,
+        "  late activity: {}",
+        if f.late.is_empty() {
+            "none".to_string()
+        } else {
+            String::new()
+        }
+    );
+    for l in &f.late {
+        let _ = writeln!(
+            o,
+            "    {} call {} {} {} {} ms after the call ended: {}",
+            st.yellow("⏱"),
+            l.call_id.as_deref().unwrap_or(""),
+            hms(&l.ts),
+            l.op,
+            l.after_end_ms,
+            one_line(&l.detail, 80)
+        );
+    }
+    if !r.agent_bookkeeping.is_empty() {
+        let _ = writeln!(o, "{}", st.bold("agent bookkeeping (not flagged)"));
+        for b in &r.agent_bookkeeping {
+            let _ = writeln!(o, "  {} ×{}  {}", b.op, b.count, b.path);
+        }
+    }
+    if !r.unmatched_trees.is_empty() {
+        let _ = writeln!(o, "{}", st.bold("trees bound to no session"));
+        for t in &r.unmatched_trees {
+            let _ = writeln!(
+                o,
+                "  pid {} ({}) {}{}",
+                t.root_pid,
+                one_line(&crate::sessions::util::join_argv(&t.root_argv), 60),
+                t.status,
+                t.note
+                    .as_deref()
+                    .map(|n| format!(": {n}"))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    o
+}
