@@ -306,6 +306,7 @@ fn test() -> Result<()> {
         .args([
             "test",
             "--release",
+            "--no-fail-fast",
             "--workspace",
             "--exclude",
             "xtask",
