@@ -12,6 +12,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 
 mod bench_capture;
+mod bench_correlate;
 mod bench_sessions;
 mod e2e_setup;
 
@@ -45,6 +46,8 @@ enum BenchWhat {
     Capture,
     /// Session discovery and parsing on a synthetic 10,000-transcript home.
     Sessions,
+    /// `correlate` on a synthetic 1,000,000-event capture vs a naive scan.
+    Correlate,
 }
 
 /// bpf-linker release known to build against the nightly's LLVM 22 here.
@@ -86,6 +89,7 @@ fn main() -> Result<()> {
             match what {
                 BenchWhat::Capture => bench_capture::run(&bin),
                 BenchWhat::Sessions => bench_sessions::run(&bin),
+                BenchWhat::Correlate => bench_correlate::run(&bin),
             }
         }
     }

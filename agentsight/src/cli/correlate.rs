@@ -59,14 +59,16 @@ pub fn run(a: &CorrelateArgs) -> Result<i32> {
     // Which capture: the one given, or the newest here that holds the session.
     let (cap, stored) = match &a.db {
         Some(db) => {
-            let cap = Capture::open(db)?;
+            let cap = Capture::open_quick(db)?;
             let stored = cap.stored_sessions(id)?;
             (cap, stored)
         }
         None => {
             let mut found = None;
             for p in captures_in(Path::new(".")) {
-                let Ok(cap) = Capture::open(&p) else { continue };
+                let Ok(cap) = Capture::open_quick(&p) else {
+                    continue;
+                };
                 let stored = cap.stored_sessions(id).unwrap_or_default();
                 if !stored.is_empty() {
                     found = Some((cap, stored));
@@ -122,5 +124,40 @@ pub fn run(a: &CorrelateArgs) -> Result<i32> {
         render::text(&report, colour)
     };
     super::write_stdout(out.as_bytes())?;
+    Ok(0)
+}
+
+/// Hidden helper of `cargo xtask bench correlate`: writes a synthetic
+/// capture, or times the naive baseline on one.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// The capture to write (synthesize) or read (--naive).
+    #[arg(long)]
+    pub db: PathBuf,
+    #[arg(long, default_value_t = 1_000_000)]
+    pub events: u64,
+    #[arg(long, default_value_t = 500)]
+    pub calls: usize,
+    /// Time the naive full-scan baseline on an existing capture instead.
+    #[arg(long)]
+    pub naive: bool,
+}
+
+pub fn run_bench(a: &BenchArgs) -> Result<i32> {
+    if !a.naive {
+        let n = correlate::bench::synthesize(&a.db, a.events, a.calls)?;
+        println!("{} {n}", correlate::bench::SESSION_ID);
+        return Ok(0);
+    }
+    let cap = Capture::open_quick(&a.db)?;
+    let s = cap
+        .stored_sessions(correlate::bench::SESSION_ID)?
+        .into_iter()
+        .next()
+        .context("no bench session in the capture")?;
+    let t = std::time::Instant::now();
+    let n = correlate::bench::naive(&cap.conn, &s.session)
+        .with_context(|| format!("naive scan of {}", a.db.display()))?;
+    println!("{} {n}", t.elapsed().as_secs_f64());
     Ok(0)
 }

@@ -48,6 +48,9 @@ pub enum Cmd {
     Correlate(correlate::CorrelateArgs),
     /// Which agent session a running process belongs to, with the evidence.
     Pid(pid::PidArgs),
+    /// Benchmark helper for `cargo xtask bench correlate`.
+    #[command(hide = true)]
+    BenchCorrelate(correlate::BenchArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -177,6 +180,7 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Session(SessionCmd::Show(a)) => sessions::run_session_show(&a).map(|_| 0),
         Cmd::Correlate(a) => correlate::run(&a),
         Cmd::Pid(a) => pid::run(&a),
+        Cmd::BenchCorrelate(a) => correlate::run_bench(&a),
         Cmd::Show(a) => {
             let cap = Capture::open(&a.db)?;
             let text = views::show::summary(&cap)?;

@@ -103,7 +103,9 @@ pub fn lookup(a: &PidArgs) -> Result<PidAnswer> {
     };
     let boot_offset = boottime_ns() - crate::clock::mono_now_ns() as i64;
     for db in &dbs {
-        let Ok(cap) = Capture::open(db) else { continue };
+        let Ok(cap) = Capture::open_quick(db) else {
+            continue;
+        };
         let (Ok(trees), Ok(bindings)) = (cap.trees(), cap.bindings()) else {
             continue;
         };

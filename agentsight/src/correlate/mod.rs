@@ -16,6 +16,7 @@
 //! call's window is `[call − TOLERANCE_MS, result + TOLERANCE_MS]`.
 //! The JSON shape is documented in `docs/correlate.md`.
 
+pub mod bench;
 pub mod render;
 pub mod shell;
 
@@ -424,6 +425,11 @@ impl<'a> CaptureView<'a> {
 const KINDS: &str = "'exec','open','openat','openat2','creat','unlink','unlinkat','rmdir','mkdir','mkdirat',\
 'rename','renameat','renameat2','link','linkat','symlink','symlinkat','truncate','ftruncate','connect','bind','listen'";
 
+/// Where system libraries and pseudo-files live.
+const SYSTEM_PREFIXES: [&str; 7] = [
+    "/usr/", "/lib", "/etc/", "/proc/", "/sys/", "/dev/", "/opt/",
+];
+
 fn op_of(kind: &str, flags: Option<&str>) -> Option<&'static str> {
     Some(match kind {
         "exec" => "exec",
@@ -535,9 +541,27 @@ pub fn correlate(
     let hi = span_of.values().map(|s| s.1).max().unwrap_or(0);
     let mut acts: Vec<Activity> = Vec::new();
     if !span_of.is_empty() {
+        // Library and pseudo-file reads are most of a capture and never
+        // activity: skip them in SQL unless a call names such a path.
+        let system_claimed = claimed_paths
+            .iter()
+            .any(|p| SYSTEM_PREFIXES.iter().any(|s| p.starts_with(s)));
+        let skip_reads = if system_claimed {
+            String::new()
+        } else {
+            let prefixes: Vec<String> = SYSTEM_PREFIXES
+                .iter()
+                .map(|s| format!("path LIKE '{s}%'"))
+                .collect();
+            format!(
+                "AND NOT (kind IN ('open','openat','openat2') AND flags NOT LIKE '%write%' \
+                 AND flags NOT LIKE '%create%' AND flags NOT LIKE '%trunc%' AND ({}))",
+                prefixes.join(" OR ")
+            )
+        };
         let sql = format!(
             "SELECT id, mono_ns, wall_ns, kind, pid, process_id, comm, argv, path, old_path, flags, result, errno, family, addr, port
-             FROM events WHERE mono_ns BETWEEN ?1 AND ?2 AND kind IN ({KINDS}) ORDER BY mono_ns, id"
+             FROM events WHERE mono_ns BETWEEN ?1 AND ?2 AND kind IN ({KINDS}) {skip_reads} ORDER BY mono_ns, id"
         );
         let mut st = view.conn.prepare(&sql).map_err(|e| view.qe(e))?;
         let mut rows = st

@@ -150,6 +150,18 @@ impl Capture {
     /// Opens a capture read-only and checks it is one. A missing, truncated,
     /// corrupt or foreign file gets an error that names it.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
+        Self::open_checked(path, true)
+    }
+
+    /// [`Capture::open`] without the whole-file page walk: for views that
+    /// read only a slice of a large capture (`correlate`, `pid`) and must stay
+    /// fast. The header, format and version are still checked; corruption in
+    /// pages they read surfaces as a query error naming the file.
+    pub fn open_quick(path: &Path) -> Result<Self, StoreError> {
+        Self::open_checked(path, false)
+    }
+
+    fn open_checked(path: &Path, full_check: bool) -> Result<Self, StoreError> {
         let shown = path.display().to_string();
         if !path.exists() {
             return Err(StoreError::Open {
@@ -211,9 +223,12 @@ impl Capture {
         }
         // Walk every page once so corruption past the header is reported now,
         // with the file's name, rather than halfway through a listing.
-        let check: String = conn
-            .query_row("PRAGMA quick_check", [], |r| r.get(0))
-            .map_err(|e| not_capture(e.to_string()))?;
+        let check: String = if full_check {
+            conn.query_row("PRAGMA quick_check", [], |r| r.get(0))
+                .map_err(|e| not_capture(e.to_string()))?
+        } else {
+            "ok".to_string()
+        };
         if check != "ok" {
             return Err(StoreError::Open {
                 path: shown,
