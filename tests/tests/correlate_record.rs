@@ -397,3 +397,47 @@ fn concurrent_sessions_in_one_cwd_and_an_unmatched_tree() {
     }
     let _ = std::fs::remove_dir_all(&r.dir);
 }
+
+#[test]
+fn pid_answers_from_an_open_transcript() {
+    require_root();
+    let r = setup("corr-pid");
+    let sid = "019c0000-0000-7000-8000-0000000000d1";
+    let dir = r.home.join(".codex/sessions/2026/11/30");
+    std::fs::create_dir_all(&dir).unwrap();
+    let rollout = dir.join(format!("rollout-2026-11-30T01-00-00-{sid}.jsonl"));
+    // An "agent" holding its rollout open (as Codex does) runs a tool.
+    let mut agent = Command::new("python3")
+        .args([
+            "-c",
+            "import subprocess, sys\nf = open(sys.argv[1], 'a')\np = subprocess.Popen(['sleep', '3'])\nprint(p.pid, flush=True)\np.wait()",
+        ])
+        .arg(&rollout)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(agent.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let tool_pid = line.trim().to_string();
+    let out = Command::new(bin())
+        .args(["pid", &tool_pid, "--json"])
+        .current_dir(&r.dir)
+        .output()
+        .unwrap();
+    let _ = agent.wait();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["session_id"], sid);
+    assert_eq!(v["provider"], "codex");
+    assert_eq!(v["evidence"], "proc_fd");
+    assert_eq!(v["evidence_pid"].as_u64().unwrap(), agent.id() as u64);
+    let _ = std::fs::remove_dir_all(&r.dir);
+}

@@ -298,14 +298,59 @@ fn json_array(items: &[String]) -> String {
     serde_json::to_string(items).unwrap_or_else(|_| "[]".into())
 }
 
+/// A failed syscall held back while the same process keeps repeating it.
+struct Repeat<'a> {
+    ev: &'a Event,
+    count: i64,
+}
+
+/// Failed calls a process repeats back to back (same syscall, same
+/// arguments as given, same error) become one row with `repeat` = N: a
+/// program probing a path in a loop must not cost a row per try. Any other
+/// event of that process ends the run.
+fn repeat_key(ev: &Event) -> Option<(u32, &[u8], &[u8], [u64; 2], i64)> {
+    match &ev.detail {
+        Detail::Sys(raw) if raw.ret < 0 && raw.op != agentsight_common::op::CLOSE => Some((
+            raw.op,
+            &raw.buf1,
+            &raw.buf2,
+            [raw.args[0], raw.args[2]],
+            raw.ret,
+        )),
+        _ => None,
+    }
+}
+
 fn write_events(conn: &mut Connection, st: &mut State, events: &[Event]) -> rusqlite::Result<()> {
     let t = conn.transaction()?;
     {
         // Prepared once per batch: the statement is long, and looking it up
         // in the cache per event cost more than the insert itself.
         let mut insert = t.prepare_cached(INSERT_EVENT)?;
+        let mut held: HashMap<u32, Repeat> = HashMap::new();
         for ev in events {
-            write_event(&t, &mut insert, st, ev)?;
+            let pid = ev.header.pid;
+            let key = repeat_key(ev);
+            if let (Some(k), Some(r)) = (&key, held.get_mut(&pid))
+                && repeat_key(r.ev).as_ref() == Some(k)
+            {
+                r.count += 1;
+                continue;
+            }
+            if let Some(r) = held.remove(&pid) {
+                write_event(&t, &mut insert, st, r.ev, (r.count > 1).then_some(r.count))?;
+            }
+            if key.is_some() {
+                held.insert(pid, Repeat { ev, count: 1 });
+                continue;
+            }
+            write_event(&t, &mut insert, st, ev, None)?;
+        }
+        // A batch boundary ends every run: rows never wait for a later batch.
+        let mut rest: Vec<Repeat> = held.into_values().collect();
+        rest.sort_by_key(|r| r.ev.header.mono_ns);
+        for r in rest {
+            write_event(&t, &mut insert, st, r.ev, (r.count > 1).then_some(r.count))?;
         }
     }
     t.commit()?;
@@ -355,16 +400,17 @@ const INSERT_EVENT: &str = "INSERT INTO events (mono_ns, wall_ns, kind, cpu, seq
     cwd, cwd_status, exe, exe_status, result, errno, exit_code, signal, core_dumped,
     fd, path, path_as_given, path_status, flags, mode, old_path, old_path_as_given,
     new_path, new_path_as_given, bytes, count, read_bytes, read_count, family, addr, port,
-    query, tcp_state)
+    query, tcp_state, repeat)
  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
     ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36,
-    ?37, ?38, ?39, ?40, ?41, ?42, ?43, ?44, ?45, ?46, ?47)";
+    ?37, ?38, ?39, ?40, ?41, ?42, ?43, ?44, ?45, ?46, ?47, ?48)";
 
 fn write_event(
     t: &Transaction,
     insert: &mut rusqlite::CachedStatement,
     st: &mut State,
     ev: &Event,
+    repeat: Option<i64>,
 ) -> rusqlite::Result<()> {
     let h = &ev.header;
     let wall_ns = st.anchor.wall_of(h.mono_ns);
@@ -571,7 +617,8 @@ fn write_event(
         sys.addr,
         sys.port,
         sys.query,
-        tcp_state
+        tcp_state,
+        repeat
     ])?;
     Ok(())
 }
