@@ -128,7 +128,8 @@ CREATE TABLE events (
     addr TEXT,
     port INTEGER,
     query TEXT,
-    tcp_state TEXT
+    tcp_state TEXT,
+    repeat INTEGER
 );
 "#;
 

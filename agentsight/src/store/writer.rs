@@ -308,7 +308,10 @@ struct Repeat<'a> {
 /// arguments as given, same error) become one row with `repeat` = N: a
 /// program probing a path in a loop must not cost a row per try. Any other
 /// event of that process ends the run.
-fn repeat_key(ev: &Event) -> Option<(u32, &[u8], &[u8], [u64; 2], i64)> {
+/// (syscall, first buffer, second buffer, dirfd/fd and flags arguments, result)
+type RepeatKey<'a> = (u32, &'a [u8], &'a [u8], [u64; 2], i64);
+
+fn repeat_key(ev: &Event) -> Option<RepeatKey<'_>> {
     match &ev.detail {
         Detail::Sys(raw) if raw.ret < 0 && raw.op != agentsight_common::op::CLOSE => Some((
             raw.op,
