@@ -58,8 +58,9 @@ pub fn rfc3339_ns(wall_ns: u64) -> String {
 }
 
 /// Days since 1970-01-01 → (year, month, day), proleptic Gregorian.
-/// Written out (Howard Hinnant's algorithm) to avoid a date crate for one call.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
+/// Written out (Howard Hinnant's algorithm) to avoid a date crate for the
+/// two conversions the project needs; `sessions` uses these too.
+pub fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
@@ -67,9 +68,20 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let y = yoe + era * 400;
     let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
     let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
     (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// (year, month, day) → days since 1970-01-01; the inverse of [`civil_from_days`].
+pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]
@@ -88,6 +100,15 @@ mod tests {
             rfc3339_ns(951_782_400_000_000_000),
             "2000-02-29T00:00:00.000000000Z"
         );
+    }
+
+    #[test]
+    fn civil_dates_round_trip() {
+        for days in [-719_468, -1, 0, 11_016, 20_787, 2_932_896] {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
+        }
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
     }
 
     #[test]

@@ -129,7 +129,12 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "m" => n * 60.0,
         "h" => n * 3600.0,
         "d" => n * 86400.0,
-        _ => return Err(format!("bad duration unit {unit:?}: use ms, s, m, h or d")),
+        "w" => n * 7.0 * 86400.0,
+        _ => {
+            return Err(format!(
+                "bad duration unit {unit:?}: use ms, s, m, h, d or w"
+            ));
+        }
     };
     if !secs.is_finite() || secs < 0.0 {
         return Err(format!("bad duration {s:?}"));

@@ -21,7 +21,7 @@ pub struct SessionsArgs {
     #[arg(long, default_value_t = 25)]
     pub limit: usize,
     /// Only sessions updated within this age, e.g. 90s, 30m, 12h, 7d.
-    #[arg(long, value_parser = parse_age)]
+    #[arg(long, value_parser = super::parse_duration)]
     pub max_age: Option<Duration>,
     /// Print JSON instead of a table.
     #[arg(long)]
@@ -43,22 +43,6 @@ pub struct SessionShowArgs {
     /// Read this home instead of the invoking user's.
     #[arg(long)]
     pub home: Option<PathBuf>,
-}
-
-/// Parses `90s`, `30m`, `12h`, `7d`, `2w` (a bare number means seconds).
-pub fn parse_age(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num.parse().map_err(|_| format!("invalid age {s:?}"))?;
-    let secs = match unit {
-        "" | "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86_400,
-        "w" => n * 7 * 86_400,
-        _ => return Err(format!("invalid age unit in {s:?} (use s, m, h, d or w)")),
-    };
-    Ok(Duration::from_secs(secs))
 }
 
 fn finish_output(r: std::io::Result<()>) -> anyhow::Result<()> {
@@ -396,13 +380,4 @@ fn write_session(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ages() {
-        assert_eq!(parse_age("90"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_age("30m"), Ok(Duration::from_secs(1800)));
-        assert_eq!(parse_age("7d"), Ok(Duration::from_secs(604_800)));
-        assert!(parse_age("7y").is_err());
-        assert!(parse_age("").is_err());
-    }
 }
