@@ -185,6 +185,16 @@ pub fn argv_matches(argv: &[String], script: &str) -> Option<ArgvMatch> {
         if script.len() >= 6 && (t.contains(&single_quoted(script)) || t.contains(script)) {
             return Some(ArgvMatch::ShellWrapper);
         }
+        // `eval WORD` whose word, unquoted, is the script: whatever quoting
+        // the agent used (Claude Code 2.1 writes a quote as `'"'"'`, not
+        // `'\''`), and however short the command.
+        if let Some(toks) = split(t)
+            && toks
+                .windows(2)
+                .any(|w| w[0] == "eval" && w[1].trim() == script)
+        {
+            return Some(ArgvMatch::ShellWrapper);
+        }
         return None;
     }
     let toks = split(script)?;
@@ -258,6 +268,20 @@ mod tests {
         assert_eq!(
             argv_matches(&v(&["/bin/bash", "-c", "-l", w]), "echo 'hi' > a"),
             Some(ArgvMatch::ShellWrapper)
+        );
+        // Claude Code 2.1.328 quotes a quote as '"'"'.
+        let w = r#"source /h/.claude/shell-snapshots/s.sh 2>/dev/null || true && \builtin shopt -u extglob 2>/dev/null || true && eval 'ls '"'"'.'"'"'' < /dev/null && pwd -P >| /tmp/c"#;
+        assert_eq!(
+            argv_matches(&v(&["/bin/bash", "-c", "-l", w]), "ls '.'"),
+            Some(ArgvMatch::ShellWrapper)
+        );
+        assert_eq!(
+            argv_matches(&v(&["/bin/bash", "-c", "-l", "eval 'ls'"]), "ls"),
+            Some(ArgvMatch::ShellWrapper)
+        );
+        assert_eq!(
+            argv_matches(&v(&["/bin/bash", "-c", "-l", "eval 'ls -a'"]), "ls"),
+            None
         );
         assert_eq!(
             argv_matches(&v(&["ls", "-la"]), "ls -la"),
