@@ -4,6 +4,7 @@
 //! programs (`capture`), and native evidence parsed from the agents' own
 //! transcripts (`sessions`). Data flows one way: sources → model → store → views.
 
+pub mod audit;
 pub mod capture;
 pub mod cli;
 pub mod clock;

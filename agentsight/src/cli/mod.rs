@@ -1,6 +1,7 @@
 //! The command line: parses arguments, calls the library, and turns errors
 //! into one clear line on stderr with a meaningful exit status.
 
+pub mod audit;
 pub mod correlate;
 pub mod pid;
 pub mod sessions;
@@ -48,6 +49,8 @@ pub enum Cmd {
     Correlate(correlate::CorrelateArgs),
     /// Which agent session a running process belongs to, with the evidence.
     Pid(pid::PidArgs),
+    /// Check a capture against a policy (exit 0 pass, 1 error-level findings, 2 bad input).
+    Audit(audit::AuditArgs),
     /// Benchmark helper for `cargo xtask bench correlate`.
     #[command(hide = true)]
     BenchCorrelate(correlate::BenchArgs),
@@ -88,6 +91,16 @@ pub struct RecordArgs {
     /// Budget for transcript copies, all sessions together (MiB).
     #[arg(long, default_value_t = 256)]
     pub transcript_max_mib: u64,
+    /// After recording, audit the capture with this policy and print the
+    /// findings (exit non-zero if the command failed or the audit did).
+    #[arg(long, value_name = "POLICY")]
+    pub audit: Option<PathBuf>,
+    /// Report format for --audit (printed to stderr, or written to --audit-output).
+    #[arg(long, value_enum, default_value_t = audit::AuditFormat::Text, requires = "audit")]
+    pub audit_format: audit::AuditFormat,
+    /// Write the --audit report to this file.
+    #[arg(long, requires = "audit")]
+    pub audit_output: Option<PathBuf>,
     /// The command to run and record.
     #[arg(last = true)]
     pub command: Vec<OsString>,
@@ -185,6 +198,7 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Session(SessionCmd::Show(a)) => sessions::run_session_show(&a).map(|_| 0),
         Cmd::Correlate(a) => correlate::run(&a),
         Cmd::Pid(a) => pid::run(&a),
+        Cmd::Audit(a) => audit::run(&a),
         Cmd::BenchCorrelate(a) => correlate::run_bench(&a),
         Cmd::Show(a) => {
             let cap = Capture::open(&a.db)?;
@@ -224,6 +238,12 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
     if a.command.is_empty() && a.pids.is_empty() && a.agent.is_none() {
         bail!("nothing to record: give a command after --, or --pid PID, or --agent NAME");
     }
+    // A policy that does not parse fails before anything runs.
+    let policy = a
+        .audit
+        .as_deref()
+        .map(crate::audit::Policy::load)
+        .transpose()?;
     let opts = RecordOptions {
         output: a.output.unwrap_or_else(record::default_output),
         command: a.command,
@@ -248,7 +268,24 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
     if outcome.store_error.is_some() && outcome.command_status.is_none() {
         return Ok(1);
     }
-    Ok(outcome.command_status.unwrap_or(0))
+    let status = outcome.command_status.unwrap_or(0);
+    if let Some(policy) = &policy {
+        let report = audit::audit_capture(&opts.output, policy)?;
+        let text = audit::render(&report, a.audit_format)?;
+        // stdout belongs to the recorded command; the findings go to stderr.
+        match &a.audit_output {
+            Some(path) => std::fs::write(path, text.as_bytes())
+                .with_context(|| format!("writing {}", path.display()))?,
+            None => eprint!("{text}"),
+        }
+        if a.audit_output.is_some() || !matches!(a.audit_format, audit::AuditFormat::Text) {
+            eprintln!("{}", crate::audit::render::summary_line(&report));
+        }
+        if status == 0 && !report.passed() {
+            return Ok(1);
+        }
+    }
+    Ok(status)
 }
 
 #[cfg(test)]

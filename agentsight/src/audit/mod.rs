@@ -1,0 +1,31 @@
+//! `agentsight audit`: policy checks over a capture, for CI gates.
+//!
+//! A policy (`policy`) is checked against a read-only capture (`eval`) and
+//! the findings are rendered as text, JSON, SARIF 2.1.0 or JUnit XML
+//! (`render`). See `docs/audit.md`.
+
+pub mod eval;
+pub mod policy;
+pub mod render;
+
+pub use eval::{Finding, Report, audit};
+pub use policy::{Policy, PolicyError, Severity};
+
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(
+        "the capture has no root process to take the workspace from (recorded with --pid or --agent?): set `workspace` in the policy (needed by {pattern:?})"
+    )]
+    NoWorkspace { pattern: String },
+    #[error("policy pattern {pattern:?}: {reason}")]
+    Pattern { pattern: String, reason: String },
+}
+
+#[cfg(test)]
+mod tests;

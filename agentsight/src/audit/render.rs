@@ -1,0 +1,349 @@
+//! Renderers for an audit report: text for people, JSON for scripts, SARIF
+//! 2.1.0 for code-scanning uploads, JUnit XML for CI test reporters.
+
+use serde_json::{Value, json};
+
+use super::{
+    eval::{Finding, Report},
+    policy::Severity,
+};
+
+fn argv_line(argv: &[String]) -> String {
+    if argv.is_empty() {
+        "(no argv)".to_string()
+    } else {
+        argv.join(" ")
+    }
+}
+
+fn chain_line(f: &Finding) -> Option<String> {
+    let p = f.process.as_ref()?;
+    Some(
+        p.chain
+            .iter()
+            .map(|c| format!("[{}] {}", c.pid, argv_line(&c.argv)))
+            .collect::<Vec<_>>()
+            .join(" → "),
+    )
+}
+
+fn tool_line(f: &Finding) -> Option<String> {
+    let s = f.session.as_ref()?;
+    let mut t = format!("{} session {}", s.provider, s.session_id);
+    if let Some(i) = s.tool_index {
+        t += &format!(", tool call #{i}");
+    }
+    if let Some(c) = &s.call_id {
+        t += &format!(" ({c})");
+    }
+    t += &format!(", {}", s.role);
+    if let Some(r) = &s.reason {
+        t += &format!(" by {r}");
+    }
+    Some(t)
+}
+
+fn evidence_line(f: &Finding) -> String {
+    let e = &f.evidence;
+    let mut parts = Vec::new();
+    if !e.event_ids.is_empty() {
+        let ids: Vec<String> = e.event_ids.iter().take(5).map(|i| i.to_string()).collect();
+        let more = if e.event_ids.len() > 5 { ", …" } else { "" };
+        parts.push(format!("events.id {}{more}", ids.join(", ")));
+    }
+    if e.count > 1 {
+        parts.push(format!("{} times", e.count));
+    }
+    if let Some(fl) = &e.flags {
+        parts.push(format!("flags {fl}"));
+    }
+    if let Some(r) = e.result {
+        parts.push(match &e.errno {
+            Some(er) => format!("result {r} ({er})"),
+            None => format!("result {r}"),
+        });
+    }
+    if let Some(m) = &e.matched {
+        parts.push(format!("policy entry {m:?}"));
+    }
+    if let Some(d) = &e.detail {
+        parts.push(d.clone());
+    }
+    parts.join("; ")
+}
+
+fn summary(r: &Report) -> String {
+    format!(
+        "audit {}: {} error(s), {} warning(s), {} note(s)",
+        if r.passed() { "PASSED" } else { "FAILED" },
+        r.count(Severity::Error),
+        r.count(Severity::Warning),
+        r.count(Severity::Note)
+    )
+}
+
+/// One block per finding, most severe first, then a summary line.
+pub fn text(r: &Report) -> String {
+    let mut s = format!(
+        "capture {}\npolicy  {}\nworkspace {}\n\n",
+        r.capture,
+        r.policy,
+        r.workspace.as_deref().unwrap_or("(unknown)")
+    );
+    for f in &r.findings {
+        s += &format!(
+            "{} [{}] {}\n",
+            f.severity.as_str().to_uppercase(),
+            f.rule,
+            f.message
+        );
+        if let Some(t) = &f.time {
+            s += &format!("    when     {t}\n");
+        }
+        if let Some(a) = &f.argv {
+            s += &format!("    argv     {}\n", argv_line(a));
+        }
+        if let Some(c) = chain_line(f) {
+            s += &format!("    process  {c}\n");
+        }
+        if let Some(t) = tool_line(f) {
+            s += &format!("    tool     {t}\n");
+        }
+        let e = evidence_line(f);
+        if !e.is_empty() {
+            s += &format!("    evidence {e}\n");
+        }
+    }
+    if !r.findings.is_empty() {
+        s.push('\n');
+    }
+    s += &summary(r);
+    s.push('\n');
+    s
+}
+
+/// One-line summary, for stderr when the report goes to a file.
+pub fn summary_line(r: &Report) -> String {
+    summary(r)
+}
+
+pub fn json(r: &Report) -> Value {
+    json!({
+        "capture": r.capture,
+        "policy": r.policy,
+        "workspace": r.workspace,
+        "home": r.home,
+        "correlations": r.correlations,
+        "passed": r.passed(),
+        "counts": {
+            "error": r.count(Severity::Error),
+            "warning": r.count(Severity::Warning),
+            "note": r.count(Severity::Note),
+        },
+        "rules": r.rules,
+        "findings": r.findings,
+    })
+}
+
+/// An absolute path as a `file://` URI, percent-encoding what RFC 3986
+/// does not allow in a path.
+fn file_uri(path: &str) -> String {
+    let mut s = String::from("file://");
+    for b in path.bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~!$&'()*+,;=:@".contains(&b) {
+            s.push(b as char);
+        } else {
+            s += &format!("%{b:02X}");
+        }
+    }
+    s
+}
+
+/// SARIF 2.1.0: one run, one rule per policy rule, one result per finding.
+/// Every result carries a location (GitHub code scanning rejects results
+/// without one): the file for file findings, else the capture itself.
+pub fn sarif(r: &Report) -> Value {
+    let rules: Vec<Value> = r
+        .rules
+        .iter()
+        .map(|ru| {
+            json!({
+                "id": ru.id,
+                "name": ru.id,
+                "shortDescription": {"text": ru.description},
+                "defaultConfiguration": {"level": ru.severity.as_str()},
+            })
+        })
+        .collect();
+    let capture_abs = std::path::absolute(&r.capture)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| r.capture.clone());
+    let results: Vec<Value> = r
+        .findings
+        .iter()
+        .map(|f| {
+            let rule_index = r.rules.iter().position(|x| x.id == f.rule);
+            let (uri, what) = match &f.path {
+                Some(p) if p.starts_with('/') && f.access.as_deref() != Some("exec") => {
+                    (file_uri(p), "path")
+                }
+                _ => (file_uri(&capture_abs), "capture"),
+            };
+            let mut text = f.message.clone();
+            if let Some(c) = chain_line(f) {
+                text += &format!(". Process: {c}");
+            }
+            if let Some(t) = &f.time {
+                text += &format!(". At {t}");
+            }
+            if let Some(t) = tool_line(f) {
+                text += &format!(". Tool: {t}");
+            }
+            let mut res = json!({
+                "ruleId": f.rule,
+                "level": f.severity.as_str(),
+                "message": {"text": text},
+                "locations": [{
+                    "physicalLocation": {"artifactLocation": {"uri": uri}},
+                    "message": {"text": what},
+                }],
+                "properties": {
+                    "kind": f.kind,
+                    "access": f.access,
+                    "path": f.path,
+                    "addr": f.addr,
+                    "port": f.port,
+                    "query": f.query,
+                    "argv": f.argv,
+                    "time": f.time,
+                    "process": f.process,
+                    "session": f.session,
+                    "evidence": f.evidence,
+                },
+            });
+            if let (Some(i), Some(obj)) = (rule_index, res.as_object_mut()) {
+                obj.insert("ruleIndex".into(), json!(i));
+            }
+            res
+        })
+        .collect();
+    json!({
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "agentsight",
+                "version": env!("CARGO_PKG_VERSION"),
+                "rules": rules,
+            }},
+            "invocations": [{"executionSuccessful": true}],
+            "artifacts": [{"location": {"uri": file_uri(&capture_abs)}, "description": {"text": "agentsight capture"}}],
+            "results": results,
+        }],
+    })
+}
+
+/// XML 1.0 text: escapes markup and drops characters XML cannot carry
+/// (control characters an argv may hold).
+fn xml_escape(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o += "&amp;",
+            '<' => o += "&lt;",
+            '>' => o += "&gt;",
+            '"' => o += "&quot;",
+            '\'' => o += "&apos;",
+            '\t' | '\n' | '\r' => o.push(c),
+            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => o.push('\u{FFFD}'),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// JUnit XML: one test case per rule. A rule with error-level findings is a
+/// failed case (what CI reporters show red); warnings and notes go to the
+/// case's system-out so they are visible without failing it.
+pub fn junit(r: &Report) -> String {
+    let failed_rules = r
+        .rules
+        .iter()
+        .filter(|ru| {
+            r.findings
+                .iter()
+                .any(|f| f.rule == ru.id && f.severity == Severity::Error)
+        })
+        .count();
+    let mut s = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    s += &format!(
+        "<testsuites name=\"agentsight audit\" tests=\"{}\" failures=\"{failed_rules}\" errors=\"0\">\n",
+        r.rules.len()
+    );
+    s += &format!(
+        "  <testsuite name=\"agentsight audit: {}\" tests=\"{}\" failures=\"{failed_rules}\" errors=\"0\" skipped=\"0\">\n",
+        xml_escape(&r.capture),
+        r.rules.len()
+    );
+    s += &format!(
+        "    <properties>\n      <property name=\"capture\" value=\"{}\"/>\n      <property name=\"policy\" value=\"{}\"/>\n    </properties>\n",
+        xml_escape(&r.capture),
+        xml_escape(&r.policy)
+    );
+    for ru in &r.rules {
+        let mine: Vec<&Finding> = r.findings.iter().filter(|f| f.rule == ru.id).collect();
+        let errors: Vec<&&Finding> = mine
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .collect();
+        s += &format!(
+            "    <testcase classname=\"agentsight.audit\" name=\"{}\">\n",
+            xml_escape(&ru.id)
+        );
+        if !errors.is_empty() {
+            let body: Vec<String> = errors.iter().map(|f| finding_block(f)).collect();
+            s += &format!(
+                "      <failure type=\"{}\" message=\"{}\">{}</failure>\n",
+                xml_escape(&ru.id),
+                xml_escape(&format!(
+                    "{} finding(s): {}",
+                    errors.len(),
+                    errors[0].message
+                )),
+                xml_escape(&body.join("\n"))
+            );
+        }
+        let others: Vec<String> = mine
+            .iter()
+            .filter(|f| f.severity != Severity::Error)
+            .map(|f| finding_block(f))
+            .collect();
+        if !others.is_empty() {
+            s += &format!(
+                "      <system-out>{}</system-out>\n",
+                xml_escape(&others.join("\n"))
+            );
+        }
+        s += "    </testcase>\n";
+    }
+    s += "  </testsuite>\n</testsuites>\n";
+    s
+}
+
+fn finding_block(f: &Finding) -> String {
+    let mut b = format!("{}: {}", f.severity.as_str(), f.message);
+    if let Some(t) = &f.time {
+        b += &format!("\n  when: {t}");
+    }
+    if let Some(c) = chain_line(f) {
+        b += &format!("\n  process: {c}");
+    }
+    if let Some(t) = tool_line(f) {
+        b += &format!("\n  tool: {t}");
+    }
+    let e = evidence_line(f);
+    if !e.is_empty() {
+        b += &format!("\n  evidence: {e}");
+    }
+    b
+}

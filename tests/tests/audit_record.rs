@@ -1,0 +1,448 @@
+//! Root tests of `agentsight audit` and `record --audit` on real kernel
+//! captures: a scripted agent (tests/workloads/audit_agent.sh) that stays
+//! inside the policy, one that breaks it four ways, and a flood that forces
+//! loss; plus the exit statuses of bad input.
+
+use std::{
+    net::TcpListener,
+    path::{Path, PathBuf},
+    process::{Command, Output},
+};
+
+use agentsight_tests::*;
+use serde_json::Value;
+
+struct Run {
+    dir: PathBuf,
+    work: PathBuf,
+    db: PathBuf,
+    policy: PathBuf,
+    outside: PathBuf,
+    allowed: u16,
+    denied: u16,
+    undeclared: u16,
+    _listeners: (TcpListener, TcpListener),
+}
+
+fn home() -> PathBuf {
+    test_user();
+    nix::unistd::User::from_name(TEST_USER)
+        .unwrap()
+        .unwrap()
+        .dir
+}
+
+/// A fake key in the test user's ~/.ssh (the denied path the agent reads).
+fn fake_key() -> PathBuf {
+    let (uid, gid) = test_user();
+    let ssh = home().join(".ssh");
+    std::fs::create_dir_all(&ssh).unwrap();
+    let key = ssh.join("id_rsa");
+    std::fs::write(&key, "not a real key\n").unwrap();
+    for p in [&ssh, &key] {
+        nix::unistd::chown(p.as_path(), Some(uid.into()), Some(gid.into())).unwrap();
+    }
+    key
+}
+
+fn setup(name: &str) -> Run {
+    let dir = scratch(name);
+    let (uid, gid) = test_user();
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    nix::unistd::chown(work.as_path(), Some(uid.into()), Some(gid.into())).unwrap();
+    let allowed_l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let undeclared_l = TcpListener::bind("127.0.0.1:0").unwrap();
+    // A port nothing listens on: bind, note, drop.
+    let denied = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let allowed = allowed_l.local_addr().unwrap().port();
+    let undeclared = undeclared_l.local_addr().unwrap().port();
+    let policy = dir.join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "# test policy\n[writes]\nallow = [\"${{workspace}}/**\", \"/dev/null\", \"/dev/tty\"]\n\n[network]\nallow = [\"127.0.0.1:{allowed}\"]\ndeny = [\"127.0.0.1:{denied}\"]\n"
+        ),
+    )
+    .unwrap();
+    Run {
+        // The capture sits in the workspace: `record` runs the command there.
+        db: work.join("run.db"),
+        outside: dir.join("outside.txt"),
+        dir,
+        work,
+        policy,
+        allowed,
+        denied,
+        undeclared,
+        _listeners: (allowed_l, undeclared_l),
+    }
+}
+
+fn workload() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("workloads/audit_agent.sh")
+        .display()
+        .to_string()
+}
+
+fn audit(db: &Path, policy: &Path, format: &str) -> Output {
+    Command::new(bin())
+        .args(["audit", "--db"])
+        .arg(db)
+        .arg("--policy")
+        .arg(policy)
+        .args(["--format", format])
+        .output()
+        .expect("run agentsight audit")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// (rule, severity, message, leaf argv, chain of argv[0..2] from the root)
+type Brief = (String, String, String, Vec<String>, Vec<Vec<String>>);
+
+fn briefs(report: &Value) -> Vec<Brief> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let chain = f["process"]["chain"]
+                .as_array()
+                .map(|c| {
+                    c.iter()
+                        .map(|e| {
+                            e["argv"]
+                                .as_array()
+                                .unwrap()
+                                .iter()
+                                .take(2)
+                                .map(|s| s.as_str().unwrap().to_string())
+                                .collect()
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let leaf = f["process"]["argv"]
+                .as_array()
+                .map(|a| a.iter().map(|s| s.as_str().unwrap().to_string()).collect())
+                .unwrap_or_default();
+            (
+                f["rule"].as_str().unwrap().to_string(),
+                f["severity"].as_str().unwrap().to_string(),
+                f["message"].as_str().unwrap().to_string(),
+                leaf,
+                chain,
+            )
+        })
+        .collect()
+}
+
+const NO_CORR: &str = "the capture holds no session bindings or correlations: unexplained-activity and claims-mismatch were not checked";
+
+#[test]
+fn agent_inside_the_policy_passes() {
+    require_root();
+    let r = setup("audit-clean");
+    let port = r.allowed.to_string();
+    let policy = r.policy.display().to_string();
+    let out = record(
+        &r.db,
+        &["--audit", &policy],
+        &["/bin/bash", &workload(), "clean", &port],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("audit PASSED: 0 error(s), 0 warning(s), 1 note(s)"),
+        "{}",
+        stderr(&out)
+    );
+    let a = audit(&r.db, &r.policy, "json");
+    assert_eq!(a.status.code(), Some(0), "{}", stderr(&a));
+    let report: Value = serde_json::from_slice(&a.stdout).unwrap();
+    assert_eq!(report["passed"], true);
+    assert_eq!(report["workspace"], r.work.display().to_string());
+    assert_eq!(
+        briefs(&report),
+        vec![(
+            "audit-note".to_string(),
+            "note".to_string(),
+            NO_CORR.to_string(),
+            vec![],
+            vec![]
+        )]
+    );
+    let _ = std::fs::remove_dir_all(&r.dir);
+}
+
+#[test]
+fn agent_breaking_the_policy_is_flagged() {
+    require_root();
+    let r = setup("audit-bad");
+    let key = fake_key();
+    let policy = r.policy.display().to_string();
+    let script = workload();
+    let args = [
+        "bad".to_string(),
+        r.allowed.to_string(),
+        r.outside.display().to_string(),
+        r.denied.to_string(),
+        r.undeclared.to_string(),
+    ];
+    let mut cmd = vec!["/bin/bash", script.as_str()];
+    cmd.extend(args.iter().map(String::as_str));
+    let out = record(&r.db, &["--audit", &policy], &cmd);
+    // The command succeeded; the audit failed: exit 1, findings on stderr.
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("audit FAILED: 5 error(s), 0 warning(s), 1 note(s)"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "ERROR [denied-path] read of denied path {}",
+            key.display()
+        )),
+        "{err}"
+    );
+
+    let a = audit(&r.db, &r.policy, "json");
+    assert_eq!(a.status.code(), Some(1), "{}", stderr(&a));
+    let report: Value = serde_json::from_slice(&a.stdout).unwrap();
+    let root: Vec<String> = vec!["/bin/bash".into(), script.clone()];
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let key_s = key.display().to_string();
+    let curl_url = format!("http://127.0.0.1:{}/", r.denied);
+    let curl_argv = s(&["curl", "-s", "--max-time", "2", &curl_url]);
+    let mut root_argv = root.clone();
+    root_argv.extend(args.iter().cloned());
+    assert_eq!(
+        briefs(&report),
+        vec![
+            (
+                "denied-path".into(),
+                "error".into(),
+                format!("read of denied path {key_s}"),
+                s(&["cat", &key_s]),
+                vec![root.clone(), s(&["cat", &key_s])]
+            ),
+            (
+                "write-outside-allowed".into(),
+                "error".into(),
+                format!("write outside the allowed roots: {}", r.outside.display()),
+                root_argv.clone(),
+                vec![root.clone()]
+            ),
+            (
+                "denied-executable".into(),
+                "error".into(),
+                "exec of denied executable /usr/bin/curl".into(),
+                curl_argv.clone(),
+                vec![root.clone(), s(&["curl", "-s"])]
+            ),
+            (
+                "network-denied".into(),
+                "error".into(),
+                // curl connects non-blocking: EINPROGRESS, not a failure.
+                format!("connect to denied destination 127.0.0.1:{}", r.denied),
+                curl_argv.clone(),
+                vec![root.clone(), s(&["curl", "-s"])]
+            ),
+            (
+                "network-undeclared".into(),
+                "error".into(),
+                format!(
+                    "connect to undeclared loopback destination 127.0.0.1:{}",
+                    r.undeclared
+                ),
+                root_argv.clone(),
+                vec![root.clone()]
+            ),
+            (
+                "audit-note".into(),
+                "note".into(),
+                NO_CORR.into(),
+                vec![],
+                vec![]
+            ),
+        ]
+    );
+    // Each finding names its event and a time inside the run.
+    let started = meta(&open(&r.db), "started_at").unwrap();
+    for f in report["findings"].as_array().unwrap().iter().take(5) {
+        let t = f["time"].as_str().unwrap();
+        assert!(t > started.as_str() && t.ends_with('Z'), "{t} vs {started}");
+        assert!(!f["evidence"]["event_ids"].as_array().unwrap().is_empty());
+    }
+    assert_eq!(report["findings"][0]["evidence"]["matched"], "~/.ssh/**");
+    assert_eq!(report["findings"][0]["access"], "read");
+    assert_eq!(report["findings"][3]["addr"], "127.0.0.1");
+    assert_eq!(report["findings"][3]["port"], r.denied);
+
+    // The other formats of the same report.
+    let sarif = audit(&r.db, &r.policy, "sarif");
+    assert_eq!(sarif.status.code(), Some(1));
+    let sarif: Value = serde_json::from_slice(&sarif.stdout).unwrap();
+    assert_eq!(sarif["version"], "2.1.0");
+    let levels: Vec<(&str, &str)> = sarif["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| (x["ruleId"].as_str().unwrap(), x["level"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        levels,
+        vec![
+            ("denied-path", "error"),
+            ("write-outside-allowed", "error"),
+            ("denied-executable", "error"),
+            ("network-denied", "error"),
+            ("network-undeclared", "error"),
+            ("audit-note", "note"),
+        ]
+    );
+    let junit = audit(&r.db, &r.policy, "junit");
+    assert_eq!(junit.status.code(), Some(1));
+    let xml = String::from_utf8(junit.stdout).unwrap();
+    assert!(
+        xml.contains(
+            "<testsuites name=\"agentsight audit\" tests=\"9\" failures=\"5\" errors=\"0\">"
+        ),
+        "{xml}"
+    );
+    let _ = std::fs::remove_dir_all(&r.dir);
+}
+
+#[test]
+fn forced_loss_fails_require_no_loss() {
+    require_root();
+    let dir = scratch("audit-loss");
+    let src = dir.join("flood.c");
+    std::fs::write(
+        &src,
+        "#include <fcntl.h>\nint main(void) { for (long i = 0; i < 300000; i++) openat(AT_FDCWD, \"/nonexistent-agentsight-audit\", O_RDONLY); return 0; }\n",
+    )
+    .unwrap();
+    let flood = dir.join("flood");
+    // Static: the flood is the program's only hooked syscall.
+    let cc = Command::new("gcc")
+        .args(["-O2", "-static", "-o"])
+        .arg(&flood)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(cc.success(), "gcc -static failed");
+    let db = dir.join("flood.db");
+    let out = record(&db, &["--ring-mib", "1"], &[&flood.display().to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let conn = open(&db);
+    let lost: i64 = conn
+        .query_row("SELECT lost FROM loss WHERE kind = 'syscall'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let missing: i64 = conn
+        .query_row("SELECT COALESCE(SUM(missing), 0) FROM gaps", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert!(lost > 0, "the 1 MiB ring was expected to overflow");
+    // The default policy: require_no_loss = true.
+    let policy = dir.join("empty.toml");
+    std::fs::write(&policy, "# all defaults\n").unwrap();
+    let a = audit(&db, &policy, "json");
+    assert_eq!(a.status.code(), Some(1), "{}", stderr(&a));
+    let report: Value = serde_json::from_slice(&a.stdout).unwrap();
+    let loss: Vec<(String, String, String)> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"] == "capture-loss")
+        .map(|f| {
+            (
+                f["severity"].as_str().unwrap().to_string(),
+                f["kind"].as_str().unwrap().to_string(),
+                f["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        loss,
+        vec![
+            (
+                "error".to_string(),
+                "loss".to_string(),
+                format!("{lost} syscall record(s) lost in the kernel (loss table)")
+            ),
+            (
+                "error".to_string(),
+                "gap".to_string(),
+                format!("{missing} record(s) missing in per-CPU sequence gaps")
+            ),
+        ]
+    );
+    // Turned off, loss is still reported, as a note, and the audit passes.
+    std::fs::write(&policy, "require_no_loss = false\n").unwrap();
+    let a = audit(&db, &policy, "text");
+    assert_eq!(a.status.code(), Some(0), "{}", stderr(&a));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_input_exits_2_with_file_and_line() {
+    let dir = scratch("audit-input");
+    let policy = dir.join("bad.toml");
+    std::fs::write(
+        &policy,
+        "require_no_loss = true\n[executables]\ndeny = [\"cu[rl\"]\n",
+    )
+    .unwrap();
+    let a = audit(&dir.join("none.db"), &policy, "text");
+    assert_eq!(a.status.code(), Some(2));
+    assert_eq!(
+        stderr(&a),
+        format!(
+            "agentsight: error: {}:3: bad glob \"cu[rl\": unclosed character class; missing ']'\n",
+            policy.display()
+        )
+    );
+    std::fs::write(&policy, "[rules]\n").unwrap();
+    let a = audit(&dir.join("none.db"), &policy, "text");
+    assert_eq!(a.status.code(), Some(2));
+    assert!(
+        stderr(&a).starts_with(&format!(
+            "agentsight: error: {}:1: unknown field `rules`",
+            policy.display()
+        )),
+        "{}",
+        stderr(&a)
+    );
+    std::fs::write(&policy, "").unwrap();
+    let a = audit(&dir.join("none.db"), &policy, "text");
+    assert_eq!(a.status.code(), Some(2));
+    assert_eq!(
+        stderr(&a),
+        format!(
+            "agentsight: error: {}: no such file\n",
+            dir.join("none.db").display()
+        )
+    );
+    // A bad policy fails `record --audit` before anything runs.
+    std::fs::write(&policy, "unexplained_activity = \"sometimes\"\n").unwrap();
+    let out = record(
+        &dir.join("never.db"),
+        &["--audit", &policy.display().to_string()],
+        &["/bin/true"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!dir.join("never.db").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
