@@ -443,6 +443,37 @@ remote_plugin = false
             .collect()
     }
 
+    /// A run wrapped in `agentsight record --quiet --user agentsight-test -o
+    /// DB --` (DB in the root-owned server directory); returns the outcome and
+    /// the capture's path.
+    pub fn run_recorded(&self) -> (Outcome, PathBuf) {
+        let db = self.server_dir.join("capture.db");
+        let out = self.launch(|cmd| {
+            let mut v = vec![
+                bin().display().to_string(),
+                "record".into(),
+                "--quiet".into(),
+                "--user".into(),
+                TEST_USER.into(),
+                "-o".into(),
+                db.display().to_string(),
+                "--".into(),
+            ];
+            v.extend(cmd);
+            v
+        });
+        (out, db)
+    }
+
+    /// `agentsight correlate ID --db DB --json --home HOME`.
+    pub fn correlate(&self, id: &str, db: &Path) -> Value {
+        let db = db.display().to_string();
+        agentsight_json(
+            &["correlate", id, "--db", &db, "--json", "--home"],
+            &self.home,
+        )
+    }
+
     /// `agentsight sessions --json --home HOME`.
     pub fn sessions(&self) -> Value {
         agentsight_json(&["sessions", "--json", "--home"], &self.home)

@@ -214,7 +214,7 @@ fn check(agent: Agent, scenario: &str) {
 }
 
 /// Everything a run must show, however it was launched.
-fn verify(run: &Run, out: agentsight_tests::e2e::Outcome) {
+fn verify(run: &Run, out: agentsight_tests::e2e::Outcome) -> String {
     let agent = run.agent;
     let scenario = run.scenario.name.as_str();
     let ctx = format!(
@@ -337,42 +337,427 @@ fn verify(run: &Run, out: agentsight_tests::e2e::Outcome) {
     }
     assert_eq!(s["errors"], serde_json::json!([]), "errors");
     assert_eq!(s["stats"]["bad_lines"], 0);
+    native_id
 }
 
-/// The same run wrapped in `agentsight record`: the harness's command is what
-/// record starts (as the test user, in the run's network namespace), the
-/// transcript checks hold unchanged, and the capture saw the CLI exec.
-#[test]
-fn claude_inspect_under_record() {
+/// Runs one CLI through one scenario under `agentsight record` (as the test
+/// user, in the run's network namespace): everything [`verify`] checks holds
+/// unchanged, and `correlate --json` on the capture explains the run.
+fn check_recorded(agent: Agent, scenario: &str) {
     agentsight_tests::require_root();
-    let run = Run::prepare(Agent::Claude, "inspect");
-    let db = run.server_dir.join("capture.db");
-    let out = run.launch(|cmd| {
-        let mut v = vec![
-            agentsight_tests::bin().display().to_string(),
-            "record".into(),
-            "--quiet".into(),
-            "--user".into(),
-            agentsight_tests::TEST_USER.into(),
-            "-o".into(),
-            db.display().to_string(),
-            "--".into(),
-        ];
-        v.extend(cmd);
-        v
-    });
-    verify(&run, out);
-    let (uid, _) = agentsight_tests::test_user();
-    let conn = agentsight_tests::open(&db);
-    let execs = agentsight_tests::execs(&conn);
-    assert!(
-        execs.iter().any(|e| e.kind == "exec"
-            && e.uid == i64::from(uid)
-            && e.argv.first().is_some_and(|a| a == "claude")
-            && e.cwd == run.work.display().to_string()),
-        "no exec of claude as the test user in the capture: {:#?}",
-        execs.iter().map(|e| &e.argv).collect::<Vec<_>>()
+    let run = Run::prepare(agent, scenario);
+    let (out, db) = run.run_recorded();
+    let id = verify(&run, out);
+    let c = run.correlate(&id, &db);
+    let dump = summarize(&c);
+    verify_correlation(&run, &id, &db, &c, &dump);
+}
+
+/// A compact rendering of a correlation for failure messages.
+fn summarize(c: &Value) -> String {
+    let mut s = String::new();
+    for b in c["bindings"].as_array().into_iter().flatten() {
+        s += &format!(
+            "binding {} {} x{} {}\n",
+            b["root_argv"][0], b["evidence"], b["evidence_count"], b["evidence_path"]
+        );
+    }
+    for t in tools_of(c) {
+        s += &format!(
+            "tool {} {} {:?} status={} exit_codes={}\n",
+            t["tool_index"], t["name"], t["command"], t["status"], t["exit_codes"]
+        );
+        for a in t["activity"].as_array().into_iter().flatten() {
+            s += &format!("    {}\n", activity_line(a));
+        }
+    }
+    for (k, v) in c["flags"].as_object().into_iter().flatten() {
+        for a in v.as_array().into_iter().flatten() {
+            let line = if a.get("pid").is_some() {
+                activity_line(a)
+            } else {
+                a.to_string()
+            };
+            s += &format!("{k}: {line}\n");
+        }
+    }
+    for u in c["unmatched_trees"].as_array().into_iter().flatten() {
+        s += &format!("unmatched tree {} {}\n", u["root_argv"], u["status"]);
+    }
+    s
+}
+
+fn activity_line(a: &Value) -> String {
+    let what = if let Some(argv) = a["argv"].as_array() {
+        let words: Vec<&str> = argv.iter().filter_map(Value::as_str).collect();
+        let mut w = words.join(" ").replace('\n', " ");
+        if w.len() > 160 {
+            let mut cut = 160;
+            while !w.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            w.truncate(cut);
+            w += "…";
+        }
+        w
+    } else if a["path"].is_string() {
+        a["path"].as_str().unwrap().to_string()
+    } else {
+        format!("{}:{}", a["addr"], a["port"])
+    };
+    format!(
+        "{} pid={} {} {} reason={} late={} by={} exit={} result={}",
+        a["op"].as_str().unwrap_or("?"),
+        a["pid"],
+        a["comm"].as_str().unwrap_or(""),
+        what,
+        a["reason"],
+        a["late"],
+        a["by"],
+        a["exit_code"],
+        a["result"]
+    )
+}
+
+fn tools_of(c: &Value) -> Vec<&Value> {
+    c["prompts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|p| p["tools"].as_array().into_iter().flatten())
+        .collect()
+}
+
+/// The programs a shell intent must exec (builtins such as `echo` exec
+/// nothing): the intent's `programs`, or, for the read/list intents Codex
+/// runs through its shell, `cat` / `ls`.
+fn programs(intent: &Value) -> Vec<String> {
+    if let Some(p) = intent["programs"].as_array() {
+        return p.iter().map(|x| x.as_str().unwrap().to_string()).collect();
+    }
+    if intent["read_file"].is_string() {
+        return vec!["cat".into()];
+    }
+    if intent["list_dir"].is_string() {
+        return vec!["ls".into()];
+    }
+    panic!("shell intent without programs: {intent}");
+}
+
+fn basename(s: &str) -> &str {
+    s.rsplit('/').next().unwrap_or(s)
+}
+
+/// `*` matches any run of characters (none included).
+fn glob(pat: &str, s: &str) -> bool {
+    let parts: Vec<&str> = pat.split('*').collect();
+    if parts.len() == 1 {
+        return pat == s;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !s.starts_with(first) || !s[first.len()..].ends_with(last) {
+        return false;
+    }
+    let mut rest = &s[first.len()..s.len() - last.len()];
+    for mid in &parts[1..parts.len() - 1] {
+        match rest.find(mid) {
+            Some(i) => rest = &rest[i + mid.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+/// An observed-but-not-claimed item as `BY OP WHAT`, the run's directories
+/// written `~` (HOME), `$WORK`, `$TMP`, `$RUN`.
+fn unexplained_key(run: &Run, a: &Value) -> String {
+    let norm = |p: &str| {
+        let mut p = p.to_string();
+        for (dir, name) in [
+            (&run.home, "~"),
+            (&run.work, "$WORK"),
+            (&run.tmp, "$TMP"),
+            (&run.root, "$RUN"),
+        ] {
+            let d = dir.display().to_string();
+            if p == d || p.starts_with(&format!("{d}/")) {
+                p = format!("{name}{}", &p[d.len()..]);
+            }
+        }
+        p
+    };
+    let what = match a["op"].as_str().unwrap() {
+        "exec" => basename(a["argv"][0].as_str().unwrap_or("?")).to_string(),
+        "connect" | "bind" | "listen" => format!(
+            "{}:{}",
+            a["addr"].as_str().unwrap_or("?"),
+            a["port"].as_u64().unwrap_or(0)
+        ),
+        "rename" => format!(
+            "{} <- {}",
+            norm(a["path"].as_str().unwrap_or("?")),
+            norm(a["old_path"].as_str().unwrap_or("?"))
+        ),
+        _ => norm(a["path"].as_str().unwrap_or("?")),
+    };
+    format!(
+        "{} {} {what}",
+        a["by"].as_str().unwrap_or("?"),
+        a["op"].as_str().unwrap()
+    )
+}
+
+/// What each CLI's own runtime does that no tool call explains, as globs
+/// over [`unexplained_key`]: `(pattern, required)`. The model-API
+/// connection (to the scripted server's port) is required everywhere; the
+/// rest is the CLI's own housekeeping outside its state directory (which
+/// correlate already counts as `agent_bookkeeping`), present or not
+/// depending on timing.
+fn allowed_unexplained(agent: Agent) -> Vec<(&'static str, bool)> {
+    let model_api = ("runtime connect 127.0.0.1:8787", true);
+    match agent {
+        Agent::Claude => vec![
+            model_api,
+            // ~/.claude.json, Claude Code's global config, written atomically
+            // under a lock directory, beside (not in) ~/.claude.
+            ("runtime mkdir ~/.claude.json.lock", false),
+            ("runtime delete ~/.claude.json.lock", false),
+            ("runtime link ~/.claude.json", false),
+            // Its git probes (status, branch, ls-files for settings) outside
+            // any call's window.
+            ("child exec git", false),
+            ("runtime delete ~/.claude.json.tmp.*", false),
+            ("runtime write ~/.claude.json.tmp.*", false),
+            (
+                "runtime rename ~/.claude.json <- ~/.claude.json.tmp.*",
+                false,
+            ),
+            // Its per-user temp dir (TMPDIR/claude-UID): the file-watch
+            // probe, the per-session task dir, the IPC socket dir.
+            ("runtime mkdir $TMP/claude-*", false),
+            ("runtime write $TMP/claude-*/fswatch-probe-*/probe", false),
+            ("runtime delete $TMP/claude-*/fswatch-probe-*", false),
+            ("runtime mkdir $TMP/cc-socks", false),
+            ("runtime delete $TMP/cc-socks/*.sock", false),
+            // The Bash tool's cwd file, written by the wrapper shell
+            // (`pwd -P >| $TMP/claude-XXXX-cwd`), read and removed by Claude.
+            ("runtime delete $TMP/claude-*-cwd", false),
+        ],
+        Agent::Codex => vec![model_api],
+        // Gemini CLI relaunches itself (`node --max-old-space-size=N gemini
+        // …`) and the relaunched child is the agent: the tree root is the
+        // launcher, so the agent's own activity is `by: child`.
+        Agent::Gemini => vec![
+            ("child connect 127.0.0.1:8787", true),
+            ("child exec node", true),
+            // Its workspace probes (`git rev-parse --show-toplevel` /
+            // `--git-common-dir`) at start and between turns.
+            ("child exec git", false),
+            // The shell tool's scratch dir (background-pid file), made and
+            // removed by the agent around each command.
+            ("child mkdir $TMP/gemini-shell-*", false),
+            ("child delete $TMP/gemini-shell-*", false),
+        ],
+    }
+}
+
+/// Known correlate gap (reported, not hidden): Claude Code 2.1.328's Write
+/// opens the target directory and writes `DIR_FD/name.tmp.*`, then renames it
+/// to `DIR_FD/name`, through `/proc/self/fd/N/…` paths. The capture stores
+/// those paths as given, and correlate drops every `/proc/` path as noise
+/// (`correlate::noise_path`), so the Write's file events are invisible to it
+/// and the call is listed `claimed_not_observed` (`what: create`).
+fn known_invisible_write(agent: Agent, want: &Tool) -> bool {
+    agent == Agent::Claude && want.name == "Write"
+}
+
+fn verify_correlation(run: &Run, id: &str, db: &Path, c: &Value, dump: &str) {
+    let agent = run.agent;
+    let ctx = format!("{} {}\n{dump}", agent.name(), run.scenario.name);
+    assert_eq!(c["session"]["session_id"], id, "{ctx}");
+    assert_eq!(c["session"]["provider"], agent.name(), "{ctx}");
+
+    // The CLI's process tree is bound to the session it wrote, by its own
+    // writes to the transcript.
+    let transcripts = transcript_files(agent, run);
+    let bindings = c["bindings"].as_array().unwrap();
+    assert_eq!(bindings.len(), 1, "one binding: {ctx}");
+    let b = &bindings[0];
+    assert_eq!(b["evidence"], "transcript_write", "{ctx}");
+    assert_eq!(
+        b["evidence_path"],
+        transcripts[0].display().to_string(),
+        "{ctx}"
     );
+    assert!(b["evidence_count"].as_u64().unwrap() >= 1, "{ctx}");
+    assert!(
+        b["root_argv"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a.as_str().is_some_and(
+                |a| basename(a) == agent.name() || a.contains(&format!("/{}", agent.name()))
+            )),
+        "tree rooted at the CLI: {ctx}"
+    );
+    assert_eq!(c["unmatched_trees"], serde_json::json!([]), "{ctx}");
+
+    // Each call explained by what it really did.
+    let intents: Vec<Value> = run.scenario.json["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|t| t["calls"].as_array().cloned().unwrap_or_default())
+        .collect();
+    let tools = tools_of(c);
+    assert_eq!(tools.len(), intents.len(), "{ctx}");
+    let mut claimed_gaps: Vec<Value> = Vec::new();
+    let late_paths: Vec<String> = run.scenario.json["expect"]["late_writes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| run.work.join(p.as_str().unwrap()).display().to_string())
+        .collect();
+    for (i, (t, intent)) in tools.iter().zip(&intents).enumerate() {
+        let want = expected_tool(agent, run, intent);
+        assert_eq!(t["tool_index"], i, "{ctx}");
+        assert_eq!(t["name"], want.name.as_str(), "{ctx}");
+        let acts = t["activity"].as_array().unwrap();
+        let by = |reasons: &[&str]| -> Vec<&Value> {
+            acts.iter()
+                .filter(|a| reasons.contains(&a["reason"].as_str().unwrap_or("")))
+                .collect()
+        };
+        if want.category == "shell" {
+            let matched: Vec<&Value> = by(&["argv_match"])
+                .into_iter()
+                .filter(|a| a["op"] == "exec")
+                .collect();
+            assert!(!matched.is_empty(), "call {i}: no argv_match exec: {ctx}");
+            let mut pids: Vec<i64> = matched
+                .iter()
+                .map(|a| a["process_id"].as_i64().unwrap())
+                .collect();
+            pids.sort();
+            pids.dedup();
+            let code = intent["exit_code"].as_i64().unwrap_or(0);
+            assert_eq!(
+                t["exit_codes"],
+                serde_json::json!(vec![code; pids.len()]),
+                "call {i}: exit codes of its argv-matched processes: {ctx}"
+            );
+            let execd: Vec<&str> = by(&["argv_match", "descendant"])
+                .into_iter()
+                .filter(|a| a["op"] == "exec")
+                .filter_map(|a| a["argv"][0].as_str().map(basename))
+                .collect();
+            for p in programs(intent) {
+                assert!(
+                    execd.contains(&p.as_str()),
+                    "call {i}: {p} not exec'd by the call's processes: {ctx}"
+                );
+            }
+            if let Some(port) = intent["connects_to"].as_u64() {
+                assert!(
+                    by(&["argv_match", "descendant"])
+                        .iter()
+                        .any(|a| a["op"] == "connect"
+                            && a["addr"] == "127.0.0.1"
+                            && a["port"] == port),
+                    "call {i}: connect to {port} not attributed: {ctx}"
+                );
+            }
+        } else if known_invisible_write(agent, &want) {
+            // See `known_invisible_write`: the write is in the capture under
+            // a /proc/self/fd path correlate does not resolve.
+            let (path, _) = &want.paths[0];
+            let name = Path::new(path).file_name().unwrap().to_str().unwrap();
+            let conn = agentsight_tests::open(db);
+            let n: i64 = conn
+                .query_row(
+                    "SELECT count(*) FROM events WHERE kind = 'rename' AND result = 0 \
+                     AND path LIKE '/proc/self/fd/%/' || ?1",
+                    [name],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert_eq!(n, 1, "call {i}: rename to /proc/self/fd/N/{name}: {ctx}");
+            claimed_gaps.push(serde_json::json!({
+                "tool_index": i,
+                "call_id": t["call_id"],
+                "name": t["name"],
+                "what": "create",
+                "detail": format!("no create of {path} seen"),
+            }));
+        } else {
+            // A file tool: its path's events, done by the agent itself.
+            let (path, access) = &want.paths[0];
+            let path = if Path::new(path).is_absolute() {
+                path.clone()
+            } else {
+                run.work.join(path).display().to_string()
+            };
+            let ops: &[&str] = if access == "read" {
+                &["read"]
+            } else {
+                &["write", "rename"]
+            };
+            assert!(
+                by(&["path_match"]).iter().any(|a| ops
+                    .contains(&a["op"].as_str().unwrap())
+                    && a["path"] == path.as_str()),
+                "call {i}: no path_match {ops:?} on {path}: {ctx}"
+            );
+        }
+        for a in acts {
+            let late = late_paths.iter().any(|p| a["path"] == p.as_str());
+            assert_eq!(a["late"], late, "call {i}: late flag: {ctx}");
+        }
+    }
+
+    let flags = &c["flags"];
+    assert_eq!(
+        flags["claimed_not_observed"],
+        Value::Array(claimed_gaps),
+        "{ctx}"
+    );
+    assert_eq!(flags["mismatches"], serde_json::json!([]), "{ctx}");
+
+    // Late activity: exactly the background writes the scenario names.
+    let late: Vec<String> = flags["late"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["detail"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(late.len(), late_paths.len(), "late flags: {ctx}");
+    for p in &late_paths {
+        assert!(
+            late.iter().any(|d| d.contains(p.as_str())),
+            "{p} not flagged late: {ctx}"
+        );
+    }
+
+    // Observed but not claimed: only the CLI's model-API connection and its
+    // known runtime noise, each listed.
+    let allowed = allowed_unexplained(agent);
+    let keys: Vec<String> = flags["observed_not_claimed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| unexplained_key(run, a))
+        .collect();
+    let stray: Vec<&String> = keys
+        .iter()
+        .filter(|k| !allowed.iter().any(|(p, _)| glob(p, k)))
+        .collect();
+    assert!(stray.is_empty(), "unexplained: {stray:#?}\n{ctx}");
+    for (p, required) in &allowed {
+        assert!(
+            !required || keys.iter().any(|k| glob(p, k)),
+            "{p} not listed as observed-not-claimed: {ctx}"
+        );
+    }
 }
 
 fn responses_calls(responses: &[Value]) -> usize {
@@ -388,6 +773,17 @@ macro_rules! e2e {
             #[test]
             fn $name() {
                 check(Agent::$agent, $scenario);
+            }
+        )*
+    };
+}
+
+macro_rules! e2e_recorded {
+    ($($name:ident: $agent:ident, $scenario:literal;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                check_recorded(Agent::$agent, $scenario);
             }
         )*
     };
@@ -409,4 +805,20 @@ e2e! {
     gemini_failing: Gemini, "failing";
     gemini_network: Gemini, "network";
     gemini_parallel: Gemini, "parallel";
+}
+
+// Not yet under record (see tests/e2e/README.md): every Codex scenario (its
+// shell commands' execs are not argv-matched) and Gemini's failing command
+// (the `sh` it runs is not in the capture).
+e2e_recorded! {
+    claude_inspect_under_record: Claude, "inspect";
+    claude_edit_under_record: Claude, "edit";
+    claude_failing_under_record: Claude, "failing";
+    claude_network_under_record: Claude, "network";
+    claude_parallel_under_record: Claude, "parallel";
+    claude_late_under_record: Claude, "late";
+    gemini_inspect_under_record: Gemini, "inspect";
+    gemini_edit_under_record: Gemini, "edit";
+    gemini_network_under_record: Gemini, "network";
+    gemini_parallel_under_record: Gemini, "parallel";
 }
