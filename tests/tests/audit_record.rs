@@ -446,3 +446,141 @@ fn bad_input_exits_2_with_file_and_line() {
     assert!(!dir.join("never.db").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A scripted Claude Code agent (tests/workloads/scripted_agent.py, shared
+/// with the correlate tests) whose session `record` binds: findings name the
+/// session and tool call, and correlate's flags become rule findings.
+#[test]
+fn findings_name_the_session_and_tool_call() {
+    require_root();
+    let dir = scratch("audit-corr");
+    let (uid, gid) = test_user();
+    let home = dir.join("home");
+    let work = dir.join("work");
+    for d in [&home, &work] {
+        std::fs::create_dir_all(d).unwrap();
+        nix::unistd::chown(d.as_path(), Some(uid.into()), Some(gid.into())).unwrap();
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let sid = "22222222-3333-4444-8555-666666666666";
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("workloads/scripted_agent.py")
+        .display()
+        .to_string();
+    let undeclared = work.join("undeclared.txt").display().to_string();
+    let args = [
+        "python3",
+        &script,
+        "--format",
+        "claude",
+        "--home",
+        &home.display().to_string(),
+        "--cwd",
+        &work.display().to_string(),
+        "--session-id",
+        sid,
+        "--port",
+        &port.to_string(),
+        "--undeclared",
+        &undeclared,
+    ];
+    let db = dir.join("run.db");
+    let out = record(&db, &[], &args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // Writes only under the agent's home (its transcript): the workspace
+    // writes become findings that carry their tool call.
+    let policy = dir.join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "unexplained_activity = \"fail\"\nclaims_mismatch = \"fail\"\n[writes]\nallow = [\"{}/**\", \"/dev/null\"]\n[network]\nallow = [\"127.0.0.1:{port}\"]\n",
+            home.display()
+        ),
+    )
+    .unwrap();
+    let a = audit(&db, &policy, "json");
+    assert_eq!(a.status.code(), Some(1), "{}", stderr(&a));
+    let report: Value = serde_json::from_slice(&a.stdout).unwrap();
+    assert_eq!(report["correlations"], true);
+    let got: Vec<(String, String, Value, Value, Value)> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["rule"].as_str().unwrap().to_string(),
+                f["message"].as_str().unwrap().to_string(),
+                f["session"]["tool_index"].clone(),
+                f["session"]["role"].clone(),
+                f["session"]["reason"].clone(),
+            )
+        })
+        .collect();
+    let w = |f: &str| work.join(f).display().to_string();
+    let row = |rule: &str, msg: String, idx: Value, role: &str, reason: &str| {
+        (
+            rule.to_string(),
+            msg,
+            idx,
+            Value::from(role),
+            Value::from(reason),
+        )
+    };
+    assert_eq!(
+        got,
+        vec![
+            row(
+                "write-outside-allowed",
+                format!("write outside the allowed roots: {}", w("notes.txt")),
+                0.into(),
+                "attributed",
+                "argv_match"
+            ),
+            row(
+                "write-outside-allowed",
+                format!("write outside the allowed roots: {}", w("out.txt")),
+                1.into(),
+                "attributed",
+                "path_match"
+            ),
+            row(
+                "write-outside-allowed",
+                format!("write outside the allowed roots: {undeclared}"),
+                Value::Null,
+                "observed_not_claimed",
+                "runtime"
+            ),
+            row(
+                "unexplained-activity",
+                format!("activity no tool call explains: openat {undeclared}"),
+                Value::Null,
+                "observed_not_claimed",
+                "runtime"
+            ),
+            row(
+                "unexplained-activity",
+                format!("activity no tool call explains: connect 127.0.0.1:{port}"),
+                Value::Null,
+                "observed_not_claimed",
+                "runtime"
+            ),
+        ]
+    );
+    // The Bash tool call's write was done by `bash -c CMD`, a child of the agent.
+    let chain = report["findings"][0]["process"]["chain"]
+        .as_array()
+        .unwrap();
+    assert_eq!(chain.len(), 2);
+    assert_eq!(chain[0]["argv"][1], script);
+    assert_eq!(
+        chain[1]["argv"],
+        serde_json::json!(["bash", "-c", "echo hello > notes.txt && cat notes.txt"])
+    );
+    assert!(report["findings"][0]["session"]["call_id"].is_string());
+    for f in report["findings"].as_array().unwrap() {
+        assert_eq!(f["session"]["session_id"], sid, "{f}");
+        assert_eq!(f["session"]["provider"], "claude", "{f}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -114,6 +114,7 @@ struct Proc {
 /// An event row, as far as the rules look at it.
 struct Ev {
     id: i64,
+    mono_ns: i64,
     wall_ns: i64,
     kind: String,
     process_id: Option<i64>,
@@ -319,7 +320,30 @@ pub fn audit(cap: &Capture, policy: &Policy) -> Result<Report, AuditError> {
             );
         }
     }
-    let process_info = |id: Option<i64>| -> Option<ProcessInfo> {
+    // The argv a process had at a moment: its last exec before then (a
+    // shell that later execs its last command in place must still show as
+    // the shell that did the earlier work), else the stored argv.
+    let argv_at = |id: i64, at: Option<i64>, stored: &[String]| -> Vec<String> {
+        at.and_then(|t| {
+            // Cached: one compiled statement for every chain entry.
+            let mut st = cap
+                .conn
+                .prepare_cached(
+                    "SELECT argv FROM events WHERE process_id = ?1 AND kind = 'exec' AND mono_ns <= ?2
+                     ORDER BY mono_ns DESC LIMIT 1",
+                )
+                .ok()?;
+            st.query_row(rusqlite::params![id, t], |r| r.get::<_, Option<String>>(0))
+                .optional()
+                .ok()
+                .flatten()
+                .flatten()
+        })
+        .map(|a| argv_of(Some(&a)))
+        .filter(|a| !a.is_empty())
+        .unwrap_or_else(|| stored.to_vec())
+    };
+    let process_info = |id: Option<i64>, at: Option<i64>| -> Option<ProcessInfo> {
         let id = id?;
         let p = procs.get(&id)?;
         let mut chain = Vec::new();
@@ -333,15 +357,16 @@ pub fn audit(cap: &Capture, policy: &Policy) -> Result<Report, AuditError> {
             chain.push(ChainEntry {
                 pid: pp.pid,
                 process_id: c,
-                argv: pp.argv.clone(),
+                argv: argv_at(c, at, &pp.argv),
             });
             cur = pp.parent_id.filter(|&pid| pid != c);
         }
+        let argv = chain.first().map(|c| c.argv.clone()).unwrap_or_default();
         chain.reverse();
         Some(ProcessInfo {
             pid: p.pid,
             process_id: id,
-            argv: p.argv.clone(),
+            argv,
             chain,
         })
     };
@@ -601,7 +626,7 @@ pub fn audit(cap: &Capture, policy: &Policy) -> Result<Report, AuditError> {
     // --- events -------------------------------------------------------------
     let sql = format!(
         "SELECT id, wall_ns, kind, process_id, path, old_path, flags, result, errno, family, addr, port,
-                query, argv, exe, filename, repeat
+                query, argv, exe, filename, repeat, mono_ns
          FROM events WHERE kind IN ({EVENT_KINDS}) ORDER BY mono_ns, id"
     );
     let mut st = cap.conn.prepare(&sql).map_err(|e| q(cap, e))?;
@@ -625,6 +650,7 @@ pub fn audit(cap: &Capture, policy: &Policy) -> Result<Report, AuditError> {
                 exe: r.get(14)?,
                 filename: r.get(15)?,
                 repeat: r.get(16)?,
+                mono_ns: r.get(17)?,
             })
         })
         .map_err(|e| q(cap, e))?;
@@ -641,7 +667,7 @@ pub fn audit(cap: &Capture, policy: &Policy) -> Result<Report, AuditError> {
         query: None,
         argv: None,
         time: Some(clock::rfc3339_ns(ev.wall_ns.max(0) as u64)),
-        process: process_info(ev.process_id),
+        process: process_info(ev.process_id, Some(ev.mono_ns)),
         session: tool_of.get(&ev.id).cloned(),
         evidence: Evidence {
             event_ids: vec![ev.id],
@@ -826,7 +852,7 @@ pub fn audit(cap: &Capture, policy: &Policy) -> Result<Report, AuditError> {
                     query: None,
                     argv: None,
                     time: None,
-                    process: process_info(row.process_id),
+                    process: process_info(row.process_id, None),
                     session: None,
                     evidence: Evidence::default(),
                 },
@@ -865,7 +891,7 @@ fn load_event(cap: &Capture, id: i64) -> Result<Option<Ev>, AuditError> {
     cap.conn
         .query_row(
             "SELECT id, wall_ns, kind, process_id, path, old_path, flags, result, errno, family, addr, port,
-                    query, argv, exe, filename, repeat FROM events WHERE id = ?1",
+                    query, argv, exe, filename, repeat, mono_ns FROM events WHERE id = ?1",
             [id],
             |r| {
                 Ok(Ev {
@@ -886,6 +912,7 @@ fn load_event(cap: &Capture, id: i64) -> Result<Option<Ev>, AuditError> {
                     exe: r.get(14)?,
                     filename: r.get(15)?,
                     repeat: r.get(16)?,
+                    mono_ns: r.get(17)?,
                 })
             },
         )
