@@ -666,7 +666,24 @@ pub fn correlate(
         }
     }
     // 2. Ownership in start order (parents before children).
-    let roots: HashSet<usize> = bound.iter().map(|b| b.root).collect();
+    // The agent itself: each tree's root and every process that wrote the
+    // transcript, with its ancestors (a launcher such as Codex's node shim or
+    // Gemini CLI's relaunch parent sits above the writer). These are never
+    // owned by a call's window, or every tool process they start later would
+    // become that call's descendant.
+    let transcript_path = session.source_path.display().to_string();
+    let mut roots: HashSet<usize> = bound.iter().map(|b| b.root).collect();
+    for a in &acts {
+        if a.op != "exec" && a.path.as_deref() == Some(transcript_path.as_str()) {
+            let mut p = Some(a.proc_ix);
+            while let Some(i) = p {
+                if !roots.insert(i) {
+                    break;
+                }
+                p = procs.procs[i].parent;
+            }
+        }
+    }
     let mut order: Vec<usize> = span_of.keys().copied().collect();
     order.sort_by_key(|&i| (procs.procs[i].start_mono_ns, i));
     let mut owner: HashMap<usize, (usize, Own, u64)> = HashMap::new();
