@@ -153,12 +153,24 @@ fn agent_inside_the_policy_passes() {
     let r = setup("audit-clean");
     let port = r.allowed.to_string();
     let policy = r.policy.display().to_string();
+    let sarif_out = r.dir.join("audit.sarif");
+    let sarif_s = sarif_out.display().to_string();
     let out = record(
         &r.db,
-        &["--audit", &policy],
+        &[
+            "--audit",
+            &policy,
+            "--audit-format",
+            "sarif",
+            "--audit-output",
+            &sarif_s,
+        ],
         &["/bin/bash", &workload(), "clean", &port],
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let sarif: Value = serde_json::from_slice(&std::fs::read(&sarif_out).unwrap()).unwrap();
+    assert_eq!(sarif["version"], "2.1.0");
+    assert_eq!(sarif["runs"][0]["results"].as_array().unwrap().len(), 1);
     assert!(
         stderr(&out).contains("audit PASSED: 0 error(s), 0 warning(s), 1 note(s)"),
         "{}",
@@ -251,8 +263,12 @@ fn agent_breaking_the_policy_is_flagged() {
             (
                 "network-denied".into(),
                 "error".into(),
-                // curl connects non-blocking: EINPROGRESS, not a failure.
-                format!("connect to denied destination 127.0.0.1:{}", r.denied),
+                // curl connects non-blocking (EINPROGRESS); the outcome is
+                // the tcp_state that follows: nothing listens there.
+                format!(
+                    "connect to denied destination 127.0.0.1:{} (TCP closed)",
+                    r.denied
+                ),
                 curl_argv.clone(),
                 vec![root.clone(), s(&["curl", "-s"])]
             ),

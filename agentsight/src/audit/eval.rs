@@ -713,7 +713,21 @@ pub fn audit(cap: &Capture, policy: &Policy) -> Result<Report, AuditError> {
                     } else {
                         "send"
                     };
+                    let mut message = message;
+                    // A non-blocking connect's outcome is a later tcp_state
+                    // event: say whether the connection was made.
+                    let tcp = if !is_dns_name && ev.errno.as_deref() == Some("EINPROGRESS") {
+                        tcp_outcome(cap, &ev)?
+                    } else {
+                        None
+                    };
+                    if let Some(t) = &tcp {
+                        message += &format!(" (TCP {t})");
+                    }
                     let mut f = base(&ev, &meta, message, access);
+                    if let Some(t) = tcp {
+                        f.evidence.detail = Some(format!("tcp_state = {t}"));
+                    }
                     if is_dns_name {
                         f.query = ev.query.clone();
                     } else {
@@ -885,6 +899,26 @@ fn describe(ev: &Ev) -> String {
     } else {
         format!("{} {}", ev.kind, argv_of(ev.argv.as_deref()).join(" "))
     }
+}
+
+/// The `tcp_state` of the same process and destination nearest in time to
+/// `ev` (the state change is stamped in the kernel before the connect
+/// syscall returns, so it may precede the connect row).
+fn tcp_outcome(cap: &Capture, ev: &Ev) -> Result<Option<String>, AuditError> {
+    let mut st = cap
+        .conn
+        .prepare_cached(
+            "SELECT tcp_state FROM events WHERE kind = 'tcp_state' AND process_id = ?1
+             AND addr = ?2 AND port = ?3 ORDER BY ABS(mono_ns - ?4) LIMIT 1",
+        )
+        .map_err(|e| q(cap, e))?;
+    st.query_row(
+        rusqlite::params![ev.process_id, ev.addr, ev.port, ev.mono_ns],
+        |r| r.get::<_, Option<String>>(0),
+    )
+    .optional()
+    .map(Option::flatten)
+    .map_err(|e| q(cap, e))
 }
 
 fn load_event(cap: &Capture, id: i64) -> Result<Option<Ev>, AuditError> {
