@@ -57,6 +57,8 @@ const DEBIAN_PACKAGES: &[(&str, &str)] = &[
     ("strace", "strace"),
     ("useradd", "passwd"),
     ("gcc", "gcc"),
+    // Static libc for the flood test's static binary.
+    ("/usr/lib/x86_64-linux-gnu/libc.a", "libc6-dev"),
     ("curl", "curl"),
     ("git", "git"),
     ("ip", "iproute2"),
@@ -121,6 +123,9 @@ fn output(cmd: &mut Command) -> Option<String> {
 }
 
 fn have(program: &str) -> bool {
+    if program.starts_with('/') {
+        return Path::new(program).exists();
+    }
     Command::new("sh")
         .args(["-c", &format!("command -v {program} >/dev/null 2>&1")])
         .status()

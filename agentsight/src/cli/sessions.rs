@@ -376,8 +376,3 @@ fn write_session(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
     }
     Ok(())
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-}
