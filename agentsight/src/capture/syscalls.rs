@@ -166,6 +166,23 @@ fn given(buf: &[u8], len: i32) -> (Option<String>, bool) {
 impl FsState {
     /// Resolves `path` (as given) relative to `dirfd`.
     fn resolve(&self, dirfd: i32, path: &str) -> (Option<String>, &'static str) {
+        // `/proc/self/fd/N/name` names `name` inside whatever fd N is (Claude
+        // Code writes files this way through a directory fd): resolve it
+        // through the fd table, or say the fd is unknown.
+        if let Some(rest) = path
+            .strip_prefix("/proc/self/fd/")
+            .or_else(|| path.strip_prefix("/proc/thread-self/fd/"))
+        {
+            let (num, tail) = rest.split_once('/').unwrap_or((rest, ""));
+            if let Ok(fd) = num.parse::<i32>() {
+                return match self.fds.get(&fd) {
+                    Some(f) if f.is_path => {
+                        (Some(normalize(&format!("{}/{tail}", f.target))), "resolved")
+                    }
+                    _ => (None, "fd_unknown"),
+                };
+            }
+        }
         if path.starts_with('/') {
             return (Some(normalize(path)), "resolved");
         }
@@ -583,6 +600,18 @@ mod tests {
         ));
         assert_eq!(r.old_path.as_deref(), Some("/home/u/proj2/src/a.txt"));
         assert_eq!(r.new_path.as_deref(), Some("/home/u/proj2/src/b.txt"));
+        // Paths through /proc/self/fd/N/ resolve via fd N (fd 3 is src/).
+        let r = st.apply(&raw(
+            op::RENAME,
+            0,
+            [0; 6],
+            "/proc/self/fd/3/x.tmp",
+            "/proc/self/fd/3/x",
+        ));
+        assert_eq!(r.old_path.as_deref(), Some("/home/u/proj2/src/x.tmp"));
+        assert_eq!(r.new_path.as_deref(), Some("/home/u/proj2/src/x"));
+        let r = st.apply(&raw(op::UNLINK, 0, [0; 6], "/proc/self/fd/42/y", ""));
+        assert_eq!((r.path, r.path_status), (None, Some("fd_unknown")));
     }
 
     #[test]
