@@ -192,3 +192,27 @@ pub fn meta(conn: &rusqlite::Connection, key: &str) -> Option<String> {
 pub fn sv(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| s.to_string()).collect()
 }
+
+/// Builds a static program in `dir` that makes `n` failed
+/// `openat(AT_FDCWD, path, O_RDONLY)` calls and exits 0. Static linking means
+/// no dynamic loader: the flood is the program's only hooked syscall, so its
+/// ground truth is exactly `n` events.
+pub fn static_open_flood(dir: &Path, n: u64, path: &str) -> PathBuf {
+    let src = dir.join("flood.c");
+    std::fs::write(
+        &src,
+        format!(
+            "#include <fcntl.h>\nint main(void) {{ for (long i = 0; i < {n}; i++) openat(AT_FDCWD, \"{path}\", O_RDONLY); return 0; }}\n"
+        ),
+    )
+    .expect("write flood.c");
+    let bin = dir.join("flood");
+    let cc = Command::new("gcc")
+        .args(["-O2", "-static", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .expect("run gcc");
+    assert!(cc.success(), "gcc -static failed");
+    bin
+}

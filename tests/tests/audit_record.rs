@@ -341,21 +341,7 @@ fn agent_breaking_the_policy_is_flagged() {
 fn forced_loss_fails_require_no_loss() {
     require_root();
     let dir = scratch("audit-loss");
-    let src = dir.join("flood.c");
-    std::fs::write(
-        &src,
-        "#include <fcntl.h>\nint main(void) { for (long i = 0; i < 300000; i++) openat(AT_FDCWD, \"/nonexistent-agentsight-audit\", O_RDONLY); return 0; }\n",
-    )
-    .unwrap();
-    let flood = dir.join("flood");
-    // Static: the flood is the program's only hooked syscall.
-    let cc = Command::new("gcc")
-        .args(["-O2", "-static", "-o"])
-        .arg(&flood)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(cc.success(), "gcc -static failed");
+    let flood = static_open_flood(&dir, 300_000, "/nonexistent-agentsight-audit");
     let db = dir.join("flood.db");
     let out = record(&db, &["--ring-mib", "1"], &[&flood.display().to_string()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

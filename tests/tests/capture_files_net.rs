@@ -354,24 +354,8 @@ fn files_and_network_match_ground_truth_and_strace() {
 fn flood_counts_captured_plus_lost_equal_generated() {
     require_root();
     let dir = scratch("flood");
-    let src = dir.join("flood.c");
     const N: u64 = 300_000;
-    std::fs::write(
-        &src,
-        format!(
-            "#include <fcntl.h>\nint main(void) {{ for (long i = 0; i < {N}; i++) openat(AT_FDCWD, \"/nonexistent-agentsight-flood\", O_RDONLY); return 0; }}\n"
-        ),
-    )
-    .unwrap();
-    let bin_path = dir.join("flood");
-    // Static: no dynamic loader, so the flood is the program's only hooked syscall.
-    let cc = Command::new("gcc")
-        .args(["-O2", "-static", "-o"])
-        .arg(&bin_path)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(cc.success(), "gcc -static failed");
+    let bin_path = static_open_flood(&dir, N, "/nonexistent-agentsight-flood");
     let db = dir.join("flood.db");
     let bin_s = bin_path.display().to_string();
     // A 1 MiB ring so the flood overruns it: loss must be counted, never silent.

@@ -625,35 +625,10 @@ pub fn audit(cap: &Capture, policy: &Policy) -> Result<Report, AuditError> {
 
     // --- events -------------------------------------------------------------
     let sql = format!(
-        "SELECT id, wall_ns, kind, process_id, path, old_path, flags, result, errno, family, addr, port,
-                query, argv, exe, filename, repeat, mono_ns
-         FROM events WHERE kind IN ({EVENT_KINDS}) ORDER BY mono_ns, id"
+        "SELECT {EV_COLUMNS} FROM events WHERE kind IN ({EVENT_KINDS}) ORDER BY mono_ns, id"
     );
     let mut st = cap.conn.prepare(&sql).map_err(|e| q(cap, e))?;
-    let rows = st
-        .query_map([], |r| {
-            Ok(Ev {
-                id: r.get(0)?,
-                wall_ns: r.get(1)?,
-                kind: r.get(2)?,
-                process_id: r.get(3)?,
-                path: r.get(4)?,
-                old_path: r.get(5)?,
-                flags: r.get(6)?,
-                result: r.get(7)?,
-                errno: r.get(8)?,
-                family: r.get(9)?,
-                addr: r.get(10)?,
-                port: r.get(11)?,
-                query: r.get(12)?,
-                argv: r.get(13)?,
-                exe: r.get(14)?,
-                filename: r.get(15)?,
-                repeat: r.get(16)?,
-                mono_ns: r.get(17)?,
-            })
-        })
-        .map_err(|e| q(cap, e))?;
+    let rows = st.query_map([], ev_from_row).map_err(|e| q(cap, e))?;
 
     let base = |ev: &Ev, meta: &RuleMeta, message: String, access: &str| Finding {
         rule: meta.id.clone(),
@@ -924,34 +899,39 @@ fn tcp_outcome(cap: &Capture, ev: &Ev) -> Result<Option<String>, AuditError> {
 fn load_event(cap: &Capture, id: i64) -> Result<Option<Ev>, AuditError> {
     cap.conn
         .query_row(
-            "SELECT id, wall_ns, kind, process_id, path, old_path, flags, result, errno, family, addr, port,
-                    query, argv, exe, filename, repeat, mono_ns FROM events WHERE id = ?1",
+            &format!("SELECT {EV_COLUMNS} FROM events WHERE id = ?1"),
             [id],
-            |r| {
-                Ok(Ev {
-                    id: r.get(0)?,
-                    wall_ns: r.get(1)?,
-                    kind: r.get(2)?,
-                    process_id: r.get(3)?,
-                    path: r.get(4)?,
-                    old_path: r.get(5)?,
-                    flags: r.get(6)?,
-                    result: r.get(7)?,
-                    errno: r.get(8)?,
-                    family: r.get(9)?,
-                    addr: r.get(10)?,
-                    port: r.get(11)?,
-                    query: r.get(12)?,
-                    argv: r.get(13)?,
-                    exe: r.get(14)?,
-                    filename: r.get(15)?,
-                    repeat: r.get(16)?,
-                    mono_ns: r.get(17)?,
-                })
-            },
+            ev_from_row,
         )
         .optional()
         .map_err(|e| q(cap, e))
+}
+
+/// Columns read into [`Ev`], in the order [`ev_from_row`] expects.
+const EV_COLUMNS: &str = "id, wall_ns, kind, process_id, path, old_path, flags, result, errno, \
+    family, addr, port, query, argv, exe, filename, repeat, mono_ns";
+
+fn ev_from_row(r: &rusqlite::Row) -> rusqlite::Result<Ev> {
+    Ok(Ev {
+        id: r.get(0)?,
+        wall_ns: r.get(1)?,
+        kind: r.get(2)?,
+        process_id: r.get(3)?,
+        path: r.get(4)?,
+        old_path: r.get(5)?,
+        flags: r.get(6)?,
+        result: r.get(7)?,
+        errno: r.get(8)?,
+        family: r.get(9)?,
+        addr: r.get(10)?,
+        port: r.get(11)?,
+        query: r.get(12)?,
+        argv: r.get(13)?,
+        exe: r.get(14)?,
+        filename: r.get(15)?,
+        repeat: r.get(16)?,
+        mono_ns: r.get(17)?,
+    })
 }
 
 fn exe_matches(p: &ExePattern, ev: &Ev, argv: &[String]) -> bool {
