@@ -127,7 +127,6 @@ impl GapTracker {
 pub struct ReaderStats {
     pub events: AtomicU64,
     pub decode_errors: AtomicU64,
-    pub gap_missing: AtomicU64,
 }
 
 const BATCH: usize = 512;
@@ -187,7 +186,6 @@ pub fn spawn(
                     break;
                 }
                 flush(&tx, &mut batch, &stats);
-                stats.gap_missing.store(gaps.missing(), Ordering::Relaxed);
                 let fd = ring.as_fd();
                 let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
                 // A short timeout so a stop request is seen promptly.
