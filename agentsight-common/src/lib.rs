@@ -36,8 +36,6 @@ pub enum EventKind {
 pub const KIND_SLOTS: u32 = 16;
 /// Loss slot counting children that could not join the tracked map (map full).
 pub const LOSS_SLOT_TRACK_FULL: u32 = 15;
-/// Loss slot counting syscalls whose arguments could not be staged (map full).
-pub const LOSS_SLOT_STAGE_FULL: u32 = 14;
 /// Loss slot counting I/O aggregation entries that could not be created.
 pub const LOSS_SLOT_IO_FULL: u32 = 13;
 
@@ -216,15 +214,6 @@ pub mod op {
 /// Bytes kept of a path argument, or of a socket address.
 pub const SYS_BUF: usize = 512;
 
-/// Arguments staged at syscall entry, keyed by tid, consumed at exit.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct SysStage {
-    pub op: u32,
-    pub _pad: u32,
-    pub args: [u64; 6],
-}
-
 /// A file or socket syscall: the raw arguments, the result, and up to two
 /// buffers read from the caller's memory at syscall exit (paths, socket
 /// addresses, or a DNS payload — which, depends on `op`).
@@ -326,6 +315,13 @@ pub struct Offsets {
     pub bprm_filename: u32,
     pub bprm_argc: u32,
     pub file_path: u32,
+    /// `pt_regs` members holding syscall arguments 1–6 (x86-64: di, si,
+    /// dx, r10, r8, r9) and the syscall number (`orig_ax`).
+    pub regs_args: [u32; 6],
+    pub regs_nr: u32,
+    /// `task_struct.thread_info.status`, whose TS_COMPAT bit marks a 32-bit
+    /// syscall (its number means something else).
+    pub task_ti_status: u32,
 }
 
 impl Offsets {
@@ -351,6 +347,9 @@ impl Offsets {
         bprm_filename: 0,
         bprm_argc: 0,
         file_path: 0,
+        regs_args: [0; 6],
+        regs_nr: 0,
+        task_ti_status: 0,
     };
 }
 

@@ -11,10 +11,9 @@ use core::ffi::c_void;
 use agentsight_common::{
     ARGV_BUF, ARGV_MAX_ARGS, ARGV_MISSING, ARGV_READ_FAILED, ARGV_TRUNCATED, ArgvStage, EventKind,
     ExecEvent, ExitEvent, FILENAME_MAX, ForkEvent, Header, IoAgg, IoEvent, KIND_SLOTS,
-    LOSS_SLOT_IO_FULL, LOSS_SLOT_STAGE_FULL, LOSS_SLOT_TRACK_FULL, Offsets, PATH_COMPLETE,
-    PATH_DEPTH, PATH_DETACHED, PATH_NAME_CUT, PATH_NAME_MAX, PATH_READ_FAILED, PATH_TOO_DEEP,
-    PathRecord, SYS_BUF, SYS_EVENT_BARE, SYS_EVENT_ONE, SYS_EVENT_TWO, SysEvent, SysStage,
-    TcpStateEvent, op,
+    LOSS_SLOT_IO_FULL, LOSS_SLOT_TRACK_FULL, Offsets, PATH_COMPLETE, PATH_DEPTH, PATH_DETACHED,
+    PATH_NAME_CUT, PATH_NAME_MAX, PATH_READ_FAILED, PATH_TOO_DEEP, PathRecord, SYS_BUF,
+    SYS_EVENT_BARE, SYS_EVENT_ONE, SYS_EVENT_TWO, SysEvent, TcpStateEvent, op,
 };
 use aya_ebpf::{
     helpers::{
@@ -26,9 +25,9 @@ use aya_ebpf::{
             bpf_probe_read_user_str,
         },
     },
-    macros::{btf_tracepoint, map, tracepoint},
+    macros::{btf_tracepoint, map, raw_tracepoint, tracepoint},
     maps::{HashMap, LruHashMap, PerCpuArray, RingBuf},
-    programs::{BtfTracePointContext, TracePointContext},
+    programs::{BtfTracePointContext, RawTracePointContext, TracePointContext},
 };
 
 /// Kernel struct offsets, filled from BTF by user space at load time.
@@ -42,6 +41,11 @@ static TRACKED: HashMap<u32, u8> = HashMap::with_max_entries(65536, 0);
 /// All records; user space may resize it at load time.
 #[map]
 static EVENTS: RingBuf = RingBuf::with_byte_size(16 * 1024 * 1024, 0);
+
+/// `BPF_RB_NO_WAKEUP`: records never wake the reader; it drains the ring
+/// on a short timer instead, so a busy traced process does not pay a
+/// wakeup (and a context switch) per record.
+const RB_NO_WAKEUP: u64 = 1;
 
 /// Failed ring-buffer reserves, per CPU, indexed by event kind.
 #[map]
@@ -287,7 +291,7 @@ pub fn sched_process_fork(ctx: BtfTracePointContext) -> u32 {
                 (*ev).child_pid = child_tgid;
                 (*ev).child_tid = child_tid;
             }
-            entry.submit(0);
+            entry.submit(RB_NO_WAKEUP);
         }
         None => count_loss(EventKind::Fork as u32),
     }
@@ -474,7 +478,7 @@ pub fn sched_process_exec(ctx: BtfTracePointContext) -> u32 {
                     walk_path(file.add(off.file_path as usize), &mut (*ev).exe, 1, &off);
                 }
             }
-            entry.submit(0);
+            entry.submit(RB_NO_WAKEUP);
         }
         None => count_loss(EventKind::Exec as u32),
     }
@@ -507,7 +511,7 @@ fn exit_exec(ctx: &TracePointContext) {
                     (*ev).exe.depth = 0;
                     (*ev).exe.flags = 0;
                 }
-                entry.submit(0);
+                entry.submit(RB_NO_WAKEUP);
             }
             None => count_loss(EventKind::ExecFailed as u32),
         }
@@ -550,7 +554,7 @@ pub fn sched_process_exit(ctx: BtfTracePointContext) -> u32 {
                 (*ev).exit_code = read_u32(task.add(off.task_exit_code as usize));
                 (*ev)._pad = 0;
             }
-            entry.submit(0);
+            entry.submit(RB_NO_WAKEUP);
         }
         None => count_loss(EventKind::Exit as u32),
     }
@@ -559,10 +563,6 @@ pub fn sched_process_exit(ctx: BtfTracePointContext) -> u32 {
 }
 
 // ---------------------------------------------------------------- files and sockets
-
-/// Syscall arguments staged at entry, keyed by tid.
-#[map]
-static STAGE: HashMap<u32, SysStage> = HashMap::with_max_entries(16384, 0);
 
 /// Per-CPU space to build a `SysEvent` before it is copied to the ring.
 #[map]
@@ -579,25 +579,6 @@ static DNS_FDS: HashMap<u64, u8> = HashMap::with_max_entries(4096, 0);
 /// TCP sockets a tracked process is connecting: sock pointer → tgid.
 #[map]
 static TCP_SOCKS: LruHashMap<u64, u32> = LruHashMap::with_max_entries(16384, 0);
-
-#[inline(always)]
-fn stage(ctx: &TracePointContext, op: u32) {
-    if !is_tracked(current_tgid()) {
-        return;
-    }
-    let tid = bpf_get_current_pid_tgid() as u32;
-    let mut st = SysStage {
-        op,
-        _pad: 0,
-        args: [0; 6],
-    };
-    for i in 0..6 {
-        st.args[i] = unsafe { ctx.read_at::<u64>(16 + 8 * i).unwrap_or(0) };
-    }
-    if STAGE.insert(&tid, &st, 0).is_err() {
-        count_loss(LOSS_SLOT_STAGE_FULL);
-    }
-}
 
 #[inline(always)]
 fn fd_key(tgid: u32, fd: u64) -> u64 {
@@ -697,7 +678,7 @@ fn io_flush(tgid: u32, fd: u64) {
                 (*ev)._pad = 0;
                 (*ev).agg = *agg;
             }
-            entry.submit(0);
+            entry.submit(RB_NO_WAKEUP);
         }
         None => count_loss(EventKind::Io as u32),
     }
@@ -718,22 +699,10 @@ unsafe fn msghdr_payload(msg: u64, dst: *mut u8) -> i32 {
     }
 }
 
-fn finish(ctx: &TracePointContext, op: u32) {
-    let tgid = current_tgid();
-    if !is_tracked(tgid) {
-        return;
-    }
-    let tid = bpf_get_current_pid_tgid() as u32;
-    let Some(staged) = STAGE.get_ptr(&tid) else {
-        return;
-    };
-    let st = unsafe { *staged };
-    let _ = STAGE.remove(&tid);
-    if st.op != op {
-        return;
-    }
-    let a = st.args;
-    let ret: i64 = unsafe { ctx.read_at(16).unwrap_or(0) };
+/// Records one finished syscall of a tracked process from its arguments
+/// (as the registers still hold them at exit) and its result.
+#[inline(always)]
+fn finish(tgid: u32, op: u32, a: [u64; 6], ret: i64) {
     let dns_key = fd_key(tgid, a[0]);
     match op {
         op::WRITE | op::PWRITE64 | op::WRITEV | op::PWRITEV => {
@@ -875,70 +844,99 @@ fn finish(ctx: &TracePointContext, op: u32) {
         (*ev).len1 = l1;
         (*ev).len2 = l2;
         let bytes = core::slice::from_raw_parts(ev as *const u8, size);
-        if EVENTS.output::<[u8]>(bytes, 0).is_err() {
+        if EVENTS.output::<[u8]>(bytes, RB_NO_WAKEUP).is_err() {
             count_loss(EventKind::Sys as u32);
         }
     }
 }
 
-macro_rules! syscall_hooks {
-    ($($enter:ident, $exit:ident => $op:expr;)*) => {$(
-        #[tracepoint]
-        pub fn $enter(ctx: TracePointContext) -> u32 {
-            stage(&ctx, $op);
-            0
-        }
-        #[tracepoint]
-        pub fn $exit(ctx: TracePointContext) -> u32 {
-            finish(&ctx, $op);
-            0
-        }
-    )*};
+/// x86-64 syscall number → the `op` we record it as (None: not recorded).
+#[inline(always)]
+fn op_of_syscall(nr: u64) -> Option<u32> {
+    Some(match nr {
+        0 => op::READ,
+        1 => op::WRITE,
+        2 => op::OPEN,
+        3 => op::CLOSE,
+        17 => op::PREAD64,
+        18 => op::PWRITE64,
+        19 => op::READV,
+        20 => op::WRITEV,
+        32 => op::DUP,
+        33 => op::DUP2,
+        41 => op::SOCKET,
+        42 => op::CONNECT,
+        43 => op::ACCEPT,
+        44 => op::SENDTO,
+        46 => op::SENDMSG,
+        49 => op::BIND,
+        50 => op::LISTEN,
+        72 => op::FCNTL,
+        76 => op::TRUNCATE,
+        77 => op::FTRUNCATE,
+        80 => op::CHDIR,
+        81 => op::FCHDIR,
+        82 => op::RENAME,
+        83 => op::MKDIR,
+        84 => op::RMDIR,
+        85 => op::CREAT,
+        86 => op::LINK,
+        87 => op::UNLINK,
+        88 => op::SYMLINK,
+        257 => op::OPENAT,
+        258 => op::MKDIRAT,
+        263 => op::UNLINKAT,
+        264 => op::RENAMEAT,
+        265 => op::LINKAT,
+        266 => op::SYMLINKAT,
+        288 => op::ACCEPT4,
+        292 => op::DUP3,
+        296 => op::PWRITEV,
+        307 => op::SENDMMSG,
+        316 => op::RENAMEAT2,
+        437 => op::OPENAT2,
+        _ => return None,
+    })
 }
 
-syscall_hooks! {
-    sys_enter_open, sys_exit_open => op::OPEN;
-    sys_enter_openat, sys_exit_openat => op::OPENAT;
-    sys_enter_openat2, sys_exit_openat2 => op::OPENAT2;
-    sys_enter_creat, sys_exit_creat => op::CREAT;
-    sys_enter_unlink, sys_exit_unlink => op::UNLINK;
-    sys_enter_unlinkat, sys_exit_unlinkat => op::UNLINKAT;
-    sys_enter_rmdir, sys_exit_rmdir => op::RMDIR;
-    sys_enter_rename, sys_exit_rename => op::RENAME;
-    sys_enter_renameat, sys_exit_renameat => op::RENAMEAT;
-    sys_enter_renameat2, sys_exit_renameat2 => op::RENAMEAT2;
-    sys_enter_mkdir, sys_exit_mkdir => op::MKDIR;
-    sys_enter_mkdirat, sys_exit_mkdirat => op::MKDIRAT;
-    sys_enter_truncate, sys_exit_truncate => op::TRUNCATE;
-    sys_enter_ftruncate, sys_exit_ftruncate => op::FTRUNCATE;
-    sys_enter_chdir, sys_exit_chdir => op::CHDIR;
-    sys_enter_fchdir, sys_exit_fchdir => op::FCHDIR;
-    sys_enter_symlink, sys_exit_symlink => op::SYMLINK;
-    sys_enter_symlinkat, sys_exit_symlinkat => op::SYMLINKAT;
-    sys_enter_link, sys_exit_link => op::LINK;
-    sys_enter_linkat, sys_exit_linkat => op::LINKAT;
-    sys_enter_close, sys_exit_close => op::CLOSE;
-    sys_enter_dup, sys_exit_dup => op::DUP;
-    sys_enter_dup2, sys_exit_dup2 => op::DUP2;
-    sys_enter_dup3, sys_exit_dup3 => op::DUP3;
-    sys_enter_fcntl, sys_exit_fcntl => op::FCNTL;
-    sys_enter_socket, sys_exit_socket => op::SOCKET;
-    sys_enter_connect, sys_exit_connect => op::CONNECT;
-    sys_enter_bind, sys_exit_bind => op::BIND;
-    sys_enter_listen, sys_exit_listen => op::LISTEN;
-    sys_enter_accept, sys_exit_accept => op::ACCEPT;
-    sys_enter_accept4, sys_exit_accept4 => op::ACCEPT4;
-    sys_enter_sendto, sys_exit_sendto => op::SENDTO;
-    sys_enter_sendmsg, sys_exit_sendmsg => op::SENDMSG;
-    sys_enter_sendmmsg, sys_exit_sendmmsg => op::SENDMMSG;
-    sys_enter_write, sys_exit_write => op::WRITE;
-    sys_enter_pwrite64, sys_exit_pwrite64 => op::PWRITE64;
-    sys_enter_writev, sys_exit_writev => op::WRITEV;
-    sys_enter_pwritev, sys_exit_pwritev => op::PWRITEV;
-    sys_enter_read, sys_exit_read => op::READ;
-    sys_enter_pread64, sys_exit_pread64 => op::PREAD64;
-    sys_enter_readv, sys_exit_readv => op::READV;
+/// Every syscall's exit, for every process: one program instead of an
+/// enter/exit pair per syscall. An untracked process pays one map lookup;
+/// a tracked one needs no per-syscall staging, because on x86-64 the
+/// argument registers in `pt_regs` are unchanged when the syscall returns
+/// (only `ax` carries the result). Exec is the exception — a successful
+/// exec replaces the registers — and has its own hooks.
+#[raw_tracepoint(tracepoint = "sys_exit")]
+pub fn sys_exit(ctx: RawTracePointContext) -> i32 {
+    let tgid = current_tgid();
+    if !is_tracked(tgid) {
+        return 0;
+    }
+    let off = offsets();
+    let regs: *const u8 = ctx.arg(0);
+    let ret: i64 = ctx.arg(1);
+    unsafe {
+        let nr: u64 =
+            bpf_probe_read_kernel(regs.add(off.regs_nr as usize) as *const u64).unwrap_or(u64::MAX);
+        let Some(op) = op_of_syscall(nr) else {
+            return 0;
+        };
+        // A 32-bit (compat) syscall numbers its calls differently.
+        let task = bpf_get_current_task() as *const u8;
+        if read_u32(task.add(off.task_ti_status as usize)) & TS_COMPAT != 0 {
+            return 0;
+        }
+        let mut a = [0u64; 6];
+        for (i, slot) in a.iter_mut().enumerate() {
+            *slot = bpf_probe_read_kernel(regs.add(off.regs_args[i] as usize) as *const u64)
+                .unwrap_or(0);
+        }
+        finish(tgid, op, a, ret);
+    }
+    0
 }
+
+/// `thread_info.status` bit: the current syscall is a 32-bit one.
+const TS_COMPAT: u32 = 0x0002;
 
 /// TCP outcome of a connect: the SYN_SENT transition happens in the
 /// connecting task (we note the socket); later ones run in softirq with an
@@ -1001,7 +999,7 @@ pub fn inet_sock_set_state(ctx: TracePointContext) -> u32 {
                     (*ev).saddr = s16;
                     (*ev).daddr = d16;
                 }
-                entry.submit(0);
+                entry.submit(RB_NO_WAKEUP);
             }
             None => count_loss(EventKind::TcpState as u32),
         }

@@ -254,8 +254,15 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     let ring = probes.take_ring()?;
     let io = probes.io.take();
     let seq = probes.take_seq().ok();
-    let reader = reader::spawn(ring, io, seq, writer.sender(), stop.clone(), stats.clone())
-        .map_err(|e| RecordError::Other(format!("cannot start ring reader: {e}")))?;
+    let reader = reader::spawn(
+        ring,
+        io,
+        seq,
+        writer.event_sender(),
+        stop.clone(),
+        stats.clone(),
+    )
+    .map_err(|e| RecordError::Other(format!("cannot start ring reader: {e}")))?;
     let signals = install_signals()?;
 
     // Adopt existing trees.

@@ -48,6 +48,17 @@ pub fn kernel_offsets(path: &Path) -> Result<Offsets, BtfError> {
         bprm_filename: f("linux_binprm", "filename")?,
         bprm_argc: f("linux_binprm", "argc")?,
         file_path: f("file", "f_path")?,
+        // x86-64 syscall argument registers, in argument order.
+        regs_args: [
+            f("pt_regs", "di")?,
+            f("pt_regs", "si")?,
+            f("pt_regs", "dx")?,
+            f("pt_regs", "r10")?,
+            f("pt_regs", "r8")?,
+            f("pt_regs", "r9")?,
+        ],
+        regs_nr: f("pt_regs", "orig_ax")?,
+        task_ti_status: f("task_struct", "thread_info")? + f("thread_info", "status")?,
     })
 }
 
@@ -112,5 +123,8 @@ mod tests {
         assert_eq!(off.path_mnt, 0);
         assert_eq!(off.path_dentry, 8);
         assert!(off.task_tgid > 0 && off.task_pid > 0 && off.task_fs > off.task_tgid);
+        // x86-64 pt_regs: r15 r14 r13 r12 bp bx r11 r10 r9 r8 ax cx dx si di orig_ax …
+        assert_eq!(off.regs_args, [112, 104, 96, 56, 72, 64]);
+        assert_eq!(off.regs_nr, 120);
     }
 }

@@ -2,13 +2,11 @@
 
 use std::path::Path;
 
-use agentsight_common::{
-    EventKind, IoAgg, KIND_SLOTS, LOSS_SLOT_IO_FULL, LOSS_SLOT_STAGE_FULL, LOSS_SLOT_TRACK_FULL,
-};
+use agentsight_common::{EventKind, IoAgg, KIND_SLOTS, LOSS_SLOT_IO_FULL, LOSS_SLOT_TRACK_FULL};
 use aya::{
     Btf, Ebpf, EbpfLoader,
     maps::{HashMap, MapData, PerCpuArray, RingBuf},
-    programs::{BtfTracePoint, TracePoint},
+    programs::{BtfTracePoint, RawTracePoint, TracePoint},
 };
 
 use super::btf::{BtfError, VMLINUX_BTF, kernel_offsets};
@@ -41,56 +39,13 @@ pub enum Hook {
     TracePoint(&'static str, String),
     /// BTF tracepoint by name.
     BtfTracePoint(&'static str),
+    /// Raw tracepoint by name.
+    RawTracePoint(&'static str),
 }
 
-/// Syscalls hooked at entry and exit (`sys_enter_X` / `sys_exit_X`).
-pub const SYSCALLS: &[&str] = &[
-    "execve",
-    "execveat",
-    "open",
-    "openat",
-    "openat2",
-    "creat",
-    "unlink",
-    "unlinkat",
-    "rmdir",
-    "rename",
-    "renameat",
-    "renameat2",
-    "mkdir",
-    "mkdirat",
-    "truncate",
-    "ftruncate",
-    "chdir",
-    "fchdir",
-    "symlink",
-    "symlinkat",
-    "link",
-    "linkat",
-    "close",
-    "dup",
-    "dup2",
-    "dup3",
-    "fcntl",
-    "socket",
-    "connect",
-    "bind",
-    "listen",
-    "accept",
-    "accept4",
-    "sendto",
-    "sendmsg",
-    "sendmmsg",
-    "write",
-    "pwrite64",
-    "writev",
-    "pwritev",
-    "read",
-    "pread64",
-    "readv",
-];
-
-/// Programs in the object, with the hook each attaches to.
+/// Programs in the object, with the hook each attaches to. File and socket
+/// syscalls all go through one raw `sys_exit` program; exec keeps its
+/// enter/exit pair (argv must be read before the exec replaces memory).
 pub fn programs() -> Vec<(String, Hook)> {
     let mut out: Vec<(String, Hook)> = [
         "sched_process_fork",
@@ -100,12 +55,13 @@ pub fn programs() -> Vec<(String, Hook)> {
     .into_iter()
     .map(|n| (n.to_owned(), Hook::BtfTracePoint(n)))
     .collect();
-    for sc in SYSCALLS {
+    for sc in ["execve", "execveat"] {
         for dir in ["enter", "exit"] {
             let name = format!("sys_{dir}_{sc}");
             out.push((name.clone(), Hook::TracePoint("syscalls", name)));
         }
     }
+    out.push(("sys_exit".to_owned(), Hook::RawTracePoint("sys_exit")));
     out.push((
         "inet_sock_set_state".to_owned(),
         Hook::TracePoint("sock", "inet_sock_set_state".to_owned()),
@@ -179,6 +135,7 @@ impl Probes {
             let hook_name = match &hook {
                 Hook::TracePoint(c, n) => format!("tracepoint/{c}/{n}"),
                 Hook::BtfTracePoint(n) => format!("tp_btf/{n}"),
+                Hook::RawTracePoint(n) => format!("raw_tracepoint/{n}"),
             };
             let error = attach(&mut ebpf, &btf, &name, &hook, &tracefs).err();
             if let Some(e) = &error {
@@ -258,7 +215,6 @@ impl Probes {
             let name = match EventKind::from_u32(slot) {
                 Some(k) => k.name(),
                 None if slot == LOSS_SLOT_TRACK_FULL => "tracked_map_full",
-                None if slot == LOSS_SLOT_STAGE_FULL => "syscall_stage_full",
                 None if slot == LOSS_SLOT_IO_FULL => "io_map_full",
                 None => continue,
             };
@@ -320,6 +276,11 @@ fn attach(
             let p: &mut BtfTracePoint = program.try_into().map_err(|e| error_chain(&e))?;
             p.load(tp, btf).map_err(|e| error_chain(&e))?;
             p.attach().map_err(|e| error_chain(&e))?;
+        }
+        Hook::RawTracePoint(tp) => {
+            let p: &mut RawTracePoint = program.try_into().map_err(|e| error_chain(&e))?;
+            p.load().map_err(|e| error_chain(&e))?;
+            p.attach(tp).map_err(|e| error_chain(&e))?;
         }
     }
     Ok(())

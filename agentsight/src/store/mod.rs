@@ -11,7 +11,7 @@ use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
-pub use writer::{ProcessSeed, StoreMsg, Writer, WriterSummary};
+pub use writer::{EventSender, ProcessSeed, StoreMsg, Writer, WriterStopped, WriterSummary};
 
 /// Written to `meta.format`; a file without it is not a capture.
 pub const FORMAT: &str = "agentsight-capture";

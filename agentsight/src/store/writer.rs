@@ -5,7 +5,11 @@
 use std::{
     collections::HashMap,
     path::{Path, PathBuf},
-    sync::mpsc::{Receiver, SyncSender, sync_channel},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering},
+        mpsc::{Receiver, SyncSender, sync_channel},
+    },
     thread::JoinHandle,
 };
 
@@ -60,20 +64,110 @@ pub struct Writer {
     tx: SyncSender<StoreMsg>,
     handle: JoinHandle<(Connection, WriterSummary)>,
     path: PathBuf,
+    backlog: Arc<Backlog>,
 }
 
 /// Queue depth in batches (each up to 512 events): bounds the memory held
 /// between reader and writer; beyond it, pressure becomes counted kernel loss.
 const QUEUE: usize = 64;
 
+/// The writer runs at this nice level while its backlog is small, so on a
+/// busy machine the traced programs get the CPU first and the writer
+/// catches up in their idle moments.
+const YIELDING_NICE: i32 = 19;
+/// Queued batches at which the writer stops yielding (normal priority)…
+const BOOST_AT: usize = QUEUE / 4;
+/// …and at or below which it yields again.
+const YIELD_AT: usize = 2;
+
+/// Event batches waiting for the writer, and the writer thread's priority.
+/// Storing is deferred to idle CPU while that is safe; once the backlog
+/// grows, the writer competes normally, long before the queue (and then
+/// the kernel ring) could fill — so yielding never turns into loss.
+#[derive(Default)]
+pub struct Backlog {
+    queued: AtomicUsize,
+    writer_tid: AtomicI32,
+    boosted: AtomicBool,
+}
+
+impl Backlog {
+    fn set_writer_nice(&self, nice: i32) {
+        let tid = self.writer_tid.load(Ordering::Acquire);
+        if tid <= 0 {
+            return;
+        }
+        // Safety: plain syscall on a thread id of ours. Raising priority
+        // needs CAP_SYS_NICE, which `record` has as root.
+        let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
+        if r != 0 {
+            tracing::debug!(
+                "setting the store writer's nice to {nice}: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+
+    /// Called by whoever queued a batch.
+    fn queued_one(&self) {
+        let n = self.queued.fetch_add(1, Ordering::AcqRel) + 1;
+        if n >= BOOST_AT && !self.boosted.swap(true, Ordering::AcqRel) {
+            self.set_writer_nice(0);
+        }
+    }
+
+    /// Called by the writer after storing a batch.
+    fn stored_one(&self) {
+        let n = self.queued.fetch_sub(1, Ordering::AcqRel).saturating_sub(1);
+        if n <= YIELD_AT && self.boosted.swap(false, Ordering::AcqRel) {
+            self.set_writer_nice(YIELDING_NICE);
+        }
+    }
+
+    /// Normal priority for good (the recording is ending: drain fast).
+    fn boost_for_good(&self) {
+        self.boosted.store(true, Ordering::Release);
+        self.set_writer_nice(0);
+    }
+}
+
+/// Queues event batches for the writer, keeping its backlog count.
+#[derive(Clone)]
+pub struct EventSender {
+    tx: SyncSender<StoreMsg>,
+    backlog: Arc<Backlog>,
+}
+
+impl EventSender {
+    /// Blocks only when the writer is a full queue behind.
+    pub fn send(&self, events: Vec<Event>) -> Result<(), WriterStopped> {
+        self.backlog.queued_one();
+        self.tx
+            .send(StoreMsg::Events(events))
+            .map_err(|_| WriterStopped)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("the store writer has stopped")]
+pub struct WriterStopped;
+
 impl Writer {
     /// Creates the capture file (0600) and starts the writer thread.
     pub fn create(path: &Path, anchor: Anchor) -> Result<Self, StoreError> {
         let conn = create(path)?;
         let (tx, rx) = sync_channel(QUEUE);
+        let backlog = Arc::new(Backlog::default());
+        let thread_backlog = backlog.clone();
         let handle = std::thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || run(conn, rx, anchor))
+            .spawn(move || {
+                thread_backlog
+                    .writer_tid
+                    .store(nix::unistd::gettid().as_raw(), Ordering::Release);
+                thread_backlog.set_writer_nice(YIELDING_NICE);
+                run(conn, rx, anchor, &thread_backlog)
+            })
             .map_err(|e| StoreError::Open {
                 path: path.display().to_string(),
                 reason: format!("cannot start writer thread: {e}"),
@@ -82,6 +176,7 @@ impl Writer {
             tx,
             handle,
             path: path.to_owned(),
+            backlog,
         })
     }
 
@@ -89,10 +184,24 @@ impl Writer {
         self.tx.clone()
     }
 
+    /// The sender for event batches (it keeps the backlog count).
+    pub fn event_sender(&self) -> EventSender {
+        EventSender {
+            tx: self.tx.clone(),
+            backlog: self.backlog.clone(),
+        }
+    }
+
     /// Stores the gaps, closes the queue, waits for every queued batch, and
     /// leaves a single self-contained file (journal mode DELETE).
     pub fn finish(self, gaps: &[Gap], meta: &[(String, String)]) -> WriterSummary {
-        let Self { tx, handle, path } = self;
+        let Self {
+            tx,
+            handle,
+            path,
+            backlog,
+        } = self;
+        backlog.boost_for_good();
         drop(tx);
         let (mut conn, mut summary) = match handle.join() {
             Ok(r) => r,
@@ -181,6 +290,7 @@ fn run(
     mut conn: Connection,
     rx: Receiver<StoreMsg>,
     anchor: Anchor,
+    backlog: &Backlog,
 ) -> (Connection, WriterSummary) {
     let mut st = State {
         anchor,
@@ -192,6 +302,9 @@ fn run(
         st.summary.error = Some(e.to_string());
     }
     while let Ok(msg) = rx.recv() {
+        if matches!(msg, StoreMsg::Events(_)) {
+            backlog.stored_one();
+        }
         if st.summary.error.is_some() {
             // After a write error (disk full…) keep draining so the reader is
             // never blocked, but stop writing: what is committed stays valid.
