@@ -124,6 +124,12 @@ fn v2_1_tool_pairing_paths_and_status() {
     // A shell command's paths are unknown: none are invented.
     assert!(s.tools[3].paths.is_empty());
     assert_eq!(s.tools[3].command.as_deref(), Some("pytest -q"));
+    // Only the failed Bash result states a code (`Exit code 1` first line,
+    // is_error); nothing else in the transcript says one.
+    assert_eq!(
+        s.tools.iter().map(|t| t.exit_code).collect::<Vec<_>>(),
+        [None, None, None, Some(1), None, None, None]
+    );
     assert_eq!(s.tools[3].cwd.as_deref(), Some("/home/dev/shop"));
     assert_eq!(s.tools[3].category, ToolCategory::Shell);
     assert_eq!(s.tools[3].start_ms, ts("2026-03-01T09:00:08.000Z"));

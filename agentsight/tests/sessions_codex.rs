@@ -8,6 +8,10 @@ const PARENT: &str = ".codex/sessions/2026/03/02/rollout-2026-03-02T11-00-00-019
 const CHILD: &str = ".codex/sessions/2026/03/02/rollout-2026-03-02T11-00-18-019c0000-0000-7000-8000-00000000beef.jsonl";
 const LEGACY: &str =
     ".codex/sessions/rollout-2025-08-01T11-00-00-5973b6c0-94b8-487b-a530-2aeb6098ae0e.jsonl";
+/// Codex 0.169: commands end in a `CommandExecution` item (with
+/// `exit_code`) and a unified-exec output header; apply_patch output has the
+/// freeform `Exit code: N` header.
+const V169: &str = ".codex/sessions/2026/04/02/rollout-2026-04-02T09-00-00-019c0000-0000-7000-8000-000000000169.jsonl";
 
 #[test]
 fn new_layout_identity_prompts_models() {
@@ -104,6 +108,12 @@ fn tools_paired_by_call_id() {
             ("spawn_agent", Some("call_S1"), ToolStatus::Ok, Some(0)),
         ]
     );
+    // `Exit code: 1` (freeform), `metadata.exit_code` 0 (structured); the
+    // plan and spawn outputs state no code.
+    assert_eq!(
+        s.tools.iter().map(|t| t.exit_code).collect::<Vec<_>>(),
+        [Some(1), Some(0), None, None]
+    );
     let sh = &s.tools[0];
     assert_eq!(sh.command.as_deref(), Some("pytest -q"));
     assert_eq!(sh.cwd.as_deref(), Some("/home/dev/api"));
@@ -158,6 +168,7 @@ fn subagent_drops_replayed_parent_history() {
     assert_eq!(s.tools[0].name, "exec_command");
     assert_eq!(s.tools[0].command.as_deref(), Some("git diff"));
     assert_eq!(s.tools[0].status, ToolStatus::Ok);
+    assert_eq!(s.tools[0].exit_code, Some(0), "Process exited with code 0");
     // Deltas from the replayed baseline (30000/24000/1000/350), not from 0.
     assert_eq!(
         s.responses.iter().map(|r| r.tokens).collect::<Vec<_>>(),
@@ -189,9 +200,49 @@ fn legacy_layout() {
     assert_eq!(s.tools[0].command.as_deref(), Some("bash -lc 'ls -la'"));
     assert_eq!(s.tools[0].cwd.as_deref(), Some("/home/dev/old"));
     assert_eq!(s.tools[0].status, ToolStatus::Ok);
+    assert_eq!(s.tools[0].exit_code, Some(0), "metadata.exit_code");
     assert_eq!(s.tools[0].end_ms, None, "legacy lines carry no timestamps");
     assert_eq!(s.responses.len(), 1);
     assert_eq!(s.responses[0].text, "The directory is empty.");
     assert_eq!(s.responses[0].tokens, None);
     assert!(s.usage.is_zero());
+}
+
+#[test]
+fn v0_169_exit_codes_from_command_items_and_headers() {
+    let s = parse(Provider::Codex, V169);
+    assert_eq!(s.session_id, "019c0000-0000-7000-8000-000000000169");
+    assert_eq!(s.agent_version.as_deref(), Some("0.169.0"));
+    assert_eq!(s.prompt_count, 1);
+    assert_eq!(s.stats.bad_lines, 0);
+    let calls: Vec<_> = s
+        .tools
+        .iter()
+        .map(|t| (t.call_id.as_deref(), t.name.as_str()))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            (Some("call_K1"), "exec_command"),
+            (Some("call_P2"), "apply_patch"),
+            (Some("call_K2"), "exec_command"),
+        ]
+    );
+    assert_eq!(s.tools[0].command.as_deref(), Some("make check"));
+    // `make check` failed with 2 (the item's `exit_code` and the output's
+    // `Process exited with code 2`), the patch says `Exit code: 0`.
+    let outcomes: Vec<_> = s.tools.iter().map(|t| (t.status, t.exit_code)).collect();
+    assert_eq!(
+        outcomes,
+        [
+            (ToolStatus::Failed, Some(2)),
+            (ToolStatus::Ok, Some(0)),
+            (ToolStatus::Ok, Some(0)),
+        ]
+    );
+    // The CommandExecution item ends the call (its output follows it).
+    assert_eq!(s.tools[0].end_ms, ts("2026-04-02T09:00:02.230Z"));
+    assert_eq!(s.tools[1].end_ms, ts("2026-04-02T09:00:03.025Z"));
+    assert_eq!(s.tools[2].end_ms, ts("2026-04-02T09:00:05.100Z"));
+    assert_eq!(s.usage, TokenUsage::new(2200, 182, 2400, 0, 33));
 }

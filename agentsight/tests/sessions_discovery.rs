@@ -19,6 +19,7 @@ const CX_CHILD: &str = ".codex/sessions/2026/03/02/rollout-2026-03-02T11-00-18-0
 const CX_LEGACY: &str =
     ".codex/sessions/rollout-2025-08-01T11-00-00-5973b6c0-94b8-487b-a530-2aeb6098ae0e.jsonl";
 const CX_ARCH: &str = ".codex/archived_sessions/rollout-2026-02-01T13-00-00-019b0000-0000-7000-8000-000000000001.jsonl";
+const CX_V169: &str = ".codex/sessions/2026/04/02/rollout-2026-04-02T09-00-00-019c0000-0000-7000-8000-000000000169.jsonl";
 const GM_A: &str = ".gemini/tmp/shop/chats/session-2026-01-10T08-00-5e1f0c2a.json";
 const GM_B_JSON: &str = ".gemini/tmp/shop/chats/session-2026-05-01T08-00-7a3c9e10.json";
 const GM_B: &str = ".gemini/tmp/shop/chats/session-2026-05-01T08-00-7a3c9e10.jsonl";
@@ -44,6 +45,7 @@ fn age_fixtures(h: &Path) {
         (GM_A, 100),
         (CX_ARCH, 110),
         (CU_NESTED, 120),
+        (CX_V169, 130),
         (CX_LEGACY, 30 * 86_400),
         (CU_WEB, 5_000),
     ] {
@@ -80,6 +82,7 @@ fn list_is_sorted_deduplicated_and_preferring() {
             (Provider::Gemini, "5e1f0c2a-0000-4000-8000-0000000000aa"),
             (Provider::Codex, "019b0000-0000-7000-8000-000000000001"),
             (Provider::Cursor, "d00d0000-1111-4222-8333-444455556666"),
+            (Provider::Codex, "019c0000-0000-7000-8000-000000000169"),
             (Provider::Codex, "5973b6c0-94b8-487b-a530-2aeb6098ae0e"),
         ]
     );
@@ -119,13 +122,13 @@ fn limit_provider_and_max_age() {
         ..opts(h.path())
     })
     .expect("discover");
-    assert_eq!(rows.len(), 11, "clamped to 25; 11 distinct sessions exist");
+    assert_eq!(rows.len(), 12, "clamped to 25; 12 distinct sessions exist");
     let rows = discover(&DiscoveryOptions {
         providers: vec![Provider::Codex],
         ..opts(h.path())
     })
     .expect("discover");
-    assert_eq!(rows.len(), 4);
+    assert_eq!(rows.len(), 5);
     assert!(rows.iter().all(|r| r.provider == Provider::Codex));
     let rows = discover(&DiscoveryOptions {
         max_age: Some(Duration::from_secs(65)),
@@ -191,6 +194,7 @@ fn codex_sqlite_fast_path() {
             "019c0000-0000-7000-8000-00000000abcd", // updated_at_ms = 45 s ago
             "019c0000-0000-7000-8000-00000000beef",
             "019b0000-0000-7000-8000-000000000001",
+            "019c0000-0000-7000-8000-000000000169",
             "5973b6c0-94b8-487b-a530-2aeb6098ae0e",
         ]
     );
@@ -219,7 +223,7 @@ fn corrupt_codex_db_falls_back_to_scanning() {
     })
     .list()
     .expect("list must not fail");
-    assert_eq!(l.sessions.len(), 4);
+    assert_eq!(l.sessions.len(), 5);
     assert!(l.sessions.iter().all(|r| r.source == "parsed"));
     assert_eq!(l.notes.len(), 1);
     assert!(
@@ -242,7 +246,7 @@ fn locked_codex_db_falls_back_to_scanning() {
     })
     .list()
     .expect("list must not fail");
-    assert_eq!(l.sessions.len(), 4);
+    assert_eq!(l.sessions.len(), 5);
     assert!(
         l.notes.iter().any(|n| n.contains("locked")),
         "{:?}",

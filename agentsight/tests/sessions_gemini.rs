@@ -151,6 +151,14 @@ fn jsonl_tools_and_subagent() {
                 Some(1),
                 None
             ),
+            // Gemini CLI says `success`; the result's `Exit Code: 1` says not.
+            (
+                "run_shell_command",
+                Some("call-6"),
+                ToolStatus::Failed,
+                Some(1),
+                None
+            ),
             (
                 "read_file",
                 Some("call-s1"),
@@ -163,8 +171,14 @@ fn jsonl_tools_and_subagent() {
     assert_eq!(s.tools[1].command.as_deref(), Some("wc -l NOTES.md"));
     assert_eq!(s.tools[1].cwd.as_deref(), Some("/home/dev/shop"));
     assert_eq!(s.tools[3].domains, ["example.org", "docs.example.com"]);
-    assert_eq!(s.tools[4].paths[0].path, "/home/dev/shop/NOTES.md");
-    assert_eq!(s.tools[4].paths[0].access, PathAccess::Read);
+    assert_eq!(s.tools[5].paths[0].path, "/home/dev/shop/NOTES.md");
+    assert_eq!(s.tools[5].paths[0].access, PathAccess::Read);
+    // A code only where a shell result states one: none for a command that
+    // succeeded (Gemini CLI writes `Exit Code:` only when non-zero).
+    assert_eq!(
+        s.tools.iter().map(|t| t.exit_code).collect::<Vec<_>>(),
+        [None, None, None, None, Some(1), None]
+    );
     assert_eq!(s.subagents.len(), 1);
     let a = &s.subagents[0];
     assert_eq!(

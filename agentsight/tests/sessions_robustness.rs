@@ -198,7 +198,7 @@ fn symlink_loops_do_not_trap_discovery() {
         ..Default::default()
     });
     let l = idx.list().expect("list");
-    assert_eq!(l.sessions.len(), 11);
+    assert_eq!(l.sessions.len(), 12);
     assert!(l.scan.unreadable >= 2, "{:?}", l.scan);
     assert!(
         idx.resolve("019c0000-0000-7000-8000-00000000abcd")

@@ -259,6 +259,11 @@ fn write_session(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
             ToolStatus::Failed => "FAILED",
             ToolStatus::Unknown => "?",
         };
+        // The exit code only where the transcript states one.
+        let status = match t.exit_code {
+            Some(c) => format!("{status} exit {c}"),
+            None => status.to_string(),
+        };
         let who = t
             .subagent
             .and_then(|i| s.subagents.get(i))
@@ -271,7 +276,7 @@ fn write_session(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
             .unwrap_or_default();
         writeln!(
             w,
-            "  [{}] {:<14} {:<6} {}{}",
+            "  [{}] {:<14} {:<13} {}{}",
             t.prompt_index
                 .map_or_else(|| "-".to_string(), |i| i.to_string()),
             t.name,
@@ -375,4 +380,57 @@ fn write_session(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sessions::{ToolCategory, ToolEvent};
+
+    fn shell(status: ToolStatus, exit_code: Option<i32>, command: &str) -> ToolEvent {
+        ToolEvent {
+            prompt_index: Some(0),
+            subagent: None,
+            name: "Bash".into(),
+            category: ToolCategory::Shell,
+            call_id: None,
+            command: Some(command.into()),
+            command_truncated: false,
+            cwd: None,
+            status,
+            exit_code,
+            start_ms: None,
+            end_ms: None,
+            paths: Vec::new(),
+            domains: Vec::new(),
+        }
+    }
+
+    /// Tool lines show the exit code where the transcript states one.
+    #[test]
+    fn tool_lines_show_exit_codes() {
+        let mut s = AgentSession::new(Provider::Claude, "s".into(), PathBuf::from("/t.jsonl"));
+        s.tools = vec![
+            shell(ToolStatus::Failed, Some(3), "make check"),
+            shell(ToolStatus::Ok, Some(0), "ls"),
+            shell(ToolStatus::Ok, None, "echo hi"),
+        ];
+        let mut out = Vec::new();
+        write_session(&mut out, &s).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let tools: Vec<&str> = text
+            .lines()
+            .skip_while(|l| *l != "Tool calls")
+            .skip(1)
+            .take(3)
+            .collect();
+        assert_eq!(
+            tools,
+            [
+                "  [0] Bash           FAILED exit 3 make check",
+                "  [0] Bash           ok exit 0     ls",
+                "  [0] Bash           ok            echo hi",
+            ]
+        );
+    }
 }

@@ -157,6 +157,7 @@ pub fn synthesize(path: &Path, events: u64, calls: usize) -> Result<u64, StoreEr
             command_truncated: false,
             cwd: None,
             status: ToolStatus::Ok,
+            exit_code: None,
             start_ms: Some((WALL0 + (t0 - MONO0)) / 1_000_000),
             end_ms: Some((WALL0 + (t0 - MONO0) + 3_000_000_000) / 1_000_000),
             paths: if c % 5 == 4 {

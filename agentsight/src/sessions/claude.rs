@@ -543,10 +543,21 @@ impl Parser {
         }
         t.end_ms = ts;
         let tur_obj = tur.and_then(|r| r.obj());
-        let failed = b.is_error.0 == Some(true)
-            || tur_obj
-                .and_then(|r| r.exit_code.as_ref()?.as_i64())
-                .is_some_and(|c| c != 0)
+        let is_error = b.is_error.0 == Some(true);
+        // A structured `toolUseResult.exitCode`, else the `Exit code N` first
+        // line Claude Code puts on a failed Bash result (a command that
+        // succeeded has no code in the transcript).
+        t.exit_code = tur_obj
+            .and_then(|r| r.exit_code.as_ref())
+            .and_then(util::exit_code_of)
+            .or_else(|| {
+                let text = &b.content.as_ref()?.0;
+                (is_error && t.name == "Bash")
+                    .then(|| util::labelled_exit_code(text.lines().next()?, "Exit code"))
+                    .flatten()
+            });
+        let failed = is_error
+            || t.exit_code.is_some_and(|c| c != 0)
             || matches!(tur, Some(ObjOr::Other(s)) if s.starts_with("Error"));
         t.status = if failed {
             ToolStatus::Failed
@@ -701,6 +712,7 @@ impl Parser {
                             command_truncated: false,
                             cwd: d.cwd.or_else(|| cwd.clone()),
                             status: ToolStatus::Unknown,
+                            exit_code: None,
                             start_ms: ts,
                             end_ms: None,
                             paths: d.paths,

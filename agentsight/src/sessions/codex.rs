@@ -85,6 +85,9 @@ pub(crate) struct Item {
     #[serde(rename = "type")]
     kind: LStr,
     content: Content<CBlock>,
+    // CommandExecution: `id` is the call id.
+    id: LStr,
+    exit_code: Option<Value>,
 }
 
 #[derive(Deserialize, Default)]
@@ -151,9 +154,10 @@ impl RawUsage {
     }
 }
 
-/// Outcome read from a tool output without keeping the (possibly huge) text.
-#[derive(Debug, Clone, Copy)]
-struct OutputStatus(ToolStatus);
+/// Outcome read from a tool output without keeping the (possibly huge) text:
+/// the status and the exit code the output states, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct OutputStatus(ToolStatus, Option<i32>);
 
 impl<'de> Deserialize<'de> for OutputStatus {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
@@ -164,51 +168,53 @@ impl<'de> Deserialize<'de> for OutputStatus {
                 f.write_str("tool output")
             }
             fn visit_str<E: de::Error>(self, s: &str) -> std::result::Result<OutputStatus, E> {
-                Ok(OutputStatus(output_status(s)))
+                Ok(output_status(s))
             }
             fn visit_seq<A: SeqAccess<'de>>(
                 self,
                 mut seq: A,
             ) -> std::result::Result<OutputStatus, A::Error> {
                 while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(OutputStatus(ToolStatus::Ok))
+                Ok(OutputStatus(ToolStatus::Ok, None))
             }
             fn visit_map<A: MapAccess<'de>>(
                 self,
                 mut m: A,
             ) -> std::result::Result<OutputStatus, A::Error> {
                 while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(OutputStatus(ToolStatus::Ok))
+                Ok(OutputStatus(ToolStatus::Ok, None))
             }
             fn visit_unit<E>(self) -> std::result::Result<OutputStatus, E> {
-                Ok(OutputStatus(ToolStatus::Unknown))
+                Ok(OutputStatus(ToolStatus::Unknown, None))
             }
             fn visit_bool<E>(self, _: bool) -> std::result::Result<OutputStatus, E> {
-                Ok(OutputStatus(ToolStatus::Ok))
+                Ok(OutputStatus(ToolStatus::Ok, None))
             }
             fn visit_i64<E>(self, _: i64) -> std::result::Result<OutputStatus, E> {
-                Ok(OutputStatus(ToolStatus::Ok))
+                Ok(OutputStatus(ToolStatus::Ok, None))
             }
             fn visit_u64<E>(self, _: u64) -> std::result::Result<OutputStatus, E> {
-                Ok(OutputStatus(ToolStatus::Ok))
+                Ok(OutputStatus(ToolStatus::Ok, None))
             }
             fn visit_f64<E>(self, _: f64) -> std::result::Result<OutputStatus, E> {
-                Ok(OutputStatus(ToolStatus::Ok))
+                Ok(OutputStatus(ToolStatus::Ok, None))
             }
         }
         d.deserialize_any(V)
     }
 }
 
-/// Status of a tool from its output text: the structured shell form
+/// Outcome of a tool from its output text: the structured shell form
 /// (`{"output":…,"metadata":{"exit_code":N}}`), the freeform form
 /// (`Exit code: N`), unified exec (`Process exited with code N`), or an
-/// explicit failure message. Any other recorded output counts as ok.
-fn output_status(s: &str) -> ToolStatus {
-    let code = |c: Option<i64>| match c {
-        Some(0) => ToolStatus::Ok,
-        Some(_) => ToolStatus::Failed,
-        None => ToolStatus::Ok,
+/// explicit failure message. Any other recorded output counts as ok. The
+/// labelled forms are read only in the header Codex writes before the
+/// command's own `Output:`, so output that merely mentions a code is not
+/// taken for one.
+fn output_status(s: &str) -> OutputStatus {
+    let of_code = |c: Option<i32>| match c {
+        Some(0) | None => OutputStatus(ToolStatus::Ok, c),
+        Some(_) => OutputStatus(ToolStatus::Failed, c),
     };
     let t = s.trim_start();
     if t.starts_with('{') {
@@ -223,27 +229,24 @@ fn output_status(s: &str) -> ToolStatus {
             metadata: Option<ObjOr<Meta>>,
         }
         if let Ok(v) = serde_json::from_str::<Structured>(t) {
-            return code(
+            return of_code(
                 v.metadata
                     .as_ref()
                     .and_then(|m| m.obj())
-                    .and_then(|m| m.exit_code.as_ref()?.as_i64()),
+                    .and_then(|m| m.exit_code.as_ref())
+                    .and_then(util::exit_code_of),
             );
         }
     }
-    let leading_int = |r: &str| -> Option<i64> {
-        let n: String = r
-            .trim_start()
-            .chars()
-            .take_while(|c| c.is_ascii_digit() || *c == '-')
-            .collect();
-        n.parse().ok()
-    };
-    if let Some(r) = t.strip_prefix("Exit code:") {
-        return code(leading_int(r));
-    }
-    if let Some(i) = t.find("Process exited with code ") {
-        return code(leading_int(&t[i + "Process exited with code ".len()..]));
+    let labelled = t
+        .lines()
+        .take_while(|l| l.trim_end() != "Output:")
+        .find_map(|l| {
+            util::labelled_exit_code(l, "Exit code:")
+                .or_else(|| util::labelled_exit_code(l, "Process exited with code"))
+        });
+    if labelled.is_some() {
+        return of_code(labelled);
     }
     let head: String = t.chars().take(64).collect::<String>().to_ascii_lowercase();
     if head.starts_with("error")
@@ -251,9 +254,9 @@ fn output_status(s: &str) -> ToolStatus {
         || head.starts_with("apply_patch verification failed")
         || head.starts_with("execution error")
     {
-        return ToolStatus::Failed;
+        return OutputStatus(ToolStatus::Failed, None);
     }
-    ToolStatus::Ok
+    OutputStatus(ToolStatus::Ok, None)
 }
 
 /// Header facts of a rollout used by discovery.
@@ -579,7 +582,11 @@ impl Parser {
                     && t.end_ms.is_none()
                 {
                     t.end_ms = ts;
-                    t.status = p.output.map_or(ToolStatus::Unknown, |o| o.0);
+                    let out = p.output.unwrap_or(OutputStatus(ToolStatus::Unknown, None));
+                    t.status = out.0;
+                    // A structured event (exec_command_end, a completed
+                    // CommandExecution item) already said it exactly.
+                    t.exit_code = t.exit_code.or(out.1);
                 }
             }
             _ => {}
@@ -692,6 +699,7 @@ impl Parser {
             command_truncated: false,
             cwd: cwd.or_else(|| self.turn_cwd.clone()),
             status: ToolStatus::Unknown,
+            exit_code: None,
             start_ms: ts,
             end_ms: None,
             paths,
@@ -711,10 +719,8 @@ impl Parser {
             }
             // Codex 0.169 writes no user_message event; the typed prompt is
             // only an item_completed `UserMessage` item.
-            "item_completed" => {
-                if let Some(ObjOr::Obj(item)) = p.item.as_mut()
-                    && item.kind.as_deref() == Some("UserMessage")
-                {
+            "item_completed" => match p.item.as_mut() {
+                Some(ObjOr::Obj(item)) if item.kind.as_deref() == Some("UserMessage") => {
                     let mut text = String::new();
                     if let Content::Blocks(bs) = std::mem::take(&mut item.content) {
                         for mut b in bs {
@@ -730,7 +736,15 @@ impl Parser {
                     }
                     self.event_prompt(true, ts, text);
                 }
-            }
+                // Codex 0.169 ends a command with a `CommandExecution` item
+                // keyed by the call id (no exec_command_end event).
+                Some(ObjOr::Obj(item)) if item.kind.as_deref() == Some("CommandExecution") => {
+                    if let Some(code) = item.exit_code.as_ref().and_then(util::exit_code_of) {
+                        self.call_ended(item.id.as_deref(), None, Some(code), ts);
+                    }
+                }
+                _ => {}
+            },
             "token_count" => self.token_count(&p, ts, false, st),
             "error" => {
                 let kind = match p.codex_error_info.as_ref() {
@@ -751,24 +765,42 @@ impl Parser {
             }
             "exec_command_end" | "patch_apply_end" | "mcp_tool_call_end" => {
                 // Extended persistence: refine the outcome of a paired call.
-                if let Some(id) = p.call_id.as_deref()
-                    && let Some(&ti) = self.calls.get(id)
-                    && let Some(t) = self.s.tools.get_mut(ti)
-                {
-                    let st = match (p.success.0, p.exit_code.as_ref().and_then(|c| c.as_i64())) {
-                        (Some(true), _) | (None, Some(0)) => Some(ToolStatus::Ok),
-                        (Some(false), _) | (None, Some(_)) => Some(ToolStatus::Failed),
-                        _ => None,
-                    };
-                    if let Some(s) = st {
-                        t.status = s;
-                    }
-                    if t.end_ms.is_none() {
-                        t.end_ms = ts;
-                    }
-                }
+                let code = p.exit_code.as_ref().and_then(util::exit_code_of);
+                self.call_ended(p.call_id.as_deref(), p.success.0, code, ts);
             }
             _ => {}
+        }
+    }
+
+    /// The end record of a paired call (`exec_command_end`…, or a completed
+    /// `CommandExecution` item): its success flag and exit code are exact,
+    /// so they set the status and the exit code.
+    fn call_ended(
+        &mut self,
+        call_id: Option<&str>,
+        success: Option<bool>,
+        code: Option<i32>,
+        ts: Option<i64>,
+    ) {
+        let Some(t) = call_id
+            .and_then(|id| self.calls.get(id))
+            .and_then(|&ti| self.s.tools.get_mut(ti))
+        else {
+            return;
+        };
+        let st = match (success, code) {
+            (Some(true), _) | (None, Some(0)) => Some(ToolStatus::Ok),
+            (Some(false), _) | (None, Some(_)) => Some(ToolStatus::Failed),
+            _ => None,
+        };
+        if let Some(s) = st {
+            t.status = s;
+        }
+        if code.is_some() {
+            t.exit_code = code;
+        }
+        if t.end_ms.is_none() {
+            t.end_ms = ts;
         }
     }
 
@@ -935,27 +967,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn statuses() {
-        assert_eq!(output_status("Exit code: 0\nWall time: 1s"), ToolStatus::Ok);
+    fn statuses_and_exit_codes() {
+        let ok = |c| OutputStatus(ToolStatus::Ok, c);
+        let failed = |c| OutputStatus(ToolStatus::Failed, c);
+        assert_eq!(output_status("Exit code: 0\nWall time: 1s"), ok(Some(0)));
         assert_eq!(
             output_status("Exit code: 2\nWall time: 1s"),
-            ToolStatus::Failed
+            failed(Some(2))
         );
         assert_eq!(
             output_status(r#"{"output":"x","metadata":{"exit_code":1,"duration_seconds":0.1}}"#),
-            ToolStatus::Failed
+            failed(Some(1))
         );
         assert_eq!(
             output_status("Success. Updated the following files:\nM a"),
-            ToolStatus::Ok
+            ok(None)
         );
         assert_eq!(
             output_status("apply_patch verification failed: x"),
-            ToolStatus::Failed
+            failed(None)
         );
         assert_eq!(
             output_status("Chunk ID: 1\nProcess exited with code 3\n"),
-            ToolStatus::Failed
+            failed(Some(3))
+        );
+        // Codex 0.169's unified exec header, then the command's output.
+        assert_eq!(
+            output_status(
+                "Chunk ID: 529bee\nWall time: 0.0000 seconds\nProcess exited with code 3\nOriginal token count: 7\nOutput:\ncheck failed: 2 problems\n"
+            ),
+            failed(Some(3))
+        );
+        // A code the command printed is not the command's exit code.
+        assert_eq!(
+            output_status(
+                "Chunk ID: 1\nWall time: 1.0 seconds\nProcess running with session ID 7\nOutput:\nProcess exited with code 9\nExit code: 9\n"
+            ),
+            ok(None)
         );
     }
 

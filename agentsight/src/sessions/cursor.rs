@@ -215,6 +215,7 @@ fn on_line(s: &mut AgentSession, mut l: Line, sub: Option<usize>, st: &mut Parse
                                     command_truncated: false,
                                     cwd: d.cwd,
                                     status: ToolStatus::Unknown,
+                                    exit_code: None,
                                     start_ms: None,
                                     end_ms: None,
                                     paths: d.paths,

@@ -89,7 +89,11 @@ struct ResultDisplay {
 }
 
 /// The `Exit Code: N` line Gemini CLI puts in a shell call's result text.
-fn shell_exit_code(tc: &ToolCall) -> Option<i64> {
+/// It writes `Output: …`, then `Error: …`, `Exit Code: N` (only when
+/// non-zero), `Signal: …`, `Background PIDs: …`, `Process Group PGID: N`,
+/// inside `<untrusted_context>`: the code is read only in that trailer, so a
+/// line the command printed is never taken for it.
+fn shell_exit_code(tc: &ToolCall) -> Option<i32> {
     let Content::Blocks(results) = &tc.result else {
         return None;
     };
@@ -103,9 +107,20 @@ fn shell_exit_code(tc: &ToolCall) -> Option<i64> {
             .obj()?
             .output
             .as_deref()?;
-        out.lines()
-            .find_map(|l| l.trim().strip_prefix("Exit Code:"))
-            .and_then(|n| n.trim().parse().ok())
+        for l in out.lines().rev() {
+            let l = l.trim();
+            if let Some(c) = util::labelled_exit_code(l, "Exit Code:") {
+                return Some(c);
+            }
+            let trailer = l == "</untrusted_context>"
+                || ["Signal:", "Background PIDs:", "Process Group PGID:"]
+                    .iter()
+                    .any(|p| l.starts_with(p));
+            if !trailer {
+                return None;
+            }
+        }
+        None
     })
 }
 
@@ -677,8 +692,11 @@ fn tool_event(
             command = a("command").or_else(|| a("query")).or_else(|| a("pattern"));
         }
     }
+    let exit_code = (name == "run_shell_command")
+        .then(|| shell_exit_code(tc))
+        .flatten();
     let status = match tc.status.as_deref() {
-        Some("success") if shell_exit_code(tc).is_some_and(|c| c != 0) => ToolStatus::Failed,
+        Some("success") if exit_code.is_some_and(|c| c != 0) => ToolStatus::Failed,
         Some("success") => ToolStatus::Ok,
         Some("error" | "cancelled") => ToolStatus::Failed,
         _ => ToolStatus::Unknown,
@@ -699,6 +717,7 @@ fn tool_event(
         command_truncated: false,
         cwd,
         status,
+        exit_code,
         start_ms: ts,
         end_ms,
         paths,
@@ -749,11 +768,46 @@ mod tests {
             shell_exit_code(&shell("Output: x\nProcess Group PGID: 9")),
             None
         );
+        // Gemini CLI 0.61 wraps the result; the code is in the trailer only.
+        assert_eq!(
+            shell_exit_code(&shell(
+                "<untrusted_context>\nOutput: check failed\nExit Code: 3\nProcess Group PGID: 1791\n</untrusted_context>"
+            )),
+            Some(3)
+        );
+        assert_eq!(
+            shell_exit_code(&shell(
+                "<untrusted_context>\nOutput: Exit Code: 7\nExit Code: 7\nProcess Group PGID: 12\n</untrusted_context>"
+            )),
+            Some(7)
+        );
+        // A line the command printed (success: no trailer code).
+        assert_eq!(
+            shell_exit_code(&shell(
+                "<untrusted_context>\nOutput: log\nExit Code: 7\ndone\nProcess Group PGID: 12\n</untrusted_context>"
+            )),
+            None
+        );
         let mut s = AgentSession::new(Provider::Gemini, "g".into(), PathBuf::new());
         let t = tool_event(&mut s, &shell("Output: x\nExit Code: 3\n"), None, None);
-        assert_eq!(t.status, ToolStatus::Failed);
+        assert_eq!((t.status, t.exit_code), (ToolStatus::Failed, Some(3)));
         let t = tool_event(&mut s, &shell("Output: x\nExit Code: 0\n"), None, None);
-        assert_eq!(t.status, ToolStatus::Ok);
+        assert_eq!((t.status, t.exit_code), (ToolStatus::Ok, Some(0)));
+        let t = tool_event(
+            &mut s,
+            &shell("Output: x\nProcess Group PGID: 9"),
+            None,
+            None,
+        );
+        assert_eq!((t.status, t.exit_code), (ToolStatus::Ok, None));
+        // Only the shell tool's result carries a code: a file read that
+        // ends in such a line is not one.
+        let read = call(
+            serde_json::json!({"id":"r","name":"read_file","args":{"file_path":"/w/log"},"status":"success",
+            "result":[{"functionResponse":{"id":"r","name":"read_file","response":{"output":"Exit Code: 3"}}}]}),
+        );
+        let t = tool_event(&mut s, &read, None, None);
+        assert_eq!((t.status, t.exit_code), (ToolStatus::Ok, None));
         let w = call(
             serde_json::json!({"id":"w","name":"write_file","args":{"file_path":"/w/a"},"status":"success",
             "resultDisplay":{"isNewFile":true}}),

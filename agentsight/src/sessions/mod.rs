@@ -279,6 +279,13 @@ pub struct ToolEvent {
     /// Working directory the tool was told to use.
     pub cwd: Option<String>,
     pub status: ToolStatus,
+    /// Exit code of the command as the transcript states it (Codex
+    /// `exit_code` / `Exit code: N` / `Process exited with code N`, Gemini
+    /// CLI `Exit Code: N`, Claude Code `Exit code N` on a failed Bash result);
+    /// `None` when the source did not say (e.g. Claude Code and Gemini CLI
+    /// write no code for a command that succeeded).
+    #[serde(default)]
+    pub exit_code: Option<i32>,
     /// Time of the call record.
     pub start_ms: Option<i64>,
     /// Time of the result record; never synthesized.

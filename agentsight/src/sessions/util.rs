@@ -448,9 +448,49 @@ pub fn jstr<'a>(v: &'a serde_json::Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(|x| x.as_str())
 }
 
+/// An exit code from a JSON value: an integer that fits `i32`, else `None`.
+pub fn exit_code_of(v: &serde_json::Value) -> Option<i32> {
+    v.as_i64().and_then(|c| i32::try_from(c).ok())
+}
+
+/// The exit code stated by one line of a tool's output that starts with
+/// `label` (`Exit code:`, `Exit Code:`, `Exit code`, `Process exited with
+/// code`): the rest of the line must be exactly one integer that fits `i32`.
+pub fn labelled_exit_code(line: &str, label: &str) -> Option<i32> {
+    line.trim().strip_prefix(label)?.trim().parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn labelled_exit_codes() {
+        assert_eq!(labelled_exit_code("Exit code: 3", "Exit code:"), Some(3));
+        assert_eq!(
+            labelled_exit_code(" Exit Code: -1 ", "Exit Code:"),
+            Some(-1)
+        );
+        assert_eq!(labelled_exit_code("Exit code 3", "Exit code"), Some(3));
+        assert_eq!(
+            labelled_exit_code("Process exited with code 127", "Process exited with code"),
+            Some(127)
+        );
+        // Not exactly one integer after the label: not an exit code.
+        assert_eq!(labelled_exit_code("Exit code 3 of 4", "Exit code"), None);
+        assert_eq!(labelled_exit_code("Exit code: 3", "Exit code"), None);
+        assert_eq!(
+            labelled_exit_code("Exit code: 99999999999", "Exit code:"),
+            None
+        );
+        assert_eq!(
+            labelled_exit_code("Output: Exit code: 3", "Exit code:"),
+            None
+        );
+        assert_eq!(exit_code_of(&serde_json::json!(127)), Some(127));
+        assert_eq!(exit_code_of(&serde_json::json!("1")), None);
+        assert_eq!(exit_code_of(&serde_json::json!(1u64 << 40)), None);
+    }
 
     #[test]
     fn ts_roundtrip() {
