@@ -8,6 +8,9 @@
 //!   sides understood, see [`shell`]); that process's own activity;
 //! - `descendant`: activity of a process descended from an attributed one;
 //! - `path_match`: a file event on a path the call names, inside its window;
+//! - `via_rename`: a file event on a temp path that the same process then
+//!   renames onto a path the call names, inside its window (atomic writes:
+//!   Claude Code's Write writes `NAME.tmp.PID.HEX`, then renames it to NAME);
 //! - `time_window`: a process the agent started inside the call's window
 //!   whose argv does not match (e.g. a hook or a helper), and its activity.
 //!
@@ -19,6 +22,8 @@
 pub mod bench;
 pub mod render;
 pub mod shell;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Component, Path, PathBuf};
@@ -76,7 +81,7 @@ pub struct Activity {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i64>,
     /// Why it is attributed: `argv_match`, `descendant`, `path_match`,
-    /// `time_window`; `None` when unclaimed.
+    /// `via_rename`, `time_window`; `None` when unclaimed.
     pub reason: Option<&'static str>,
     /// Happened after the call's result (+ tolerance).
     pub late: bool,
@@ -99,6 +104,8 @@ pub struct ToolReport {
     pub command: Option<String>,
     pub paths: Vec<ToolPath>,
     pub status: ToolStatus,
+    /// The exit code the transcript states (`None`: it says none).
+    pub exit_code: Option<i32>,
     pub start: Option<String>,
     pub end: Option<String>,
     pub duration_ms: Option<i64>,
@@ -131,8 +138,9 @@ pub struct Mismatch {
     pub tool_index: usize,
     pub call_id: Option<String>,
     pub name: String,
-    /// `read_wrote`, `exit_status` (non-zero exit, transcript says ok) or
-    /// `failed_but_exit_zero`.
+    /// `read_wrote`, `exit_status` (non-zero exit, transcript says ok),
+    /// `failed_but_exit_zero`, or `exit_code` (a matched process exited with
+    /// another code than the one the transcript states).
     pub kind: &'static str,
     pub detail: String,
 }
@@ -708,6 +716,20 @@ pub fn correlate(
         }
     }
     // 3. Attribute each activity.
+    // Renames onto a path a call names, inside its window, by source path:
+    // (process, rename time, call). A file event on that source path by the
+    // same process before the rename is the call's too (`via_rename`).
+    let mut renamed_onto: HashMap<String, Vec<(usize, u64, usize)>> = HashMap::new();
+    for a in acts.iter().filter(|a| a.op == "rename") {
+        if let (Some(from), Some(to)) = (a.old_path.as_deref(), a.path.as_deref())
+            && let Some(ci) = claiming_call(&calls, a.mono_ns, to)
+        {
+            renamed_onto
+                .entry(from.to_string())
+                .or_default()
+                .push((a.proc_ix, a.mono_ns, ci));
+        }
+    }
     let state_dir = agent_state_dir(&session.source_path);
     let transcript = session.source_path.display().to_string();
     let mut per_call: Vec<Vec<Activity>> = vec![Vec::new(); calls.len()];
@@ -735,14 +757,21 @@ pub fn correlate(
             continue;
         }
         if let Some(p) = a.path.as_deref()
-            && let Some((ci, _)) = calls
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| c.lo_mono <= a.mono_ns && a.mono_ns <= c.hi_mono)
-                .filter(|(_, c)| c.paths.iter().any(|(cp, _)| cp == p))
-                .max_by_key(|(_, c)| c.start_ms)
+            && let Some(ci) = claiming_call(&calls, a.mono_ns, p)
         {
             a.reason = Some("path_match");
+            per_call[ci].push(a);
+            continue;
+        }
+        if a.op != "exec"
+            && let Some(p) = a.path.as_deref()
+            && let Some(&(_, _, ci)) = renamed_onto.get(p).and_then(|v| {
+                v.iter().find(|&&(proc_ix, at, ci)| {
+                    proc_ix == a.proc_ix && a.mono_ns <= at && calls[ci].lo_mono <= a.mono_ns
+                })
+            })
+        {
+            a.reason = Some("via_rename");
             per_call[ci].push(a);
             continue;
         }
@@ -867,7 +896,17 @@ pub fn correlate(
                         "transcript says failed, every matched process exited 0".into(),
                     ))
                 }
-                _ => {}
+                _ => {
+                    if let Some(want) = t.exit_code
+                        && let Some(got) =
+                            exit_codes.iter().flatten().find(|c| **c != i64::from(want))
+                    {
+                        flags.mismatches.push(mk_mis(
+                            "exit_code",
+                            format!("exited with status {got}, transcript says exit code {want}"),
+                        ))
+                    }
+                }
             }
         }
         for a in acts.iter().filter(|a| a.late) {
@@ -891,6 +930,7 @@ pub fn correlate(
                 command: t.command.clone(),
                 paths: t.paths.clone(),
                 status: t.status,
+                exit_code: t.exit_code,
                 start: t.start_ms.map(ts_ms),
                 end: t.end_ms.map(ts_ms),
                 duration_ms: t.start_ms.zip(t.end_ms).map(|(s, e)| e - s),
@@ -909,6 +949,7 @@ pub fn correlate(
             command: t.command.clone(),
             paths: t.paths.clone(),
             status: t.status,
+            exit_code: t.exit_code,
             start: None,
             end: t.end_ms.map(ts_ms),
             duration_ms: None,
@@ -999,6 +1040,18 @@ pub fn correlate(
             .collect(),
         unmatched_trees: unmatched,
     })
+}
+
+/// The call that names `path` and whose window holds `mono` (the latest
+/// started, if several do).
+fn claiming_call(calls: &[Call], mono: u64, path: &str) -> Option<usize> {
+    calls
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.lo_mono <= mono && mono <= c.hi_mono)
+        .filter(|(_, c)| c.paths.iter().any(|(cp, _)| cp == path))
+        .max_by_key(|(_, c)| c.start_ms)
+        .map(|(ci, _)| ci)
 }
 
 /// One line describing an activity (for text output and flag details).

@@ -155,7 +155,12 @@ pub fn text(r: &Report, colour: bool) -> String {
             }
         }
         for t in &p.tools {
-            let status = format!("{:?}", t.status).to_lowercase();
+            let mut status = format!("{:?}", t.status).to_lowercase();
+            let failed = status == "failed";
+            // The transcript's own exit code, where it states one.
+            if let Some(c) = t.exit_code {
+                let _ = write!(status, " exit {c}");
+            }
             let _ = writeln!(
                 o,
                 "  ● {} {}  {} → {}{}  {}",
@@ -166,11 +171,7 @@ pub fn text(r: &Report, colour: bool) -> String {
                 t.duration_ms
                     .map(|d| format!(" ({d} ms)"))
                     .unwrap_or_default(),
-                if status == "failed" {
-                    st.red(&status)
-                } else {
-                    status
-                }
+                if failed { st.red(&status) } else { status }
             );
             if let Some(cmd) = &t.command {
                 let _ = writeln!(o, "      $ {}", one_line(cmd, 100));

@@ -1,0 +1,319 @@
+//! Correlation over a small synthetic capture with the real store schema:
+//! exact attribution of atomic (temp file + rename) writes and the
+//! transcript-vs-kernel exit code comparison.
+
+use std::path::PathBuf;
+
+use rusqlite::{Connection, params};
+
+use super::*;
+use crate::sessions::{Provider, ToolEvent};
+
+const MONO0: i64 = 1_000_000_000_000;
+const WALL0: i64 = 1_800_000_000_000_000_000;
+
+/// Capture time of `ms` after the start (mono and wall move together).
+fn at(ms: i64) -> i64 {
+    MONO0 + ms * 1_000_000
+}
+
+fn wall_ms(ms: i64) -> i64 {
+    WALL0 / 1_000_000 + ms
+}
+
+struct Capture {
+    conn: Connection,
+    seq: i64,
+}
+
+impl Capture {
+    fn new(path: &std::path::Path) -> Capture {
+        let conn = crate::store::create(path).unwrap();
+        conn.execute(
+            "INSERT INTO clock_anchors (label, mono_ns, wall_ns) VALUES ('start', ?1, ?2)",
+            params![MONO0, WALL0],
+        )
+        .unwrap();
+        Capture { conn, seq: 0 }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn process(
+        &self,
+        id: i64,
+        pid: i64,
+        start_ms: i64,
+        parent: Option<(i64, i64)>,
+        comm: &str,
+        argv: &[&str],
+        exit_code: Option<i64>,
+    ) {
+        self.conn
+            .execute(
+                "INSERT INTO processes (id, pid, start_mono_ns, parent_id, ppid, origin, comm, argv, cwd,
+                     exec_count, exit_code) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, '/w', 1, ?9)",
+                params![
+                    id,
+                    pid,
+                    at(start_ms),
+                    parent.map(|p| p.0),
+                    parent.map(|p| p.1),
+                    if parent.is_some() { "fork" } else { "root" },
+                    comm,
+                    serde_json::to_string(argv).unwrap(),
+                    exit_code,
+                ],
+            )
+            .unwrap();
+    }
+
+    /// One event of process `(id, pid)`: `path` with `flags` for opens,
+    /// `old_path` → `path` for renames, `argv` for execs.
+    #[allow(clippy::too_many_arguments)]
+    fn event(
+        &mut self,
+        ms: i64,
+        kind: &str,
+        (id, pid): (i64, i64),
+        path: Option<&str>,
+        old_path: Option<&str>,
+        flags: Option<&str>,
+        argv: Option<&[&str]>,
+    ) {
+        self.seq += 1;
+        self.conn
+            .execute(
+                "INSERT INTO events (mono_ns, wall_ns, kind, cpu, seq, pid, tid, ppid, uid, gid, comm,
+                     process_id, argv, path, old_path, flags, result)
+                 VALUES (?1, ?2, ?3, 0, ?4, ?5, ?5, 1, 1000, 1000, 'proc', ?6, ?7, ?8, ?9, ?10, 0)",
+                params![
+                    at(ms),
+                    WALL0 + ms * 1_000_000,
+                    kind,
+                    self.seq,
+                    pid,
+                    id,
+                    argv.map(|a| serde_json::to_string(a).unwrap()),
+                    path,
+                    old_path,
+                    flags,
+                ],
+            )
+            .unwrap();
+    }
+
+    fn open_write(&mut self, ms: i64, p: (i64, i64), path: &str) {
+        self.event(
+            ms,
+            "openat",
+            p,
+            Some(path),
+            None,
+            Some("write,create,trunc"),
+            None,
+        );
+    }
+
+    fn rename(&mut self, ms: i64, p: (i64, i64), from: &str, to: &str) {
+        self.event(ms, "renameat2", p, Some(to), Some(from), None, None);
+    }
+
+    fn exec(&mut self, ms: i64, p: (i64, i64), argv: &[&str]) {
+        self.event(ms, "exec", p, None, None, None, Some(argv));
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn tool(
+    name: &str,
+    category: ToolCategory,
+    command: Option<&str>,
+    paths: Vec<ToolPath>,
+    status: ToolStatus,
+    exit_code: Option<i32>,
+    start: i64,
+    end: i64,
+) -> ToolEvent {
+    ToolEvent {
+        prompt_index: Some(0),
+        subagent: None,
+        name: name.into(),
+        category,
+        call_id: Some(format!("toolu_{name}")),
+        command: command.map(str::to_string),
+        command_truncated: false,
+        cwd: None,
+        status,
+        exit_code,
+        start_ms: Some(wall_ms(start)),
+        end_ms: Some(wall_ms(end)),
+        paths,
+        domains: Vec::new(),
+    }
+}
+
+/// (op, what, reason or `by`) of activities.
+fn summary(acts: &[Activity]) -> Vec<(&'static str, String, &'static str)> {
+    acts.iter()
+        .map(|a| (a.op, describe(a), a.reason.or(a.by).unwrap_or("")))
+        .collect()
+}
+
+/// Claude Code's Write writes `NAME.tmp.PID.HEX` and renames it onto NAME
+/// from its own process: the temp file's write belongs to the call
+/// (`via_rename`), the rename is a `path_match`. Not tied: a write to the
+/// temp path after the rename, one before the call's window, one by another
+/// process, and a temp file renamed onto a path no call names.
+#[test]
+fn temp_file_writes_renamed_onto_a_claimed_path_are_the_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let mut cap = Capture::new(&db);
+    let agent = (1, 1000);
+    let git = (2, 1001);
+    let make = (3, 1002);
+    cap.process(1, 1000, 0, None, "claude", &["claude", "-p", "go"], None);
+    cap.process(
+        2,
+        1001,
+        1200,
+        Some(agent),
+        "git",
+        &["git", "status"],
+        Some(0),
+    );
+    cap.process(
+        3,
+        1002,
+        5100,
+        Some(agent),
+        "bash",
+        &["bash", "-c", "make check"],
+        Some(2),
+    );
+
+    let tmp = |x: &str| format!("/w/hello.txt.tmp.1000.{x}");
+    cap.exec(1200, git, &["git", "status"]);
+    cap.open_write(1500, agent, &tmp("early"));
+    // The Write call's window is [2000, 4100].
+    cap.open_write(3010, agent, &tmp("a1"));
+    cap.rename(3020, agent, &tmp("a1"), "/w/hello.txt");
+    cap.open_write(3030, agent, &tmp("a1"));
+    cap.open_write(3040, agent, "/w/notes.txt.tmp.1000.c3");
+    cap.rename(3050, agent, "/w/notes.txt.tmp.1000.c3", "/w/notes.txt");
+    cap.rename(3060, agent, &tmp("early"), "/w/hello.txt");
+    cap.open_write(3070, git, &tmp("g7"));
+    cap.rename(3080, agent, &tmp("g7"), "/w/hello.txt");
+    cap.exec(5110, make, &["bash", "-c", "make check"]);
+
+    let mut session = AgentSession::new(
+        Provider::Claude,
+        "s1".into(),
+        PathBuf::from("/h/.claude/projects/-w/s1.jsonl"),
+    );
+    session.cwd = Some("/w".into());
+    session.start_ms = Some(wall_ms(0));
+    session.end_ms = Some(wall_ms(7000));
+    session.push_prompt(Some(wall_ms(100)), "write hello, then check".into());
+    session.tools = vec![
+        tool(
+            "Write",
+            ToolCategory::Edit,
+            None,
+            vec![ToolPath::new("/w/hello.txt", PathAccess::Create)],
+            ToolStatus::Ok,
+            None,
+            3000,
+            3100,
+        ),
+        // The transcript says exit 3; the kernel saw the command exit 2.
+        tool(
+            "Bash",
+            ToolCategory::Shell,
+            Some("make check"),
+            Vec::new(),
+            ToolStatus::Failed,
+            Some(3),
+            5000,
+            6000,
+        ),
+    ];
+    session.tool_count = 2;
+
+    let view = CaptureView::load(&cap.conn, "c.db").unwrap();
+    let bound = [BoundTree {
+        root: view.procs.by_id[&1],
+        evidence: "transcript_write".into(),
+        evidence_count: 1,
+        evidence_path: None,
+        from_mono_ns: MONO0 as u64,
+        to_mono_ns: None,
+    }];
+    let r = correlate(&view, &session, "capture", &bound, Vec::new()).unwrap();
+
+    let tools = &r.prompts[0].tools;
+    let s = |x: &str| x.to_string();
+    assert_eq!(
+        summary(&tools[0].activity),
+        vec![
+            ("write", tmp("a1"), "via_rename"),
+            (
+                "rename",
+                format!("{} → /w/hello.txt", tmp("a1")),
+                "path_match"
+            ),
+            (
+                "rename",
+                format!("{} → /w/hello.txt", tmp("early")),
+                "path_match"
+            ),
+            (
+                "rename",
+                format!("{} → /w/hello.txt", tmp("g7")),
+                "path_match"
+            ),
+        ]
+    );
+    assert_eq!(tools[0].exit_code, None);
+    assert_eq!(
+        summary(&tools[1].activity),
+        vec![("exec", s("bash -c 'make check'"), "argv_match")]
+    );
+    assert_eq!(tools[1].exit_code, Some(3));
+    assert_eq!(tools[1].exit_codes, vec![Some(2)]);
+    assert_eq!(
+        summary(&r.flags.observed_not_claimed),
+        vec![
+            ("exec", s("git status"), "child"),
+            ("write", tmp("early"), "runtime"),
+            ("write", tmp("a1"), "runtime"),
+            ("write", s("/w/notes.txt.tmp.1000.c3"), "runtime"),
+            (
+                "rename",
+                s("/w/notes.txt.tmp.1000.c3 → /w/notes.txt"),
+                "runtime"
+            ),
+            ("write", tmp("g7"), "child"),
+        ]
+    );
+    assert_eq!(r.flags.claimed_not_observed, vec![]);
+    assert_eq!(
+        r.flags.mismatches,
+        vec![Mismatch {
+            tool_index: 1,
+            call_id: Some("toolu_Bash".into()),
+            name: "Bash".into(),
+            kind: "exit_code",
+            detail: "exited with status 2, transcript says exit code 3".into(),
+        }]
+    );
+    assert!(r.flags.late.is_empty());
+
+    // The text timeline names the reason and the transcript's exit code.
+    let text = render::text(&r, false);
+    assert!(
+        text.contains(&format!("write   pid 1000    {}  [via_rename]", tmp("a1"))),
+        "{text}"
+    );
+    assert!(text.contains("  failed exit 3\n"), "{text}");
+}
