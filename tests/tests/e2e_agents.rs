@@ -22,6 +22,8 @@ struct Tool {
     command: Option<String>,
     paths: Vec<(String, String)>,
     status: String,
+    /// The exit code the transcript states (`null` where it says none).
+    exit_code: Option<i64>,
 }
 
 fn tool(name: &str, category: &str, command: Option<String>, paths: &[(&Path, &str)]) -> Tool {
@@ -34,6 +36,7 @@ fn tool(name: &str, category: &str, command: Option<String>, paths: &[(&Path, &s
             .map(|(p, a)| (p.display().to_string(), a.to_string()))
             .collect(),
         status: "ok".into(),
+        exit_code: None,
     }
 }
 
@@ -99,7 +102,20 @@ fn expected_tool(agent: Agent, run: &Run, intent: &Value) -> Tool {
     if let Some(s) = intent["status"].as_str() {
         t.status = s.into();
     }
+    t.exit_code = expected_exit_code(agent, &t, intent);
     t
+}
+
+/// The exit code each CLI's transcript states for a call (scenario
+/// `exit_code`, 0 when absent): Codex for every exec_command and apply_patch
+/// (`Process exited with code N`, `Exit code: N`); Claude Code (`Exit code
+/// N`) and Gemini CLI (`Exit Code: N`) only for a shell command that failed.
+fn expected_exit_code(agent: Agent, t: &Tool, intent: &Value) -> Option<i64> {
+    let code = intent["exit_code"].as_i64().unwrap_or(0);
+    match agent {
+        Agent::Codex => Some(code),
+        Agent::Claude | Agent::Gemini => (t.category == "shell" && code != 0).then_some(code),
+    }
 }
 
 fn actual_tool(v: &Value) -> Tool {
@@ -119,6 +135,12 @@ fn actual_tool(v: &Value) -> Tool {
             })
             .collect(),
         status: v["status"].as_str().unwrap().into(),
+        exit_code: {
+            let c = v
+                .get("exit_code")
+                .expect("exit_code reported (null when unsaid)");
+            (!c.is_null()).then(|| c.as_i64().expect("an integer exit code"))
+        },
     }
 }
 
@@ -364,8 +386,8 @@ fn summarize(c: &Value) -> String {
     }
     for t in tools_of(c) {
         s += &format!(
-            "tool {} {} {:?} status={} exit_codes={}\n",
-            t["tool_index"], t["name"], t["command"], t["status"], t["exit_codes"]
+            "tool {} {} {:?} status={} exit_code={} exit_codes={}\n",
+            t["tool_index"], t["name"], t["command"], t["status"], t["exit_code"], t["exit_codes"]
         );
         for a in t["activity"].as_array().into_iter().flatten() {
             s += &format!("    {}\n", activity_line(a));
@@ -556,10 +578,6 @@ fn allowed_unexplained(agent: Agent) -> Vec<(&'static str, bool)> {
             // and removed through /proc/self/fd/N/ paths (now resolved).
             ("runtime write $TMP/claude-*/tasks/*.output", false),
             ("runtime delete $TMP/claude-*/tasks/*.output", false),
-            // The Write tool writes NAME.tmp.PID.HEX and renames it onto NAME:
-            // the rename is attributed to the call (path_match on NAME); the
-            // temp file's own write is not yet tied to it by correlate.
-            ("runtime write $WORK/*.tmp.*", false),
             // The Bash tool's cwd file, written by the wrapper shell
             // (`pwd -P >| $TMP/claude-XXXX-cwd`), read and removed by Claude.
             ("runtime delete $TMP/claude-*-cwd", false),
@@ -644,6 +662,12 @@ fn verify_correlation(run: &Run, id: &str, c: &Value, dump: &str) {
         let want = expected_tool(agent, run, intent);
         assert_eq!(t["tool_index"], i, "{ctx}");
         assert_eq!(t["name"], want.name.as_str(), "{ctx}");
+        // The transcript's own exit code, as correlate reports it.
+        assert_eq!(
+            t["exit_code"],
+            serde_json::json!(want.exit_code),
+            "call {i}: transcript exit code: {ctx}"
+        );
         let acts = t["activity"].as_array().unwrap();
         let by = |reasons: &[&str]| -> Vec<&Value> {
             acts.iter()
@@ -662,7 +686,10 @@ fn verify_correlation(run: &Run, id: &str, c: &Value, dump: &str) {
                 .collect();
             pids.sort();
             pids.dedup();
+            // The kernel saw the code the scenario asked for, which is the
+            // transcript's wherever the transcript states one.
             let code = intent["exit_code"].as_i64().unwrap_or(0);
+            assert!(want.exit_code.is_none_or(|c| c == code), "{ctx}");
             assert_eq!(
                 t["exit_codes"],
                 serde_json::json!(vec![code; pids.len()]),
@@ -708,6 +735,16 @@ fn verify_correlation(run: &Run, id: &str, c: &Value, dump: &str) {
                     && a["path"] == path.as_str()),
                 "call {i}: no path_match {ops:?} on {path}: {ctx}"
             );
+            // Claude Code's Write writes NAME.tmp.PID.HEX, then renames it
+            // onto NAME: the temp file's write is the call's too.
+            if agent == Agent::Claude && access != "read" {
+                let tmp = format!("{path}.tmp.*");
+                assert!(
+                    by(&["via_rename"]).iter().any(|a| a["op"] == "write"
+                        && glob(&tmp, a["path"].as_str().unwrap_or(""))),
+                    "call {i}: no via_rename write on {tmp}: {ctx}"
+                );
+            }
         }
         for a in acts {
             let late = late_paths.iter().any(|p| a["path"] == p.as_str());
