@@ -398,10 +398,6 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     let mut final_meta = vec![
         ("ended_at".to_owned(), rfc3339_ns(stop_anchor.wall_ns)),
         ("end_reason".to_owned(), end_reason.clone()),
-        (
-            "decode_errors".to_owned(),
-            stats.decode_errors.load(Ordering::Relaxed).to_string(),
-        ),
         ("complete".to_owned(), "true".to_owned()),
     ];
     if let Some(s) = command_status {

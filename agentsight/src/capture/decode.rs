@@ -158,7 +158,12 @@ pub fn c_string(bytes: &[u8]) -> String {
     String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
 
-fn header(h: &Header) -> Result<EventHeader, DecodeError> {
+/// The fixed header of a ring record, without decoding the rest.
+pub fn raw_header(bytes: &[u8]) -> Result<Header, DecodeError> {
+    read_record(bytes, "header")
+}
+
+pub fn header(h: &Header) -> Result<EventHeader, DecodeError> {
     let kind = EventKind::from_u32(h.kind).ok_or(DecodeError::UnknownKind(h.kind))?;
     Ok(EventHeader {
         kind,

@@ -1,6 +1,7 @@
-//! The ring-buffer reader: drains kernel records, decodes them, finds
-//! sequence gaps, and hands batches to the store writer. It never touches
-//! SQLite itself.
+//! The ring-buffer reader: drains kernel records, finds sequence gaps, and
+//! hands the raw records in batches to the store writer, which decodes them.
+//! It runs at normal priority, so it does as little as possible: copy bytes,
+//! read headers, flush I/O aggregates at exec/exit. It never touches SQLite.
 
 use std::{
     collections::BTreeMap,
@@ -17,7 +18,7 @@ use aya::maps::{HashMap, MapData, PerCpuArray, RingBuf};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use super::{
-    decode::{Detail, Event, EventHeader, decode},
+    decode::{DecodeError, Detail, Event, EventHeader, decode, header, raw_header},
     loader::drain_io,
 };
 use crate::store::EventSender;
@@ -125,7 +126,69 @@ impl GapTracker {
 #[derive(Default)]
 pub struct ReaderStats {
     pub events: AtomicU64,
-    pub decode_errors: AtomicU64,
+}
+
+/// Ring records as they came (decoded later, by the writer) and the I/O
+/// aggregates user space flushed between them, in arrival order.
+#[derive(Default)]
+pub struct RecordBatch {
+    bytes: Vec<u8>,
+    items: Vec<BatchItem>,
+}
+
+enum BatchItem {
+    /// A kernel record: its byte range in `bytes`.
+    Kernel { start: usize, end: usize },
+    /// An event user space made (an I/O aggregate flushed at exec/exit/stop).
+    Made(Event),
+}
+
+impl RecordBatch {
+    fn with_capacity(items: usize) -> Self {
+        Self {
+            bytes: Vec::with_capacity(items * 256),
+            items: Vec::with_capacity(items),
+        }
+    }
+
+    fn push_record(&mut self, record: &[u8]) {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(record);
+        self.items.push(BatchItem::Kernel {
+            start,
+            end: self.bytes.len(),
+        });
+    }
+
+    fn push_made(&mut self, ev: Event) {
+        self.items.push(BatchItem::Made(ev));
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Decodes every record, in order; undecodable ones come back as errors
+    /// (the caller counts them; the rest of the batch is unaffected).
+    pub fn decode(self) -> (Vec<Event>, Vec<DecodeError>) {
+        let Self { bytes, items } = self;
+        let mut events = Vec::with_capacity(items.len());
+        let mut errors = Vec::new();
+        for item in items {
+            match item {
+                BatchItem::Kernel { start, end } => match decode(&bytes[start..end]) {
+                    Ok(ev) => events.push(ev),
+                    Err(e) => errors.push(e),
+                },
+                BatchItem::Made(ev) => events.push(ev),
+            }
+        }
+        (events, errors)
+    }
 }
 
 const BATCH: usize = 512;
@@ -149,31 +212,29 @@ pub fn spawn(
         .name("ring-reader".into())
         .spawn(move || {
             let mut gaps = GapTracker::default();
-            let mut batch: Vec<Event> = Vec::with_capacity(BATCH);
+            let mut batch = RecordBatch::with_capacity(BATCH);
             loop {
                 let stopping = stop.load(Ordering::Acquire);
                 while let Some(item) = ring.next() {
-                    match decode(&item) {
-                        Ok(ev) => {
-                            gaps.observe(ev.header.cpu, ev.header.seq, ev.header.mono_ns);
-                            if matches!(ev.header.kind, EventKind::Exit | EventKind::Exec)
-                                && let Some(io) = io.as_mut()
-                            {
-                                // At exit (and for close-on-exec fds at exec) files are
-                                // closed by the kernel, not by close(2): flush what the
-                                // process read and wrote before that point.
-                                batch.extend(io_events(
-                                    drain_io(io, Some(ev.header.pid)),
-                                    &ev.header,
-                                ));
+                    // A record too short for a header is still passed on: the
+                    // writer's decode counts it as an error.
+                    if let Ok(h) = raw_header(&item) {
+                        gaps.observe(h.cpu, h.seq, h.mono_ns);
+                        let exec_or_exit =
+                            h.kind == EventKind::Exit as u32 || h.kind == EventKind::Exec as u32;
+                        if exec_or_exit
+                            && let Some(io) = io.as_mut()
+                            && let Ok(h) = header(&h)
+                        {
+                            // At exit (and for close-on-exec fds at exec) files are
+                            // closed by the kernel, not by close(2): flush what the
+                            // process read and wrote before that point.
+                            for ev in io_events(drain_io(io, Some(h.pid)), &h) {
+                                batch.push_made(ev);
                             }
-                            batch.push(ev);
-                        }
-                        Err(e) => {
-                            stats.decode_errors.fetch_add(1, Ordering::Relaxed);
-                            tracing::warn!("undecodable record: {e}");
                         }
                     }
+                    batch.push_record(&item);
                     if batch.len() >= BATCH {
                         flush(&tx, &mut batch, &stats);
                     }
@@ -183,7 +244,7 @@ pub fn spawn(
                         // Processes still running at the end: what they did so far.
                         let now = crate::clock::mono_now_ns();
                         for (pid, fd, agg) in drain_io(io, None) {
-                            batch.push(io_event(pid, fd, agg, now));
+                            batch.push_made(io_event(pid, fd, agg, now));
                         }
                     }
                     flush(&tx, &mut batch, &stats);
@@ -242,14 +303,14 @@ fn io_events(items: Vec<(u32, i32, IoAgg)>, exit: &EventHeader) -> Vec<Event> {
         .collect()
 }
 
-fn flush(tx: &EventSender, batch: &mut Vec<Event>, stats: &ReaderStats) {
+fn flush(tx: &EventSender, batch: &mut RecordBatch, stats: &ReaderStats) {
     if batch.is_empty() {
         return;
     }
     stats
         .events
         .fetch_add(batch.len() as u64, Ordering::Relaxed);
-    let events = std::mem::replace(batch, Vec::with_capacity(BATCH));
+    let events = std::mem::replace(batch, RecordBatch::with_capacity(BATCH));
     // Blocks only when the writer is a full queue behind; the kernel then
     // counts what the ring cannot hold, so pressure shows up as counted loss.
     if tx.send(events).is_err() {
@@ -260,6 +321,74 @@ fn flush(tx: &EventSender, batch: &mut Vec<Event>, stats: &ReaderStats) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agentsight_common::{ForkEvent, Header};
+
+    fn fork_record(seq: u64, child: u32) -> Vec<u8> {
+        let ev = ForkEvent {
+            header: Header {
+                kind: EventKind::Fork as u32,
+                cpu: 1,
+                seq,
+                mono_ns: 1000 + seq,
+                tid: 7,
+                pid: 7,
+                ppid: 1,
+                uid: 1000,
+                gid: 1000,
+                _pad: 0,
+                comm: *b"sh\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
+            },
+            child_pid: child,
+            child_tid: child,
+        };
+        // Safety: a repr(C) record viewed as its bytes.
+        unsafe {
+            std::slice::from_raw_parts(
+                &ev as *const ForkEvent as *const u8,
+                std::mem::size_of::<ForkEvent>(),
+            )
+        }
+        .to_vec()
+    }
+
+    #[test]
+    fn batch_decodes_in_arrival_order_and_counts_bad_records() {
+        let mut batch = RecordBatch::with_capacity(4);
+        batch.push_record(&fork_record(1, 100));
+        batch.push_made(io_event(7, 3, IoAgg::default(), 5000));
+        batch.push_record(&[1, 2, 3]);
+        batch.push_record(&fork_record(2, 101));
+        assert_eq!(batch.len(), 4);
+        let (events, errors) = batch.decode();
+        assert_eq!(
+            errors,
+            vec![DecodeError::Short {
+                kind: "header",
+                len: 3,
+                need: std::mem::size_of::<Header>()
+            }]
+        );
+        let shape: Vec<(EventKind, u64)> = events
+            .iter()
+            .map(|e| (e.header.kind, e.header.mono_ns))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                (EventKind::Fork, 1001),
+                (EventKind::Io, 5000),
+                (EventKind::Fork, 1002)
+            ]
+        );
+        assert!(matches!(
+            events[2].detail,
+            Detail::Fork {
+                child_pid: 101,
+                child_tid: 101
+            }
+        ));
+        assert_eq!(events[0].header.comm, "sh");
+    }
 
     #[test]
     fn gaps_are_found_and_late_records_fill_them() {

@@ -18,7 +18,7 @@ use rusqlite::{Connection, Transaction, params};
 use super::{StoreError, create};
 use crate::capture::{
     decode::{Detail, Event, errno_name},
-    reader::Gap,
+    reader::{Gap, RecordBatch},
     syscalls::{FdInfo, FsState, SockAddr, SysRecord},
 };
 use crate::clock::Anchor;
@@ -44,7 +44,8 @@ pub struct ProcessSeed {
 }
 
 pub enum StoreMsg {
-    Events(Vec<Event>),
+    /// Raw ring records (decoded here, off the reader's thread).
+    Events(RecordBatch),
     Seed(ProcessSeed),
     Anchor(Anchor),
     Loss(Vec<(&'static str, u64)>),
@@ -56,6 +57,8 @@ pub enum StoreMsg {
 pub struct WriterSummary {
     pub events: u64,
     pub processes: u64,
+    /// Ring records that could not be decoded (stored as meta `decode_errors`).
+    pub decode_errors: u64,
     /// Set when a write failed (e.g. disk full); what was committed before stays.
     pub error: Option<String>,
 }
@@ -140,7 +143,7 @@ pub struct EventSender {
 
 impl EventSender {
     /// Blocks only when the writer is a full queue behind.
-    pub fn send(&self, events: Vec<Event>) -> Result<(), WriterStopped> {
+    pub fn send(&self, events: RecordBatch) -> Result<(), WriterStopped> {
         self.backlog.queued_one();
         self.tx
             .send(StoreMsg::Events(events))
@@ -223,6 +226,7 @@ impl Writer {
             for (k, v) in meta {
                 put_meta(&t, k, v)?;
             }
+            put_meta(&t, "decode_errors", &summary.decode_errors.to_string())?;
             // Built once at the end rather than maintained per insert.
             t.execute_batch(super::INDEXES)?;
             t.commit()?;
@@ -311,7 +315,14 @@ fn run(
             continue;
         }
         let r = match msg {
-            StoreMsg::Events(events) => write_events(&mut conn, &mut st, &events),
+            StoreMsg::Events(batch) => {
+                let (events, errors) = batch.decode();
+                for e in &errors {
+                    tracing::warn!("undecodable record: {e}");
+                }
+                st.summary.decode_errors += errors.len() as u64;
+                write_events(&mut conn, &mut st, &events)
+            }
             StoreMsg::Seed(seed) => write_seed(&conn, &mut st, &seed),
             StoreMsg::Anchor(a) => {
                 st.anchor = a;
