@@ -160,7 +160,27 @@ pub struct ExitEvent {
     /// `task_struct.exit_code`: `status << 8` for a normal exit, or the
     /// terminating signal number (bit 7 set when a core was dumped).
     pub exit_code: u32,
-    pub _pad: u32,
+    /// `EXIT_*` flags.
+    pub flags: u32,
+}
+
+/// The process did I/O on more fds than the kernel listed for it: user space
+/// must sweep the I/O map for its unlisted aggregates.
+pub const EXIT_IO_UNLISTED: u32 = 1;
+
+/// Fds per process whose I/O aggregates the kernel flushes itself at exec
+/// and exit (more are flagged with [`EXIT_IO_UNLISTED`]).
+pub const IO_FD_LIST: usize = 32;
+
+/// The fds a process has I/O aggregates for (kernel-side bookkeeping).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IoFdList {
+    /// Fds noted so far; may exceed [`IO_FD_LIST`] (then some are unlisted).
+    pub count: u32,
+    /// Set once the list overflowed: stays set across exec.
+    pub overflowed: u32,
+    pub fds: [u32; IO_FD_LIST],
 }
 
 /// Syscalls recorded as [`SysEvent`]s; the number says which arguments mean what.

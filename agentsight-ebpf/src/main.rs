@@ -9,11 +9,12 @@
 use core::ffi::c_void;
 
 use agentsight_common::{
-    ARGV_BUF, ARGV_MAX_ARGS, ARGV_MISSING, ARGV_READ_FAILED, ARGV_TRUNCATED, ArgvStage, EventKind,
-    ExecEvent, ExitEvent, FILENAME_MAX, ForkEvent, Header, IoAgg, IoEvent, KIND_SLOTS,
-    LOSS_SLOT_IO_FULL, LOSS_SLOT_TRACK_FULL, Offsets, PATH_COMPLETE, PATH_DEPTH, PATH_DETACHED,
-    PATH_NAME_CUT, PATH_NAME_MAX, PATH_READ_FAILED, PATH_TOO_DEEP, PathRecord, SYS_BUF,
-    SYS_EVENT_BARE, SYS_EVENT_ONE, SYS_EVENT_TWO, SysEvent, TcpStateEvent, op,
+    ARGV_BUF, ARGV_MAX_ARGS, ARGV_MISSING, ARGV_READ_FAILED, ARGV_TRUNCATED, ArgvStage,
+    EXIT_IO_UNLISTED, EventKind, ExecEvent, ExitEvent, FILENAME_MAX, ForkEvent, Header, IO_FD_LIST,
+    IoAgg, IoEvent, IoFdList, KIND_SLOTS, LOSS_SLOT_IO_FULL, LOSS_SLOT_TRACK_FULL, Offsets,
+    PATH_COMPLETE, PATH_DEPTH, PATH_DETACHED, PATH_NAME_CUT, PATH_NAME_MAX, PATH_READ_FAILED,
+    PATH_TOO_DEEP, PathRecord, SYS_BUF, SYS_EVENT_BARE, SYS_EVENT_ONE, SYS_EVENT_TWO, SysEvent,
+    TcpStateEvent, op,
 };
 use aya_ebpf::{
     helpers::{
@@ -449,6 +450,9 @@ pub fn sched_process_exec(ctx: BtfTracePointContext) -> u32 {
     let task: *const u8 = ctx.arg(0);
     let old_tid: u32 = ctx.arg::<u64>(1) as u32;
     let bprm: *const u8 = ctx.arg(2);
+    // Close-on-exec fds are closed by the kernel, not by close(2): flush
+    // the process's I/O so far (any fd; later I/O starts a new aggregate).
+    let _ = io_flush_process(current_tgid(), false);
     let stage = ARGV_STAGE.get_ptr(&old_tid);
     let seq = next_seq();
     match EVENTS.reserve::<ExecEvent>(0) {
@@ -543,6 +547,9 @@ pub fn sched_process_exit(ctx: BtfTracePointContext) -> u32 {
     if !group_dead {
         return 0;
     }
+    // The kernel closes what is still open: flush that I/O first, so it
+    // precedes the exit.
+    let unlisted = io_flush_process(tgid, true);
     let off = offsets();
     let task: *const u8 = ctx.arg(0);
     let seq = next_seq();
@@ -552,7 +559,7 @@ pub fn sched_process_exit(ctx: BtfTracePointContext) -> u32 {
             unsafe {
                 fill_header(&mut (*ev).header, EventKind::Exit, seq, &off);
                 (*ev).exit_code = read_u32(task.add(off.task_exit_code as usize));
-                (*ev)._pad = 0;
+                (*ev).flags = if unlisted { EXIT_IO_UNLISTED } else { 0 };
             }
             entry.submit(RB_NO_WAKEUP);
         }
@@ -571,6 +578,103 @@ static SYS_SCRATCH: PerCpuArray<SysEvent> = PerCpuArray::with_max_entries(1, 0);
 /// Reads/writes per (tgid << 32 | fd), summed until close.
 #[map]
 static IO: HashMap<u64, IoAgg> = HashMap::with_max_entries(65536, 0);
+
+/// The fds each tracked process has aggregates in `IO` for, so exec and
+/// exit can flush them without user space sweeping the whole map.
+#[map]
+static IO_FDS: HashMap<u32, IoFdList> = HashMap::with_max_entries(65536, 0);
+
+/// Notes that `tgid` has an aggregate for `fd`. Threads of one process may
+/// race here; the worst case is an fd left off the list, which the sweep at
+/// stop still flushes.
+#[inline(always)]
+fn note_io_fd(tgid: u32, fd: u32) {
+    if let Some(list) = IO_FDS.get_ptr_mut(&tgid) {
+        unsafe {
+            let n = (*list).count as usize;
+            let mut i = 0;
+            while i < IO_FD_LIST {
+                if i >= n {
+                    break;
+                }
+                if (*list).fds[i] == fd {
+                    return;
+                }
+                i += 1;
+            }
+            (*list).count = (n + 1) as u32;
+            if n < IO_FD_LIST {
+                (*list).fds[n] = fd;
+            } else {
+                (*list).overflowed = 1;
+            }
+        }
+        return;
+    }
+    let mut list = IoFdList {
+        count: 1,
+        overflowed: 0,
+        fds: [0; IO_FD_LIST],
+    };
+    list.fds[0] = fd;
+    let _ = IO_FDS.insert(&tgid, &list, 0);
+}
+
+/// The fds to flush, copied to the caller's stack for `flush_step`.
+#[repr(C)]
+struct FlushCtx {
+    tgid: u32,
+    _pad: u32,
+    fds: [u32; IO_FD_LIST],
+}
+
+/// Flushes one listed fd. Under bpf_loop, so the verifier checks one flush
+/// once instead of every unrolled iteration (that cost ~0.3 s per load).
+extern "C" fn flush_step(index: u64, ctx: *mut c_void) -> i64 {
+    let c = ctx as *const FlushCtx;
+    unsafe {
+        let fd = (*c).fds[(index as usize) & (IO_FD_LIST - 1)];
+        io_flush((*c).tgid, fd as u64);
+    }
+    0
+}
+
+/// Flushes every listed aggregate of `tgid` (at exec and exit). Returns
+/// true when some were never listed (user space must sweep for them).
+#[inline(always)]
+fn io_flush_process(tgid: u32, exiting: bool) -> bool {
+    let Some(list) = IO_FDS.get_ptr_mut(&tgid) else {
+        return false;
+    };
+    let mut ctx = FlushCtx {
+        tgid,
+        _pad: 0,
+        fds: [0; IO_FD_LIST],
+    };
+    let (count, overflowed) = unsafe {
+        ctx.fds = (*list).fds;
+        ((*list).count as usize, (*list).overflowed != 0)
+    };
+    if exiting {
+        let _ = IO_FDS.remove(&tgid);
+    } else {
+        unsafe { (*list).count = 0 };
+    }
+    let n = if count > IO_FD_LIST {
+        IO_FD_LIST
+    } else {
+        count
+    };
+    unsafe {
+        bpf_loop(
+            n as u32,
+            flush_step as *mut c_void,
+            &mut ctx as *mut FlushCtx as *mut c_void,
+            0,
+        );
+    }
+    overflowed
+}
 
 /// Sockets (tgid << 32 | fd) connected to port 53: their writes are DNS queries.
 #[map]
@@ -657,7 +761,9 @@ fn io_account(tgid: u32, fd: u64, is_write: bool, bytes: i64) {
     };
     if IO.insert(&key, &agg, 0).is_err() {
         count_loss(LOSS_SLOT_IO_FULL);
+        return;
     }
+    note_io_fd(tgid, fd as u32);
 }
 
 /// Emits and forgets the aggregate of one fd (at close).

@@ -142,6 +142,9 @@ fn host_meta() -> Vec<(String, String)> {
 }
 
 pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
+    // First of all: a SIGTERM during start-up must stop the recording
+    // cleanly, not kill the recorder before it has a handler.
+    let signals = install_signals()?;
     if opts.command.is_empty() && opts.pids.is_empty() && opts.agent.is_none() {
         return Err(RecordError::NoTarget);
     }
@@ -263,7 +266,6 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         stats.clone(),
     )
     .map_err(|e| RecordError::Other(format!("cannot start ring reader: {e}")))?;
-    let signals = install_signals()?;
 
     // Adopt existing trees.
     let mut agent_known: BTreeSet<u32> = BTreeSet::new();

@@ -406,3 +406,65 @@ fn flood_counts_captured_plus_lost_equal_generated() {
     eprintln!("flood: {N} generated, {captured} captured, {lost} lost (1 MiB ring)");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// I/O on fds the process never closes is flushed when it exits: by the
+/// kernel for the fds it listed (up to 32 per process), and by user space's
+/// sweep for the rest. Each file's bytes and write count are exact, and each
+/// aggregate comes before the exit that closed it.
+#[test]
+fn io_left_open_at_exit_is_flushed_exactly() {
+    require_root();
+    let dir = scratch("io-exit");
+    let db = dir.join("io.db");
+    let d = dir.display().to_string();
+    // few: 3 files (listed); many: 40 files (8 beyond the kernel's list).
+    // File i gets i+1 writes of 3 bytes; os._exit skips every close.
+    let script = format!(
+        "import os, sys\nn = int(sys.argv[1])\nfds = [os.open('{d}/%s-%02d' % (sys.argv[2], i), os.O_WRONLY | os.O_CREAT, 0o644) for i in range(n)]\nfor i, fd in enumerate(fds):\n    for _ in range(i + 1):\n        os.write(fd, b'abc')\nos._exit(0)\n"
+    );
+    let cmd = format!("python3 -c \"$S\" 3 few && python3 -c \"$S\" 40 many");
+    let out = {
+        let (uid, gid) = test_user();
+        Command::new(bin())
+            .args(["record", "--quiet", "-o"])
+            .arg(&db)
+            .args(["--", "sh", "-c", &cmd])
+            .env("S", &script)
+            .env("SUDO_UID", uid.to_string())
+            .env("SUDO_GID", gid.to_string())
+            .env("SUDO_USER", "agentsight-test")
+            .output()
+            .unwrap()
+    };
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let conn = open(&db);
+    for (prefix, n) in [("few", 3i64), ("many", 40)] {
+        let got: Vec<(String, i64, i64)> = conn
+            .prepare("SELECT path, bytes, count FROM events WHERE kind = 'io' AND path LIKE ?1 || '%' ORDER BY path")
+            .unwrap()
+            .query_map([format!("{d}/{prefix}-")], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let want: Vec<(String, i64, i64)> = (0..n)
+            .map(|i| (format!("{d}/{prefix}-{i:02}"), 3 * (i + 1), i + 1))
+            .collect();
+        assert_eq!(got, want, "{prefix}");
+        // Every aggregate precedes its process's exit.
+        let late: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM events io JOIN events ex ON ex.kind = 'exit' AND ex.process_id = io.process_id
+                 WHERE io.kind = 'io' AND io.path LIKE ?1 || '%' AND io.id > ex.id",
+                [format!("{d}/{prefix}-")],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(late, 0, "{prefix}: an aggregate after its exit");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

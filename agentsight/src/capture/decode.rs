@@ -163,6 +163,11 @@ pub fn raw_header(bytes: &[u8]) -> Result<Header, DecodeError> {
     read_record(bytes, "header")
 }
 
+/// The `EXIT_*` flags of an exit record (0 when it is too short).
+pub fn exit_flags(bytes: &[u8]) -> u32 {
+    read_record::<ExitEvent>(bytes, "exit").map_or(0, |e| e.flags)
+}
+
 pub fn header(h: &Header) -> Result<EventHeader, DecodeError> {
     let kind = EventKind::from_u32(h.kind).ok_or(DecodeError::UnknownKind(h.kind))?;
     Ok(EventHeader {

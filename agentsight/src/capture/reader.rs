@@ -13,12 +13,12 @@ use std::{
     thread::JoinHandle,
 };
 
-use agentsight_common::{EventKind, IoAgg};
+use agentsight_common::{EXIT_IO_UNLISTED, EventKind, IoAgg};
 use aya::maps::{HashMap, MapData, PerCpuArray, RingBuf};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use super::{
-    decode::{DecodeError, Detail, Event, EventHeader, decode, header, raw_header},
+    decode::{DecodeError, Detail, Event, EventHeader, decode, exit_flags, header, raw_header},
     loader::drain_io,
 };
 use crate::store::EventSender;
@@ -220,15 +220,14 @@ pub fn spawn(
                     // writer's decode counts it as an error.
                     if let Ok(h) = raw_header(&item) {
                         gaps.observe(h.cpu, h.seq, h.mono_ns);
-                        let exec_or_exit =
-                            h.kind == EventKind::Exit as u32 || h.kind == EventKind::Exec as u32;
-                        if exec_or_exit
+                        // The kernel flushes a process's listed I/O aggregates
+                        // itself at exec and exit; an exit says when some were
+                        // never listed, and only then is the map swept.
+                        if h.kind == EventKind::Exit as u32
+                            && exit_flags(&item) & EXIT_IO_UNLISTED != 0
                             && let Some(io) = io.as_mut()
                             && let Ok(h) = header(&h)
                         {
-                            // At exit (and for close-on-exec fds at exec) files are
-                            // closed by the kernel, not by close(2): flush what the
-                            // process read and wrote before that point.
                             for ev in io_events(drain_io(io, Some(h.pid)), &h) {
                                 batch.push_made(ev);
                             }
