@@ -949,6 +949,23 @@ fn finish(tgid: u32, op: u32, a: [u64; 6], ret: i64) {
         };
         (*ev).len1 = l1;
         (*ev).len2 = l2;
+        // Only the bytes read: the last buffer in the record is cut to its
+        // length (most paths are far shorter than SYS_BUF), which keeps the
+        // ring, the copies and the reader's memory small.
+        let used = |len: i32| -> usize {
+            if len <= 0 {
+                0
+            } else {
+                (len as usize).min(SYS_BUF)
+            }
+        };
+        let size = if size == SYS_EVENT_ONE {
+            SYS_EVENT_BARE + used(l1)
+        } else if size == SYS_EVENT_TWO {
+            SYS_EVENT_ONE + used(l2)
+        } else {
+            size
+        };
         let bytes = core::slice::from_raw_parts(ev as *const u8, size);
         if EVENTS.output::<[u8]>(bytes, RB_NO_WAKEUP).is_err() {
             count_loss(EventKind::Sys as u32);
