@@ -1038,9 +1038,12 @@ pub fn sys_exit(ctx: RawTracePointContext) -> i32 {
     let regs: *const u8 = ctx.arg(0);
     let ret: i64 = ctx.arg(1);
     unsafe {
-        let nr: u64 =
-            bpf_probe_read_kernel(regs.add(off.regs_nr as usize) as *const u64).unwrap_or(u64::MAX);
-        let Some(op) = op_of_syscall(nr) else {
+        // The registers we need all lie in pt_regs' first 16 words: one copy.
+        let Ok(words) = bpf_probe_read_kernel(regs as *const [u64; 16]) else {
+            return 0;
+        };
+        let word = |offset: u32| words[(offset as usize / 8) & 15];
+        let Some(op) = op_of_syscall(word(off.regs_nr)) else {
             return 0;
         };
         // A 32-bit (compat) syscall numbers its calls differently.
@@ -1050,8 +1053,7 @@ pub fn sys_exit(ctx: RawTracePointContext) -> i32 {
         }
         let mut a = [0u64; 6];
         for (i, slot) in a.iter_mut().enumerate() {
-            *slot = bpf_probe_read_kernel(regs.add(off.regs_args[i] as usize) as *const u64)
-                .unwrap_or(0);
+            *slot = word(off.regs_args[i]);
         }
         finish(tgid, op, a, ret);
     }

@@ -279,7 +279,7 @@ pub fn run(agentsight: &Path) -> Result<()> {
     let mix_cmd = vec![
         mix.display().to_string(),
         tree.display().to_string(),
-        "15".into(),
+        "50".into(),
     ];
     let build_cmd = vec![
         "sh".to_string(),
@@ -287,7 +287,7 @@ pub fn run(agentsight: &Path) -> Result<()> {
         format!("cd {} && make -s clean && make -s -j2", project.display()),
     ];
     let mut rows: Vec<Row> = Vec::new();
-    let reps = 3;
+    let reps = 5;
     for (name, cmd) in [
         ("(a) syscall mix", &mix_cmd),
         ("(b) C build + tests", &build_cmd),
@@ -296,29 +296,17 @@ pub fn run(agentsight: &Path) -> Result<()> {
             v.sort_by_key(|u| u.wall);
             v.swap_remove(v.len() / 2)
         };
+        // Untraced and recorded runs alternate, so drift in the machine's
+        // state (page cache, other load) hits both sides alike.
         let mut base = Vec::new();
-        for _ in 0..reps {
-            base.push(run_measured(
-                Command::new(&cmd[0]).args(&cmd[1..]).stdout(Stdio::null()),
-            )?);
-        }
-        let base = median(base);
-        rows.push(Row {
-            workload: name,
-            mode: "untraced",
-            ratio: 1.0,
-            wall: base.wall,
-            events: None,
-            lost: None,
-            tracer_cpu: None,
-            tracer_rss_mib: None,
-        });
-
         let mut rec = Vec::new();
         let mut spans: Vec<Duration> = Vec::new();
         let mut usage = Vec::new();
         let mut counts = (None, None, None);
         for i in 0..reps {
+            base.push(run_measured(
+                Command::new(&cmd[0]).args(&cmd[1..]).stdout(Stdio::null()),
+            )?);
             let db = work.join(format!("rec-{i}.db"));
             let _ = std::fs::remove_file(&db);
             let err = work.join("record.err");
@@ -338,6 +326,17 @@ pub fn run(agentsight: &Path) -> Result<()> {
             }
             rec.push(u);
         }
+        let base = median(base);
+        rows.push(Row {
+            workload: name,
+            mode: "untraced",
+            ratio: 1.0,
+            wall: base.wall,
+            events: None,
+            lost: None,
+            tracer_cpu: None,
+            tracer_rss_mib: None,
+        });
         let rec = median(rec);
         spans.sort();
         let span = spans.get(spans.len() / 2).copied().unwrap_or(rec.wall);
@@ -386,51 +385,67 @@ pub fn run(agentsight: &Path) -> Result<()> {
         }
     }
 
-    // (c) an untracked process doing (a) while an agent tree is recorded.
-    let db = work.join("bg.db");
-    let _ = std::fs::remove_file(&db);
-    let mut bg = Command::new(agentsight)
-        .args(["record", "--quiet", "--user", "nobody", "-o"])
-        .arg(&db)
-        .args(["--", "/bin/sleep", "600"])
-        .spawn()?;
-    // Measure only once every program is attached (the capture says so).
-    let ready = Instant::now();
-    while ready.elapsed() < Duration::from_secs(60) {
-        let shown = Command::new(agentsight)
-            .args(["show", "--db"])
-            .arg(&db)
-            .output();
-        if shown.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(" attached, ")) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    // (c) an untracked process doing (a) while an agent tree is recorded;
+    // each recorded run alternates with one where no recording exists.
     let mut with_bg = Vec::new();
-    for _ in 0..reps {
+    let mut without = Vec::new();
+    let mut bg_events = None;
+    for i in 0..reps {
+        without.push(run_measured(
+            Command::new(&mix_cmd[0])
+                .args(&mix_cmd[1..])
+                .stdout(Stdio::null()),
+        )?);
+        let db = work.join(format!("bg-{i}.db"));
+        let _ = std::fs::remove_file(&db);
+        let mut bg = Command::new(agentsight)
+            .args(["record", "--quiet", "--user", "nobody", "-o"])
+            .arg(&db)
+            .args(["--", "/bin/sleep", "600"])
+            .spawn()?;
+        // Measure only once every program is attached (the capture says so).
+        let ready = Instant::now();
+        while ready.elapsed() < Duration::from_secs(60) {
+            let shown = Command::new(agentsight)
+                .args(["show", "--db"])
+                .arg(&db)
+                .output();
+            if shown.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(" attached, ")) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
         with_bg.push(run_measured(
             Command::new(&mix_cmd[0])
                 .args(&mix_cmd[1..])
                 .stdout(Stdio::null()),
         )?);
+        let _ = Command::new("pkill")
+            .args(["-f", "/bin/sleep 600"])
+            .status();
+        let _ = bg.wait();
+        bg_events = capture_counts(&db, agentsight).0;
     }
-    let _ = Command::new("pkill")
-        .args(["-f", "/bin/sleep 600"])
-        .status();
-    let _ = bg.wait();
     with_bg.sort_by_key(|u| u.wall);
-    let untraced_a = rows
-        .iter()
-        .find(|r| r.workload.starts_with("(a)") && r.mode == "untraced")
-        .map(|r| r.wall)
-        .unwrap_or_default();
+    without.sort_by_key(|u| u.wall);
     let mid = &with_bg[with_bg.len() / 2];
+    let untraced_mid = &without[without.len() / 2];
+    rows.push(Row {
+        workload: "(c) untracked (a) during a recording",
+        mode: "untraced, no recording",
+        ratio: 1.0,
+        wall: untraced_mid.wall,
+        events: None,
+        lost: None,
+        tracer_cpu: None,
+        tracer_rss_mib: None,
+    });
     rows.push(Row {
         workload: "(c) untracked (a) during a recording",
         mode: "agentsight record",
-        ratio: ratio(mid.wall, untraced_a),
+        ratio: ratio(mid.wall, untraced_mid.wall),
         wall: mid.wall,
-        events: capture_counts(&db, agentsight).0,
+        events: bg_events,
         lost: None,
         tracer_cpu: None,
         tracer_rss_mib: None,

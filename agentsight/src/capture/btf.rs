@@ -27,7 +27,7 @@ pub fn kernel_offsets(path: &Path) -> Result<Offsets, BtfError> {
         reason: e.to_string(),
     })?;
     let f = |s: &str, m: &str| member_offset(&btf, s, m);
-    Ok(Offsets {
+    let offsets = Offsets {
         task_tgid: f("task_struct", "tgid")?,
         task_pid: f("task_struct", "pid")?,
         task_real_parent: f("task_struct", "real_parent")?,
@@ -59,7 +59,20 @@ pub fn kernel_offsets(path: &Path) -> Result<Offsets, BtfError> {
         ],
         regs_nr: f("pt_regs", "orig_ax")?,
         task_ti_status: f("task_struct", "thread_info")? + f("thread_info", "status")?,
-    })
+    };
+    // The sys_exit program copies pt_regs' first 16 words once and picks
+    // the registers from that copy.
+    if let Some(o) = offsets
+        .regs_args
+        .iter()
+        .chain([&offsets.regs_nr])
+        .find(|&&o| o % 8 != 0 || o >= 128)
+    {
+        return Err(BtfError::Parse(format!(
+            "pt_regs member at byte {o} is outside the 16 words the sys_exit program reads"
+        )));
+    }
+    Ok(offsets)
 }
 
 /// Byte offset of `member` in `struct structure`, looking through anonymous
