@@ -422,13 +422,13 @@ fn io_left_open_at_exit_is_flushed_exactly() {
     let script = format!(
         "import os, sys\nn = int(sys.argv[1])\nfds = [os.open('{d}/%s-%02d' % (sys.argv[2], i), os.O_WRONLY | os.O_CREAT, 0o644) for i in range(n)]\nfor i, fd in enumerate(fds):\n    for _ in range(i + 1):\n        os.write(fd, b'abc')\nos._exit(0)\n"
     );
-    let cmd = format!("python3 -c \"$S\" 3 few && python3 -c \"$S\" 40 many");
+    let cmd = "python3 -c \"$S\" 3 few && python3 -c \"$S\" 40 many";
     let out = {
         let (uid, gid) = test_user();
         Command::new(bin())
             .args(["record", "--quiet", "-o"])
             .arg(&db)
-            .args(["--", "sh", "-c", &cmd])
+            .args(["--", "sh", "-c", cmd])
             .env("S", &script)
             .env("SUDO_UID", uid.to_string())
             .env("SUDO_GID", gid.to_string())

@@ -522,6 +522,9 @@ fn process_row(t: &Transaction, st: &mut State, ev: &Event) -> rusqlite::Result<
     Ok(row)
 }
 
+/// Columns (and parameters) of `INSERT_EVENT`.
+const EVENT_COLUMNS: usize = 48;
+
 const INSERT_EVENT: &str = "INSERT INTO events (mono_ns, wall_ns, kind, cpu, seq, pid, tid, ppid, uid, gid, comm, process_id,
     child_pid, child_process_id, filename, argv, argc, argv_truncated, argv_incomplete,
     cwd, cwd_status, exe, exe_status, result, errno, exit_code, signal, core_dumped,
@@ -697,55 +700,71 @@ fn write_event(
         Detail::Sys(_) | Detail::Io { .. } | Detail::TcpState { .. } => sys.kind,
         _ => h.kind.name(),
     };
-    insert.execute(params![
-        h.mono_ns as i64,
-        wall_ns as i64,
-        kind,
-        h.cpu,
-        h.seq as i64,
-        h.pid,
-        h.tid,
-        h.ppid,
-        h.uid,
-        h.gid,
-        h.comm,
-        row,
-        child_pid,
-        child_row,
-        filename,
-        argv,
-        argc,
-        argv_trunc,
-        argv_incomplete,
-        cwd,
-        cwd_status,
-        exe,
-        exe_status,
-        result,
-        errno,
-        exit_code,
-        signal,
-        core,
-        sys.fd,
-        sys.path,
-        sys.path_as_given,
-        sys.path_status,
-        sys.flags,
-        sys.mode,
-        sys.old_path,
-        sys.old_path_as_given,
-        sys.new_path,
-        sys.new_path_as_given,
-        io.map(|i| i.write_bytes as i64),
-        io.map(|i| i.write_calls as i64),
-        io.map(|i| i.read_bytes as i64),
-        io.map(|i| i.read_calls as i64),
-        sys.family,
-        sys.addr,
-        sys.port,
-        sys.query,
-        tcp_state,
-        repeat
-    ])?;
+    let values: [&dyn rusqlite::ToSql; EVENT_COLUMNS] = [
+        &(h.mono_ns as i64),
+        &(wall_ns as i64),
+        &kind,
+        &h.cpu,
+        &(h.seq as i64),
+        &h.pid,
+        &h.tid,
+        &h.ppid,
+        &h.uid,
+        &h.gid,
+        &h.comm,
+        &row,
+        &child_pid,
+        &child_row,
+        &filename,
+        &argv,
+        &argc,
+        &argv_trunc,
+        &argv_incomplete,
+        &cwd,
+        &cwd_status,
+        &exe,
+        &exe_status,
+        &result,
+        &errno,
+        &exit_code,
+        &signal,
+        &core,
+        &sys.fd,
+        &sys.path,
+        &sys.path_as_given,
+        &sys.path_status,
+        &sys.flags,
+        &sys.mode,
+        &sys.old_path,
+        &sys.old_path_as_given,
+        &sys.new_path,
+        &sys.new_path_as_given,
+        &io.map(|i| i.write_bytes as i64),
+        &io.map(|i| i.write_calls as i64),
+        &io.map(|i| i.read_bytes as i64),
+        &io.map(|i| i.read_calls as i64),
+        &sys.family,
+        &sys.addr,
+        &sys.port,
+        &sys.query,
+        &tcp_state,
+        &repeat,
+    ];
+    // Most columns of a row are NULL (each kind fills its own): bind only
+    // the others. Unbound parameters are NULL, and binding dozens of NULLs
+    // per row cost as much as the insert itself.
+    insert.clear_bindings();
+    for (i, value) in values.iter().enumerate() {
+        let out = value.to_sql()?;
+        let is_null = matches!(
+            out,
+            rusqlite::types::ToSqlOutput::Owned(rusqlite::types::Value::Null)
+                | rusqlite::types::ToSqlOutput::Borrowed(rusqlite::types::ValueRef::Null)
+        );
+        if !is_null {
+            insert.raw_bind_parameter(i + 1, out)?;
+        }
+    }
+    insert.raw_execute()?;
     Ok(())
 }
