@@ -139,8 +139,9 @@ pub struct RecordBatch {
 enum BatchItem {
     /// A kernel record: its byte range in `bytes`.
     Kernel { start: usize, end: usize },
-    /// An event user space made (an I/O aggregate flushed at exec/exit/stop).
-    Made(Event),
+    /// An event user space made (an I/O aggregate swept at exit or stop);
+    /// boxed so the common item stays small in queued batches.
+    Made(Box<Event>),
 }
 
 impl RecordBatch {
@@ -161,7 +162,7 @@ impl RecordBatch {
     }
 
     fn push_made(&mut self, ev: Event) {
-        self.items.push(BatchItem::Made(ev));
+        self.items.push(BatchItem::Made(Box::new(ev)));
     }
 
     pub fn len(&self) -> usize {
@@ -184,7 +185,7 @@ impl RecordBatch {
                     Ok(ev) => events.push(ev),
                     Err(e) => errors.push(e),
                 },
-                BatchItem::Made(ev) => events.push(ev),
+                BatchItem::Made(ev) => events.push(*ev),
             }
         }
         (events, errors)
