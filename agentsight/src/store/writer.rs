@@ -78,10 +78,12 @@ const QUEUE: usize = 64;
 /// busy machine the traced programs get the CPU first and the writer
 /// catches up in their idle moments.
 const YIELDING_NICE: i32 = 19;
-/// Queued batches at which the writer stops yielding (normal priority)…
-const BOOST_AT: usize = QUEUE / 4;
+/// Queued batches at which the writer stops yielding (normal priority):
+/// the last quarter of the queue, plus the kernel ring behind it, is the
+/// headroom it then has to catch up before anything could be lost…
+const BOOST_AT: usize = QUEUE * 3 / 4;
 /// …and at or below which it yields again.
-const YIELD_AT: usize = 2;
+const YIELD_AT: usize = QUEUE / 8;
 
 /// Event batches waiting for the writer, and the writer thread's priority.
 /// Storing is deferred to idle CPU while that is safe; once the backlog
