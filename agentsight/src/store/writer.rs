@@ -74,10 +74,6 @@ pub struct Writer {
 /// between reader and writer; beyond it, pressure becomes counted kernel loss.
 const QUEUE: usize = 64;
 
-/// The writer runs at this nice level while its backlog is small, so on a
-/// busy machine the traced programs get the CPU first and the writer
-/// catches up in their idle moments.
-const YIELDING_NICE: i32 = 19;
 /// Queued batches at which the writer stops yielding (normal priority):
 /// the last quarter of the queue, plus the kernel ring behind it, is the
 /// headroom it then has to catch up before anything could be lost…
@@ -86,28 +82,38 @@ const BOOST_AT: usize = QUEUE * 3 / 4;
 const YIELD_AT: usize = QUEUE / 8;
 
 /// Event batches waiting for the writer, and the writer thread's priority.
-/// Storing is deferred to idle CPU while that is safe; once the backlog
-/// grows, the writer competes normally, long before the queue (and then
-/// the kernel ring) could fill — so yielding never turns into loss.
+/// While its backlog is small the writer runs as SCHED_IDLE: on a busy
+/// machine the traced programs get the CPU first (a waking task preempts it
+/// at once) and storing happens in their idle moments. Once the backlog
+/// grows it competes normally, long before the queue (and then the kernel
+/// ring) could fill — so yielding never turns into loss.
 #[derive(Default)]
 pub struct Backlog {
     queued: AtomicUsize,
     writer_tid: AtomicI32,
     boosted: AtomicBool,
+    /// The recording is ending: normal priority for good.
+    draining: AtomicBool,
 }
 
 impl Backlog {
-    fn set_writer_nice(&self, nice: i32) {
+    fn set_writer_yielding(&self, yielding: bool) {
         let tid = self.writer_tid.load(Ordering::Acquire);
         if tid <= 0 {
             return;
         }
-        // Safety: plain syscall on a thread id of ours. Raising priority
+        let policy = if yielding {
+            libc::SCHED_IDLE
+        } else {
+            libc::SCHED_OTHER
+        };
+        let param = libc::sched_param { sched_priority: 0 };
+        // Safety: plain syscall on a thread id of ours. Leaving SCHED_IDLE
         // needs CAP_SYS_NICE, which `record` has as root.
-        let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
+        let r = unsafe { libc::sched_setscheduler(tid, policy, &param) };
         if r != 0 {
             tracing::debug!(
-                "setting the store writer's nice to {nice}: {}",
+                "setting the store writer's policy (yielding {yielding}): {}",
                 std::io::Error::last_os_error()
             );
         }
@@ -117,22 +123,26 @@ impl Backlog {
     fn queued_one(&self) {
         let n = self.queued.fetch_add(1, Ordering::AcqRel) + 1;
         if n >= BOOST_AT && !self.boosted.swap(true, Ordering::AcqRel) {
-            self.set_writer_nice(0);
+            self.set_writer_yielding(false);
         }
     }
 
     /// Called by the writer after storing a batch.
     fn stored_one(&self) {
         let n = self.queued.fetch_sub(1, Ordering::AcqRel).saturating_sub(1);
-        if n <= YIELD_AT && self.boosted.swap(false, Ordering::AcqRel) {
-            self.set_writer_nice(YIELDING_NICE);
+        if n <= YIELD_AT
+            && !self.draining.load(Ordering::Acquire)
+            && self.boosted.swap(false, Ordering::AcqRel)
+        {
+            self.set_writer_yielding(true);
         }
     }
 
     /// Normal priority for good (the recording is ending: drain fast).
     fn boost_for_good(&self) {
+        self.draining.store(true, Ordering::Release);
         self.boosted.store(true, Ordering::Release);
-        self.set_writer_nice(0);
+        self.set_writer_yielding(false);
     }
 }
 
@@ -170,7 +180,7 @@ impl Writer {
                 thread_backlog
                     .writer_tid
                     .store(nix::unistd::gettid().as_raw(), Ordering::Release);
-                thread_backlog.set_writer_nice(YIELDING_NICE);
+                thread_backlog.set_writer_yielding(true);
                 run(conn, rx, anchor, &thread_backlog)
             })
             .map_err(|e| StoreError::Open {
