@@ -170,6 +170,9 @@ struct Row {
     events: Option<i64>,
     lost: Option<i64>,
     tracer_cpu: Option<Duration>,
+    /// The workload's own CPU seconds (user + system, incl. what the kernel
+    /// programs cost it) relative to untraced: far less noisy than wall time.
+    cpu_ratio: Option<f64>,
     tracer_rss_mib: Option<f64>,
 }
 
@@ -328,6 +331,13 @@ pub fn run(agentsight: &Path) -> Result<()> {
             }
             rec.push(u);
         }
+        let base_cpu = base.iter().map(|u| u.cpu).min().unwrap_or_default();
+        // The recorded run's total minus the recorder's own CPU = the workload's.
+        let rec_cpu = rec
+            .iter()
+            .zip(&usage)
+            .filter_map(|(u, (own, _))| own.map(|own| u.cpu.saturating_sub(own)))
+            .min();
         let base = best(base);
         rows.push(Row {
             workload: name,
@@ -337,6 +347,7 @@ pub fn run(agentsight: &Path) -> Result<()> {
             events: None,
             lost: None,
             tracer_cpu: None,
+            cpu_ratio: None,
             tracer_rss_mib: None,
         });
         let rec = best(rec);
@@ -350,6 +361,7 @@ pub fn run(agentsight: &Path) -> Result<()> {
             events: counts.0,
             lost: counts.1,
             tracer_cpu: usage.last().and_then(|u| u.0),
+            cpu_ratio: rec_cpu.map(|c| ratio(c, base_cpu)),
             tracer_rss_mib: usage.iter().filter_map(|u| u.1).reduce(f64::max),
         });
 
@@ -376,6 +388,7 @@ pub fn run(agentsight: &Path) -> Result<()> {
             events: lines,
             lost: None,
             tracer_cpu: Some(st.cpu.saturating_sub(base.cpu)),
+            cpu_ratio: None,
             tracer_rss_mib: Some(st.max_rss_kib as f64 / 1024.0),
         });
 
@@ -430,6 +443,8 @@ pub fn run(agentsight: &Path) -> Result<()> {
     }
     with_bg.sort_by_key(|u| u.wall);
     without.sort_by_key(|u| u.wall);
+    let with_bg_cpu = with_bg.iter().map(|u| u.cpu).min().unwrap_or_default();
+    let without_cpu = without.iter().map(|u| u.cpu).min().unwrap_or_default();
     let mid = &with_bg[0];
     let untraced_mid = &without[0];
     rows.push(Row {
@@ -440,6 +455,7 @@ pub fn run(agentsight: &Path) -> Result<()> {
         events: None,
         lost: None,
         tracer_cpu: None,
+        cpu_ratio: None,
         tracer_rss_mib: None,
     });
     rows.push(Row {
@@ -450,6 +466,7 @@ pub fn run(agentsight: &Path) -> Result<()> {
         events: bg_events,
         lost: None,
         tracer_cpu: None,
+        cpu_ratio: Some(ratio(with_bg_cpu, without_cpu)),
         tracer_rss_mib: None,
     });
 
@@ -476,17 +493,18 @@ pub fn run(agentsight: &Path) -> Result<()> {
         events,
         lost,
         tracer_cpu: flood_usage.0,
+        cpu_ratio: None,
         tracer_rss_mib: flood_usage.1,
     });
 
     println!(
-        "\n{:<40} {:<18} {:>7} {:>9} {:>10} {:>9} {:>10} {:>10}",
-        "workload", "mode", "×untr.", "wall s", "events", "lost", "cpu s", "rss MiB"
+        "\n{:<40} {:<22} {:>7} {:>9} {:>7} {:>10} {:>9} {:>10} {:>10}",
+        "workload", "mode", "×untr.", "wall s", "cpu×", "events", "lost", "cpu s", "rss MiB"
     );
     for r in &rows {
         let opt = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_else(|| "—".into());
         println!(
-            "{:<40} {:<18} {:>7} {:>9.3} {:>10} {:>9} {:>10} {:>10}",
+            "{:<40} {:<22} {:>7} {:>9.3} {:>7} {:>10} {:>9} {:>10} {:>10}",
             r.workload,
             r.mode,
             if r.ratio.is_nan() {
@@ -495,6 +513,9 @@ pub fn run(agentsight: &Path) -> Result<()> {
                 format!("{:.3}", r.ratio)
             },
             r.wall.as_secs_f64(),
+            r.cpu_ratio
+                .map(|c| format!("{c:.3}"))
+                .unwrap_or_else(|| "—".into()),
             opt(r.events),
             opt(r.lost),
             r.tracer_cpu
@@ -510,6 +531,9 @@ pub fn run(agentsight: &Path) -> Result<()> {
     }
     println!(
         "events: agentsight = rows in the capture (I/O aggregated per fd); strace = lines traced."
+    );
+    println!(
+        "×untr.: best wall time of 7 runs over untraced's best; cpu×: the workload's own CPU (user+sys, best of 7) over untraced's."
     );
     println!(
         "cpu/rss: the recorder process (agentsight) or the tracer's extra CPU (strace), peak RSS."
@@ -565,6 +589,7 @@ fn bpftrace_row(name: &'static str, cmd: &[String], work: &Path, base: Duration)
         events: None,
         lost: None,
         tracer_cpu: Some(u.cpu),
+        cpu_ratio: None,
         tracer_rss_mib: Some(u.max_rss_kib as f64 / 1024.0),
     })
 }
