@@ -290,8 +290,7 @@ pub fn run(agentsight: &Path) -> Result<()> {
         format!("cd {} && make -s clean && make -s -j2", project.display()),
     ];
     let mut rows: Vec<Row> = Vec::new();
-    // Best of N per side: on a shared VM, noise only ever adds time, and
-    // the fastest run is the most repeatable estimate of the real cost.
+    // Seven alternating pairs per workload (see the ratios below).
     let reps = 7;
     for (name, cmd) in [
         ("(a) syscall mix", &mix_cmd),
@@ -308,6 +307,11 @@ pub fn run(agentsight: &Path) -> Result<()> {
         let mut spans: Vec<Duration> = Vec::new();
         let mut usage = Vec::new();
         let mut counts = (None, None, None);
+        // Each recorded run against the untraced run just before it: slow
+        // drift of the machine cancels out; the median of these pairs is
+        // the reported ratio.
+        let mut wall_ratios = Vec::new();
+        let mut cpu_ratios = Vec::new();
         for i in 0..reps {
             base.push(run_measured(
                 Command::new(&cmd[0]).args(&cmd[1..]).stdout(Stdio::null()),
@@ -324,20 +328,20 @@ pub fn run(agentsight: &Path) -> Result<()> {
                     .stdout(Stdio::null())
                     .stderr(std::fs::File::create(&err)?),
             )?;
-            usage.push(recorder_usage(&err));
+            let own = recorder_usage(&err);
             counts = capture_counts(&db, agentsight);
+            let b = &base[base.len() - 1];
             if let Some(span) = counts.2 {
                 spans.push(span);
+                wall_ratios.push(ratio(span, b.wall));
             }
+            // The recorded run's total minus the recorder's own CPU = the workload's.
+            if let Some(own_cpu) = own.0 {
+                cpu_ratios.push(ratio(u.cpu.saturating_sub(own_cpu), b.cpu));
+            }
+            usage.push(own);
             rec.push(u);
         }
-        let base_cpu = base.iter().map(|u| u.cpu).min().unwrap_or_default();
-        // The recorded run's total minus the recorder's own CPU = the workload's.
-        let rec_cpu = rec
-            .iter()
-            .zip(&usage)
-            .filter_map(|(u, (own, _))| own.map(|own| u.cpu.saturating_sub(own)))
-            .min();
         let base = best(base);
         rows.push(Row {
             workload: name,
@@ -356,12 +360,12 @@ pub fn run(agentsight: &Path) -> Result<()> {
         rows.push(Row {
             workload: name,
             mode: "agentsight record",
-            ratio: ratio(span, base.wall),
+            ratio: median(wall_ratios).unwrap_or(f64::NAN),
             wall: span,
             events: counts.0,
             lost: counts.1,
             tracer_cpu: usage.last().and_then(|u| u.0),
-            cpu_ratio: rec_cpu.map(|c| ratio(c, base_cpu)),
+            cpu_ratio: median(cpu_ratios),
             tracer_rss_mib: usage.iter().filter_map(|u| u.1).reduce(f64::max),
         });
 
@@ -404,6 +408,8 @@ pub fn run(agentsight: &Path) -> Result<()> {
     // each recorded run alternates with one where no recording exists.
     let mut with_bg = Vec::new();
     let mut without = Vec::new();
+    let mut c_wall_ratios = Vec::new();
+    let mut c_cpu_ratios = Vec::new();
     let mut bg_events = None;
     for i in 0..reps {
         without.push(run_measured(
@@ -435,6 +441,9 @@ pub fn run(agentsight: &Path) -> Result<()> {
                 .args(&mix_cmd[1..])
                 .stdout(Stdio::null()),
         )?);
+        let (w, wo) = (&with_bg[with_bg.len() - 1], &without[without.len() - 1]);
+        c_wall_ratios.push(ratio(w.wall, wo.wall));
+        c_cpu_ratios.push(ratio(w.cpu, wo.cpu));
         let _ = Command::new("pkill")
             .args(["-f", "/bin/sleep 600"])
             .status();
@@ -443,8 +452,6 @@ pub fn run(agentsight: &Path) -> Result<()> {
     }
     with_bg.sort_by_key(|u| u.wall);
     without.sort_by_key(|u| u.wall);
-    let with_bg_cpu = with_bg.iter().map(|u| u.cpu).min().unwrap_or_default();
-    let without_cpu = without.iter().map(|u| u.cpu).min().unwrap_or_default();
     let mid = &with_bg[0];
     let untraced_mid = &without[0];
     rows.push(Row {
@@ -461,12 +468,12 @@ pub fn run(agentsight: &Path) -> Result<()> {
     rows.push(Row {
         workload: "(c) untracked (a) during a recording",
         mode: "agentsight record",
-        ratio: ratio(mid.wall, untraced_mid.wall),
+        ratio: median(c_wall_ratios).unwrap_or(f64::NAN),
         wall: mid.wall,
         events: bg_events,
         lost: None,
         tracer_cpu: None,
-        cpu_ratio: Some(ratio(with_bg_cpu, without_cpu)),
+        cpu_ratio: median(c_cpu_ratios),
         tracer_rss_mib: None,
     });
 
@@ -533,13 +540,21 @@ pub fn run(agentsight: &Path) -> Result<()> {
         "events: agentsight = rows in the capture (I/O aggregated per fd); strace = lines traced."
     );
     println!(
-        "×untr.: best wall time of 7 runs over untraced's best; cpu×: the workload's own CPU (user+sys, best of 7) over untraced's."
+        "×untr. / cpu×: median over 7 pairs of (recorded run ÷ the untraced run just before it), wall time / the workload's own CPU (user+sys); wall s: best of 7."
     );
     println!(
         "cpu/rss: the recorder process (agentsight) or the tracer's extra CPU (strace), peak RSS."
     );
     let _ = std::fs::remove_dir_all(&work);
     Ok(())
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[v.len() / 2])
 }
 
 fn ratio(a: Duration, b: Duration) -> f64 {
