@@ -405,12 +405,6 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     if let Some(s) = command_status {
         final_meta.push(("command_exit_status".into(), s.to_string()));
     }
-    let (peak_rss_kib, cpu) = self_usage();
-    final_meta.push(("recorder_peak_rss_kib".into(), peak_rss_kib.to_string()));
-    final_meta.push((
-        "recorder_cpu_seconds".into(),
-        format!("{:.3}", cpu.as_secs_f64()),
-    ));
     let summary = writer.finish(&gaps, &final_meta);
     // Bind the trees to sessions and store sessions, transcripts, bindings
     // and correlations in the finished capture (its own module; a failure
@@ -438,6 +432,15 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     detach_in_parallel();
     // The links are closed above; the rest (maps, programs) closes at exit.
     std::mem::forget(probes);
+    // Measured last, so the writer's deferred work (it yields the CPU while
+    // the run lasts) and session matching are counted too.
+    let (peak_rss_kib, cpu) = self_usage();
+    if let Err(e) = store_recorder_usage(&opts.output, peak_rss_kib, cpu) {
+        tracing::warn!(
+            "{}: storing the recorder's usage: {e}",
+            opts.output.display()
+        );
+    }
     Ok(RecordOutcome {
         output: opts.output.clone(),
         command_status,
@@ -452,6 +455,17 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         peak_rss_kib,
         cpu,
     })
+}
+
+/// Adds the recorder's own usage to the finished capture's meta table.
+fn store_recorder_usage(path: &Path, peak_rss_kib: u64, cpu: Duration) -> rusqlite::Result<()> {
+    let conn = rusqlite::Connection::open(path)?;
+    crate::store::put_meta(&conn, "recorder_peak_rss_kib", &peak_rss_kib.to_string())?;
+    crate::store::put_meta(
+        &conn,
+        "recorder_cpu_seconds",
+        &format!("{:.3}", cpu.as_secs_f64()),
+    )
 }
 
 /// The recorder's own peak RSS (VmHWM) and CPU time so far.

@@ -11,6 +11,7 @@ use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
+pub(crate) use writer::put_meta;
 pub use writer::{EventSender, ProcessSeed, StoreMsg, Writer, WriterStopped, WriterSummary};
 
 /// Written to `meta.format`; a file without it is not a capture.
