@@ -130,7 +130,6 @@ pub struct ReaderStats {
 
 /// Ring records as they came (decoded later, by the writer) and the I/O
 /// aggregates user space flushed between them, in arrival order.
-#[derive(Default)]
 pub struct RecordBatch {
     bytes: Vec<u8>,
     items: Vec<BatchItem>,
