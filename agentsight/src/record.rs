@@ -224,6 +224,11 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
             return Err(e.into());
         }
     };
+    // Loading parsed the kernel's BTF (tens of MiB of small allocations, all
+    // freed by now); give those pages back to the system, or they stay
+    // resident under everything held later. glibc only returns them on request.
+    // Safety: malloc_trim has no preconditions.
+    unsafe { libc::malloc_trim(0) };
     let programs_json: Vec<serde_json::Value> = probes
         .programs
         .iter()

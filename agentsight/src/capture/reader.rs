@@ -144,14 +144,14 @@ enum BatchItem {
 }
 
 impl RecordBatch {
-    fn with_capacity(items: usize) -> Self {
+    pub(crate) fn with_capacity(items: usize) -> Self {
         Self {
             bytes: Vec::with_capacity(items * 256),
             items: Vec::with_capacity(items),
         }
     }
 
-    fn push_record(&mut self, record: &[u8]) {
+    pub(crate) fn push_record(&mut self, record: &[u8]) {
         let start = self.bytes.len();
         self.bytes.extend_from_slice(record);
         self.items.push(BatchItem::Kernel {
@@ -166,6 +166,31 @@ impl RecordBatch {
 
     pub fn len(&self) -> usize {
         self.items.len()
+    }
+
+    /// A copy in exactly sized allocations, for holding a batch a while: a
+    /// batch is allocated for 512 records and often sent with a few. Copying
+    /// (rather than shrinking in place) frees the whole original, so the
+    /// reader's next batch reuses it instead of fragmenting its heap.
+    pub fn compacted(self) -> Self {
+        let mut items = Vec::with_capacity(self.items.len());
+        items.extend(self.items);
+        Self {
+            bytes: self.bytes.as_slice().to_vec(),
+            items,
+        }
+    }
+
+    /// Heap memory the batch holds.
+    pub fn heap_bytes(&self) -> usize {
+        let made = self
+            .items
+            .iter()
+            .filter(|i| matches!(i, BatchItem::Made(_)))
+            .count();
+        self.bytes.capacity()
+            + self.items.capacity() * std::mem::size_of::<BatchItem>()
+            + made * std::mem::size_of::<Event>()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -317,12 +342,13 @@ fn flush(tx: &EventSender, batch: &mut RecordBatch, stats: &ReaderStats) {
     }
 }
 
+/// Raw ring records for tests.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use agentsight_common::{ForkEvent, Header};
+pub(crate) mod test_records {
+    use agentsight_common::{EventKind, ForkEvent, Header};
 
-    fn fork_record(seq: u64, child: u32) -> Vec<u8> {
+    /// A fork record of pid 7 (`sh`) on CPU 1, at mono_ns 1000 + seq.
+    pub fn fork_record(seq: u64, child: u32) -> Vec<u8> {
         let ev = ForkEvent {
             header: Header {
                 kind: EventKind::Fork as u32,
@@ -349,6 +375,13 @@ mod tests {
         }
         .to_vec()
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_records::fork_record;
+    use super::*;
+    use agentsight_common::Header;
 
     #[test]
     fn batch_decodes_in_arrival_order_and_counts_bad_records() {

@@ -1,6 +1,7 @@
-//! The store writer: one thread owning the SQLite connection. It turns event
-//! batches into rows in one transaction per batch and keeps the processes
-//! table (one row per process, keyed by pid and start time) up to date.
+//! The store writer: one thread owning the SQLite connection. It holds the
+//! event batches of a burst (see `Held`), then turns them into rows in one
+//! transaction per batch and keeps the processes table (one row per process,
+//! keyed by pid and start time) up to date.
 
 use std::{
     collections::HashMap,
@@ -8,9 +9,10 @@ use std::{
     sync::{
         Arc,
         atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering},
-        mpsc::{Receiver, SyncSender, sync_channel},
+        mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel},
     },
     thread::JoinHandle,
+    time::{Duration, Instant},
 };
 
 use rusqlite::{Connection, Transaction, params};
@@ -70,8 +72,9 @@ pub struct Writer {
     backlog: Arc<Backlog>,
 }
 
-/// Queue depth in batches (each up to 512 events): bounds the memory held
-/// between reader and writer; beyond it, pressure becomes counted kernel loss.
+/// Queue depth in batches (each up to 512 events): with `HOLD_BYTES`, bounds
+/// the memory between reader and stored rows; beyond it, pressure becomes
+/// counted kernel loss.
 const QUEUE: usize = 64;
 
 /// Queued batches at which the writer stops yielding (normal priority):
@@ -302,6 +305,55 @@ struct State {
     summary: WriterSummary,
 }
 
+/// Event batches received but not yet stored. While the traced tree is busy
+/// (batches keep arriving) storing waits: on a saturated machine even a
+/// SCHED_IDLE writer slows a build by several percent, measurably more than
+/// the kernel programs cost it, so the rows of a burst (a build, a test run)
+/// are built once the burst is over. Held records are raw ring bytes, the
+/// most compact form they have; the bounds below cap both memory and how
+/// much a killed recorder (SIGKILL) could take with it.
+#[derive(Default)]
+struct Held {
+    batches: Vec<RecordBatch>,
+    bytes: usize,
+    since: Option<Instant>,
+    last_arrival: Option<Instant>,
+}
+
+/// No batch for this long: the burst is over, store what is held.
+const QUIET: Duration = Duration::from_millis(200);
+/// Store at the latest once the oldest held batch is this old…
+const HOLD_AGE: Duration = Duration::from_secs(5);
+/// …or once this much memory is held.
+const HOLD_BYTES: usize = 8 << 20;
+
+impl Held {
+    fn push(&mut self, batch: RecordBatch) {
+        let batch = batch.compacted();
+        let now = Instant::now();
+        self.bytes += batch.heap_bytes();
+        self.batches.push(batch);
+        self.since.get_or_insert(now);
+        self.last_arrival = Some(now);
+    }
+
+    fn due(&self) -> bool {
+        self.bytes >= HOLD_BYTES || self.since.is_some_and(|t| t.elapsed() >= HOLD_AGE)
+    }
+
+    /// How long to wait for the next message before the burst counts as over.
+    fn quiet_left(&self) -> Option<Duration> {
+        let last = self.last_arrival?;
+        Some(QUIET.saturating_sub(last.elapsed()))
+    }
+
+    fn take(&mut self) -> Vec<RecordBatch> {
+        let batches = std::mem::take(&mut self.batches);
+        *self = Self::default();
+        batches
+    }
+}
+
 fn run(
     mut conn: Connection,
     rx: Receiver<StoreMsg>,
@@ -317,7 +369,20 @@ fn run(
     if let Err(e) = store_anchor(&conn, &anchor) {
         st.summary.error = Some(e.to_string());
     }
-    while let Ok(msg) = rx.recv() {
+    let mut held = Held::default();
+    loop {
+        let msg = match held.quiet_left() {
+            None => rx.recv().ok(),
+            Some(wait) => match rx.recv_timeout(wait) {
+                Ok(m) => Some(m),
+                Err(RecvTimeoutError::Timeout) => {
+                    store_held(&mut conn, &mut st, &mut held);
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => None,
+            },
+        };
+        let Some(msg) = msg else { break };
         if matches!(msg, StoreMsg::Events(_)) {
             backlog.stored_one();
         }
@@ -328,15 +393,20 @@ fn run(
         }
         let r = match msg {
             StoreMsg::Events(batch) => {
-                let (events, errors) = batch.decode();
-                for e in &errors {
-                    tracing::warn!("undecodable record: {e}");
+                held.push(batch);
+                if held.due() {
+                    store_held(&mut conn, &mut st, &mut held);
                 }
-                st.summary.decode_errors += errors.len() as u64;
-                write_events(&mut conn, &mut st, &events)
+                Ok(())
             }
-            StoreMsg::Seed(seed) => write_seed(&conn, &mut st, &seed),
+            // Order-sensitive for the rows before them: a seed starts a
+            // process's state, an anchor changes how wall times are computed.
+            StoreMsg::Seed(seed) => {
+                store_held(&mut conn, &mut st, &mut held);
+                write_seed(&conn, &mut st, &seed)
+            }
             StoreMsg::Anchor(a) => {
+                store_held(&mut conn, &mut st, &mut held);
                 st.anchor = a;
                 store_anchor(&conn, &a)
             }
@@ -344,11 +414,41 @@ fn run(
             StoreMsg::Meta(k, v) => put_meta(&conn, &k, &v),
         };
         if let Err(e) = r {
-            tracing::error!("capture write failed, recording stops storing: {e}");
-            st.summary.error = Some(e.to_string());
+            fail(&mut st, e);
         }
     }
+    store_held(&mut conn, &mut st, &mut held);
     (conn, st.summary)
+}
+
+fn fail(st: &mut State, e: rusqlite::Error) {
+    tracing::error!("capture write failed, recording stops storing: {e}");
+    st.summary.error = Some(e.to_string());
+}
+
+/// Decodes and stores every held batch, one transaction per batch (a write
+/// that fails, e.g. on a full disk, leaves every earlier batch committed).
+fn store_held(conn: &mut Connection, st: &mut State, held: &mut Held) {
+    if !held.batches.is_empty() {
+        tracing::debug!(
+            "storing {} held batches ({} bytes)",
+            held.batches.len(),
+            held.bytes
+        );
+    }
+    for batch in held.take() {
+        if st.summary.error.is_some() {
+            return;
+        }
+        let (events, errors) = batch.decode();
+        for e in &errors {
+            tracing::warn!("undecodable record: {e}");
+        }
+        st.summary.decode_errors += errors.len() as u64;
+        if let Err(e) = write_events(conn, st, &events) {
+            fail(st, e);
+        }
+    }
 }
 
 fn store_anchor(conn: &Connection, a: &Anchor) -> rusqlite::Result<()> {
@@ -779,4 +879,114 @@ fn write_event(
     }
     insert.raw_execute()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::reader::test_records::fork_record;
+
+    fn batch(seqs: std::ops::Range<u64>) -> RecordBatch {
+        let mut b = RecordBatch::with_capacity((seqs.end - seqs.start) as usize);
+        for s in seqs {
+            b.push_record(&fork_record(s, 100 + s as u32));
+        }
+        b
+    }
+
+    fn anchor(wall_ns: u64) -> Anchor {
+        Anchor {
+            label: "test",
+            mono_ns: 0,
+            wall_ns,
+        }
+    }
+
+    fn stored(path: &Path) -> Vec<(i64, i64, i64)> {
+        let conn =
+            Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+        let mut q = conn
+            .prepare("SELECT mono_ns, wall_ns, child_pid FROM events ORDER BY mono_ns")
+            .unwrap();
+        q.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn held_rows_are_stored_once_the_stream_goes_quiet() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let writer = Writer::create(&path, anchor(1_000_000_000_000)).unwrap();
+        let events = writer.event_sender();
+        events.send(batch(1..4)).unwrap();
+        events.send(batch(4..6)).unwrap();
+        // Nothing more arrives: the rows must appear while the recording
+        // is still running, not only when it ends.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while stored(&path).len() < 5 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let rows = stored(&path);
+        assert_eq!(
+            rows.iter().map(|r| (r.0, r.2)).collect::<Vec<_>>(),
+            vec![
+                (1001, 101),
+                (1002, 102),
+                (1003, 103),
+                (1004, 104),
+                (1005, 105)
+            ]
+        );
+        drop(events);
+        let summary = writer.finish(&[], &[]);
+        assert_eq!((summary.events, summary.error), (5, None));
+    }
+
+    #[test]
+    fn an_anchor_stores_the_rows_held_before_it_with_the_old_anchor() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let writer = Writer::create(&path, anchor(1_000_000_000_000)).unwrap();
+        let events = writer.event_sender();
+        events.send(batch(1..3)).unwrap();
+        writer
+            .sender()
+            .send(StoreMsg::Anchor(anchor(5_000_000_000_000)))
+            .unwrap();
+        events.send(batch(3..4)).unwrap();
+        drop(events);
+        let summary = writer.finish(&[], &[]);
+        assert_eq!((summary.events, summary.error), (3, None));
+        assert_eq!(
+            stored(&path),
+            vec![
+                (1001, 1_000_000_001_001, 101),
+                (1002, 1_000_000_001_002, 102),
+                (1003, 5_000_000_001_003, 103)
+            ]
+        );
+    }
+
+    #[test]
+    fn holding_ends_at_the_memory_bound() {
+        let mut held = Held::default();
+        assert_eq!(held.quiet_left(), None);
+        let mut pushed = 0;
+        while !held.due() {
+            held.push(batch(0..512));
+            pushed += 1;
+            assert!(held.quiet_left().is_some_and(|q| q <= QUIET));
+        }
+        // Due at the first batch that reaches the bound, not before.
+        let one = batch(0..512).compacted();
+        let per_batch = one.heap_bytes();
+        assert!(per_batch >= 512 * std::mem::size_of::<agentsight_common::ForkEvent>());
+        assert_eq!(pushed, HOLD_BYTES.div_ceil(per_batch));
+        assert_eq!(held.bytes, pushed * per_batch);
+        assert_eq!(pushed, held.batches.len());
+        assert_eq!(held.take().len(), pushed);
+        assert_eq!((held.bytes, held.quiet_left()), (0, None));
+    }
 }
