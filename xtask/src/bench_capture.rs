@@ -81,11 +81,34 @@ int main(int argc, char **argv) {
 }
 "#;
 
+const SYSCALL_LOOP_C: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+/* The fixed cost a syscall tracepoint puts on every syscall of every
+   process: argv[1] getppid calls; prints ns per call. */
+int main(int argc, char **argv) {
+    long n = atol(argv[1]);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (long i = 0; i < n; i++) syscall(SYS_getppid);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    printf("%.2f\n", ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / n);
+    return 0;
+}
+"#;
+
+/// Recorded and untraced runs alternate this many times per workload.
+const PAIRS: usize = 11;
+/// strace runs per workload (its cost is many times the noise).
+const STRACE_REPS: usize = 3;
+
 /// Resource use of one child, from wait4.
 struct Usage {
     wall: Duration,
     cpu: Duration,
-    max_rss_kib: i64,
 }
 
 fn run_measured(cmd: &mut Command) -> Result<Usage> {
@@ -107,8 +130,91 @@ fn run_measured(cmd: &mut Command) -> Result<Usage> {
     Ok(Usage {
         wall: start.elapsed(),
         cpu: tv(ru.ru_utime) + tv(ru.ru_stime),
-        max_rss_kib: ru.ru_maxrss,
     })
+}
+
+/// uid and gid of `nobody`, whom recorded runs execute as: untraced runs
+/// do too, so both sides differ only by the recording.
+fn nobody() -> Result<(u32, u32)> {
+    let name = std::ffi::CString::new("nobody")?;
+    // Safety: getpwnam returns NULL or a pointer to a static passwd record,
+    // read at once.
+    let pw = unsafe { libc::getpwnam(name.as_ptr()) };
+    if pw.is_null() {
+        bail!("no user `nobody` on this machine");
+    }
+    // Safety: non-NULL, see above.
+    Ok(unsafe { ((*pw).pw_uid, (*pw).pw_gid) })
+}
+
+fn untraced(cmd: &[String], who: (u32, u32)) -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut c = Command::new(&cmd[0]);
+    c.args(&cmd[1..])
+        .uid(who.0)
+        .gid(who.1)
+        .stdout(Stdio::null());
+    c
+}
+
+/// ns per getppid call, as the loop program prints it.
+fn syscall_ns(prog: &Path, who: (u32, u32)) -> Result<f64> {
+    use std::os::unix::process::CommandExt;
+    let out = Command::new(prog)
+        .arg("3000000")
+        .uid(who.0)
+        .gid(who.1)
+        .output()?;
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .context("syscall loop output")
+}
+
+/// ns per getppid call while an empty bpftrace program sits on the
+/// `raw_syscalls:sys_exit` tracepoint: the floor any syscall-tracepoint
+/// tracer pays on every syscall of every process.
+fn syscall_ns_empty_tracer(prog: &Path, who: (u32, u32)) -> Result<f64> {
+    use std::io::BufRead;
+    let mut bt = Command::new("bpftrace")
+        .args(["-e", "tracepoint:raw_syscalls:sys_exit { }"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    // "Attaching 1 probe..." comes just before the attach; give it a moment.
+    let mut line = String::new();
+    if let Some(out) = bt.stdout.take() {
+        let _ = std::io::BufReader::new(out).read_line(&mut line);
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let alive = bt.try_wait()?.is_none();
+    let ns = syscall_ns(prog, who);
+    let _ = bt.kill();
+    let _ = bt.wait();
+    if !alive {
+        bail!("bpftrace exited before the measurement");
+    }
+    ns
+}
+
+/// Syscalls a command makes (its whole tree), from `strace -c -f`.
+fn count_syscalls(cmd: &[String], work: &Path) -> Option<u64> {
+    let out = work.join("strace-count.txt");
+    Command::new("strace")
+        .args(["-f", "-c", "-o"])
+        .arg(&out)
+        .args(cmd)
+        .stdout(Stdio::null())
+        .status()
+        .ok()?;
+    let text = std::fs::read_to_string(&out).ok()?;
+    // The summary's last line: "100.00 SECONDS USECS/CALL CALLS [ERRORS] total".
+    let last = text
+        .lines()
+        .rev()
+        .find(|l| l.trim_end().ends_with("total"))?;
+    let words: Vec<&str> = last.split_whitespace().collect();
+    words.get(3)?.parse().ok()
 }
 
 fn compile(dir: &Path, name: &str, src: &str, static_link: bool) -> Result<PathBuf> {
@@ -207,22 +313,29 @@ fn capture_counts(db: &Path, agentsight: &Path) -> (Option<i64>, Option<i64>, Op
     let mut events = None;
     let mut span = None;
     if let Ok(o) = out {
-        let text = String::from_utf8_lossy(&o.stdout);
-        events = Some(text.lines().count() as i64);
-        let parsed: Vec<serde_json::Value> = text
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect();
-        let root = parsed.iter().find(|e| e["kind"] == "exec");
-        if let Some(root) = root {
-            let pid = root["pid"].clone();
-            let start = root["mono_ns"].as_u64().unwrap_or(0);
-            let end = parsed
-                .iter()
-                .rev()
-                .find(|e| e["kind"] == "exit" && e["pid"] == pid)
-                .and_then(|e| e["mono_ns"].as_u64());
-            span = end.map(|e| Duration::from_nanos(e.saturating_sub(start)));
+        // Line by line: a whole export parsed at once would take hundreds of
+        // MiB for the syscall mix.
+        let mut n = 0;
+        let mut root: Option<(serde_json::Value, u64)> = None;
+        let mut end = None;
+        for line in String::from_utf8_lossy(&o.stdout).lines() {
+            n += 1;
+            let Ok(e) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            match (&root, e["kind"].as_str()) {
+                (None, Some("exec")) => {
+                    root = Some((e["pid"].clone(), e["mono_ns"].as_u64().unwrap_or(0)));
+                }
+                (Some((pid, _)), Some("exit")) if e["pid"] == *pid => {
+                    end = e["mono_ns"].as_u64();
+                }
+                _ => {}
+            }
+        }
+        events = Some(n);
+        if let (Some((_, start)), Some(end)) = (root, end) {
+            span = Some(Duration::from_nanos(end.saturating_sub(start)));
         }
     }
     let show = Command::new(agentsight)
@@ -249,6 +362,8 @@ pub fn run(agentsight: &Path) -> Result<()> {
     std::fs::create_dir_all(&work)?;
     let mix = compile(&work, "mix", MIX_C, false)?;
     let flood = compile(&work, "flood", FLOOD_C, true)?;
+    let syscall_loop = compile(&work, "syscall_loop", SYSCALL_LOOP_C, false)?;
+    let who = nobody()?;
     let project = work.join("project");
     write_build_project(&project)?;
     let tree = work.join("tree");
@@ -290,8 +405,7 @@ pub fn run(agentsight: &Path) -> Result<()> {
         format!("cd {} && make -s clean && make -s -j2", project.display()),
     ];
     let mut rows: Vec<Row> = Vec::new();
-    // Seven alternating pairs per workload (see the ratios below).
-    let reps = 7;
+    let mut spreads: Vec<(&str, Vec<f64>)> = Vec::new();
     for (name, cmd) in [
         ("(a) syscall mix", &mix_cmd),
         ("(b) C build + tests", &build_cmd),
@@ -312,10 +426,8 @@ pub fn run(agentsight: &Path) -> Result<()> {
         // the reported ratio.
         let mut wall_ratios = Vec::new();
         let mut cpu_ratios = Vec::new();
-        for i in 0..reps {
-            base.push(run_measured(
-                Command::new(&cmd[0]).args(&cmd[1..]).stdout(Stdio::null()),
-            )?);
+        for i in 0..PAIRS {
+            base.push(run_measured(&mut untraced(cmd, who))?);
             let db = work.join(format!("rec-{i}.db"));
             let _ = std::fs::remove_file(&db);
             let err = work.join("record.err");
@@ -356,6 +468,7 @@ pub fn run(agentsight: &Path) -> Result<()> {
         });
         let rec = best(rec);
         spans.sort();
+        spreads.push((name, wall_ratios.clone()));
         let span = spans.first().copied().unwrap_or(rec.wall);
         rows.push(Row {
             workload: name,
@@ -371,7 +484,7 @@ pub fn run(agentsight: &Path) -> Result<()> {
 
         let trace = work.join("strace.out");
         let mut st = Vec::new();
-        for _ in 0..reps {
+        for _ in 0..STRACE_REPS {
             st.push(run_measured(
                 Command::new("strace")
                     .args(["-f", "-qq", "-e", &format!("trace={SYSCALLS}"), "-o"])
@@ -393,7 +506,8 @@ pub fn run(agentsight: &Path) -> Result<()> {
             lost: None,
             tracer_cpu: Some(st.cpu.saturating_sub(base.cpu)),
             cpu_ratio: None,
-            tracer_rss_mib: Some(st.max_rss_kib as f64 / 1024.0),
+            // wait4's peak RSS of a tracer covers its traced children too.
+            tracer_rss_mib: None,
         });
 
         if bpftrace {
@@ -411,12 +525,11 @@ pub fn run(agentsight: &Path) -> Result<()> {
     let mut c_wall_ratios = Vec::new();
     let mut c_cpu_ratios = Vec::new();
     let mut bg_events = None;
-    for i in 0..reps {
-        without.push(run_measured(
-            Command::new(&mix_cmd[0])
-                .args(&mix_cmd[1..])
-                .stdout(Stdio::null()),
-        )?);
+    let mut tax_without = Vec::new();
+    let mut tax_with = Vec::new();
+    for i in 0..PAIRS {
+        without.push(run_measured(&mut untraced(&mix_cmd, who))?);
+        tax_without.push(syscall_ns(&syscall_loop, who)?);
         let db = work.join(format!("bg-{i}.db"));
         let _ = std::fs::remove_file(&db);
         let mut bg = Command::new(agentsight)
@@ -436,11 +549,8 @@ pub fn run(agentsight: &Path) -> Result<()> {
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        with_bg.push(run_measured(
-            Command::new(&mix_cmd[0])
-                .args(&mix_cmd[1..])
-                .stdout(Stdio::null()),
-        )?);
+        with_bg.push(run_measured(&mut untraced(&mix_cmd, who))?);
+        tax_with.push(syscall_ns(&syscall_loop, who)?);
         let (w, wo) = (&with_bg[with_bg.len() - 1], &without[without.len() - 1]);
         c_wall_ratios.push(ratio(w.wall, wo.wall));
         c_cpu_ratios.push(ratio(w.cpu, wo.cpu));
@@ -450,10 +560,31 @@ pub fn run(agentsight: &Path) -> Result<()> {
         let _ = bg.wait();
         bg_events = capture_counts(&db, agentsight).0;
     }
+    spreads.push((
+        "(c) untracked (a) during a recording",
+        c_wall_ratios.clone(),
+    ));
+    // The same loop under an empty tracer, alternating with untraced runs
+    // that join the baseline above.
+    let mut floor = Vec::new();
+    if bpftrace {
+        for _ in 0..5 {
+            tax_without.push(syscall_ns(&syscall_loop, who)?);
+            match syscall_ns_empty_tracer(&syscall_loop, who) {
+                Ok(ns) => floor.push(ns),
+                Err(e) => {
+                    println!("empty-tracer syscall measurement failed: {e:#}");
+                    break;
+                }
+            }
+        }
+    }
+    let floor_ns = median(floor);
     with_bg.sort_by_key(|u| u.wall);
     without.sort_by_key(|u| u.wall);
     let mid = &with_bg[0];
     let untraced_mid = &without[0];
+    let untraced_wall = untraced_mid.wall;
     rows.push(Row {
         workload: "(c) untracked (a) during a recording",
         mode: "untraced, no recording",
@@ -540,8 +671,43 @@ pub fn run(agentsight: &Path) -> Result<()> {
         "events: agentsight = rows in the capture (I/O aggregated per fd); strace = lines traced."
     );
     println!(
-        "×untr. / cpu×: median over 7 pairs of (recorded run ÷ the untraced run just before it), wall time / the workload's own CPU (user+sys); wall s: best of 7."
+        "×untr. / cpu×: median over {PAIRS} pairs of (recorded run ÷ the untraced run just before it, both as `nobody`), wall time / the workload's own CPU (user+sys); wall s: best of {PAIRS}."
     );
+    for (name, mut ratios) in spreads {
+        ratios.sort_by(f64::total_cmp);
+        let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
+        println!("pairs, {name}: {}", shown.join(" "));
+    }
+    // (c) from its parts: what a syscall tracepoint costs every syscall of
+    // an untracked process, times the syscalls (a) makes, over its run time.
+    let (t0, t1) = (median(tax_without), median(tax_with));
+    if let (Some(t0), Some(t1)) = (t0, t1) {
+        let tax_ns = t1 - t0;
+        print!(
+            "untracked syscall cost: getppid {t0:.1} ns untraced, {t1:.1} ns during a recording (+{tax_ns:.1} ns, median of {PAIRS})"
+        );
+        if let Some(floor) = floor_ns {
+            print!(
+                ", {floor:.1} ns under an empty bpftrace program on raw_syscalls:sys_exit (+{:.1} ns)",
+                floor - t0
+            );
+        }
+        match count_syscalls(&mix_cmd, &work) {
+            Some(n) => {
+                let secs = untraced_wall.as_secs_f64();
+                let expect = |ns: f64| 1.0 + n as f64 * ns * 1e-9 / secs;
+                print!(
+                    "; (a) makes {n} syscalls in {secs:.3} s: expected (c) ratio {:.4}",
+                    expect(tax_ns)
+                );
+                if let Some(floor) = floor_ns {
+                    print!(", with an empty tracer {:.4}", expect(floor - t0));
+                }
+                println!();
+            }
+            None => println!(),
+        }
+    }
     println!(
         "cpu/rss: the recorder process (agentsight) or the tracer's extra CPU (strace), peak RSS."
     );
@@ -605,6 +771,6 @@ fn bpftrace_row(name: &'static str, cmd: &[String], work: &Path, base: Duration)
         lost: None,
         tracer_cpu: Some(u.cpu),
         cpu_ratio: None,
-        tracer_rss_mib: Some(u.max_rss_kib as f64 / 1024.0),
+        tracer_rss_mib: None,
     })
 }
