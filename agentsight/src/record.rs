@@ -228,7 +228,10 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     // freed by now); give those pages back to the system, or they stay
     // resident under everything held later. glibc only returns them on request.
     // Safety: malloc_trim has no preconditions.
-    unsafe { libc::malloc_trim(0) };
+    #[cfg(target_env = "gnu")]
+    unsafe {
+        libc::malloc_trim(0)
+    };
     let programs_json: Vec<serde_json::Value> = probes
         .programs
         .iter()
