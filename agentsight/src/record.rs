@@ -64,6 +64,8 @@ pub struct RecordOptions {
     /// `transcript_budget` bytes in all.
     pub copy_transcripts: bool,
     pub transcript_budget: u64,
+    /// Turn on kernel BPF run-time statistics for the recording.
+    pub program_stats: bool,
 }
 
 /// How the run ended, for the summary and the exit status.
@@ -82,6 +84,9 @@ pub struct RecordOutcome {
     pub elapsed: Duration,
     /// The recorder's peak resident memory, KiB.
     pub peak_rss_kib: u64,
+    /// With `program_stats`: how often the kernel programs ran and for how
+    /// long, all programs together.
+    pub program_runs: Option<(u64, Duration)>,
     /// The recorder's CPU time (user + system).
     pub cpu: Duration,
 }
@@ -231,6 +236,20 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     #[cfg(target_env = "gnu")]
     unsafe {
         libc::malloc_trim(0)
+    };
+    // Statistics stay on while this fd is open (the kernel counts for every
+    // program while anyone holds one).
+    let stats_fd = if opts.program_stats {
+        match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
+            Ok(fd) => Some(fd),
+            Err(e) => {
+                eprintln!("agentsight: warning: program statistics unavailable: {e}");
+                meta("program_stats_error", e.to_string());
+                None
+            }
+        }
+    } else {
+        None
     };
     let programs_json: Vec<serde_json::Value> = probes
         .programs
@@ -398,6 +417,8 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     // Drain: the reader empties the ring and returns the gaps it saw.
     stop.store(true, Ordering::Release);
     let gaps = reader.join().unwrap_or_default();
+    let program_runs = stats_fd.as_ref().map(|_| program_stats(&probes));
+    drop(stats_fd);
     let loss = probes.loss_counts();
     let lost: u64 = loss.iter().map(|(_, n)| n).sum();
     let _ = tx.send(StoreMsg::Loss(loss));
@@ -412,6 +433,9 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     ];
     if let Some(s) = command_status {
         final_meta.push(("command_exit_status".into(), s.to_string()));
+    }
+    if let Some((json, _)) = &program_runs {
+        final_meta.push(("program_stats".into(), json.clone()));
     }
     let summary = writer.finish(&gaps, &final_meta);
     // Bind the trees to sessions and store sessions, transcripts, bindings
@@ -462,7 +486,31 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         elapsed: started.elapsed(),
         peak_rss_kib,
         cpu,
+        program_runs: program_runs.map(|(_, total)| total),
     })
+}
+
+/// Each attached program's run count and total run time since statistics
+/// were turned on (every process's syscalls, not only the tracked ones'),
+/// as meta JSON, and the totals.
+fn program_stats(probes: &Probes) -> (String, (u64, Duration)) {
+    let mut items = Vec::new();
+    let (mut runs, mut time) = (0u64, Duration::ZERO);
+    for (name, program) in probes.ebpf.programs() {
+        match program.info() {
+            Ok(info) => {
+                runs += info.run_count();
+                time += info.run_time();
+                items.push(serde_json::json!({
+                    "name": name,
+                    "runs": info.run_count(),
+                    "run_ns": info.run_time().as_nanos() as u64,
+                }));
+            }
+            Err(e) => items.push(serde_json::json!({"name": name, "error": e.to_string()})),
+        }
+    }
+    (serde_json::Value::Array(items).to_string(), (runs, time))
 }
 
 /// Adds the recorder's own usage to the finished capture's meta table.
@@ -729,6 +777,12 @@ pub fn summary_text(o: &RecordOutcome) -> String {
         o.cpu.as_secs_f64(),
         o.peak_rss_kib as f64 / 1024.0
     ));
+    if let Some((runs, time)) = o.program_runs {
+        s.push_str(&format!(
+            "agentsight: kernel programs ran {runs} times, {:.1} ms in all\n",
+            time.as_secs_f64() * 1e3
+        ));
+    }
     for f in &o.failed_programs {
         s.push_str(&format!("agentsight: not attached: {f}\n"));
     }

@@ -308,3 +308,57 @@ fn full_disk_stops_storing_cleanly_and_keeps_what_was_written() {
     drop(_unmount);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn program_stats_are_stored_on_request_only() {
+    require_root();
+    let dir = scratch("progstats");
+    let db = dir.join("stats.db");
+    let out = record(
+        &db,
+        &["--program-stats"],
+        &["/bin/sh", "-c", "for i in 1 2 3 4 5; do /bin/true; done"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let conn = open(&db);
+    let json = meta(&conn, "program_stats").expect("program_stats meta");
+    let stats: Vec<serde_json::Value> = serde_json::from_str(&json).unwrap();
+    let mut names: Vec<&str> = stats.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        vec![
+            "inet_sock_set_state",
+            "sched_process_exec",
+            "sched_process_exit",
+            "sched_process_fork",
+            "sys_enter_execve",
+            "sys_enter_execveat",
+            "sys_exit",
+            "sys_exit_execve",
+            "sys_exit_execveat",
+        ]
+    );
+    let runs = |name: &str| {
+        let s = stats.iter().find(|s| s["name"] == name).unwrap();
+        (s["runs"].as_u64().unwrap(), s["run_ns"].as_u64().unwrap())
+    };
+    // Counted for every process on the machine: at least what the workload
+    // did (the shell and five /bin/true execs, five forks).
+    assert!(runs("sched_process_exec").0 >= 6, "{json}");
+    assert!(runs("sched_process_fork").0 >= 5, "{json}");
+    assert!(runs("sys_exit").0 > 0 && runs("sys_exit").1 > 0, "{json}");
+    drop(conn);
+
+    // Off by default.
+    let plain = dir.join("plain.db");
+    let out = record(&plain, &[], &["/bin/true"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(meta(&open(&plain), "program_stats"), None);
+    let _ = std::fs::remove_dir_all(&dir);
+}

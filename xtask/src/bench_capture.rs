@@ -406,6 +406,7 @@ pub fn run(agentsight: &Path) -> Result<()> {
     ];
     let mut rows: Vec<Row> = Vec::new();
     let mut spreads: Vec<(&str, Vec<f64>)> = Vec::new();
+    let mut program_costs: Vec<String> = Vec::new();
     for (name, cmd) in [
         ("(a) syscall mix", &mix_cmd),
         ("(b) C build + tests", &build_cmd),
@@ -466,6 +467,41 @@ pub fn run(agentsight: &Path) -> Result<()> {
             cpu_ratio: None,
             tracer_rss_mib: None,
         });
+        // One more recorded run with kernel program statistics on (they cost
+        // a little, so never in the timed pairs): what the programs took.
+        {
+            let db = work.join("stats.db");
+            let _ = std::fs::remove_file(&db);
+            let err = work.join("stats.err");
+            let u = run_measured(
+                Command::new(agentsight)
+                    .args(["record", "--program-stats", "--user", "nobody", "-o"])
+                    .arg(&db)
+                    .arg("--")
+                    .args(cmd)
+                    .stdout(Stdio::null())
+                    .stderr(std::fs::File::create(&err)?),
+            )?;
+            let text = std::fs::read_to_string(&err).unwrap_or_default();
+            let own = recorder_usage(&err).0.unwrap_or_default();
+            let workload_cpu = u.cpu.saturating_sub(own);
+            if let Some(line) = text.lines().find(|l| l.contains("kernel programs ran")) {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                let ms = words
+                    .iter()
+                    .position(|w| *w == "ms")
+                    .and_then(|i| words.get(i - 1))
+                    .and_then(|v| v.parse::<f64>().ok());
+                if let Some(ms) = ms {
+                    program_costs.push(format!(
+                        "{name}: {} — {:.1} % of the workload's {:.2} s CPU",
+                        line.trim_start_matches("agentsight: "),
+                        ms / 10.0 / workload_cpu.as_secs_f64().max(1e-9),
+                        workload_cpu.as_secs_f64()
+                    ));
+                }
+            }
+        }
         let rec = best(rec);
         spans.sort();
         spreads.push((name, wall_ratios.clone()));
@@ -677,6 +713,9 @@ pub fn run(agentsight: &Path) -> Result<()> {
         ratios.sort_by(f64::total_cmp);
         let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
         println!("pairs, {name}: {}", shown.join(" "));
+    }
+    for c in &program_costs {
+        println!("kernel programs (one extra run, statistics on), {c}");
     }
     // (c) from its parts: what a syscall tracepoint costs every syscall of
     // an untracked process, times the syscalls (a) makes, over its run time.

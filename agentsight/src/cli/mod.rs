@@ -88,6 +88,11 @@ pub struct RecordArgs {
     /// Do not copy the bound sessions' raw transcripts into the capture.
     #[arg(long)]
     pub no_transcripts: bool,
+    /// Measure the kernel programs' own run time while recording (kernel BPF
+    /// statistics: two clock reads per program run) and store it with the
+    /// capture (meta `program_stats`).
+    #[arg(long)]
+    pub program_stats: bool,
     /// Budget for transcript copies, all sessions together (MiB).
     #[arg(long, default_value_t = 256)]
     pub transcript_max_mib: u64,
@@ -254,6 +259,7 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         ring_bytes: a.ring_mib * 1024 * 1024,
         quiet: a.quiet,
         copy_transcripts: !a.no_transcripts,
+        program_stats: a.program_stats,
         transcript_budget: a.transcript_max_mib.saturating_mul(1024 * 1024),
     };
     let outcome = record::run(&opts)?;
