@@ -243,7 +243,9 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
             Ok(fd) => Some(fd),
             Err(e) => {
-                eprintln!("agentsight: warning: program statistics unavailable: {e}");
+                if !opts.quiet {
+                    eprintln!("agentsight: warning: program statistics unavailable: {e}");
+                }
                 meta("program_stats_error", e.to_string());
                 None
             }
