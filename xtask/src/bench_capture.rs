@@ -133,6 +133,30 @@ fn run_measured(cmd: &mut Command) -> Result<Usage> {
     })
 }
 
+/// One `agentsight record` of `cmd` as `nobody` into `db` (replaced), its
+/// stderr (the summary) kept in `err`: the run's usage (recorder and
+/// workload together) and the recorder's own CPU and peak RSS.
+fn record_run(
+    agentsight: &Path,
+    extra: &[&str],
+    db: &Path,
+    err: &Path,
+    cmd: &[String],
+) -> Result<(Usage, RecorderUsage)> {
+    let _ = std::fs::remove_file(db);
+    let u = run_measured(
+        Command::new(agentsight)
+            .args(["record", "--user", "nobody", "-o"])
+            .arg(db)
+            .args(extra)
+            .arg("--")
+            .args(cmd)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(err)?),
+    )?;
+    Ok((u, recorder_usage(err)))
+}
+
 /// uid and gid of `nobody`, whom recorded runs execute as: untraced runs
 /// do too, so both sides differ only by the recording.
 fn nobody() -> Result<(u32, u32)> {
@@ -282,8 +306,11 @@ struct Row {
     tracer_rss_mib: Option<f64>,
 }
 
-/// The recorder's own CPU seconds and peak RSS (MiB), from its summary line.
-fn recorder_usage(stderr_file: &Path) -> (Option<Duration>, Option<f64>) {
+/// The recorder's own CPU seconds and peak RSS (MiB).
+type RecorderUsage = (Option<Duration>, Option<f64>);
+
+/// The recorder's own usage, from its summary line.
+fn recorder_usage(stderr_file: &Path) -> RecorderUsage {
     let text = std::fs::read_to_string(stderr_file).unwrap_or_default();
     let Some(line) = text.lines().find(|l| l.contains("recorder used")) else {
         return (None, None);
@@ -430,18 +457,7 @@ pub fn run(agentsight: &Path) -> Result<()> {
         for i in 0..PAIRS {
             base.push(run_measured(&mut untraced(cmd, who))?);
             let db = work.join(format!("rec-{i}.db"));
-            let _ = std::fs::remove_file(&db);
-            let err = work.join("record.err");
-            let u = run_measured(
-                Command::new(agentsight)
-                    .args(["record", "--user", "nobody", "-o"])
-                    .arg(&db)
-                    .arg("--")
-                    .args(cmd)
-                    .stdout(Stdio::null())
-                    .stderr(std::fs::File::create(&err)?),
-            )?;
-            let own = recorder_usage(&err);
+            let (u, own) = record_run(agentsight, &[], &db, &work.join("record.err"), cmd)?;
             counts = capture_counts(&db, agentsight);
             let b = &base[base.len() - 1];
             if let Some(span) = counts.2 {
@@ -470,20 +486,16 @@ pub fn run(agentsight: &Path) -> Result<()> {
         // One more recorded run with kernel program statistics on (they cost
         // a little, so never in the timed pairs): what the programs took.
         {
-            let db = work.join("stats.db");
-            let _ = std::fs::remove_file(&db);
             let err = work.join("stats.err");
-            let u = run_measured(
-                Command::new(agentsight)
-                    .args(["record", "--program-stats", "--user", "nobody", "-o"])
-                    .arg(&db)
-                    .arg("--")
-                    .args(cmd)
-                    .stdout(Stdio::null())
-                    .stderr(std::fs::File::create(&err)?),
+            let (u, own) = record_run(
+                agentsight,
+                &["--program-stats"],
+                &work.join("stats.db"),
+                &err,
+                cmd,
             )?;
+            let own = own.0.unwrap_or_default();
             let text = std::fs::read_to_string(&err).unwrap_or_default();
-            let own = recorder_usage(&err).0.unwrap_or_default();
             let workload_cpu = u.cpu.saturating_sub(own);
             if let Some(line) = text.lines().find(|l| l.contains("kernel programs ran")) {
                 let words: Vec<&str> = line.split_whitespace().collect();
@@ -646,18 +658,8 @@ pub fn run(agentsight: &Path) -> Result<()> {
 
     // Flood: 250,000 failed opens per second for 10 s, default ring.
     let db = work.join("flood.db");
-    let _ = std::fs::remove_file(&db);
-    let err = work.join("flood.err");
-    let u = run_measured(
-        Command::new(agentsight)
-            .args(["record", "--user", "nobody", "-o"])
-            .arg(&db)
-            .arg("--")
-            .arg(&flood)
-            .args(["250000", "10"])
-            .stderr(std::fs::File::create(&err)?),
-    )?;
-    let flood_usage = recorder_usage(&err);
+    let flood_cmd = [flood.display().to_string(), "250000".into(), "10".into()];
+    let (u, flood_usage) = record_run(agentsight, &[], &db, &work.join("flood.err"), &flood_cmd)?;
     let (events, lost, span) = capture_counts(&db, agentsight);
     rows.push(Row {
         workload: "flood 250k/s × 10 s",
