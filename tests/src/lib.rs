@@ -89,6 +89,17 @@ pub fn record(db: &Path, extra: &[&str], command: &[&str]) -> Output {
         .expect("run agentsight record")
 }
 
+/// Asserts that a command exited 0, showing its stderr otherwise.
+#[track_caller]
+pub fn assert_exit_0(out: &Output) {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 pub fn open(db: &Path) -> rusqlite::Connection {
     rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
         .expect("open capture")

@@ -139,12 +139,7 @@ fn files_and_network_match_ground_truth_and_strace() {
     let db = s.dir.join("f.db");
     let args: Vec<&str> = s.args.iter().map(String::as_str).collect();
     let out = record(&db, &[], &args);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit_0(&out);
     let conn = open(&db);
 
     let got = rows(&conn, &sub);
@@ -360,12 +355,7 @@ fn flood_counts_captured_plus_lost_equal_generated() {
     let bin_s = bin_path.display().to_string();
     // A 1 MiB ring so the flood overruns it: loss must be counted, never silent.
     let out = record(&db, &["--ring-mib", "1"], &[&bin_s]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit_0(&out);
     let conn = open(&db);
     let captured: i64 = conn
         .query_row("SELECT COALESCE(SUM(COALESCE(repeat, 1)), 0) FROM events WHERE kind = 'openat' AND path_as_given = '/nonexistent-agentsight-flood'", [], |r| r.get(0))
@@ -436,12 +426,7 @@ fn io_left_open_at_exit_is_flushed_exactly() {
             .output()
             .unwrap()
     };
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit_0(&out);
     let conn = open(&db);
     for (prefix, n) in [("few", 3i64), ("many", 40)] {
         let got: Vec<(String, i64, i64)> = conn

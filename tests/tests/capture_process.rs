@@ -38,12 +38,7 @@ fn records_process_tree_exactly() {
     let out = record(&db, &[], &["/bin/sh", &script_s, &work_s]);
     let _ = outside.kill();
     let _ = outside.wait();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "record failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit_0(&out);
 
     let conn = open(&db);
     assert_eq!(meta(&conn, "complete").as_deref(), Some("true"));

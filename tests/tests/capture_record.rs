@@ -290,12 +290,7 @@ fn full_disk_stops_storing_cleanly_and_keeps_what_was_written() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&shown.stdout).into_owned();
-    assert_eq!(
-        shown.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&shown.stderr)
-    );
+    assert_exit_0(&shown);
     assert!(text.contains("/bin/true 1  ["), "{text}");
     let conn = open(&db);
     let stored: i64 = conn
@@ -319,12 +314,7 @@ fn program_stats_are_stored_on_request_only() {
         &["--program-stats"],
         &["/bin/sh", "-c", "for i in 1 2 3 4 5; do /bin/true; done"],
     );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit_0(&out);
     let conn = open(&db);
     let json = meta(&conn, "program_stats").expect("program_stats meta");
     let stats: Vec<serde_json::Value> = serde_json::from_str(&json).unwrap();

@@ -347,10 +347,9 @@ impl Held {
         Some(QUIET.saturating_sub(last.elapsed()))
     }
 
+    /// Everything held, leaving nothing held.
     fn take(&mut self) -> Vec<RecordBatch> {
-        let batches = std::mem::take(&mut self.batches);
-        *self = Self::default();
-        batches
+        std::mem::take(self).batches
     }
 }
 
