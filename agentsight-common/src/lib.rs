@@ -5,7 +5,9 @@
 //! user space can read them straight from ring-buffer bytes.
 #![no_std]
 
-/// Bounds on what one exec record carries (stated in the README too).
+/// Bounds on what one exec record carries (stated in the README too): a
+/// failed exec's argv, read from the caller's pointer array, keeps at most
+/// this many arguments.
 pub const ARGV_MAX_ARGS: usize = 64;
 /// Bytes of argv text kept per exec: each argument NUL-terminated, back to back.
 pub const ARGV_BUF: usize = 4096;
@@ -121,8 +123,9 @@ pub const PATH_READ_FAILED: u32 = 8;
 /// The dentry is unlinked (deleted) or not attached to a mount.
 pub const PATH_DETACHED: u32 = 16;
 
-/// A successful exec (from sched_process_exec), with argv read at
-/// sys_enter_execve(at) and the cwd and binary walked from dentries.
+/// An exec: a successful one (from sched_process_exec, argv read from the
+/// new program's stack, cwd and binary walked from dentries) or a failed
+/// one (from the raw sys_exit, argv read from the caller's memory).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct ExecEvent {
@@ -131,7 +134,8 @@ pub struct ExecEvent {
     pub old_tid: u32,
     /// Number of arguments the caller passed (may exceed what was kept).
     pub argc: u32,
-    /// Number of arguments kept in `argv`.
+    /// Number of arguments in `argv` (for a successful exec: `argc`; when
+    /// `argv` is cut, the last one kept is partial).
     pub argv_kept: u32,
     /// Bytes of `argv` used.
     pub argv_len: u32,
@@ -147,10 +151,8 @@ pub struct ExecEvent {
 
 /// Some arguments were not kept (count or byte bound reached).
 pub const ARGV_TRUNCATED: u32 = 1;
-/// Reading an argument pointer or string from user memory failed.
+/// Reading argv from user memory failed.
 pub const ARGV_READ_FAILED: u32 = 2;
-/// No argv was staged at syscall entry (e.g. exec via a path we do not hook).
-pub const ARGV_MISSING: u32 = 4;
 
 /// The last thread of a tracked process exited.
 #[repr(C)]
@@ -298,7 +300,7 @@ pub struct TcpStateEvent {
     pub daddr: [u8; 16],
 }
 
-/// Argv staged at execve entry, keyed by thread id until the exec completes.
+/// A failed exec's filename and argv, read from the caller's memory.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct ArgvStage {
@@ -335,6 +337,9 @@ pub struct Offsets {
     pub bprm_filename: u32,
     pub bprm_argc: u32,
     pub file_path: u32,
+    pub task_mm: u32,
+    pub mm_arg_start: u32,
+    pub mm_arg_end: u32,
     /// `pt_regs` members holding syscall arguments 1–6 (x86-64: di, si,
     /// dx, r10, r8, r9) and the syscall number (`orig_ax`).
     pub regs_args: [u32; 6],
@@ -367,6 +372,9 @@ impl Offsets {
         bprm_filename: 0,
         bprm_argc: 0,
         file_path: 0,
+        task_mm: 0,
+        mm_arg_start: 0,
+        mm_arg_end: 0,
         regs_args: [0; 6],
         regs_nr: 0,
         task_ti_status: 0,

@@ -9,12 +9,11 @@
 use core::ffi::c_void;
 
 use agentsight_common::{
-    ARGV_BUF, ARGV_MAX_ARGS, ARGV_MISSING, ARGV_READ_FAILED, ARGV_TRUNCATED, ArgvStage,
-    EXIT_IO_UNLISTED, EventKind, ExecEvent, ExitEvent, FILENAME_MAX, ForkEvent, Header, IO_FD_LIST,
-    IoAgg, IoEvent, IoFdList, KIND_SLOTS, LOSS_SLOT_IO_FULL, LOSS_SLOT_TRACK_FULL, Offsets,
-    PATH_COMPLETE, PATH_DEPTH, PATH_DETACHED, PATH_NAME_CUT, PATH_NAME_MAX, PATH_READ_FAILED,
-    PATH_TOO_DEEP, PathRecord, SYS_BUF, SYS_EVENT_BARE, SYS_EVENT_ONE, SYS_EVENT_TWO, SysEvent,
-    TcpStateEvent, op,
+    ARGV_BUF, ARGV_MAX_ARGS, ARGV_READ_FAILED, ARGV_TRUNCATED, ArgvStage, EXIT_IO_UNLISTED,
+    EventKind, ExecEvent, ExitEvent, FILENAME_MAX, ForkEvent, Header, IO_FD_LIST, IoAgg, IoEvent,
+    IoFdList, KIND_SLOTS, LOSS_SLOT_IO_FULL, LOSS_SLOT_TRACK_FULL, Offsets, PATH_COMPLETE,
+    PATH_DEPTH, PATH_DETACHED, PATH_NAME_CUT, PATH_NAME_MAX, PATH_READ_FAILED, PATH_TOO_DEEP,
+    PathRecord, SYS_BUF, SYS_EVENT_BARE, SYS_EVENT_ONE, SYS_EVENT_TWO, SysEvent, TcpStateEvent, op,
 };
 use aya_ebpf::{
     helpers::{
@@ -56,12 +55,7 @@ static LOSS: PerCpuArray<u64> = PerCpuArray::with_max_entries(KIND_SLOTS, 0);
 #[map]
 static SEQ: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 
-/// Argv read at execve entry, keyed by tid, consumed when the exec ends.
-/// LRU so an exec that never reports back cannot fill the map.
-#[map]
-static ARGV_STAGE: LruHashMap<u32, ArgvStage> = LruHashMap::with_max_entries(4096, 0);
-
-/// Per-CPU scratch space to build an `ArgvStage` (too big for the stack).
+/// Per-CPU scratch space to read a failed exec's argv into (too big for the stack).
 #[map]
 static SCRATCH: PerCpuArray<ArgvStage> = PerCpuArray::with_max_entries(1, 0);
 
@@ -107,6 +101,11 @@ unsafe fn read_ptr(addr: *const u8) -> *const u8 {
 #[inline(always)]
 unsafe fn read_u32(addr: *const u8) -> u32 {
     unsafe { bpf_probe_read_kernel(addr as *const u32).unwrap_or(0) }
+}
+
+#[inline(always)]
+unsafe fn read_u64(addr: *const u8) -> u64 {
+    unsafe { bpf_probe_read_kernel(addr as *const u64).unwrap_or(0) }
 }
 
 /// Fills the common header for the current task.
@@ -301,13 +300,12 @@ pub fn sched_process_fork(ctx: BtfTracePointContext) -> u32 {
 
 // ---------------------------------------------------------------- exec
 
-/// Reads filename and argv from user memory into `ARGV_STAGE[tid]`.
+/// Reads filename and argv of an exec call from the caller's memory into
+/// per-CPU scratch (only failed execs need this: the caller's memory is
+/// still there, and a successful exec's argv is read from the new stack).
 #[inline(always)]
-fn stage_argv(filename: *const u8, argv: *const *const u8) {
-    let tid = bpf_get_current_pid_tgid() as u32;
-    let Some(stage) = SCRATCH.get_ptr_mut(0) else {
-        return;
-    };
+fn stage_argv(filename: *const u8, argv: *const *const u8) -> Option<*const ArgvStage> {
+    let stage = SCRATCH.get_ptr_mut(0)?;
     unsafe {
         let buf = (*stage).argv.as_mut_ptr();
         (*stage).argc = 0;
@@ -360,6 +358,13 @@ fn stage_argv(filename: *const u8, argv: *const *const u8) {
             }
             off = at + n;
         }
+        if kept as usize == ARGV_MAX_ARGS
+            && !bpf_probe_read_user(argv.add(ARGV_MAX_ARGS))
+                .unwrap_or(core::ptr::null())
+                .is_null()
+        {
+            flags |= ARGV_TRUNCATED;
+        }
         (*stage).argv_kept = kept;
         (*stage).argv_len = if off > ARGV_BUF {
             ARGV_BUF as u32
@@ -367,63 +372,68 @@ fn stage_argv(filename: *const u8, argv: *const *const u8) {
             off as u32
         };
         (*stage).argv_flags = flags;
-        let _ = ARGV_STAGE.insert(&tid, &*stage, 0);
     }
+    Some(stage)
 }
 
-#[tracepoint]
-pub fn sys_enter_execve(ctx: TracePointContext) -> u32 {
-    if !is_tracked(current_tgid()) {
-        return 0;
-    }
-    unsafe {
-        let filename: *const u8 = ctx.read_at(16).unwrap_or(core::ptr::null());
-        let argv: *const *const u8 = ctx.read_at(24).unwrap_or(core::ptr::null());
-        stage_argv(filename, argv);
-    }
-    0
-}
-
-#[tracepoint]
-pub fn sys_enter_execveat(ctx: TracePointContext) -> u32 {
-    if !is_tracked(current_tgid()) {
-        return 0;
-    }
-    unsafe {
-        let filename: *const u8 = ctx.read_at(24).unwrap_or(core::ptr::null());
-        let argv: *const *const u8 = ctx.read_at(32).unwrap_or(core::ptr::null());
-        stage_argv(filename, argv);
-    }
-    0
-}
-
-/// Copies a staged argv into an exec record.
+/// Copies a staged argv and filename into an exec record.
 #[inline(always)]
-unsafe fn copy_stage(ev: *mut ExecEvent, stage: Option<*const ArgvStage>) {
+unsafe fn copy_stage(ev: *mut ExecEvent, stage: *const ArgvStage) {
     unsafe {
-        match stage {
-            Some(s) => {
-                (*ev).argv_kept = (*s).argv_kept;
-                (*ev).argv_len = (*s).argv_len;
-                (*ev).argv_flags = (*s).argv_flags;
-                raw_read_kernel(
-                    (*ev).argv.as_mut_ptr() as *mut c_void,
-                    ARGV_BUF as u32,
-                    (*s).argv.as_ptr() as *const c_void,
-                );
-                raw_read_kernel(
-                    (*ev).filename.as_mut_ptr() as *mut c_void,
-                    FILENAME_MAX as u32,
-                    (*s).filename.as_ptr() as *const c_void,
-                );
-            }
-            None => {
-                (*ev).argv_kept = 0;
-                (*ev).argv_len = 0;
-                (*ev).argv_flags = ARGV_MISSING;
-                (*ev).filename[0] = 0;
-            }
+        (*ev).argv_kept = (*stage).argv_kept;
+        (*ev).argv_len = (*stage).argv_len;
+        (*ev).argv_flags = (*stage).argv_flags;
+        raw_read_kernel(
+            (*ev).argv.as_mut_ptr() as *mut c_void,
+            ARGV_BUF as u32,
+            (*stage).argv.as_ptr() as *const c_void,
+        );
+        raw_read_kernel(
+            (*ev).filename.as_mut_ptr() as *mut c_void,
+            FILENAME_MAX as u32,
+            (*stage).filename.as_ptr() as *const c_void,
+        );
+    }
+}
+
+/// Reads the argv of the program just exec'd from its new stack, where the
+/// kernel copied it (`mm->arg_start..arg_end`, argc strings back to back):
+/// one read, no staging at syscall entry, and exactly the arguments the
+/// program received — for a `#!` script, the interpreter's argv.
+#[inline(always)]
+unsafe fn argv_from_mm(task: *const u8, ev: *mut ExecEvent, off: &Offsets) {
+    unsafe {
+        (*ev).argv_kept = (*ev).argc;
+        (*ev).argv_len = 0;
+        (*ev).argv_flags = ARGV_READ_FAILED;
+        let mm = read_ptr(task.add(off.task_mm as usize));
+        if mm.is_null() {
+            return;
         }
+        let start = read_u64(mm.add(off.mm_arg_start as usize));
+        let end = read_u64(mm.add(off.mm_arg_end as usize));
+        if start == 0 || end < start {
+            return;
+        }
+        let len = end - start;
+        let flags = if len > ARGV_BUF as u64 {
+            ARGV_TRUNCATED
+        } else {
+            0
+        };
+        // Masked and clamped so the verifier sees 0..=ARGV_BUF bytes.
+        let n = (len.min(ARGV_BUF as u64) as u32) & (ARGV_BUF as u32 * 2 - 1);
+        let n = n.min(ARGV_BUF as u32);
+        if generated::bpf_probe_read_user(
+            (*ev).argv.as_mut_ptr() as *mut c_void,
+            n,
+            start as *const c_void,
+        ) < 0
+        {
+            return;
+        }
+        (*ev).argv_len = n;
+        (*ev).argv_flags = flags;
     }
 }
 
@@ -453,7 +463,6 @@ pub fn sched_process_exec(ctx: BtfTracePointContext) -> u32 {
     // Close-on-exec fds are closed by the kernel, not by close(2): flush
     // the process's I/O so far (any fd; later I/O starts a new aggregate).
     let _ = io_flush_process(current_tgid(), false);
-    let stage = ARGV_STAGE.get_ptr(&old_tid);
     let seq = next_seq();
     match EVENTS.reserve::<ExecEvent>(0) {
         Some(mut entry) => {
@@ -463,8 +472,9 @@ pub fn sched_process_exec(ctx: BtfTracePointContext) -> u32 {
                 (*ev).old_tid = old_tid;
                 (*ev).errno = 0;
                 (*ev).argc = read_u32(bprm.add(off.bprm_argc as usize));
-                copy_stage(ev, stage);
-                // Prefer the kernel's copy of the filename: it is what was executed.
+                argv_from_mm(task, ev, &off);
+                (*ev).filename[0] = 0;
+                // The kernel's copy of the filename: what was executed.
                 let kname = read_ptr(bprm.add(off.bprm_filename as usize));
                 if !kname.is_null() {
                     bpf_probe_read_kernel_str(
@@ -486,53 +496,37 @@ pub fn sched_process_exec(ctx: BtfTracePointContext) -> u32 {
         }
         None => count_loss(EventKind::Exec as u32),
     }
-    let _ = ARGV_STAGE.remove(&old_tid);
     0
 }
 
+/// A failed execve/execveat of a tracked process, seen at its syscall exit:
+/// the caller's memory is intact, so filename and argv are read from it.
 #[inline(always)]
-fn exit_exec(ctx: &TracePointContext) {
-    if !is_tracked(current_tgid()) {
-        return;
-    }
+fn exec_failed(filename: u64, argv: u64, ret: i64) {
     let tid = bpf_get_current_pid_tgid() as u32;
-    let ret: i64 = unsafe { ctx.read_at(16).unwrap_or(0) };
-    if ret < 0 {
-        let off = offsets();
-        let stage = ARGV_STAGE.get_ptr(&tid);
-        let seq = next_seq();
-        match EVENTS.reserve::<ExecEvent>(0) {
-            Some(mut entry) => {
-                let ev = entry.as_mut_ptr();
-                unsafe {
-                    fill_header(&mut (*ev).header, EventKind::ExecFailed, seq, &off);
-                    (*ev).old_tid = tid;
-                    (*ev).errno = (-ret) as i32;
-                    (*ev).argc = 0;
-                    copy_stage(ev, stage);
-                    let task = bpf_get_current_task() as *const u8;
-                    walk_cwd(task, &mut (*ev).cwd, &off);
-                    (*ev).exe.depth = 0;
-                    (*ev).exe.flags = 0;
-                }
-                entry.submit(RB_NO_WAKEUP);
+    let Some(stage) = stage_argv(filename as *const u8, argv as *const *const u8) else {
+        return;
+    };
+    let off = offsets();
+    let seq = next_seq();
+    match EVENTS.reserve::<ExecEvent>(0) {
+        Some(mut entry) => {
+            let ev = entry.as_mut_ptr();
+            unsafe {
+                fill_header(&mut (*ev).header, EventKind::ExecFailed, seq, &off);
+                (*ev).old_tid = tid;
+                (*ev).errno = (-ret) as i32;
+                (*ev).argc = 0;
+                copy_stage(ev, stage);
+                let task = bpf_get_current_task() as *const u8;
+                walk_cwd(task, &mut (*ev).cwd, &off);
+                (*ev).exe.depth = 0;
+                (*ev).exe.flags = 0;
             }
-            None => count_loss(EventKind::ExecFailed as u32),
+            entry.submit(RB_NO_WAKEUP);
         }
+        None => count_loss(EventKind::ExecFailed as u32),
     }
-    let _ = ARGV_STAGE.remove(&tid);
-}
-
-#[tracepoint]
-pub fn sys_exit_execve(ctx: TracePointContext) -> u32 {
-    exit_exec(&ctx);
-    0
-}
-
-#[tracepoint]
-pub fn sys_exit_execveat(ctx: TracePointContext) -> u32 {
-    exit_exec(&ctx);
-    0
 }
 
 // ---------------------------------------------------------------- exit
@@ -1026,8 +1020,9 @@ fn op_of_syscall(nr: u64) -> Option<u32> {
 /// enter/exit pair per syscall. An untracked process pays one map lookup;
 /// a tracked one needs no per-syscall staging, because on x86-64 the
 /// argument registers in `pt_regs` are unchanged when the syscall returns
-/// (only `ax` carries the result). Exec is the exception — a successful
-/// exec replaces the registers — and has its own hooks.
+/// (only `ax` carries the result). A successful exec replaces the
+/// registers and is recorded by sched_process_exec instead; a failed one
+/// is recorded here.
 #[raw_tracepoint(tracepoint = "sys_exit")]
 pub fn sys_exit(ctx: RawTracePointContext) -> i32 {
     let tgid = current_tgid();
@@ -1043,9 +1038,11 @@ pub fn sys_exit(ctx: RawTracePointContext) -> i32 {
             return 0;
         };
         let word = |offset: u32| words[(offset as usize / 8) & 15];
-        let Some(op) = op_of_syscall(word(off.regs_nr)) else {
+        let nr = word(off.regs_nr);
+        let op = op_of_syscall(nr);
+        if op.is_none() && nr != NR_EXECVE && nr != NR_EXECVEAT {
             return 0;
-        };
+        }
         // A 32-bit (compat) syscall numbers its calls differently.
         let task = bpf_get_current_task() as *const u8;
         if read_u32(task.add(off.task_ti_status as usize)) & TS_COMPAT != 0 {
@@ -1055,13 +1052,23 @@ pub fn sys_exit(ctx: RawTracePointContext) -> i32 {
         for (i, slot) in a.iter_mut().enumerate() {
             *slot = word(off.regs_args[i]);
         }
-        finish(tgid, op, a, ret);
+        match op {
+            Some(op) => finish(tgid, op, a, ret),
+            // A successful exec is recorded by sched_process_exec.
+            None if ret < 0 && nr == NR_EXECVE => exec_failed(a[0], a[1], ret),
+            None if ret < 0 => exec_failed(a[1], a[2], ret),
+            None => {}
+        }
     }
     0
 }
 
 /// `thread_info.status` bit: the current syscall is a 32-bit one.
 const TS_COMPAT: u32 = 0x0002;
+
+/// x86-64 numbers of execve and execveat (their failures are recorded here).
+const NR_EXECVE: u64 = 59;
+const NR_EXECVEAT: u64 = 322;
 
 /// TCP outcome of a connect: the SYN_SENT transition happens in the
 /// connecting task (we note the socket); later ones run in softirq with an

@@ -56,9 +56,15 @@ fn records_process_tree_exactly() {
     assert!(execs.iter().all(|e| e.pid != outside.id() as i64));
 
     // Every exec, in order, with its cwd. (Failed execs included.)
-    let seq200: Vec<String> = (1..=200).map(|i| i.to_string()).collect();
-    let mut true_200 = vec!["/bin/true".to_string()];
-    true_200.extend(seq200.iter().take(63).cloned());
+    // A successful exec keeps the first 4096 bytes of the argv the program
+    // got: "/bin/true", 1..=1038 (4093 bytes with terminators) and the
+    // first 3 bytes of "1039".
+    let mut true_2000 = vec!["/bin/true".to_string()];
+    true_2000.extend((1..=1038).map(|i| i.to_string()));
+    true_2000.push("103".into());
+    // A failed exec keeps at most 64 arguments.
+    let mut failed_100 = vec!["/nonexistent/prog".to_string()];
+    failed_100.extend((1..=63).map(|i| i.to_string()));
     let expected: Vec<(&str, Vec<String>, String)> = vec![
         (
             "exec",
@@ -87,9 +93,10 @@ fn records_process_tree_exactly() {
             ]),
             sub.clone(),
         ),
-        ("exec", sv(&["/usr/bin/seq", "1", "200"]), sub.clone()),
-        ("exec", true_200.clone(), sub.clone()),
-        ("exec_failed", sv(&["/nonexistent/prog"]), sub.clone()),
+        ("exec", sv(&["/usr/bin/seq", "1", "2000"]), sub.clone()),
+        ("exec", true_2000.clone(), sub.clone()),
+        ("exec", sv(&["/usr/bin/seq", "1", "100"]), sub.clone()),
+        ("exec_failed", failed_100.clone(), sub.clone()),
         ("exec", sv(&["/bin/sh", "-c", "kill -9 $$"]), sub.clone()),
         ("exec", sv(&["/bin/sleep", "0.8"]), sub.clone()),
     ];
@@ -107,15 +114,16 @@ fn records_process_tree_exactly() {
             .all(|e| e.cwd_status == "complete" && e.uid == uid as i64)
     );
 
-    // Truncation: 201 arguments given, 64 kept, marked.
-    let big = main.iter().find(|e| e.argv == true_200).unwrap();
-    assert_eq!(big.argc, Some(201));
-    assert!(big.argv_truncated);
-    assert!(
-        main.iter()
-            .filter(|e| e.argv != true_200)
-            .all(|e| !e.argv_truncated)
-    );
+    // Truncation: marked on exactly the two cut argvs; argc still tells
+    // how many arguments the program got.
+    let big = main.iter().find(|e| e.argv == true_2000).unwrap();
+    assert_eq!(big.argc, Some(2001));
+    let truncated: Vec<&Vec<String>> = main
+        .iter()
+        .filter(|e| e.argv_truncated)
+        .map(|e| &e.argv)
+        .collect();
+    assert_eq!(truncated, vec![&true_2000, &failed_100]);
 
     // The failed exec: ENOENT, the name as given.
     let failed = main.iter().find(|e| e.kind == "exec_failed").unwrap();
@@ -147,7 +155,7 @@ fn records_process_tree_exactly() {
         sv(&["/bin/echo", "hello", "world"]),
         sv(&["/bin/sh", "-c", "/bin/sh -c \"exit 7\"; exit $?"]),
         sv(&["/bin/sh", "-c", "kill -9 $$"]),
-        true_200.clone(),
+        true_2000.clone(),
     ] {
         assert_eq!(
             proc_of(&argv).parent_id,

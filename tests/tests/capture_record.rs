@@ -327,11 +327,7 @@ fn program_stats_are_stored_on_request_only() {
             "sched_process_exec",
             "sched_process_exit",
             "sched_process_fork",
-            "sys_enter_execve",
-            "sys_enter_execveat",
             "sys_exit",
-            "sys_exit_execve",
-            "sys_exit_execveat",
         ]
     );
     let runs = |name: &str| {

@@ -37,7 +37,7 @@ fn show_and_export_read_a_capture_without_changing_it() {
         text.contains("LOSS      0 events lost in the kernel; 0 missing by sequence number"),
         "{text}"
     );
-    assert!(text.contains("programs  9 attached, 0 failed"), "{text}");
+    assert!(text.contains("programs  5 attached, 0 failed"), "{text}");
     let counts = text.lines().find(|l| l.starts_with("events    ")).unwrap();
     for part in ["exec 3,", "exit 3,", "fork 2,"] {
         assert!(counts.contains(part), "{counts}");

@@ -6,8 +6,8 @@ cd "$1/sub"
 /bin/sh -c '/bin/sh -c "exit 7"; exit $?'
 ( exit 3 )
 /bin/sh -c '( /bin/sleep 0.3; /bin/echo orphan >/dev/null ) & exit 0'
-/bin/true $(/usr/bin/seq 1 200)
-/nonexistent/prog 2>/dev/null
+/bin/true $(/usr/bin/seq 1 2000)
+/nonexistent/prog $(/usr/bin/seq 1 100) 2>/dev/null
 /bin/sh -c 'kill -9 $$'
 /bin/sleep 0.8
 exit 0

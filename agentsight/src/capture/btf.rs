@@ -48,6 +48,9 @@ pub fn kernel_offsets(path: &Path) -> Result<Offsets, BtfError> {
         bprm_filename: f("linux_binprm", "filename")?,
         bprm_argc: f("linux_binprm", "argc")?,
         file_path: f("file", "f_path")?,
+        task_mm: f("task_struct", "mm")?,
+        mm_arg_start: f("mm_struct", "arg_start")?,
+        mm_arg_end: f("mm_struct", "arg_end")?,
         // x86-64 syscall argument registers, in argument order.
         regs_args: [
             f("pt_regs", "di")?,

@@ -2,9 +2,9 @@
 //! from `agentsight-common`; nothing here trusts a length it did not check.
 
 use agentsight_common::{
-    ARGV_MISSING, ARGV_READ_FAILED, ARGV_TRUNCATED, EventKind, ExecEvent, ExitEvent, ForkEvent,
-    Header, IoAgg, IoEvent, PATH_COMPLETE, PATH_DETACHED, PATH_NAME_CUT, PATH_READ_FAILED,
-    PATH_TOO_DEEP, PathRecord, SYS_BUF, SYS_EVENT_BARE, SysEvent, TcpStateEvent,
+    ARGV_READ_FAILED, ARGV_TRUNCATED, EventKind, ExecEvent, ExitEvent, ForkEvent, Header, IoAgg,
+    IoEvent, PATH_COMPLETE, PATH_DETACHED, PATH_NAME_CUT, PATH_READ_FAILED, PATH_TOO_DEEP,
+    PathRecord, SYS_BUF, SYS_EVENT_BARE, SysEvent, TcpStateEvent,
 };
 
 /// Fields every record carries.
@@ -215,15 +215,19 @@ pub fn kernel_path(rec: &PathRecord) -> KernelPath {
     KernelPath { path, status }
 }
 
-/// Splits the NUL-separated argv buffer into arguments.
+/// Splits the argv buffer (arguments back to back, each NUL-terminated; the
+/// last one unterminated when the buffer cut it) into at most `kept` arguments.
 fn split_argv(buf: &[u8], len: u32, kept: u32) -> Vec<String> {
-    let len = (len as usize).min(buf.len());
-    let mut out: Vec<String> = buf[..len]
+    let bytes = &buf[..(len as usize).min(buf.len())];
+    if bytes.is_empty() {
+        return Vec::new();
+    }
+    // The last terminator ends an argument; it does not start an empty one.
+    let body = bytes.strip_suffix(&[0]).unwrap_or(bytes);
+    let mut out: Vec<String> = body
         .split(|&b| b == 0)
         .map(|s| String::from_utf8_lossy(s).into_owned())
         .collect();
-    // A buffer that ends in NUL yields one empty tail element: drop it, but
-    // keep genuine empty arguments (kept tells how many there are).
     out.truncate(kept as usize);
     out
 }
@@ -243,8 +247,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
             let ev: Box<ExecEvent> = Box::new(read_record(bytes, "exec")?);
             let ok = header.kind == EventKind::Exec;
             let argv = split_argv(&ev.argv, ev.argv_len, ev.argv_kept);
-            let argv_truncated = ev.argv_flags & ARGV_TRUNCATED != 0
-                || (ok && ev.argc > ev.argv_kept && ev.argv_flags & ARGV_MISSING == 0);
+            let argv_truncated = ev.argv_flags & ARGV_TRUNCATED != 0;
             Detail::Exec {
                 ok,
                 errno: ev.errno,
@@ -253,7 +256,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 argc: ev.argc,
                 argv,
                 argv_truncated,
-                argv_incomplete: ev.argv_flags & (ARGV_READ_FAILED | ARGV_MISSING) != 0,
+                argv_incomplete: ev.argv_flags & ARGV_READ_FAILED != 0,
                 cwd: kernel_path(&ev.cwd),
                 exe: ok.then(|| kernel_path(&ev.exe)),
             }
@@ -383,6 +386,17 @@ mod tests {
     fn argv_keeps_empty_arguments() {
         let buf = b"echo\0\0x\0";
         assert_eq!(split_argv(buf, 8, 3), vec!["echo", "", "x"]);
+        assert_eq!(split_argv(b"a\0\0", 3, 2), vec!["a", ""]);
+    }
+
+    #[test]
+    fn cut_argv_keeps_the_partial_argument() {
+        // Cut inside the second argument: no terminator at the end.
+        assert_eq!(split_argv(b"cc\0-Wal", 7, 5), vec!["cc", "-Wal"]);
+        // Cut right after a terminator: no empty argument is made up.
+        assert_eq!(split_argv(b"cc\0-c\0", 6, 5), vec!["cc", "-c"]);
+        // Nothing read.
+        assert_eq!(split_argv(b"", 0, 3), Vec::<String>::new());
     }
 
     #[test]

@@ -44,8 +44,9 @@ pub enum Hook {
 }
 
 /// Programs in the object, with the hook each attaches to. File and socket
-/// syscalls all go through one raw `sys_exit` program; exec keeps its
-/// enter/exit pair (argv must be read before the exec replaces memory).
+/// syscalls and failed execs all go through one raw `sys_exit` program; no
+/// program runs at syscall entry (each would tax every syscall of every
+/// process).
 pub fn programs() -> Vec<(String, Hook)> {
     let mut out: Vec<(String, Hook)> = [
         "sched_process_fork",
@@ -55,12 +56,6 @@ pub fn programs() -> Vec<(String, Hook)> {
     .into_iter()
     .map(|n| (n.to_owned(), Hook::BtfTracePoint(n)))
     .collect();
-    for sc in ["execve", "execveat"] {
-        for dir in ["enter", "exit"] {
-            let name = format!("sys_{dir}_{sc}");
-            out.push((name.clone(), Hook::TracePoint("syscalls", name)));
-        }
-    }
     out.push(("sys_exit".to_owned(), Hook::RawTracePoint("sys_exit")));
     out.push((
         "inet_sock_set_state".to_owned(),
