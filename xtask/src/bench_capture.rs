@@ -101,7 +101,7 @@ int main(int argc, char **argv) {
 "#;
 
 /// Recorded and untraced runs alternate this many times per workload.
-const PAIRS: usize = 11;
+const PAIRS: usize = 15;
 /// strace runs per workload (its cost is many times the noise).
 const STRACE_REPS: usize = 3;
 
@@ -109,6 +109,13 @@ const STRACE_REPS: usize = 3;
 struct Usage {
     wall: Duration,
     cpu: Duration,
+}
+
+/// Which side of pair `i` runs first alternates (untraced first in even
+/// pairs), so drift within a pair, and any cost one run leaves to the next,
+/// falls on both sides alike.
+fn recorded_first(i: usize) -> bool {
+    i % 2 == 1
 }
 
 fn run_measured(cmd: &mut Command) -> Result<Usage> {
@@ -449,15 +456,22 @@ pub fn run(agentsight: &Path) -> Result<()> {
         let mut spans: Vec<Duration> = Vec::new();
         let mut usage = Vec::new();
         let mut counts = (None, None, None);
-        // Each recorded run against the untraced run just before it: slow
-        // drift of the machine cancels out; the median of these pairs is
-        // the reported ratio.
+        // Each recorded run against its untraced partner: slow drift of the
+        // machine cancels out; the median of these pairs is the reported
+        // ratio.
         let mut wall_ratios = Vec::new();
         let mut cpu_ratios = Vec::new();
         for i in 0..PAIRS {
-            base.push(run_measured(&mut untraced(cmd, who))?);
             let db = work.join(format!("rec-{i}.db"));
-            let (u, own) = record_run(agentsight, &[], &db, &work.join("record.err"), cmd)?;
+            let recorded = || record_run(agentsight, &[], &db, &work.join("record.err"), cmd);
+            let (u, own) = if recorded_first(i) {
+                let r = recorded()?;
+                base.push(run_measured(&mut untraced(cmd, who))?);
+                r
+            } else {
+                base.push(run_measured(&mut untraced(cmd, who))?);
+                recorded()?
+            };
             counts = capture_counts(&db, agentsight);
             let b = &base[base.len() - 1];
             if let Some(span) = counts.2 {
@@ -576,8 +590,14 @@ pub fn run(agentsight: &Path) -> Result<()> {
     let mut tax_without = Vec::new();
     let mut tax_with = Vec::new();
     for i in 0..PAIRS {
-        without.push(run_measured(&mut untraced(&mix_cmd, who))?);
-        tax_without.push(syscall_ns(&syscall_loop, who)?);
+        let mut run_without = || -> Result<()> {
+            without.push(run_measured(&mut untraced(&mix_cmd, who))?);
+            tax_without.push(syscall_ns(&syscall_loop, who)?);
+            Ok(())
+        };
+        if !recorded_first(i) {
+            run_without()?;
+        }
         let db = work.join(format!("bg-{i}.db"));
         let _ = std::fs::remove_file(&db);
         let mut bg = Command::new(agentsight)
@@ -599,14 +619,17 @@ pub fn run(agentsight: &Path) -> Result<()> {
         }
         with_bg.push(run_measured(&mut untraced(&mix_cmd, who))?);
         tax_with.push(syscall_ns(&syscall_loop, who)?);
-        let (w, wo) = (&with_bg[with_bg.len() - 1], &without[without.len() - 1]);
-        c_wall_ratios.push(ratio(w.wall, wo.wall));
-        c_cpu_ratios.push(ratio(w.cpu, wo.cpu));
         let _ = Command::new("pkill")
             .args(["-f", "/bin/sleep 600"])
             .status();
         let _ = bg.wait();
         bg_events = capture_counts(&db, agentsight).0;
+        if recorded_first(i) {
+            run_without()?;
+        }
+        let (w, wo) = (&with_bg[with_bg.len() - 1], &without[without.len() - 1]);
+        c_wall_ratios.push(ratio(w.wall, wo.wall));
+        c_cpu_ratios.push(ratio(w.cpu, wo.cpu));
     }
     spreads.push((
         "(c) untracked (a) during a recording",
@@ -709,7 +732,7 @@ pub fn run(agentsight: &Path) -> Result<()> {
         "events: agentsight = rows in the capture (I/O aggregated per fd); strace = lines traced."
     );
     println!(
-        "×untr. / cpu×: median over {PAIRS} pairs of (recorded run ÷ the untraced run just before it, both as `nobody`), wall time / the workload's own CPU (user+sys); wall s: best of {PAIRS}."
+        "×untr. / cpu×: median over {PAIRS} pairs of (recorded run ÷ its untraced partner, which runs before or after it in turn, both as `nobody`), wall time / the workload's own CPU (user+sys); wall s: best of {PAIRS}."
     );
     for (name, mut ratios) in spreads {
         ratios.sort_by(f64::total_cmp);
