@@ -304,7 +304,6 @@ pub struct TcpStateEvent {
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct ArgvStage {
-    pub argc: u32,
     pub argv_kept: u32,
     pub argv_len: u32,
     pub argv_flags: u32,

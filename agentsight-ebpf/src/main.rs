@@ -17,9 +17,9 @@ use agentsight_common::{
 };
 use aya_ebpf::{
     helpers::{
-        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_get_current_task,
-        bpf_get_current_uid_gid, bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel,
-        bpf_probe_read_user, generated,
+        bpf_get_current_pid_tgid, bpf_get_current_task, bpf_get_current_uid_gid,
+        bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_probe_read_user,
+        generated,
         generated::{
             bpf_loop, bpf_probe_read_kernel as raw_read_kernel, bpf_probe_read_kernel_str,
             bpf_probe_read_user_str,
@@ -60,9 +60,13 @@ static SEQ: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 static SCRATCH: PerCpuArray<ArgvStage> = PerCpuArray::with_max_entries(1, 0);
 
 #[inline(always)]
-fn offsets() -> Offsets {
-    // Volatile: the value is patched into the object after compilation.
-    unsafe { core::ptr::read_volatile(&OFFSETS) }
+fn offsets() -> &'static Offsets {
+    // The value is patched into the object after compilation, so reads of
+    // it must not be folded to the zeros compiled in. Laundering the address
+    // through a volatile read does that while loading only the fields used
+    // (a volatile read of the whole struct copied all of it every time).
+    let p: *const Offsets = &OFFSETS;
+    unsafe { &*core::ptr::read_volatile(&p) }
 }
 
 #[inline(always)]
@@ -131,7 +135,8 @@ unsafe fn fill_header(h: *mut Header, kind: EventKind, seq: u64, off: &Offsets) 
         (*h).uid = uid_gid as u32;
         (*h).gid = (uid_gid >> 32) as u32;
         (*h)._pad = 0;
-        (*h).comm = bpf_get_current_comm().unwrap_or([0; 16]);
+        // Straight into the record (the kernel zeroes it on failure).
+        generated::bpf_get_current_comm((*h).comm.as_mut_ptr() as *mut c_void, 16);
     }
 }
 
@@ -287,7 +292,7 @@ pub fn sched_process_fork(ctx: BtfTracePointContext) -> u32 {
         Some(mut entry) => {
             let ev = entry.as_mut_ptr();
             unsafe {
-                fill_header(&mut (*ev).header, EventKind::Fork, seq, &off);
+                fill_header(&mut (*ev).header, EventKind::Fork, seq, off);
                 (*ev).child_pid = child_tgid;
                 (*ev).child_tid = child_tid;
             }
@@ -308,7 +313,6 @@ fn stage_argv(filename: *const u8, argv: *const *const u8) -> Option<*const Argv
     let stage = SCRATCH.get_ptr_mut(0)?;
     unsafe {
         let buf = (*stage).argv.as_mut_ptr();
-        (*stage).argc = 0;
         (*stage).argv_flags = 0;
         if bpf_probe_read_user_str(
             (*stage).filename.as_mut_ptr() as *mut c_void,
@@ -468,11 +472,11 @@ pub fn sched_process_exec(ctx: BtfTracePointContext) -> u32 {
         Some(mut entry) => {
             let ev = entry.as_mut_ptr();
             unsafe {
-                fill_header(&mut (*ev).header, EventKind::Exec, seq, &off);
+                fill_header(&mut (*ev).header, EventKind::Exec, seq, off);
                 (*ev).old_tid = old_tid;
                 (*ev).errno = 0;
                 (*ev).argc = read_u32(bprm.add(off.bprm_argc as usize));
-                argv_from_mm(task, ev, &off);
+                argv_from_mm(task, ev, off);
                 (*ev).filename[0] = 0;
                 // The kernel's copy of the filename: what was executed.
                 let kname = read_ptr(bprm.add(off.bprm_filename as usize));
@@ -483,13 +487,13 @@ pub fn sched_process_exec(ctx: BtfTracePointContext) -> u32 {
                         kname as *const c_void,
                     );
                 }
-                walk_cwd(task, &mut (*ev).cwd, &off);
+                walk_cwd(task, &mut (*ev).cwd, off);
                 let file = read_ptr(bprm.add(off.bprm_file as usize));
                 if file.is_null() {
                     (*ev).exe.depth = 0;
                     (*ev).exe.flags = PATH_READ_FAILED;
                 } else {
-                    walk_path(file.add(off.file_path as usize), &mut (*ev).exe, 1, &off);
+                    walk_path(file.add(off.file_path as usize), &mut (*ev).exe, 1, off);
                 }
             }
             entry.submit(RB_NO_WAKEUP);
@@ -513,13 +517,13 @@ fn exec_failed(filename: u64, argv: u64, ret: i64) {
         Some(mut entry) => {
             let ev = entry.as_mut_ptr();
             unsafe {
-                fill_header(&mut (*ev).header, EventKind::ExecFailed, seq, &off);
+                fill_header(&mut (*ev).header, EventKind::ExecFailed, seq, off);
                 (*ev).old_tid = tid;
                 (*ev).errno = (-ret) as i32;
                 (*ev).argc = 0;
                 copy_stage(ev, stage);
                 let task = bpf_get_current_task() as *const u8;
-                walk_cwd(task, &mut (*ev).cwd, &off);
+                walk_cwd(task, &mut (*ev).cwd, off);
                 (*ev).exe.depth = 0;
                 (*ev).exe.flags = 0;
             }
@@ -551,7 +555,7 @@ pub fn sched_process_exit(ctx: BtfTracePointContext) -> u32 {
         Some(mut entry) => {
             let ev = entry.as_mut_ptr();
             unsafe {
-                fill_header(&mut (*ev).header, EventKind::Exit, seq, &off);
+                fill_header(&mut (*ev).header, EventKind::Exit, seq, off);
                 (*ev).exit_code = read_u32(task.add(off.task_exit_code as usize));
                 (*ev).flags = if unlisted { EXIT_IO_UNLISTED } else { 0 };
             }
@@ -745,15 +749,25 @@ fn io_account(tgid: u32, fd: u64, is_write: bool, bytes: i64) {
         }
         return;
     }
-    let agg = IoAgg {
-        write_bytes: if is_write { bytes as u64 } else { 0 },
-        write_calls: is_write as u64,
-        read_bytes: if is_write { 0 } else { bytes as u64 },
-        read_calls: (!is_write) as u64,
-        first_ns: now,
-        last_ns: now,
+    // Field by field, volatile: a struct literal with zeros in it compiles
+    // to a call to a byte-by-byte memset subprogram first.
+    let mut agg = core::mem::MaybeUninit::<IoAgg>::uninit();
+    let p = agg.as_mut_ptr();
+    let (write_bytes, read_bytes) = if is_write {
+        (bytes as u64, 0)
+    } else {
+        (0, bytes as u64)
     };
-    if IO.insert(&key, &agg, 0).is_err() {
+    let agg = unsafe {
+        core::ptr::addr_of_mut!((*p).write_bytes).write_volatile(write_bytes);
+        core::ptr::addr_of_mut!((*p).write_calls).write_volatile(is_write as u64);
+        core::ptr::addr_of_mut!((*p).read_bytes).write_volatile(read_bytes);
+        core::ptr::addr_of_mut!((*p).read_calls).write_volatile((!is_write) as u64);
+        core::ptr::addr_of_mut!((*p).first_ns).write_volatile(now);
+        core::ptr::addr_of_mut!((*p).last_ns).write_volatile(now);
+        agg.assume_init_ref()
+    };
+    if IO.insert(&key, agg, 0).is_err() {
         count_loss(LOSS_SLOT_IO_FULL);
         return;
     }
@@ -773,10 +787,18 @@ fn io_flush(tgid: u32, fd: u64) {
         Some(mut entry) => {
             let ev = entry.as_mut_ptr();
             unsafe {
-                fill_header(&mut (*ev).header, EventKind::Io, seq, &off);
+                fill_header(&mut (*ev).header, EventKind::Io, seq, off);
                 (*ev).fd = fd as i32;
                 (*ev)._pad = 0;
-                (*ev).agg = *agg;
+                // Field by field: a struct copy compiles to a call to a
+                // byte-copying memmove subprogram.
+                let (dst, src) = (&mut (*ev).agg, &*agg);
+                dst.write_bytes = src.write_bytes;
+                dst.write_calls = src.write_calls;
+                dst.read_bytes = src.read_bytes;
+                dst.read_calls = src.read_calls;
+                dst.first_ns = src.first_ns;
+                dst.last_ns = src.last_ns;
             }
             entry.submit(RB_NO_WAKEUP);
         }
@@ -839,7 +861,7 @@ fn finish(tgid: u32, op: u32, a: [u64; 6], ret: i64) {
     let off = offsets();
     let seq = next_seq();
     unsafe {
-        fill_header(&mut (*ev).header, EventKind::Sys, seq, &off);
+        fill_header(&mut (*ev).header, EventKind::Sys, seq, off);
         (*ev).op = op;
         (*ev).ret = ret;
         (*ev).args = a;
@@ -1033,10 +1055,18 @@ pub fn sys_exit(ctx: RawTracePointContext) -> i32 {
     let regs: *const u8 = ctx.arg(0);
     let ret: i64 = ctx.arg(1);
     unsafe {
-        // The registers we need all lie in pt_regs' first 16 words: one copy.
-        let Ok(words) = bpf_probe_read_kernel(regs as *const [u64; 16]) else {
+        // The registers we need all lie in pt_regs' first 16 words: one
+        // read, straight into this stack slot.
+        let mut words = core::mem::MaybeUninit::<[u64; 16]>::uninit();
+        if raw_read_kernel(
+            words.as_mut_ptr() as *mut c_void,
+            core::mem::size_of::<[u64; 16]>() as u32,
+            regs as *const c_void,
+        ) < 0
+        {
             return 0;
-        };
+        }
+        let words = words.assume_init_ref();
         let word = |offset: u32| words[(offset as usize / 8) & 15];
         let nr = word(off.regs_nr);
         let op = op_of_syscall(nr);
