@@ -683,6 +683,21 @@ static DNS_FDS: HashMap<u64, u8> = HashMap::with_max_entries(4096, 0);
 static TCP_SOCKS: LruHashMap<u64, u32> = LruHashMap::with_max_entries(16384, 0);
 
 #[inline(always)]
+fn is_dns_fd(key: u64) -> bool {
+    unsafe { DNS_FDS.get(&key).is_some() }
+}
+
+/// Drops a closed fd from `DNS_FDS`. Looked up first: the lookup is
+/// lockless, a delete takes the bucket lock even when the key is absent
+/// (the usual case, on every close).
+#[inline(always)]
+fn forget_dns_fd(key: u64) {
+    if is_dns_fd(key) {
+        let _ = DNS_FDS.remove(&key);
+    }
+}
+
+#[inline(always)]
 fn fd_key(tgid: u32, fd: u64) -> u64 {
     ((tgid as u64) << 32) | (fd & 0xffff_ffff)
 }
@@ -829,8 +844,8 @@ fn finish(tgid: u32, op: u32, a: [u64; 6], ret: i64) {
     match op {
         op::WRITE | op::PWRITE64 | op::WRITEV | op::PWRITEV => {
             io_account(tgid, a[0], true, ret);
-            let dns = unsafe { DNS_FDS.get(&dns_key).is_some() };
-            if !(op == op::WRITE && ret > 0 && dns) {
+            let dns = op == op::WRITE && ret > 0 && is_dns_fd(dns_key);
+            if !dns {
                 return;
             }
         }
@@ -841,14 +856,14 @@ fn finish(tgid: u32, op: u32, a: [u64; 6], ret: i64) {
         op::CLOSE => {
             if ret == 0 {
                 io_flush(tgid, a[0]);
-                let _ = DNS_FDS.remove(&dns_key);
+                forget_dns_fd(dns_key);
             }
         }
         // dup2/dup3 close their target fd implicitly: flush what it did first.
         op::DUP2 | op::DUP3 => {
             if ret >= 0 && a[0] != a[1] {
                 io_flush(tgid, a[1]);
-                let _ = DNS_FDS.remove(&fd_key(tgid, a[1]));
+                forget_dns_fd(fd_key(tgid, a[1]));
             }
         }
         // Only the fcntl commands that make a new fd matter to the fd table.
@@ -921,7 +936,7 @@ fn finish(tgid: u32, op: u32, a: [u64; 6], ret: i64) {
                 SYS_EVENT_ONE
             }
             op::SENDTO => {
-                let dns_fd = DNS_FDS.get(&dns_key).is_some();
+                let dns_fd = is_dns_fd(dns_key);
                 if a[4] != 0 {
                     l1 = user_bytes(a[4], a[5], 128, b1);
                 }
@@ -945,7 +960,7 @@ fn finish(tgid: u32, op: u32, a: [u64; 6], ret: i64) {
                 if name != 0 {
                     l1 = user_bytes(name, namelen as u64, 128, b1);
                 }
-                let dns = DNS_FDS.get(&dns_key).is_some() || (l1 >= 4 && is_dns_addr(b1));
+                let dns = is_dns_fd(dns_key) || (l1 >= 4 && is_dns_addr(b1));
                 if name == 0 && !dns {
                     return;
                 }
