@@ -325,7 +325,9 @@ fn stage_argv(filename: *const u8, argv: *const *const u8) -> Option<*const Argv
         let mut off = 0usize;
         let mut kept = 0u32;
         let mut flags = 0u32;
-        for i in 0..ARGV_MAX_ARGS {
+        // A NULL argv is allowed (no arguments), not a failed read.
+        let count = if argv.is_null() { 0 } else { ARGV_MAX_ARGS };
+        for i in 0..count {
             let arg = match bpf_probe_read_user(argv.add(i)) {
                 Ok(p) => p,
                 Err(_) => {

@@ -157,6 +157,7 @@ pub struct ExecRow {
     pub argv: Vec<String>,
     pub argc: Option<i64>,
     pub argv_truncated: bool,
+    pub argv_incomplete: bool,
     pub filename: String,
     pub cwd: String,
     pub cwd_status: String,
@@ -167,7 +168,8 @@ pub struct ExecRow {
 pub fn execs(conn: &rusqlite::Connection) -> Vec<ExecRow> {
     let mut st = conn
         .prepare(
-            "SELECT kind, pid, ppid, uid, process_id, argv, argc, argv_truncated, filename, cwd, cwd_status, exe, errno
+            "SELECT kind, pid, ppid, uid, process_id, argv, argc, argv_truncated, filename, cwd, cwd_status, exe, errno,
+                    argv_incomplete
              FROM events WHERE kind IN ('exec', 'exec_failed') ORDER BY mono_ns",
         )
         .expect("prepare");
@@ -182,6 +184,7 @@ pub fn execs(conn: &rusqlite::Connection) -> Vec<ExecRow> {
             argv: serde_json::from_str(&argv).expect("argv json"),
             argc: r.get(6)?,
             argv_truncated: r.get::<_, Option<bool>>(7)?.unwrap_or(false),
+            argv_incomplete: r.get::<_, Option<bool>>(13)?.unwrap_or(false),
             filename: r.get(8)?,
             cwd: r.get(9)?,
             cwd_status: r.get(10)?,

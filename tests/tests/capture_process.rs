@@ -5,6 +5,10 @@ use std::{collections::HashMap, path::Path, process::Command};
 
 use agentsight_tests::*;
 
+/// The tree workload's call of execve(path, NULL, NULL) (see workloads/tree.sh).
+const NULL_ARGV_EXEC: &str =
+    r#"import ctypes; ctypes.CDLL(None).execve(b"/nonexistent/null-argv", None, None)"#;
+
 #[test]
 fn records_process_tree_exactly() {
     require_root();
@@ -97,6 +101,12 @@ fn records_process_tree_exactly() {
         ("exec", true_2000.clone(), sub.clone()),
         ("exec", sv(&["/usr/bin/seq", "1", "100"]), sub.clone()),
         ("exec_failed", failed_100.clone(), sub.clone()),
+        (
+            "exec",
+            sv(&["/usr/bin/python3", "-c", NULL_ARGV_EXEC]),
+            sub.clone(),
+        ),
+        ("exec_failed", vec![], sub.clone()),
         ("exec", sv(&["/bin/sh", "-c", "kill -9 $$"]), sub.clone()),
         ("exec", sv(&["/bin/sleep", "0.8"]), sub.clone()),
     ];
@@ -129,6 +139,18 @@ fn records_process_tree_exactly() {
     let failed = main.iter().find(|e| e.kind == "exec_failed").unwrap();
     assert_eq!(failed.errno.as_deref(), Some("ENOENT"));
     assert_eq!(failed.filename, "/nonexistent/prog");
+    // execve(path, NULL, NULL) fails with no arguments, not with an
+    // unreadable argv.
+    let null_argv = main.iter().rfind(|e| e.kind == "exec_failed").unwrap();
+    assert_eq!(
+        (
+            null_argv.filename.as_str(),
+            null_argv.errno.as_deref(),
+            null_argv.argv_incomplete
+        ),
+        ("/nonexistent/null-argv", Some("ENOENT"), false)
+    );
+    assert!(main.iter().all(|e| !e.argv_incomplete));
 
     // Resolved binaries.
     let echo = main.iter().find(|e| e.argv[0] == "/bin/echo").unwrap();
