@@ -55,7 +55,7 @@ pub enum Detail {
         argv: Vec<String>,
         /// Some arguments (or the end of one) were not kept.
         argv_truncated: bool,
-        /// Reading argv from the caller's memory failed, or it was never staged.
+        /// Reading argv from user memory failed: `argv` holds what was read.
         argv_incomplete: bool,
         cwd: KernelPath,
         exe: Option<KernelPath>,
