@@ -140,6 +140,24 @@ unsafe fn fill_header(h: *mut Header, kind: EventKind, seq: u64, off: &Offsets) 
     }
 }
 
+/// Reserves a `T` record (which starts with a [`Header`]) in the ring,
+/// fills its header for the current task and the rest with `fill`, and
+/// submits it; a full ring is counted as loss of `kind`.
+#[inline(always)]
+fn emit<T: 'static>(kind: EventKind, fill: impl FnOnce(*mut T, &Offsets)) {
+    let off = offsets();
+    let seq = next_seq();
+    match EVENTS.reserve::<T>(0) {
+        Some(mut entry) => {
+            let ev = entry.as_mut_ptr();
+            unsafe { fill_header(ev as *mut Header, kind, seq, off) };
+            fill(ev, off);
+            entry.submit(RB_NO_WAKEUP);
+        }
+        None => count_loss(kind as u32),
+    }
+}
+
 /// Per-CPU scratch for path walks (slot 0: cwd, slot 1: exe); copied into
 /// the record afterwards. The walk runs under bpf_loop, so the verifier checks
 /// one step once instead of every unrolled iteration.
@@ -287,19 +305,10 @@ pub fn sched_process_fork(ctx: BtfTracePointContext) -> u32 {
     if TRACKED.insert(&child_tgid, &1, 0).is_err() {
         count_loss(LOSS_SLOT_TRACK_FULL);
     }
-    let seq = next_seq();
-    match EVENTS.reserve::<ForkEvent>(0) {
-        Some(mut entry) => {
-            let ev = entry.as_mut_ptr();
-            unsafe {
-                fill_header(&mut (*ev).header, EventKind::Fork, seq, off);
-                (*ev).child_pid = child_tgid;
-                (*ev).child_tid = child_tid;
-            }
-            entry.submit(RB_NO_WAKEUP);
-        }
-        None => count_loss(EventKind::Fork as u32),
-    }
+    emit::<ForkEvent>(EventKind::Fork, |ev, _| unsafe {
+        (*ev).child_pid = child_tgid;
+        (*ev).child_tid = child_tid;
+    });
     0
 }
 
@@ -462,46 +471,36 @@ pub fn sched_process_exec(ctx: BtfTracePointContext) -> u32 {
     if !is_tracked(current_tgid()) {
         return 0;
     }
-    let off = offsets();
     let task: *const u8 = ctx.arg(0);
     let old_tid: u32 = ctx.arg::<u64>(1) as u32;
     let bprm: *const u8 = ctx.arg(2);
     // Close-on-exec fds are closed by the kernel, not by close(2): flush
     // the process's I/O so far (any fd; later I/O starts a new aggregate).
     let _ = io_flush_process(current_tgid(), false);
-    let seq = next_seq();
-    match EVENTS.reserve::<ExecEvent>(0) {
-        Some(mut entry) => {
-            let ev = entry.as_mut_ptr();
-            unsafe {
-                fill_header(&mut (*ev).header, EventKind::Exec, seq, off);
-                (*ev).old_tid = old_tid;
-                (*ev).errno = 0;
-                (*ev).argc = read_u32(bprm.add(off.bprm_argc as usize));
-                argv_from_mm(task, ev, off);
-                (*ev).filename[0] = 0;
-                // The kernel's copy of the filename: what was executed.
-                let kname = read_ptr(bprm.add(off.bprm_filename as usize));
-                if !kname.is_null() {
-                    bpf_probe_read_kernel_str(
-                        (*ev).filename.as_mut_ptr() as *mut c_void,
-                        FILENAME_MAX as u32,
-                        kname as *const c_void,
-                    );
-                }
-                walk_cwd(task, &mut (*ev).cwd, off);
-                let file = read_ptr(bprm.add(off.bprm_file as usize));
-                if file.is_null() {
-                    (*ev).exe.depth = 0;
-                    (*ev).exe.flags = PATH_READ_FAILED;
-                } else {
-                    walk_path(file.add(off.file_path as usize), &mut (*ev).exe, 1, off);
-                }
-            }
-            entry.submit(RB_NO_WAKEUP);
+    emit::<ExecEvent>(EventKind::Exec, |ev, off| unsafe {
+        (*ev).old_tid = old_tid;
+        (*ev).errno = 0;
+        (*ev).argc = read_u32(bprm.add(off.bprm_argc as usize));
+        argv_from_mm(task, ev, off);
+        (*ev).filename[0] = 0;
+        // The kernel's copy of the filename: what was executed.
+        let kname = read_ptr(bprm.add(off.bprm_filename as usize));
+        if !kname.is_null() {
+            bpf_probe_read_kernel_str(
+                (*ev).filename.as_mut_ptr() as *mut c_void,
+                FILENAME_MAX as u32,
+                kname as *const c_void,
+            );
         }
-        None => count_loss(EventKind::Exec as u32),
-    }
+        walk_cwd(task, &mut (*ev).cwd, off);
+        let file = read_ptr(bprm.add(off.bprm_file as usize));
+        if file.is_null() {
+            (*ev).exe.depth = 0;
+            (*ev).exe.flags = PATH_READ_FAILED;
+        } else {
+            walk_path(file.add(off.file_path as usize), &mut (*ev).exe, 1, off);
+        }
+    });
     0
 }
 
@@ -513,26 +512,16 @@ fn exec_failed(filename: u64, argv: u64, ret: i64) {
     let Some(stage) = stage_argv(filename as *const u8, argv as *const *const u8) else {
         return;
     };
-    let off = offsets();
-    let seq = next_seq();
-    match EVENTS.reserve::<ExecEvent>(0) {
-        Some(mut entry) => {
-            let ev = entry.as_mut_ptr();
-            unsafe {
-                fill_header(&mut (*ev).header, EventKind::ExecFailed, seq, off);
-                (*ev).old_tid = tid;
-                (*ev).errno = (-ret) as i32;
-                (*ev).argc = 0;
-                copy_stage(ev, stage);
-                let task = bpf_get_current_task() as *const u8;
-                walk_cwd(task, &mut (*ev).cwd, off);
-                (*ev).exe.depth = 0;
-                (*ev).exe.flags = 0;
-            }
-            entry.submit(RB_NO_WAKEUP);
-        }
-        None => count_loss(EventKind::ExecFailed as u32),
-    }
+    emit::<ExecEvent>(EventKind::ExecFailed, |ev, off| unsafe {
+        (*ev).old_tid = tid;
+        (*ev).errno = (-ret) as i32;
+        (*ev).argc = 0;
+        copy_stage(ev, stage);
+        let task = bpf_get_current_task() as *const u8;
+        walk_cwd(task, &mut (*ev).cwd, off);
+        (*ev).exe.depth = 0;
+        (*ev).exe.flags = 0;
+    });
 }
 
 // ---------------------------------------------------------------- exit
@@ -550,21 +539,11 @@ pub fn sched_process_exit(ctx: BtfTracePointContext) -> u32 {
     // The kernel closes what is still open: flush that I/O first, so it
     // precedes the exit.
     let unlisted = io_flush_process(tgid, true);
-    let off = offsets();
     let task: *const u8 = ctx.arg(0);
-    let seq = next_seq();
-    match EVENTS.reserve::<ExitEvent>(0) {
-        Some(mut entry) => {
-            let ev = entry.as_mut_ptr();
-            unsafe {
-                fill_header(&mut (*ev).header, EventKind::Exit, seq, off);
-                (*ev).exit_code = read_u32(task.add(off.task_exit_code as usize));
-                (*ev).flags = if unlisted { EXIT_IO_UNLISTED } else { 0 };
-            }
-            entry.submit(RB_NO_WAKEUP);
-        }
-        None => count_loss(EventKind::Exit as u32),
-    }
+    emit::<ExitEvent>(EventKind::Exit, |ev, off| unsafe {
+        (*ev).exit_code = read_u32(task.add(off.task_exit_code as usize));
+        (*ev).flags = if unlisted { EXIT_IO_UNLISTED } else { 0 };
+    });
     let _ = TRACKED.remove(&tgid);
     0
 }
@@ -798,29 +777,19 @@ fn io_flush(tgid: u32, fd: u64) {
     let Some(agg) = IO.get_ptr(&key) else {
         return;
     };
-    let off = offsets();
-    let seq = next_seq();
-    match EVENTS.reserve::<IoEvent>(0) {
-        Some(mut entry) => {
-            let ev = entry.as_mut_ptr();
-            unsafe {
-                fill_header(&mut (*ev).header, EventKind::Io, seq, off);
-                (*ev).fd = fd as i32;
-                (*ev)._pad = 0;
-                // Field by field: a struct copy compiles to a call to a
-                // byte-copying memmove subprogram.
-                let (dst, src) = (&mut (*ev).agg, &*agg);
-                dst.write_bytes = src.write_bytes;
-                dst.write_calls = src.write_calls;
-                dst.read_bytes = src.read_bytes;
-                dst.read_calls = src.read_calls;
-                dst.first_ns = src.first_ns;
-                dst.last_ns = src.last_ns;
-            }
-            entry.submit(RB_NO_WAKEUP);
-        }
-        None => count_loss(EventKind::Io as u32),
-    }
+    emit::<IoEvent>(EventKind::Io, |ev, _| unsafe {
+        (*ev).fd = fd as i32;
+        (*ev)._pad = 0;
+        // Field by field: a struct copy compiles to a call to a
+        // byte-copying memmove subprogram.
+        let (dst, src) = (&mut (*ev).agg, &*agg);
+        dst.write_bytes = src.write_bytes;
+        dst.write_calls = src.write_calls;
+        dst.read_bytes = src.read_bytes;
+        dst.read_calls = src.read_calls;
+        dst.first_ns = src.first_ns;
+        dst.last_ns = src.last_ns;
+    });
     let _ = IO.remove(&key);
 }
 
