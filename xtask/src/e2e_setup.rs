@@ -55,6 +55,12 @@ fn complete(modules: &Path) -> bool {
         && std::fs::metadata(modules.join(".bin/claude")).is_ok_and(|m| m.len() > 1_000_000)
 }
 
+/// The pinned CLIs' `node_modules` when they are completely installed.
+pub fn installed() -> Option<PathBuf> {
+    let modules = Path::new(CACHE_ROOT).join(pins_hash()).join("node_modules");
+    complete(&modules).then_some(modules)
+}
+
 /// Installs (once) the pinned CLIs and returns their `node_modules` directory;
 /// the executables are in its `.bin`.
 pub fn install_agent_clis() -> Result<PathBuf> {

@@ -14,7 +14,10 @@ use clap::{Parser, Subcommand, ValueEnum};
 mod bench_capture;
 mod bench_correlate;
 mod bench_sessions;
+mod doctor;
 mod e2e_setup;
+mod fresh_setup;
+mod toolchain;
 
 #[derive(Parser)]
 #[command(name = "xtask")]
@@ -27,6 +30,11 @@ struct Cli {
 enum Task {
     /// Install the toolchain pieces and packages a fresh machine lacks.
     Setup,
+    /// Print every prerequisite as present / missing / wrong, with its fix.
+    Doctor,
+    /// Slow (10–15 min): run `setup` in an empty RUSTUP_HOME/CARGO_HOME and
+    /// build the kernel programs with what it installed.
+    FreshSetup,
     /// Set up, then build the release binary (kernel programs embedded).
     Build,
     /// Set up, build, record a small scripted workload, and summarise it.
@@ -50,10 +58,8 @@ enum BenchWhat {
     Correlate,
 }
 
-/// bpf-linker release known to build against the nightly's LLVM 22 here.
-const BPF_LINKER_VERSION: &str = "0.13.0";
 /// Debian packages the tests use: (a program it provides, package).
-const DEBIAN_PACKAGES: &[(&str, &str)] = &[
+pub(crate) const DEBIAN_PACKAGES: &[(&str, &str)] = &[
     ("strace", "strace"),
     ("useradd", "passwd"),
     ("gcc", "gcc"),
@@ -71,6 +77,14 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.task {
         Task::Setup => setup(),
+        Task::Doctor => {
+            if doctor::report(&doctor::checks()) {
+                Ok(())
+            } else {
+                bail!("some prerequisites are missing or wrong (see above)")
+            }
+        }
+        Task::FreshSetup => fresh_setup::check(),
         Task::Build => {
             setup()?;
             build_release()
@@ -132,44 +146,23 @@ fn have(program: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// Runs the doctor, installs what setup can install, and stops with the
+/// doctor's report when anything required is still missing or wrong.
 fn setup() -> Result<()> {
-    // 1. Nightly with rust-src: the kernel programs build with -Z build-std=core.
-    let installed = output(Command::new("rustup").args(["toolchain", "list"])).unwrap_or_default();
-    if !installed.lines().any(|l| l.starts_with("nightly")) {
-        run(Command::new("rustup").args([
-            "toolchain",
-            "install",
-            "nightly",
-            "--profile",
-            "minimal",
-            "--component",
-            "rust-src",
-        ]))?;
+    let before = doctor::checks();
+    if doctor::machine_failures(&before) > 0 {
+        eprintln!("xtask: this machine lacks what setup cannot install:");
+        doctor::report(&before);
+        bail!("setup stopped: see the report above");
     }
-    let comps = output(Command::new("rustup").args([
-        "component",
-        "list",
-        "--toolchain",
-        "nightly",
-        "--installed",
-    ]))
-    .unwrap_or_default();
-    if !comps.lines().any(|l| l.starts_with("rust-src")) {
-        run(Command::new("rustup").args([
-            "component",
-            "add",
-            "rust-src",
-            "--toolchain",
-            "nightly",
-        ]))?;
+    let pins = toolchain::Pins::read()?;
+    // 1. The pinned toolchains (the kernel programs build with -Z build-std=core).
+    toolchain::install_stable(&pins)?;
+    toolchain::install_nightly(&pins)?;
+    // 2. bpf-linker built against the pinned nightly's own LLVM (same major).
+    if !toolchain::linker_ok(&toolchain::linker()) {
+        toolchain::install_bpf_linker(&pins)?;
     }
-
-    // 2. bpf-linker built against the nightly's own LLVM (same major version).
-    let linker = output(Command::new("bpf-linker").arg("--version")).unwrap_or_default();
-    if !linker.contains(BPF_LINKER_VERSION) {
-        install_bpf_linker()?;
-    }
-
     // 3. Debian packages the tests need.
     let missing: Vec<&str> = DEBIAN_PACKAGES
         .iter()
@@ -183,54 +176,14 @@ fn setup() -> Result<()> {
             .args(&missing)
             .env("DEBIAN_FRONTEND", "noninteractive"))?;
     }
-    // The real agent CLIs (pinned, from npm) for the end-to-end tests.
+    // 4. The real agent CLIs (pinned, from npm) for the end-to-end tests.
     e2e_setup::install_agent_clis()?;
+    let after = doctor::checks();
+    if !doctor::report(&after) {
+        bail!("setup finished, but the report above still shows what is missing");
+    }
     eprintln!("xtask: setup complete");
     Ok(())
-}
-
-/// Builds bpf-linker with LLVM_PREFIX pointing at a folder that exposes the
-/// nightly's libLLVM as `libLLVM.so`, so no system LLVM 22 is needed.
-fn install_bpf_linker() -> Result<()> {
-    let sysroot = output(Command::new("rustc").args(["+nightly", "--print", "sysroot"]))
-        .context("cannot find the nightly sysroot")?;
-    let lib = PathBuf::from(sysroot.trim()).join("lib");
-    let llvm = std::fs::read_dir(&lib)
-        .with_context(|| format!("reading {}", lib.display()))?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .find(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("libLLVM.so.22") || n.starts_with("libLLVM-22"))
-        })
-        .with_context(|| format!("no libLLVM 22 in {}", lib.display()))?;
-    let prefix = std::env::temp_dir().join("agentsight-llvm-prefix");
-    let plib = prefix.join("lib");
-    std::fs::create_dir_all(&plib)?;
-    for name in [
-        "libLLVM.so".to_owned(),
-        llvm.file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("libLLVM.so.22")
-            .to_owned(),
-    ] {
-        let link = plib.join(name);
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(&llvm, &link)?;
-    }
-    run(Command::new("cargo")
-        .args([
-            "install",
-            "bpf-linker",
-            "--locked",
-            "--version",
-            BPF_LINKER_VERSION,
-            "--no-default-features",
-            "--features",
-            "llvm-22",
-        ])
-        .env("LLVM_PREFIX", &prefix))
 }
 
 fn build_release() -> Result<()> {
