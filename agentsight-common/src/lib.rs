@@ -73,10 +73,11 @@ impl EventKind {
 #[derive(Clone, Copy)]
 pub struct Header {
     pub kind: u32,
-    /// CPU that produced the record; `seq` counts per CPU.
+    /// CPU that produced the record; `seq` counts per CPU and stream.
     pub cpu: u32,
-    /// Per-CPU sequence number, incremented for every record attempted
-    /// (including ones whose reserve failed), so a gap means loss.
+    /// Per-CPU, per-stream sequence number, taken only by a record that is
+    /// then submitted or counted as lost (a failed reserve or output takes
+    /// one too), so a gap means a record that never arrived.
     pub seq: u64,
     /// CLOCK_MONOTONIC nanoseconds (bpf_ktime_get_ns).
     pub mono_ns: u64,
@@ -88,9 +89,21 @@ pub struct Header {
     pub ppid: u32,
     pub uid: u32,
     pub gid: u32,
-    pub _pad: u32,
+    /// Which counter `seq` comes from ([`SEQ_STREAM_TASK`] or
+    /// [`SEQ_STREAM_TCP`]).
+    pub seq_stream: u32,
     pub comm: [u8; 16],
 }
+
+/// Sequence counter of the programs that run in task context with
+/// preemption off (fork, exec, exit, sys_exit): they never interleave on a CPU.
+pub const SEQ_STREAM_TASK: u32 = 0;
+/// Sequence counter of the TCP state tracepoint, which can run in softirq
+/// and so interrupt a task-context program between its number and its
+/// submit; its own counter keeps each stream's numbers free of interleaving.
+pub const SEQ_STREAM_TCP: u32 = 1;
+/// Entries of the kernel's SEQ map.
+pub const SEQ_STREAMS: u32 = 2;
 
 /// A new process (not a thread) was forked by a tracked process.
 /// Header `pid`/`tid` are the parent's.

@@ -13,7 +13,8 @@ use agentsight_common::{
     EventKind, ExecEvent, ExitEvent, FILENAME_MAX, ForkEvent, Header, IO_FD_LIST, IoAgg, IoEvent,
     IoFdList, KIND_SLOTS, LOSS_SLOT_IO_FULL, LOSS_SLOT_TRACK_FULL, Offsets, PATH_COMPLETE,
     PATH_DEPTH, PATH_DETACHED, PATH_NAME_CUT, PATH_NAME_MAX, PATH_READ_FAILED, PATH_TOO_DEEP,
-    PathRecord, SYS_BUF, SYS_EVENT_BARE, SYS_EVENT_ONE, SYS_EVENT_TWO, SysEvent, TcpStateEvent, op,
+    PathRecord, SEQ_STREAM_TASK, SEQ_STREAM_TCP, SEQ_STREAMS, SYS_BUF, SYS_EVENT_BARE,
+    SYS_EVENT_ONE, SYS_EVENT_TWO, SysEvent, TcpStateEvent, op,
 };
 use aya_ebpf::{
     helpers::{
@@ -51,9 +52,9 @@ const RB_NO_WAKEUP: u64 = 1;
 #[map]
 static LOSS: PerCpuArray<u64> = PerCpuArray::with_max_entries(KIND_SLOTS, 0);
 
-/// Per-CPU record sequence numbers.
+/// Per-CPU record sequence numbers, one counter per stream.
 #[map]
-static SEQ: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+static SEQ: PerCpuArray<u64> = PerCpuArray::with_max_entries(SEQ_STREAMS, 0);
 
 /// Per-CPU scratch space to read a failed exec's argv into (too big for the stack).
 #[map]
@@ -79,15 +80,29 @@ fn is_tracked(tgid: u32) -> bool {
     unsafe { TRACKED.get(&tgid).is_some() }
 }
 
+/// The next sequence number of `stream` on this CPU. Call it only where a
+/// record is then submitted or counted as lost, so that a gap in the numbers
+/// means a record that never arrived and nothing else. Programs that share a
+/// stream never interleave on a CPU (task context with preemption off; the
+/// TCP tracepoint, which may run in softirq, has its own stream and cannot
+/// nest in itself), so a plain increment is exact.
 #[inline(always)]
-fn next_seq() -> u64 {
-    match SEQ.get_ptr_mut(0) {
+fn next_seq(stream: u32) -> u64 {
+    match SEQ.get_ptr_mut(stream) {
         Some(p) => unsafe {
             *p += 1;
             *p
         },
         None => 0,
     }
+}
+
+/// A record that could not be reserved or sent: it takes its sequence
+/// number (so the reader sees the gap) and is counted as lost of `slot`.
+#[inline(always)]
+fn lose_record(stream: u32, slot: u32) {
+    next_seq(stream);
+    count_loss(slot);
 }
 
 #[inline(always)]
@@ -134,7 +149,7 @@ unsafe fn fill_header(h: *mut Header, kind: EventKind, seq: u64, off: &Offsets) 
         (*h).ppid = ppid;
         (*h).uid = uid_gid as u32;
         (*h).gid = (uid_gid >> 32) as u32;
-        (*h)._pad = 0;
+        (*h).seq_stream = SEQ_STREAM_TASK;
         // Straight into the record (the kernel zeroes it on failure).
         generated::bpf_get_current_comm((*h).comm.as_mut_ptr() as *mut c_void, 16);
     }
@@ -146,15 +161,15 @@ unsafe fn fill_header(h: *mut Header, kind: EventKind, seq: u64, off: &Offsets) 
 #[inline(always)]
 fn emit<T: 'static>(kind: EventKind, fill: impl FnOnce(*mut T, &Offsets)) {
     let off = offsets();
-    let seq = next_seq();
     match EVENTS.reserve::<T>(0) {
         Some(mut entry) => {
             let ev = entry.as_mut_ptr();
-            unsafe { fill_header(ev as *mut Header, kind, seq, off) };
+            // The number is taken once the record is sure to be submitted.
+            unsafe { fill_header(ev as *mut Header, kind, next_seq(SEQ_STREAM_TASK), off) };
             fill(ev, off);
             entry.submit(RB_NO_WAKEUP);
         }
-        None => count_loss(kind as u32),
+        None => lose_record(SEQ_STREAM_TASK, kind as u32),
     }
 }
 
@@ -845,9 +860,10 @@ fn finish(tgid: u32, op: u32, a: [u64; 6], ret: i64) {
         return;
     };
     let off = offsets();
-    let seq = next_seq();
     unsafe {
-        fill_header(&mut (*ev).header, EventKind::Sys, seq, off);
+        // The sequence number is set just before the record is sent: the
+        // arms below may still decide there is nothing worth a record.
+        fill_header(&mut (*ev).header, EventKind::Sys, 0, off);
         (*ev).op = op;
         (*ev).ret = ret;
         (*ev).args = a;
@@ -968,6 +984,7 @@ fn finish(tgid: u32, op: u32, a: [u64; 6], ret: i64) {
         } else {
             size
         };
+        (*ev).header.seq = next_seq(SEQ_STREAM_TASK);
         let bytes = core::slice::from_raw_parts(ev as *const u8, size);
         if EVENTS.output::<[u8]>(bytes, RB_NO_WAKEUP).is_err() {
             count_loss(EventKind::Sys as u32);
@@ -1112,21 +1129,20 @@ pub fn inet_sock_set_state(ctx: TracePointContext) -> u32 {
             return 0;
         };
         let _ = TCP_SOCKS.remove(&sk);
-        let seq = next_seq();
         match EVENTS.reserve::<TcpStateEvent>(0) {
             Some(mut entry) => {
                 let ev = entry.as_mut_ptr();
                 let h = &mut *core::ptr::addr_of_mut!((*ev).header);
                 h.kind = EventKind::TcpState as u32;
                 h.cpu = bpf_get_smp_processor_id();
-                h.seq = seq;
+                h.seq = next_seq(SEQ_STREAM_TCP);
                 h.mono_ns = bpf_ktime_get_ns();
                 h.tid = tgid;
                 h.pid = tgid;
                 h.ppid = 0;
                 h.uid = 0;
                 h.gid = 0;
-                h._pad = 0;
+                h.seq_stream = SEQ_STREAM_TCP;
                 h.comm = [0; 16];
                 (*ev).oldstate = oldstate;
                 (*ev).newstate = newstate;
@@ -1149,7 +1165,7 @@ pub fn inet_sock_set_state(ctx: TracePointContext) -> u32 {
                 }
                 entry.submit(RB_NO_WAKEUP);
             }
-            None => count_loss(EventKind::TcpState as u32),
+            None => lose_record(SEQ_STREAM_TCP, EventKind::TcpState as u32),
         }
     }
     0

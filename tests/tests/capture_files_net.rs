@@ -276,6 +276,8 @@ fn files_and_network_match_ground_truth_and_strace() {
             None,
         ),
         v4("sendto", 53, 36, None, Some("agent.example.test")),
+        v4("connect", 53, 0, None, None),
+        v4("sendto", 53, 40, None, Some("connected.example.test")),
     ];
     assert_eq!(net, expected_net);
     drop(conn);
@@ -451,5 +453,76 @@ fn io_left_open_at_exit_is_flushed_exactly() {
             .unwrap();
         assert_eq!(late, 0, "{prefix}: an aggregate after its exit");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// TCP connects on loopback (their ESTABLISHED transition runs in softirq,
+/// interrupting whatever runs on that CPU) interleaved with file creation on
+/// every CPU: without kernel loss there is no sequence gap, and every connect
+/// and every file is there.
+#[test]
+fn softirq_interleaving_leaves_no_gap() {
+    require_root();
+    let dir = scratch("seqstress");
+    const CONNECTS: usize = 1500;
+    const FILES: usize = 4000;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Accept and drop, so the backlog never fills and no connect waits.
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            drop(conn);
+        }
+    });
+    let script = dir.join("seq_stress.py");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/seq_stress.py"),
+        &script,
+    )
+    .unwrap();
+    let db = dir.join("stress.db");
+    let (connects, files) = (CONNECTS.to_string(), FILES.to_string());
+    let dir_s = dir.display().to_string();
+    let script_s = script.display().to_string();
+    let port_s = port.to_string();
+    let out = record(
+        &db,
+        &[],
+        &[
+            "/usr/bin/python3",
+            &script_s,
+            &dir_s,
+            &port_s,
+            &connects,
+            &files,
+        ],
+    );
+    assert_exit_0(&out);
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    let conn = open(&db);
+    let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(
+        count("SELECT COALESCE(SUM(lost), 0) FROM loss"),
+        0,
+        "kernel loss"
+    );
+    assert_eq!(count("SELECT COUNT(*) FROM gaps"), 0, "sequence gaps");
+    let established = count(&format!(
+        "SELECT COUNT(*) FROM events WHERE kind = 'tcp_state' AND tcp_state = 'established' AND port = {port}"
+    ));
+    assert_eq!(
+        established as usize,
+        CONNECTS * cpus,
+        "established connects"
+    );
+    let created = count(&format!(
+        "SELECT COALESCE(SUM(COALESCE(repeat, 1)), 0) FROM events WHERE kind = 'openat' AND result >= 0 AND path LIKE '{dir_s}/w%/f%'"
+    ));
+    assert_eq!(created as usize, FILES * cpus, "files created");
+    eprintln!(
+        "seq stress: {cpus} CPUs, {} connects and {} files, 0 lost, 0 gaps",
+        CONNECTS * cpus,
+        FILES * cpus
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -31,3 +31,7 @@ s = socket.socket(socket.AF_INET6); s.connect(("::1", port6)); s.close()
 u = socket.socket(socket.AF_UNIX); u.connect(unix_path); u.close()
 q = bytes([0x12, 0x34, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0]) + b"\x05agent\x07example\x04test\x00\x00\x01\x00\x01"
 d = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); d.sendto(q, ("127.0.0.1", 53)); d.close()
+# A query on a connected UDP socket (as glibc's resolver sends them): the row
+# names its destination in the same fields as the sendto above.
+q2 = bytes([0x56, 0x78, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0]) + b"\x09connected\x07example\x04test\x00\x00\x01\x00\x01"
+c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); c.connect(("127.0.0.1", 53)); c.send(q2); c.close()

@@ -54,8 +54,9 @@ fn run_in(scratch: &Path) -> Result<()> {
     run(homes.apply(Command::new(&init).args([
         "-y",
         "--no-modify-path",
+        // A user's usual default, not the pin: setup must install the pin.
         "--default-toolchain",
-        "none",
+        "stable",
         "--profile",
         "minimal",
     ])))?;

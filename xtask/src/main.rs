@@ -129,6 +129,19 @@ fn run(cmd: &mut Command) -> Result<()> {
     Ok(())
 }
 
+/// `cargo` on the pinned user-space toolchain (setup installs it), whatever
+/// toolchain ran xtask itself.
+fn cargo() -> Command {
+    let mut cmd = Command::new("cargo");
+    match toolchain::Pins::read() {
+        Ok(pins) => {
+            cmd.env("RUSTUP_TOOLCHAIN", pins.stable);
+        }
+        Err(e) => eprintln!("xtask: {e:#}; using the default toolchain"),
+    }
+    cmd
+}
+
 fn output(cmd: &mut Command) -> Option<String> {
     let out = cmd.output().ok()?;
     out.status
@@ -187,12 +200,9 @@ fn setup() -> Result<()> {
 }
 
 fn build_release() -> Result<()> {
-    run(Command::new("cargo").current_dir(workspace_root()).args([
-        "build",
-        "--release",
-        "-p",
-        "agentsight",
-    ]))
+    run(cargo()
+        .current_dir(workspace_root())
+        .args(["build", "--release", "-p", "agentsight"]))
 }
 
 /// The demo workload: a small scripted "agent" that inspects and edits files
@@ -248,10 +258,10 @@ fn demo() -> Result<()> {
 
 fn test() -> Result<()> {
     let root = workspace_root();
-    run(Command::new("cargo")
+    run(cargo()
         .current_dir(&root)
         .args(["fmt", "--all", "--", "--check"]))?;
-    run(Command::new("cargo").current_dir(&root).args([
+    run(cargo().current_dir(&root).args([
         "clippy",
         "--workspace",
         "--exclude",
@@ -263,7 +273,7 @@ fn test() -> Result<()> {
     ]))?;
     // The capture tests drive the release binary as a user would.
     build_release()?;
-    run(Command::new("cargo")
+    run(cargo()
         .current_dir(&root)
         .args([
             "test",

@@ -1,9 +1,12 @@
 //! The pinned toolchains and bpf-linker: what they are, whether they are
 //! installed as pinned, and how to install them.
 //!
-//! The pins live in two `rust-toolchain.toml` files (the workspace root's for
-//! user space, agentsight-ebpf's for the kernel programs); `agentsight/build.rs`
-//! reads the second one too, so the channel is named in exactly one place.
+//! The kernel programs' nightly is named in agentsight-ebpf/rust-toolchain.toml
+//! (which `agentsight/build.rs` reads too), the user-space toolchain in the
+//! workspace Cargo.toml's `[workspace.metadata.agentsight] stable-toolchain`:
+//! each in exactly one place. No root rust-toolchain.toml: rustup does not
+//! install a missing toolchain on its own, so `cargo xtask` would fail on a
+//! fresh machine before setup could install it.
 
 use std::{
     path::{Path, PathBuf},
@@ -21,7 +24,7 @@ pub const BPF_LINKER_VERSION: &str = "0.13.0";
 /// changing this, and checking that bpf-linker has a feature for it.
 pub const LLVM_MAJOR: u32 = 22;
 
-/// The toolchains named by the two `rust-toolchain.toml` files.
+/// The pinned toolchains.
 pub struct Pins {
     /// Builds the kernel programs (a dated nightly with rust-src).
     pub nightly: String,
@@ -34,9 +37,26 @@ impl Pins {
         let root = workspace_root();
         Ok(Pins {
             nightly: channel(&root.join("agentsight-ebpf/rust-toolchain.toml"))?,
-            stable: channel(&root.join("rust-toolchain.toml"))?,
+            stable: stable_pin(&root.join("Cargo.toml"))?,
         })
     }
+}
+
+fn stable_pin(manifest: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(manifest)
+        .with_context(|| format!("cannot read {}", manifest.display()))?;
+    let doc: toml::Value = toml::from_str(&text).with_context(|| manifest.display().to_string())?;
+    ["workspace", "metadata", "agentsight", "stable-toolchain"]
+        .iter()
+        .try_fold(&doc, |v, k| v.get(k))
+        .and_then(|v| v.as_str())
+        .map(str::to_owned)
+        .with_context(|| {
+            format!(
+                "{}: no [workspace.metadata.agentsight] stable-toolchain",
+                manifest.display()
+            )
+        })
 }
 
 fn channel(file: &Path) -> Result<String> {
@@ -251,7 +271,7 @@ pub fn install_bpf_linker(pins: &Pins) -> Result<()> {
         std::os::unix::fs::symlink(&llvm, &link)
             .with_context(|| format!("linking {}", link.display()))?;
     }
-    run(Command::new("cargo")
+    run(crate::cargo()
         .args([
             "install",
             "bpf-linker",

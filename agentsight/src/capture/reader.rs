@@ -13,7 +13,7 @@ use std::{
     thread::JoinHandle,
 };
 
-use agentsight_common::{EXIT_IO_UNLISTED, EventKind, IoAgg};
+use agentsight_common::{EXIT_IO_UNLISTED, EventKind, IoAgg, SEQ_STREAMS};
 use aya::maps::{HashMap, MapData, PerCpuArray, RingBuf};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
@@ -26,6 +26,8 @@ use crate::store::EventSender;
 /// A run of missing sequence numbers on one CPU.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Gap {
+    /// The counter the numbers come from (`SEQ_STREAM_*`).
+    pub stream: u32,
     pub cpu: u32,
     /// First missing sequence number.
     pub first_seq: u64,
@@ -37,12 +39,15 @@ pub struct Gap {
     pub to_mono_ns: u64,
 }
 
-/// Finds missing per-CPU sequence numbers. A program can be preempted between
-/// taking its number and reserving, so a number may arrive late: ranges stay
-/// open until the end of the run and late arrivals are removed from them.
+/// Finds missing per-CPU sequence numbers. A program can be interrupted on
+/// its CPU between taking its number and submitting (by the TCP state
+/// tracepoint in softirq, which submits first), so a number may arrive late:
+/// ranges stay open until the end of the run and late arrivals are removed
+/// from them. Out of order is never missing.
 #[derive(Default)]
 pub struct GapTracker {
-    cpus: BTreeMap<u32, CpuSeq>,
+    /// Keyed by (stream, cpu).
+    cpus: BTreeMap<(u32, u32), CpuSeq>,
 }
 
 #[derive(Default)]
@@ -53,11 +58,12 @@ struct CpuSeq {
 }
 
 impl GapTracker {
-    pub fn observe(&mut self, cpu: u32, seq: u64, mono_ns: u64) {
-        let c = self.cpus.entry(cpu).or_default();
+    pub fn observe(&mut self, stream: u32, cpu: u32, seq: u64, mono_ns: u64) {
+        let c = self.cpus.entry((stream, cpu)).or_default();
         if seq > c.max_seen {
             if seq > c.max_seen + 1 {
                 c.open.push(Gap {
+                    stream,
                     cpu,
                     first_seq: c.max_seen + 1,
                     last_seq: seq - 1,
@@ -91,15 +97,15 @@ impl GapTracker {
         }
     }
 
-    /// Gaps still open: records that never arrived. `final_seqs[cpu]` is the
-    /// kernel's last sequence number per CPU: numbers after the last record
+    /// Gaps still open: records that never arrived. `final_seqs[stream][cpu]`
+    /// is the kernel's last sequence number: numbers after the last record
     /// seen on a CPU were lost too (nothing came after them to show the gap).
-    pub fn finish(mut self, final_seqs: &[u64], end_mono_ns: u64) -> Vec<Gap> {
-        for (cpu, &last) in final_seqs.iter().enumerate() {
-            let cpu = cpu as u32;
-            let c = self.cpus.entry(cpu).or_default();
+    pub fn finish(mut self, final_seqs: &FinalSeqs, end_mono_ns: u64) -> Vec<Gap> {
+        for (stream, cpu, last) in final_seqs.iter() {
+            let c = self.cpus.entry((stream, cpu)).or_default();
             if last > c.max_seen {
                 c.open.push(Gap {
+                    stream,
                     cpu,
                     first_seq: c.max_seen + 1,
                     last_seq: last,
@@ -109,8 +115,21 @@ impl GapTracker {
             }
         }
         let mut out: Vec<Gap> = self.cpus.into_values().flat_map(|c| c.open).collect();
-        out.sort_by_key(|g| (g.cpu, g.first_seq));
+        out.sort_by_key(|g| (g.stream, g.cpu, g.first_seq));
         out
+    }
+
+    /// Nothing is missing up to `final_seqs` (the kernel's last number per
+    /// CPU) on any CPU.
+    pub fn settled(&self, final_seqs: &FinalSeqs) -> bool {
+        let tails_seen = final_seqs.iter().all(|(stream, cpu, last)| {
+            last == 0
+                || self
+                    .cpus
+                    .get(&(stream, cpu))
+                    .is_some_and(|c| c.max_seen >= last)
+        });
+        tails_seen && self.cpus.values().all(|c| c.open.is_empty())
     }
 
     pub fn missing(&self) -> u64 {
@@ -119,6 +138,37 @@ impl GapTracker {
             .flat_map(|c| &c.open)
             .map(|g| g.last_seq - g.first_seq + 1)
             .sum()
+    }
+}
+
+/// The kernel's last sequence number per stream and CPU, read at the end.
+#[derive(Default)]
+pub struct FinalSeqs(pub Vec<Vec<u64>>);
+
+impl FinalSeqs {
+    /// Reads every stream of the SEQ map (a missing map or entry: none).
+    fn read(seq: Option<&PerCpuArray<MapData, u64>>) -> FinalSeqs {
+        let Some(map) = seq else {
+            return FinalSeqs::default();
+        };
+        FinalSeqs(
+            (0..SEQ_STREAMS)
+                .map(|stream| {
+                    map.get(&stream, 0)
+                        .map(|v| v.iter().copied().collect())
+                        .unwrap_or_default()
+                })
+                .collect(),
+        )
+    }
+
+    /// (stream, cpu, last number).
+    fn iter(&self) -> impl Iterator<Item = (u32, u32, u64)> + '_ {
+        self.0.iter().enumerate().flat_map(|(stream, cpus)| {
+            cpus.iter()
+                .enumerate()
+                .map(move |(cpu, &last)| (stream as u32, cpu as u32, last))
+        })
     }
 }
 
@@ -238,42 +288,8 @@ pub fn spawn(
         .spawn(move || {
             let mut gaps = GapTracker::default();
             let mut batch = RecordBatch::with_capacity(BATCH);
-            loop {
-                let stopping = stop.load(Ordering::Acquire);
-                while let Some(item) = ring.next() {
-                    // A record too short for a header is still passed on: the
-                    // writer's decode counts it as an error.
-                    if let Ok(h) = raw_header(&item) {
-                        gaps.observe(h.cpu, h.seq, h.mono_ns);
-                        // The kernel flushes a process's listed I/O aggregates
-                        // itself at exec and exit; an exit says when some were
-                        // never listed, and only then is the map swept.
-                        if h.kind == EventKind::Exit as u32
-                            && exit_flags(&item) & EXIT_IO_UNLISTED != 0
-                            && let Some(io) = io.as_mut()
-                            && let Ok(h) = header(&h)
-                        {
-                            for ev in io_events(drain_io(io, Some(h.pid)), &h) {
-                                batch.push_made(ev);
-                            }
-                        }
-                    }
-                    batch.push_record(&item);
-                    if batch.len() >= BATCH {
-                        flush(&tx, &mut batch, &stats);
-                    }
-                }
-                if stopping {
-                    if let Some(io) = io.as_mut() {
-                        // Processes still running at the end: what they did so far.
-                        let now = crate::clock::mono_now_ns();
-                        for (pid, fd, agg) in drain_io(io, None) {
-                            batch.push_made(io_event(pid, fd, agg, now));
-                        }
-                    }
-                    flush(&tx, &mut batch, &stats);
-                    break;
-                }
+            while !stop.load(Ordering::Acquire) {
+                drain_ring(&mut ring, &mut io, &mut gaps, &mut batch, &tx, &stats);
                 flush(&tx, &mut batch, &stats);
                 // The kernel submits without wakeups (BPF_RB_NO_WAKEUP), so
                 // this is a timed sleep between drains.
@@ -281,13 +297,68 @@ pub fn spawn(
                 let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
                 let _ = poll(&mut fds, PollTimeout::from(DRAIN_INTERVAL_MS));
             }
-            let final_seqs: Vec<u64> = seq
-                .as_ref()
-                .and_then(|m| m.get(&0, 0).ok())
-                .map(|v| v.iter().copied().collect())
-                .unwrap_or_default();
+            // The kernel's last numbers are read before the last drains: a
+            // record submitted after the last drain (processes may still be
+            // running) would otherwise read as lost, and one still being
+            // filled gets a few short retries to arrive.
+            let final_seqs = FinalSeqs::read(seq.as_ref());
+            for _ in 0..FINAL_DRAINS {
+                drain_ring(&mut ring, &mut io, &mut gaps, &mut batch, &tx, &stats);
+                if gaps.settled(&final_seqs) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            if let Some(io) = io.as_mut() {
+                // Processes still running at the end: what they did so far.
+                let now = crate::clock::mono_now_ns();
+                for (pid, fd, agg) in drain_io(io, None) {
+                    batch.push_made(io_event(pid, fd, agg, now));
+                }
+            }
+            flush(&tx, &mut batch, &stats);
             gaps.finish(&final_seqs, crate::clock::mono_now_ns())
         })
+}
+
+/// Drains at the end of a run until no number up to the kernel's last is
+/// missing (real loss never settles: then this many, 10 ms apart).
+const FINAL_DRAINS: usize = 5;
+
+/// Copies every record now in the ring into `batch` (flushing full batches),
+/// noting sequence numbers; an exit flagged EXIT_IO_UNLISTED sweeps that
+/// process's I/O aggregates from the map.
+fn drain_ring(
+    ring: &mut RingBuf<MapData>,
+    io: &mut Option<HashMap<MapData, u64, IoAgg>>,
+    gaps: &mut GapTracker,
+    batch: &mut RecordBatch,
+    tx: &EventSender,
+    stats: &ReaderStats,
+) {
+    while let Some(item) = ring.next() {
+        // A record too short for a header is still passed on: the
+        // writer's decode counts it as an error.
+        if let Ok(h) = raw_header(&item) {
+            gaps.observe(h.seq_stream, h.cpu, h.seq, h.mono_ns);
+            // The kernel flushes a process's listed I/O aggregates
+            // itself at exec and exit; an exit says when some were
+            // never listed, and only then is the map swept.
+            if h.kind == EventKind::Exit as u32
+                && exit_flags(&item) & EXIT_IO_UNLISTED != 0
+                && let Some(io) = io.as_mut()
+                && let Ok(h) = header(&h)
+            {
+                for ev in io_events(drain_io(io, Some(h.pid)), &h) {
+                    batch.push_made(ev);
+                }
+            }
+        }
+        batch.push_record(&item);
+        if batch.len() >= BATCH {
+            flush(tx, batch, stats);
+        }
+    }
 }
 
 /// An I/O aggregate flushed by user space (not a kernel record: cpu and seq
@@ -360,7 +431,7 @@ pub(crate) mod test_records {
                 ppid: 1,
                 uid: 1000,
                 gid: 1000,
-                _pad: 0,
+                seq_stream: 0,
                 comm: *b"sh\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
             },
             child_pid: child,
@@ -423,47 +494,68 @@ mod tests {
     }
 
     #[test]
+    fn out_of_order_is_not_missing_and_settles() {
+        let mut t = GapTracker::default();
+        // A record (3) submitted before one that took its number earlier (2).
+        t.observe(0, 0, 1, 10);
+        t.observe(0, 0, 3, 30);
+        let last = |task: Vec<u64>| FinalSeqs(vec![task, vec![]]);
+        assert!(!t.settled(&last(vec![3])));
+        t.observe(0, 0, 2, 20);
+        assert!(t.settled(&last(vec![3])));
+        // The kernel took 4 but it has not arrived yet: not settled.
+        assert!(!t.settled(&last(vec![4])));
+        // A CPU that never took a number is settled without records.
+        assert!(t.settled(&last(vec![3, 0])));
+        assert_eq!(t.finish(&last(vec![3, 0]), 99), vec![]);
+    }
+
+    #[test]
+    fn streams_count_separately() {
+        let mut t = GapTracker::default();
+        // The TCP stream's 1 on CPU 0 does not fill the task stream's gap.
+        t.observe(0, 0, 2, 20);
+        t.observe(1, 0, 1, 15);
+        let gaps = t.finish(&FinalSeqs(vec![vec![2], vec![1]]), 99);
+        assert_eq!(
+            gaps,
+            vec![Gap {
+                stream: 0,
+                cpu: 0,
+                first_seq: 1,
+                last_seq: 1,
+                from_mono_ns: 0,
+                to_mono_ns: 20
+            }]
+        );
+    }
+
+    #[test]
     fn gaps_are_found_and_late_records_fill_them() {
         let mut t = GapTracker::default();
-        t.observe(0, 1, 10);
-        t.observe(0, 2, 20);
-        t.observe(0, 6, 60); // 3,4,5 missing
-        t.observe(1, 2, 15); // 1 missing on cpu 1
-        t.observe(0, 4, 40); // 4 arrives late
+        t.observe(0, 0, 1, 10);
+        t.observe(0, 0, 2, 20);
+        t.observe(0, 0, 6, 60); // 3,4,5 missing
+        t.observe(0, 1, 2, 15); // 1 missing on cpu 1
+        t.observe(0, 0, 4, 40); // 4 arrives late
         assert_eq!(t.missing(), 3);
         // CPU 1's counter went on to 4 after its last record (2): 3 and 4 lost.
-        let gaps = t.finish(&[6, 4], 99);
+        let gaps = t.finish(&FinalSeqs(vec![vec![6, 4]]), 99);
+        let g = |cpu, first_seq, last_seq, from_mono_ns, to_mono_ns| Gap {
+            stream: 0,
+            cpu,
+            first_seq,
+            last_seq,
+            from_mono_ns,
+            to_mono_ns,
+        };
         assert_eq!(
             gaps,
             vec![
-                Gap {
-                    cpu: 0,
-                    first_seq: 3,
-                    last_seq: 3,
-                    from_mono_ns: 20,
-                    to_mono_ns: 60
-                },
-                Gap {
-                    cpu: 0,
-                    first_seq: 5,
-                    last_seq: 5,
-                    from_mono_ns: 20,
-                    to_mono_ns: 60
-                },
-                Gap {
-                    cpu: 1,
-                    first_seq: 1,
-                    last_seq: 1,
-                    from_mono_ns: 0,
-                    to_mono_ns: 15
-                },
-                Gap {
-                    cpu: 1,
-                    first_seq: 3,
-                    last_seq: 4,
-                    from_mono_ns: 15,
-                    to_mono_ns: 99
-                },
+                g(0, 3, 3, 20, 60),
+                g(0, 5, 5, 20, 60),
+                g(1, 1, 1, 0, 15),
+                g(1, 3, 4, 15, 99),
             ]
         );
     }

@@ -23,6 +23,10 @@ pub struct FdInfo {
     pub target: String,
     pub is_path: bool,
     pub cloexec: bool,
+    /// A socket's peer (from connect or accept) or, before any, its bound
+    /// address: a send on a connected socket and a listen report it in the
+    /// same family/addr/port fields as a sendto.
+    pub sock: Option<SockAddr>,
 }
 
 /// The part of a process's state that path resolution needs.
@@ -229,6 +233,7 @@ impl FsState {
                     target,
                     is_path,
                     cloexec,
+                    sock: None,
                 },
             );
         }
@@ -344,7 +349,9 @@ impl FsState {
                         _ => false,
                     };
                     r.path = f.is_path.then(|| f.target.clone());
-                    self.set_fd(raw.ret, f.target, f.is_path, cloexec);
+                    if raw.ret >= 0 {
+                        self.fds.insert(raw.ret as i32, FdInfo { cloexec, ..f });
+                    }
                 }
             }
             op::SOCKET => {
@@ -377,29 +384,32 @@ impl FsState {
                     r.family = Some(sa.family);
                     r.addr = Some(sa.addr.clone());
                     r.port = sa.port.map(|p| p as i64);
-                    if raw.op == op::CONNECT {
-                        let proto = self
-                            .fds
-                            .get(&fd)
-                            .map(|f| f.target.split(':').next().unwrap_or("socket").to_owned())
-                            .unwrap_or_else(|| "socket".into());
-                        self.set_fd(fd as i64, format!("{proto} {}", sa.display()), false, false);
+                    let connects = raw.op == op::CONNECT;
+                    if connects || (raw.op == op::BIND && ok) {
+                        self.note_sock(fd, sa, connects);
                     }
                 } else if let Some(f) = self.fds.get(&fd).filter(|f| !f.is_path) {
-                    // listen / a send on a connected socket: what we know of it.
-                    r.addr = Some(f.target.clone());
+                    // listen / a send on a connected socket: its peer (or bound
+                    // address), in the same fields a sendto fills.
+                    if let Some(sa) = &f.sock {
+                        r.family = Some(sa.family);
+                        r.addr = Some(sa.addr.clone());
+                        r.port = sa.port.map(|p| p as i64);
+                    }
                 }
                 if matches!(raw.op, op::ACCEPT | op::ACCEPT4) && ok {
                     r.fd = Some(raw.ret);
-                    let peer = SockAddr::parse(&raw.buf1)
-                        .map(|s| s.display())
-                        .unwrap_or_default();
+                    let peer = SockAddr::parse(&raw.buf1);
+                    let desc = peer.as_ref().map(|s| s.display()).unwrap_or_default();
                     self.set_fd(
                         raw.ret,
-                        format!("tcp peer {peer}"),
+                        format!("tcp peer {desc}"),
                         false,
                         raw.op == op::ACCEPT4 && a[3] & 0o2000000 != 0,
                     );
+                    if let Some(f) = self.fds.get_mut(&(raw.ret as i32)) {
+                        f.sock = peer;
+                    }
                 }
                 if !raw.buf2.is_empty() {
                     r.query = dns_query_names(&raw.buf2);
@@ -408,6 +418,28 @@ impl FsState {
             _ => {}
         }
         r
+    }
+}
+
+impl FsState {
+    /// Notes a socket's address: the peer of a connect (always) or the bound
+    /// address (until a peer is known); the description keeps the protocol.
+    fn note_sock(&mut self, fd: i32, sa: SockAddr, connects: bool) {
+        let Some(f) = self.fds.get_mut(&fd) else {
+            let desc = format!("socket {}", sa.display());
+            self.set_fd(fd as i64, desc, false, false);
+            if let Some(f) = self.fds.get_mut(&fd) {
+                f.sock = Some(sa);
+            }
+            return;
+        };
+        if connects {
+            let proto = f.target.split([':', ' ']).next().unwrap_or("socket");
+            f.target = format!("{proto} {}", sa.display());
+            f.sock = Some(sa);
+        } else if f.sock.is_none() {
+            f.sock = Some(sa);
+        }
     }
 }
 
@@ -633,6 +665,77 @@ mod tests {
         tcp.extend(&q);
         assert_eq!(dns_query_names(&tcp).as_deref(), Some("example.com"));
         assert_eq!(dns_query_names(b"GET / HTTP/1.1"), None);
+    }
+
+    #[test]
+    fn sends_on_connected_sockets_name_the_peer_in_the_sendto_fields() {
+        let mut st = FsState::default();
+        let sa = [2u8, 0, 0, 53, 127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0];
+        let bytes = |b: &[u8]| {
+            let mut r = raw(0, 0, [0; 6], "", "");
+            r.buf1 = b.to_vec();
+            r.len1 = b.len() as i32;
+            r
+        };
+        st.apply(&SysRaw {
+            op: op::SOCKET,
+            ret: 5,
+            args: [2, 2, 0, 0, 0, 0],
+            ..raw(0, 0, [0; 6], "", "")
+        });
+        st.apply(&SysRaw {
+            op: op::CONNECT,
+            args: [5, 0, 16, 0, 0, 0],
+            ..bytes(&sa)
+        });
+        let send = st.apply(&SysRaw {
+            op: op::SENDTO,
+            ret: 29,
+            args: [5, 0, 29, 0, 0, 0],
+            ..raw(0, 0, [0; 6], "", "")
+        });
+        assert_eq!(
+            (send.family, send.addr.as_deref(), send.port),
+            (Some("ipv4"), Some("127.0.0.1"), Some(53))
+        );
+        // A dup'd socket keeps its peer; a listen reports the bound address.
+        st.apply(&SysRaw {
+            op: op::DUP,
+            ret: 6,
+            args: [5, 0, 0, 0, 0, 0],
+            ..raw(0, 0, [0; 6], "", "")
+        });
+        let dup_send = st.apply(&SysRaw {
+            op: op::SENDMSG,
+            ret: 1,
+            args: [6, 0, 0, 0, 0, 0],
+            ..raw(0, 0, [0; 6], "", "")
+        });
+        assert_eq!(dup_send.port, Some(53));
+        st.apply(&SysRaw {
+            op: op::SOCKET,
+            ret: 7,
+            args: [10, 1, 0, 0, 0, 0],
+            ..raw(0, 0, [0; 6], "", "")
+        });
+        let mut v6 = vec![10u8, 0, 0x1f, 0x90, 0, 0, 0, 0];
+        v6.extend([0; 15]);
+        v6.push(1);
+        v6.extend([0; 4]);
+        st.apply(&SysRaw {
+            op: op::BIND,
+            args: [7, 0, 28, 0, 0, 0],
+            ..bytes(&v6)
+        });
+        let listen = st.apply(&SysRaw {
+            op: op::LISTEN,
+            args: [7, 16, 0, 0, 0, 0],
+            ..raw(0, 0, [0; 6], "", "")
+        });
+        assert_eq!(
+            (listen.family, listen.addr.as_deref(), listen.port),
+            (Some("ipv6"), Some("::1"), Some(8080))
+        );
     }
 
     #[test]

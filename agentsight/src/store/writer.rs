@@ -234,8 +234,8 @@ impl Writer {
             let t = conn.transaction()?;
             for g in gaps {
                 t.execute(
-                    "INSERT INTO gaps (cpu, first_seq, last_seq, missing, from_mono_ns, to_mono_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    params![g.cpu, g.first_seq as i64, g.last_seq as i64, (g.last_seq - g.first_seq + 1) as i64, g.from_mono_ns as i64, g.to_mono_ns as i64],
+                    "INSERT INTO gaps (stream, cpu, first_seq, last_seq, missing, from_mono_ns, to_mono_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    params![g.stream, g.cpu, g.first_seq as i64, g.last_seq as i64, (g.last_seq - g.first_seq + 1) as i64, g.from_mono_ns as i64, g.to_mono_ns as i64],
                 )?;
             }
             for (k, v) in meta {
@@ -288,6 +288,7 @@ fn seed_fs(s: &ProcessSeed) -> FsState {
                         target: target.clone(),
                         is_path,
                         cloexec: false,
+                        sock: None,
                     },
                 )
             })
