@@ -348,3 +348,94 @@ fn program_stats_are_stored_on_request_only() {
     assert_eq!(meta(&open(&plain), "program_stats"), None);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A SIGKILLed recorder: what it had stored more than ~1 s before the kill is
+/// there, and the capture never reads as loss-free (`show` says from when
+/// the rest is unknown, `export` warns, no process is "still running").
+#[test]
+fn sigkilled_recorder_says_what_is_unknown_and_loses_at_most_a_second() {
+    require_root();
+    let dir = scratch("sigkill");
+    let (uid, gid) = test_user();
+    let db = dir.join("killed.db");
+    let work = dir.display().to_string();
+    // One new file every 20 ms, for longer than the test lets it run.
+    let script = "import os, sys, time\nfor i in range(2000):\n    open(os.path.join(sys.argv[1], f'f{i}'), 'w').close()\n    time.sleep(0.02)\n";
+    let mut rec = Command::new(bin())
+        .args(["record", "--quiet", "-o"])
+        .arg(&db)
+        .args(["--", "/usr/bin/python3", "-c", script, &work])
+        .env("SUDO_UID", uid.to_string())
+        .env("SUDO_GID", gid.to_string())
+        .env("SUDO_USER", TEST_USER)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(4000));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(rec.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let killed_at = std::time::SystemTime::now();
+    let _ = rec.wait();
+    let _ = Command::new("pkill")
+        .args(["-KILL", "-f", "for i in range\\(2000\\)"])
+        .status();
+    // Every file made more than 1.5 s before the kill (by its mtime) is in
+    // the capture: at most ~1 s is held, plus a margin for the writer.
+    let bound = killed_at - Duration::from_millis(1500);
+    let mut early: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with('f'))
+        .filter(|e| e.metadata().unwrap().modified().unwrap() < bound)
+        .map(|e| e.path().display().to_string())
+        .collect();
+    early.sort();
+    assert!(early.len() >= 50, "only {} early files", early.len());
+    let conn = rusqlite::Connection::open(&db).expect("open the killed capture");
+    let mut stored: Vec<String> = conn
+        .prepare("SELECT path FROM events WHERE kind = 'openat' AND result >= 0 AND path LIKE ?1")
+        .unwrap()
+        .query_map([format!("{work}/f%")], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    stored.sort();
+    let missing: Vec<&String> = early.iter().filter(|p| !stored.contains(p)).collect();
+    assert_eq!(
+        missing,
+        Vec::<&String>::new(),
+        "made > 1.5 s before the kill, not stored"
+    );
+    assert_eq!(meta(&conn, "complete").as_deref(), Some("false"));
+    drop(conn);
+
+    let show = Command::new(bin())
+        .args(["show", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_exit_0(&show);
+    let text = String::from_utf8_lossy(&show.stdout);
+    let loss = text.lines().find(|l| l.starts_with("LOSS")).unwrap();
+    assert!(
+        loss.contains("; UNKNOWN after 20")
+            && loss.ends_with("(the last stored record): the recorder did not finish"),
+        "{loss}"
+    );
+    assert!(!text.contains("still running at end"), "{text}");
+    assert!(text.contains("no exit seen"), "{text}");
+    let export = Command::new(bin())
+        .args(["export", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_exit_0(&export);
+    let err = String::from_utf8_lossy(&export.stderr);
+    assert!(
+        err.contains("is incomplete; loss UNKNOWN after 20"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -213,6 +213,13 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Cmd::Export(a) => {
             let cap = Capture::open(&a.db)?;
+            if cap.meta("complete")?.as_deref() != Some("true") {
+                eprintln!(
+                    "agentsight: warning: {} is incomplete; loss {}",
+                    a.db.display(),
+                    views::show::unknown_after(&cap)?
+                );
+            }
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
             match a.format {

@@ -268,6 +268,25 @@ impl Capture {
             .map_err(|e| self.query_err(e))
     }
 
+    /// Wall time (ns since the epoch) of the newest stored event, by the
+    /// newest clock anchor at or before it (the first one for earlier
+    /// times); None when no event was stored. What an unfinished capture
+    /// holds ends there.
+    pub fn last_event_wall_ns(&self) -> Result<Option<i64>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT m + COALESCE(
+                    (SELECT wall_ns - mono_ns FROM clock_anchors WHERE mono_ns <= m ORDER BY mono_ns DESC LIMIT 1),
+                    (SELECT wall_ns - mono_ns FROM clock_anchors ORDER BY mono_ns LIMIT 1))
+                 FROM (SELECT MAX(mono_ns) AS m FROM events) WHERE m IS NOT NULL",
+                [],
+                |r| r.get::<_, Option<i64>>(0),
+            )
+            .optional()
+            .map(Option::flatten)
+            .map_err(|e| self.query_err(e))
+    }
+
     pub fn gap_missing(&self) -> Result<u64, StoreError> {
         self.conn
             .query_row("SELECT COALESCE(SUM(missing), 0) FROM gaps", [], |r| {

@@ -324,7 +324,7 @@ struct Held {
 /// No batch for this long: the burst is over, store what is held.
 const QUIET: Duration = Duration::from_millis(200);
 /// Store at the latest once the oldest held batch is this old…
-const HOLD_AGE: Duration = Duration::from_secs(5);
+const HOLD_AGE: Duration = Duration::from_secs(1);
 /// …or once this much memory is held.
 const HOLD_BYTES: usize = 8 << 20;
 

@@ -69,6 +69,18 @@ fn fmt_duration(ns: i64) -> String {
     }
 }
 
+/// What an unfinished capture cannot say: everything after its last stored
+/// record is unknown (a SIGKILLed recorder loses what it held).
+pub fn unknown_after(cap: &Capture) -> Result<String, StoreError> {
+    Ok(match cap.last_event_wall_ns()? {
+        Some(w) => format!(
+            "UNKNOWN after {} (the last stored record): the recorder did not finish",
+            crate::clock::rfc3339_ns(w.max(0) as u64)
+        ),
+        None => "UNKNOWN: the recorder did not finish and stored no record".to_owned(),
+    })
+}
+
 pub fn summary(cap: &Capture) -> Result<String, StoreError> {
     let mut s = String::new();
     let m = |k: &str| cap.meta(k).map(|v| v.unwrap_or_default());
@@ -121,13 +133,20 @@ pub fn summary(cap: &Capture) -> Result<String, StoreError> {
         .collect();
     let _ = writeln!(
         s,
-        "LOSS      {lost} events lost in the kernel{}; {missing} missing by sequence number",
+        "LOSS      {lost} events lost in the kernel{}; {missing} missing by sequence number{}",
         if detail.is_empty() {
             String::new()
         } else {
             format!(" ({})", detail.join(", "))
+        },
+        if complete {
+            String::new()
+        } else {
+            format!("; {}", unknown_after(cap)?)
         }
     );
+    // Without every exit record, "no exit seen" does not mean "still running".
+    let exits_known = complete && !loss.iter().any(|(k, n)| k == "exit" && *n > 0) && missing == 0;
     let programs: Vec<serde_json::Value> =
         serde_json::from_str(&m("programs")?).unwrap_or_default();
     let failed: Vec<String> = programs
@@ -210,7 +229,8 @@ pub fn summary(cap: &Capture) -> Result<String, StoreError> {
         let outcome = match (p.exit_code, p.signal) {
             (Some(c), _) => format!("exit {c}"),
             (None, Some(sig)) => format!("killed by {}", signal_name(sig)),
-            _ => "still running at end".to_owned(),
+            _ if exits_known => "still running at end".to_owned(),
+            _ => "no exit seen (the capture may have lost it)".to_owned(),
         };
         let dur = p
             .end
