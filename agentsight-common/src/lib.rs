@@ -135,6 +135,8 @@ pub const PATH_NAME_CUT: u32 = 4;
 pub const PATH_READ_FAILED: u32 = 8;
 /// The dentry is unlinked (deleted) or not attached to a mount.
 pub const PATH_DETACHED: u32 = 16;
+/// A packed walk ran (so a `path_flags` of 0 means "no walk").
+pub const PATH_WALKED: u32 = 32;
 
 /// An exec: a successful one (from sched_process_exec, argv read from the
 /// new program's stack, cwd and binary walked from dentries) or a failed
@@ -260,15 +262,31 @@ pub struct SysEvent {
     /// Bytes read into `buf1`/`buf2`, or -errno of the read.
     pub len1: i32,
     pub len2: i32,
-    pub _pad: u32,
+    /// For a successful open: how the walk of the opened file's dentries
+    /// ended (`PATH_*` flags); `buf2` then holds its names (see
+    /// [`PATH_PACKED_MAX`]). 0 otherwise.
+    pub path_flags: u32,
     /// Syscall return value: an fd, 0, or -errno.
     pub ret: i64,
     pub args: [u64; 6],
     /// open flags read from `struct open_how` for openat2; else 0.
     pub how_flags: u64,
+    /// For a successful open: the opened file's inode number and device
+    /// (`sb->s_dev`, the kernel's encoding); 0 otherwise.
+    pub ino: u64,
+    pub dev: u32,
+    pub _pad: u32,
     pub buf1: [u8; SYS_BUF],
     pub buf2: [u8; SYS_BUF],
 }
+
+/// A successful open's kernel path in `buf2`: the dentry names of the file
+/// the fd refers to, leaf first, each NUL-terminated, crossing mounts up to
+/// the root of the mount namespace; at most this many bytes (the walk stops
+/// and flags `PATH_TOO_DEEP` beyond).
+pub const PATH_PACKED_MAX: usize = SYS_BUF;
+/// Longest name the packed walk reads in one step (with its NUL).
+pub const PATH_PACKED_NAME: usize = 256;
 
 /// Size of a [`SysEvent`] carrying no buffers / only `buf1` / both.
 pub const SYS_EVENT_BARE: usize = core::mem::size_of::<SysEvent>() - 2 * SYS_BUF;
@@ -359,6 +377,16 @@ pub struct Offsets {
     /// `task_struct.thread_info.status`, whose TS_COMPAT bit marks a 32-bit
     /// syscall (its number means something else).
     pub task_ti_status: u32,
+    /// The fd table: `task->files->fdt->fd[fd]`, bounded by `max_fds`.
+    pub task_files: u32,
+    pub files_fdt: u32,
+    pub fdtable_fd: u32,
+    pub fdtable_max_fds: u32,
+    /// `file->f_inode->i_ino` and `->i_sb->s_dev`.
+    pub file_inode: u32,
+    pub inode_ino: u32,
+    pub inode_sb: u32,
+    pub sb_dev: u32,
 }
 
 impl Offsets {
@@ -390,6 +418,14 @@ impl Offsets {
         regs_args: [0; 6],
         regs_nr: 0,
         task_ti_status: 0,
+        task_files: 0,
+        files_fdt: 0,
+        fdtable_fd: 0,
+        fdtable_max_fds: 0,
+        file_inode: 0,
+        inode_ino: 0,
+        inode_sb: 0,
+        sb_dev: 0,
     };
 }
 

@@ -12,9 +12,10 @@ use agentsight_common::{
     ARGV_BUF, ARGV_MAX_ARGS, ARGV_READ_FAILED, ARGV_TRUNCATED, ArgvStage, EXIT_IO_UNLISTED,
     EventKind, ExecEvent, ExitEvent, FILENAME_MAX, ForkEvent, Header, IO_FD_LIST, IoAgg, IoEvent,
     IoFdList, KIND_SLOTS, LOSS_SLOT_IO_FULL, LOSS_SLOT_TRACK_FULL, Offsets, PATH_COMPLETE,
-    PATH_DEPTH, PATH_DETACHED, PATH_NAME_CUT, PATH_NAME_MAX, PATH_READ_FAILED, PATH_TOO_DEEP,
-    PathRecord, SEQ_STREAM_TASK, SEQ_STREAM_TCP, SEQ_STREAMS, SYS_BUF, SYS_EVENT_BARE,
-    SYS_EVENT_ONE, SYS_EVENT_TWO, SysEvent, TcpStateEvent, op,
+    PATH_DEPTH, PATH_DETACHED, PATH_NAME_CUT, PATH_NAME_MAX, PATH_PACKED_MAX, PATH_PACKED_NAME,
+    PATH_READ_FAILED, PATH_TOO_DEEP, PATH_WALKED, PathRecord, SEQ_STREAM_TASK, SEQ_STREAM_TCP,
+    SEQ_STREAMS, SYS_BUF, SYS_EVENT_BARE, SYS_EVENT_ONE, SYS_EVENT_TWO, SysEvent, TcpStateEvent,
+    op,
 };
 use aya_ebpf::{
     helpers::{
@@ -179,6 +180,13 @@ fn emit<T: 'static>(kind: EventKind, fill: impl FnOnce(*mut T, &Offsets)) {
 #[map]
 static PATH_SCRATCH: PerCpuArray<PathRecord> = PerCpuArray::with_max_entries(2, 0);
 
+/// Per-CPU scratch for a packed walk (an opened file's kernel path): names
+/// leaf first, NUL-terminated; room for one more name past the limit, so a
+/// step never needs more than a mask to stay in bounds.
+#[map]
+static PACKED_SCRATCH: PerCpuArray<[u8; PATH_PACKED_MAX + PATH_PACKED_NAME]> =
+    PerCpuArray::with_max_entries(1, 0);
+
 /// State of one path walk, on the caller's stack.
 #[repr(C)]
 struct WalkCtx {
@@ -187,7 +195,11 @@ struct WalkCtx {
     mnt_root: u64,
     depth: u32,
     flags: u32,
+    /// PathRecord walks: the PATH_SCRATCH slot written.
     slot: u32,
+    /// Packed walks (1): names go to PACKED_SCRATCH at `pos` instead.
+    packed: u32,
+    pos: u32,
     _pad: u32,
 }
 
@@ -229,29 +241,143 @@ extern "C" fn walk_step(_index: u64, ctx: *mut c_void) -> i64 {
             (*c).flags |= PATH_DETACHED;
             return 1;
         }
-        let depth = (*c).depth as usize;
-        if depth >= PATH_DEPTH {
-            (*c).flags |= PATH_TOO_DEEP;
-            return 1;
-        }
         let qstr = dentry.add(off.dentry_name as usize);
-        if read_u32(qstr.add(off.qstr_len as usize)) as usize >= PATH_NAME_MAX {
-            (*c).flags |= PATH_NAME_CUT;
-        }
+        let name_len = read_u32(qstr.add(off.qstr_len as usize)) as usize;
         let name = read_ptr(qstr.add(off.qstr_name as usize));
-        let slot = (*rec).names.as_mut_ptr().add(depth) as *mut u8;
-        if bpf_probe_read_kernel_str(
-            slot as *mut c_void,
-            PATH_NAME_MAX as u32,
-            name as *const c_void,
-        ) < 0
-        {
-            *slot = 0;
-            (*c).flags |= PATH_READ_FAILED;
+        if (*c).packed != 0 {
+            pack_name(c, name, name_len);
+            if (*c).flags & PATH_TOO_DEEP != 0 {
+                return 1;
+            }
+        } else {
+            let depth = (*c).depth as usize;
+            if depth >= PATH_DEPTH {
+                (*c).flags |= PATH_TOO_DEEP;
+                return 1;
+            }
+            if name_len >= PATH_NAME_MAX {
+                (*c).flags |= PATH_NAME_CUT;
+            }
+            let slot = (*rec).names.as_mut_ptr().add(depth) as *mut u8;
+            if bpf_probe_read_kernel_str(
+                slot as *mut c_void,
+                PATH_NAME_MAX as u32,
+                name as *const c_void,
+            ) < 0
+            {
+                *slot = 0;
+                (*c).flags |= PATH_READ_FAILED;
+            }
         }
         (*c).depth += 1;
         (*c).dentry = parent as u64;
         0
+    }
+}
+
+/// Appends one name (NUL-terminated) to the packed walk's scratch.
+#[inline(always)]
+unsafe fn pack_name(c: *mut WalkCtx, name: *const u8, name_len: usize) {
+    unsafe {
+        let Some(buf) = PACKED_SCRATCH.get_ptr_mut(0) else {
+            (*c).flags |= PATH_READ_FAILED;
+            return;
+        };
+        let pos = (*c).pos as usize;
+        if pos >= PATH_PACKED_MAX {
+            (*c).flags |= PATH_TOO_DEEP;
+            return;
+        }
+        if name_len >= PATH_PACKED_NAME {
+            (*c).flags |= PATH_NAME_CUT;
+        }
+        // pos < PATH_PACKED_MAX (a power of two): the mask only tells the
+        // verifier so; the buffer has PATH_PACKED_NAME bytes of room beyond.
+        let dst = (buf as *mut u8).add(pos & (PATH_PACKED_MAX - 1));
+        let mut n = bpf_probe_read_kernel_str(
+            dst as *mut c_void,
+            PATH_PACKED_NAME as u32,
+            name as *const c_void,
+        );
+        if n <= 0 {
+            *dst = 0;
+            n = 1;
+            (*c).flags |= PATH_READ_FAILED;
+        }
+        (*c).pos += n as u32;
+    }
+}
+
+/// The kernel path of an open file (`struct file *`) into `out` (at most
+/// PATH_PACKED_MAX bytes, see [`PATH_PACKED_MAX`]): returns the bytes used
+/// and the walk's `PATH_*` flags.
+#[inline(always)]
+unsafe fn walk_file_packed(file: *const u8, out: *mut u8, off: &Offsets) -> (i32, u32) {
+    unsafe {
+        let path = file.add(off.file_path as usize);
+        let dentry = read_ptr(path.add(off.path_dentry as usize));
+        let vfsmnt = read_ptr(path.add(off.path_mnt as usize));
+        let Some(buf) = PACKED_SCRATCH.get_ptr_mut(0) else {
+            return (0, PATH_READ_FAILED);
+        };
+        if dentry.is_null() || vfsmnt.is_null() {
+            return (0, PATH_READ_FAILED);
+        }
+        let mut ctx = WalkCtx {
+            dentry: dentry as u64,
+            mnt: vfsmnt.wrapping_sub(off.mount_mnt as usize) as u64,
+            mnt_root: read_ptr(vfsmnt.add(off.vfsmount_root as usize)) as u64,
+            depth: 0,
+            flags: 0,
+            slot: 0,
+            packed: 1,
+            pos: 0,
+            _pad: 0,
+        };
+        // Components plus mount crossings; the byte limit usually ends it first.
+        bpf_loop(
+            64,
+            walk_step as *mut c_void,
+            &mut ctx as *mut WalkCtx as *mut c_void,
+            0,
+        );
+        if ctx.flags & (PATH_COMPLETE | PATH_TOO_DEEP | PATH_DETACHED | PATH_READ_FAILED) == 0 {
+            ctx.flags |= PATH_TOO_DEEP;
+        }
+        let mut used = ctx.pos as usize;
+        if used > PATH_PACKED_MAX {
+            // The last name ran past the limit: it is cut.
+            ctx.flags |= PATH_TOO_DEEP;
+            used = PATH_PACKED_MAX;
+        }
+        raw_read_kernel(
+            out as *mut c_void,
+            PATH_PACKED_MAX as u32,
+            buf as *const c_void,
+        );
+        (used as i32, ctx.flags)
+    }
+}
+
+/// The `struct file *` behind `fd` in the current task's fd table (null
+/// when there is none).
+#[inline(always)]
+unsafe fn fd_file(fd: u64, off: &Offsets) -> *const u8 {
+    unsafe {
+        let task = bpf_get_current_task() as *const u8;
+        let files = read_ptr(task.add(off.task_files as usize));
+        if files.is_null() {
+            return core::ptr::null();
+        }
+        let fdt = read_ptr(files.add(off.files_fdt as usize));
+        if fdt.is_null() || fd >= read_u32(fdt.add(off.fdtable_max_fds as usize)) as u64 {
+            return core::ptr::null();
+        }
+        let fds = read_ptr(fdt.add(off.fdtable_fd as usize));
+        if fds.is_null() {
+            return core::ptr::null();
+        }
+        read_ptr(fds.add((fd as usize) * 8))
     }
 }
 
@@ -274,6 +400,8 @@ unsafe fn walk_path(path: *const u8, out: *mut PathRecord, slot: u32, off: &Offs
             depth: 0,
             flags: 0,
             slot,
+            packed: 0,
+            pos: 0,
             _pad: 0,
         };
         if dentry.is_null() || vfsmnt.is_null() {
@@ -868,29 +996,54 @@ fn finish(tgid: u32, op: u32, a: [u64; 6], ret: i64) {
         (*ev).ret = ret;
         (*ev).args = a;
         (*ev).how_flags = 0;
+        (*ev).path_flags = 0;
+        (*ev).ino = 0;
+        (*ev).dev = 0;
         (*ev)._pad = 0;
         let b1 = (*ev).buf1.as_mut_ptr();
         let b2 = (*ev).buf2.as_mut_ptr();
         let mut l1 = 0i32;
         let mut l2 = 0i32;
         let size = match op {
-            op::OPEN
-            | op::CREAT
-            | op::UNLINK
-            | op::RMDIR
-            | op::MKDIR
-            | op::TRUNCATE
-            | op::CHDIR => {
+            op::OPEN | op::CREAT | op::OPENAT | op::OPENAT2 => {
+                let given = if op == op::OPEN || op == op::CREAT {
+                    a[0]
+                } else {
+                    a[1]
+                };
+                l1 = user_str(given, b1);
+                if op == op::OPENAT2 {
+                    (*ev).how_flags = bpf_probe_read_user(a[2] as *const u64).unwrap_or(0);
+                }
+                // What the kernel really opened: the file behind the new fd.
+                let file = if ret >= 0 {
+                    fd_file(ret as u64, off)
+                } else {
+                    core::ptr::null()
+                };
+                if file.is_null() {
+                    SYS_EVENT_ONE
+                } else {
+                    let inode = read_ptr(file.add(off.file_inode as usize));
+                    if !inode.is_null() {
+                        (*ev).ino = read_u64(inode.add(off.inode_ino as usize));
+                        let sb = read_ptr(inode.add(off.inode_sb as usize));
+                        if !sb.is_null() {
+                            (*ev).dev = read_u32(sb.add(off.sb_dev as usize));
+                        }
+                    }
+                    let (used, flags) = walk_file_packed(file, b2, off);
+                    l2 = used;
+                    (*ev).path_flags = flags | PATH_WALKED;
+                    SYS_EVENT_TWO
+                }
+            }
+            op::UNLINK | op::RMDIR | op::MKDIR | op::TRUNCATE | op::CHDIR => {
                 l1 = user_str(a[0], b1);
                 SYS_EVENT_ONE
             }
-            op::OPENAT | op::UNLINKAT | op::MKDIRAT => {
+            op::UNLINKAT | op::MKDIRAT => {
                 l1 = user_str(a[1], b1);
-                SYS_EVENT_ONE
-            }
-            op::OPENAT2 => {
-                l1 = user_str(a[1], b1);
-                (*ev).how_flags = bpf_probe_read_user(a[2] as *const u64).unwrap_or(0);
                 SYS_EVENT_ONE
             }
             op::RENAME | op::LINK | op::SYMLINK => {

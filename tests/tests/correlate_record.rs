@@ -184,7 +184,15 @@ fn claude_session_is_bound_and_correlated() {
     assert_eq!(b[0]["evidence"], "transcript_write");
     assert_eq!(b[0]["root_pid"].as_i64().unwrap(), root_pid(&r));
     assert_eq!(rep["session"]["session_id"], sid);
-    assert_eq!(rep["clock"]["tolerance_ms"], 1000);
+    // Call windows are widened by the measured skew + 10 ms; the argv
+    // search keeps ±1000 ms.
+    let clock = &rep["clock"];
+    assert_eq!(clock["argv_search_ms"], 1000);
+    assert_eq!(clock["tolerance_basis"], "measured skew + 10 ms");
+    assert_eq!(
+        clock["tolerance_ms"].as_i64().unwrap(),
+        (clock["skew_ms"].as_i64().unwrap() + 10).min(1000)
+    );
 
     let tl = tools(&rep);
     assert_eq!(

@@ -626,6 +626,19 @@ fn allowed_unexplained(agent: Agent) -> Vec<(&'static str, bool)> {
             ("child exec cut *", false),
             ("child exec tr *", false),
             ("child exec getconf LONG_BIT", false),
+            // Its repository probes around turns (`git rev-parse`, `remote`,
+            // `status`, `config`) and its login-shell environment snapshot
+            // (`sh -lc __codex_snapshot…` with `id -u`, `awk`, `sed`, `wc`,
+            // `env -0`, then sourcing the snapshot file), outside any call's
+            // window.
+            ("child exec git -c safe.bareRepository=explicit *", false),
+            ("child exec sh -lc __codex_snapshot_expand_env()*", false),
+            ("child exec sh -c set -e; . *shell_snapshots/*", false),
+            ("child exec id -u", false),
+            ("child exec awk *", false),
+            ("child exec sed /^$/d", false),
+            ("child exec wc -l", false),
+            ("child exec env -0", false),
         ],
         // Gemini CLI relaunches itself (`node --max-old-space-size=N gemini
         // …`); the relaunched child writes the transcript, so it is the
@@ -826,6 +839,74 @@ fn verify_correlation(run: &Run, id: &str, c: &Value, dump: &str) {
             "{p} not listed as observed-not-claimed: {ctx}"
         );
     }
+    assert_execs_inside_their_calls(c, &ctx);
+}
+
+/// ≥ 95 % of the execs attributed to tool calls (any reason) ran inside
+/// their call's transcript window, corrected by the measured skew.
+fn assert_execs_inside_their_calls(c: &Value, ctx: &str) {
+    let skew = c["clock"]["skew_ms"].as_i64().unwrap();
+    let (mut inside, mut total) = (0usize, 0usize);
+    let mut outside: Vec<String> = Vec::new();
+    for t in tools_of(c) {
+        let (Some(start), Some(end)) = (
+            t["start"].as_str().and_then(rfc3339_ms),
+            t["end"].as_str().and_then(rfc3339_ms),
+        ) else {
+            continue;
+        };
+        for a in t["activity"].as_array().unwrap() {
+            if a["op"] != "exec" {
+                continue;
+            }
+            total += 1;
+            let at = rfc3339_ms(a["ts"].as_str().unwrap()).unwrap();
+            if start - skew <= at && at <= end + skew {
+                inside += 1;
+            } else {
+                outside.push(format!(
+                    "{} {} ({} ms from the window)",
+                    t["name"],
+                    a["argv"],
+                    if at < start { at - start } else { at - end }
+                ));
+            }
+        }
+    }
+    assert!(
+        inside * 100 >= total * 95,
+        "{inside} of {total} attributed execs inside their call's window: {outside:#?}\n{ctx}"
+    );
+}
+
+/// Milliseconds since the epoch of `YYYY-MM-DDTHH:MM:SS[.fff…]Z`.
+fn rfc3339_ms(ts: &str) -> Option<i64> {
+    let ts = ts.strip_suffix('Z')?;
+    let (date, time) = ts.split_once('T')?;
+    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
+    let mut t = hms.split(':').map(|p| p.parse::<i64>().ok());
+    let (h, min, sec) = (t.next()??, t.next()??, t.next()??);
+    let ms: i64 = format!("{frac:0<3}")[..3].parse().ok()?;
+    // Days from civil (proleptic Gregorian).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * ((m + 9) % 12) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 24 + h) * 60 + min) * 60_000 + sec * 1000 + ms)
+}
+
+#[test]
+fn rfc3339_ms_parses_transcript_and_event_times() {
+    assert_eq!(rfc3339_ms("1970-01-01T00:00:00Z"), Some(0));
+    assert_eq!(rfc3339_ms("2000-03-01T00:00:01.5Z"), Some(951_868_801_500));
+    assert_eq!(
+        rfc3339_ms("2026-12-01T03:32:54.123456789Z"),
+        Some(1_796_095_974_123)
+    );
 }
 
 fn responses_calls(responses: &[Value]) -> usize {

@@ -62,6 +62,14 @@ pub fn kernel_offsets(path: &Path) -> Result<Offsets, BtfError> {
         ],
         regs_nr: f("pt_regs", "orig_ax")?,
         task_ti_status: f("task_struct", "thread_info")? + f("thread_info", "status")?,
+        task_files: f("task_struct", "files")?,
+        files_fdt: f("files_struct", "fdt")?,
+        fdtable_fd: f("fdtable", "fd")?,
+        fdtable_max_fds: f("fdtable", "max_fds")?,
+        file_inode: f("file", "f_inode")?,
+        inode_ino: f("inode", "i_ino")?,
+        inode_sb: f("inode", "i_sb")?,
+        sb_dev: f("super_block", "s_dev")?,
     };
     // The sys_exit program copies pt_regs' first 16 words once and picks
     // the registers from that copy.

@@ -118,6 +118,11 @@ pub struct SysRaw {
     pub len2: i32,
     pub buf1: Vec<u8>,
     pub buf2: Vec<u8>,
+    /// A successful open: the walk of the opened file (`PATH_*`, with
+    /// `PATH_WALKED`; its names are in `buf2`), its inode and device.
+    pub path_flags: u32,
+    pub ino: u64,
+    pub dev: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -186,20 +191,39 @@ pub fn header(h: &Header) -> Result<EventHeader, DecodeError> {
 
 pub fn kernel_path(rec: &PathRecord) -> KernelPath {
     let depth = (rec.depth as usize).min(rec.names.len());
+    let names: Vec<String> = rec.names[..depth].iter().map(|n| c_string(n)).collect();
+    path_from_names(&names, rec.flags)
+}
+
+/// A packed walk (names leaf first, each NUL-terminated; a last name
+/// without its NUL was cut by the byte limit and is dropped, the flags
+/// already say the path is not whole) as a path.
+pub fn packed_path(buf: &[u8], flags: u32) -> KernelPath {
+    let names: Vec<String> = buf
+        .split_inclusive(|&b| b == 0)
+        .filter(|n| n.last() == Some(&0))
+        .map(c_string)
+        .collect();
+    path_from_names(&names, flags)
+}
+
+/// Leaf-first names and walk flags → the path, marked with a leading `…`
+/// when it is not whole.
+fn path_from_names(names: &[String], flags: u32) -> KernelPath {
     let mut path = String::new();
-    for name in rec.names[..depth].iter().rev() {
+    for name in names.iter().rev() {
         path.push('/');
-        path.push_str(&c_string(name));
+        path.push_str(name);
     }
-    let status = if rec.flags & PATH_READ_FAILED != 0 {
+    let status = if flags & PATH_READ_FAILED != 0 {
         "read_failed"
-    } else if rec.flags & PATH_DETACHED != 0 {
+    } else if flags & PATH_DETACHED != 0 {
         "detached"
-    } else if rec.flags & PATH_TOO_DEEP != 0 {
+    } else if flags & PATH_TOO_DEEP != 0 {
         "too_deep"
-    } else if rec.flags & PATH_NAME_CUT != 0 {
+    } else if flags & PATH_NAME_CUT != 0 {
         "name_cut"
-    } else if rec.flags & PATH_COMPLETE != 0 {
+    } else if flags & PATH_COMPLETE != 0 {
         "complete"
     } else {
         "read_failed"
@@ -287,6 +311,9 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 len2: ev.len2,
                 buf1: take(&ev.buf1, ev.len1),
                 buf2: take(&ev.buf2, ev.len2),
+                path_flags: ev.path_flags,
+                ino: ev.ino,
+                dev: ev.dev,
             })
         }
         EventKind::Io => {

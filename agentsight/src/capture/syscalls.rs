@@ -10,9 +10,9 @@
 
 use std::collections::HashMap;
 
-use agentsight_common::{SYS_BUF, op};
+use agentsight_common::{PATH_WALKED, SYS_BUF, op};
 
-use super::decode::{SysRaw, errno_name};
+use super::decode::{SysRaw, errno_name, packed_path};
 
 const AT_FDCWD: i32 = -100;
 
@@ -67,6 +67,14 @@ pub struct SysRecord {
     pub addr: Option<String>,
     pub port: Option<i64>,
     pub query: Option<String>,
+    /// A successful open: the path of the file the kernel opened (its
+    /// dentries, mounts crossed; `…`-prefixed when not whole), how that walk
+    /// ended (`complete`, `too_deep`, `name_cut`, `detached`,
+    /// `read_failed`), and the file's device and inode.
+    pub real_path: Option<String>,
+    pub real_path_status: Option<&'static str>,
+    pub dev: Option<i64>,
+    pub ino: Option<i64>,
 }
 
 pub fn op_name(op: u32) -> &'static str {
@@ -267,6 +275,13 @@ impl FsState {
                     r.fd = Some(raw.ret);
                     let target = abs.clone().or(as_given.clone()).unwrap_or_default();
                     self.set_fd(raw.ret, target, abs.is_some(), flags & 0o2000000 != 0);
+                }
+                if ok && raw.path_flags & PATH_WALKED != 0 {
+                    let real = packed_path(&raw.buf2, raw.path_flags);
+                    r.real_path = Some(real.path);
+                    r.real_path_status = Some(real.status);
+                    r.dev = Some(i64::from(raw.dev));
+                    r.ino = Some(raw.ino as i64);
                 }
                 (r.path, r.path_as_given, r.path_status) = (abs, as_given, Some(status));
             }
@@ -581,7 +596,52 @@ mod tests {
             },
             buf1: if b1.is_empty() { vec![] } else { with_nul(b1) },
             buf2: if b2.is_empty() { vec![] } else { with_nul(b2) },
+            path_flags: 0,
+            ino: 0,
+            dev: 0,
         }
+    }
+
+    #[test]
+    fn an_open_carries_the_path_the_kernel_opened() {
+        let mut st = FsState {
+            cwd: Some("/home/u".into()),
+            ..Default::default()
+        };
+        // `cat innocent.txt`, a symlink to ~/.ssh/id_rsa: names leaf first.
+        let mut r = raw(
+            op::OPENAT,
+            3,
+            [AT_FDCWD as u64, 0, 0, 0, 0, 0],
+            "innocent.txt",
+            "",
+        );
+        r.buf2 = b"id_rsa\0.ssh\0u\0home\0".to_vec();
+        r.len2 = r.buf2.len() as i32;
+        r.path_flags = PATH_WALKED | agentsight_common::PATH_COMPLETE;
+        r.ino = 4242;
+        r.dev = 0x800001;
+        let rec = st.apply(&r);
+        assert_eq!(rec.path.as_deref(), Some("/home/u/innocent.txt"));
+        assert_eq!(rec.real_path.as_deref(), Some("/home/u/.ssh/id_rsa"));
+        assert_eq!(rec.real_path_status, Some("complete"));
+        assert_eq!((rec.dev, rec.ino), (Some(0x800001), Some(4242)));
+        // Cut by the byte limit: the partial last name is dropped, and the
+        // value says it is not whole.
+        r.buf2 = b"leaf\0mid\0par".to_vec();
+        r.path_flags = PATH_WALKED | agentsight_common::PATH_TOO_DEEP;
+        let rec = st.apply(&r);
+        assert_eq!(rec.real_path.as_deref(), Some("…/mid/leaf"));
+        assert_eq!(rec.real_path_status, Some("too_deep"));
+        // A failed open has none.
+        let failed = st.apply(&raw(
+            op::OPENAT,
+            -2,
+            [AT_FDCWD as u64, 0, 0, 0, 0, 0],
+            "x",
+            "",
+        ));
+        assert_eq!((failed.real_path, failed.ino), (None, None));
     }
 
     #[test]

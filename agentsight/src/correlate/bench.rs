@@ -460,7 +460,7 @@ pub fn naive(conn: &Connection, session: &AgentSession) -> rusqlite::Result<u64>
         };
         let script = t.command.as_deref().map(super::shell::claimed_script);
         for r in &all {
-            if r.wall_ms < s - super::TOLERANCE_MS || r.wall_ms > e + super::TOLERANCE_MS {
+            if r.wall_ms < s - super::ARGV_SEARCH_MS || r.wall_ms > e + super::ARGV_SEARCH_MS {
                 continue;
             }
             if let (Some(v), Some(sc)) = (&r.argv, &script)

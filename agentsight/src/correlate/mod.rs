@@ -15,8 +15,13 @@
 //!   whose argv does not match (e.g. a hook or a helper), and its activity.
 //!
 //! Times are compared on one clock: events carry wall times derived from the
-//! capture's monotonic↔UTC anchors; transcripts carry UTC milliseconds. A
-//! call's window is `[call − TOLERANCE_MS, result + TOLERANCE_MS]`.
+//! capture's monotonic↔UTC anchors; transcripts carry UTC milliseconds. An
+//! argv match is searched in `[call − ARGV_SEARCH_MS, result + ARGV_SEARCH_MS]`
+//! (the argv is the evidence); every weaker attribution (`time_window`,
+//! `path_match`, `via_rename`) needs the activity inside the call's own window
+//! widened only by a tolerance measured from the argv matches' clock skew
+//! ([`window_tolerance`]), so the runtime's start-up and bookkeeping just
+//! before a call stay with the runtime.
 //! The JSON shape is documented in `docs/correlate.md`.
 
 pub mod bench;
@@ -41,8 +46,33 @@ use crate::{
     },
 };
 
-/// Slack on both ends of a call's window, and for "late" (ms).
-pub const TOLERANCE_MS: i64 = 1000;
+/// Slack on both ends of a call's window when looking for the exec of its
+/// own command (ms): the argv is strong evidence, the window only a bound.
+pub const ARGV_SEARCH_MS: i64 = 1000;
+/// Margin added to the measured skew for the call's window (ms): transcript
+/// timestamps are whole milliseconds. Kept small on purpose: Codex prepares
+/// each command (its shell snapshot, git probes) 80–100 ms before the call's
+/// timestamp, and that is the runtime's work, not the call's.
+pub const WINDOW_MARGIN_MS: i64 = 10;
+/// The window tolerance when no argv match measures the skew (ms).
+pub const WINDOW_DEFAULT_MS: i64 = 100;
+
+/// The tolerance of a call's window: the transcript clock's measured lead
+/// over the capture's (the largest amount by which a matched exec preceded
+/// its call) plus [`WINDOW_MARGIN_MS`], at most [`ARGV_SEARCH_MS`]; with no
+/// sample, [`WINDOW_DEFAULT_MS`]. `delays` are exec − call start (ms).
+pub fn window_tolerance(delays: &[i64]) -> (i64, &'static str) {
+    match delays.iter().min() {
+        Some(&min) => (
+            ((-min).max(0) + WINDOW_MARGIN_MS).min(ARGV_SEARCH_MS),
+            "measured skew + 10 ms",
+        ),
+        None => (
+            WINDOW_DEFAULT_MS,
+            "default (no argv match to measure the skew)",
+        ),
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum CorrelateError {
@@ -176,7 +206,13 @@ pub struct Bookkeeping {
 #[derive(Debug, Clone, Serialize)]
 pub struct ClockInfo {
     pub basis: &'static str,
+    /// Slack on both ends of a call's own window (every attribution but
+    /// argv_match, and "late").
     pub tolerance_ms: i64,
+    /// How `tolerance_ms` was set.
+    pub tolerance_basis: &'static str,
+    /// Slack on both ends when looking for a call's own command's exec.
+    pub argv_search_ms: i64,
     pub anchors: usize,
     /// How far the transcript clock appears ahead of the capture's (ms):
     /// the largest amount by which a matched exec preceded its call; 0
@@ -475,8 +511,12 @@ enum Own {
 
 struct Call {
     idx: usize,
+    /// Where the exec of its own command is looked for (± ARGV_SEARCH_MS).
     lo_mono: u64,
     hi_mono: u64,
+    /// Its window ± the measured tolerance: every weaker attribution.
+    win_lo: u64,
+    win_hi: u64,
     start_ms: i64,
     end_ms: Option<i64>,
     script: Option<String>,
@@ -522,10 +562,13 @@ pub fn correlate(
         let cwd = t.cwd.as_deref().or(base_cwd);
         calls.push(Call {
             idx: i,
-            lo_mono: anchors.mono_of_ms(start - TOLERANCE_MS),
+            lo_mono: anchors.mono_of_ms(start - ARGV_SEARCH_MS),
             hi_mono: end
-                .map(|e| anchors.mono_of_ms(e + TOLERANCE_MS))
+                .map(|e| anchors.mono_of_ms(e + ARGV_SEARCH_MS))
                 .unwrap_or(u64::MAX),
+            // Set once the argv matches have measured the skew.
+            win_lo: 0,
+            win_hi: u64::MAX,
             start_ms: start,
             end_ms: t.end_ms,
             script: (t.category == ToolCategory::Shell)
@@ -673,6 +716,25 @@ pub fn correlate(
             matched.insert(a.proc_ix, (ci, a.mono_ns));
         }
     }
+    // The skew the argv matches show sets every call's own window.
+    let mut delays: Vec<i64> = matched
+        .values()
+        .map(|&(ci, at)| anchors.wall_ms(at) - calls[ci].start_ms)
+        .collect();
+    let (tolerance_ms, tolerance_basis) = window_tolerance(&delays);
+    for c in calls.iter_mut() {
+        let t = &tools[c.idx];
+        let end = t.end_ms.or_else(|| {
+            tools[c.idx + 1..]
+                .iter()
+                .find_map(|n| n.start_ms)
+                .or(session_end)
+        });
+        c.win_lo = anchors.mono_of_ms(c.start_ms - tolerance_ms);
+        c.win_hi = end
+            .map(|e| anchors.mono_of_ms(e + tolerance_ms))
+            .unwrap_or(u64::MAX);
+    }
     // 2. Ownership in start order (parents before children).
     // The agent itself: each tree's root and every process that wrote the
     // transcript, with its ancestors (a launcher such as Codex's node shim or
@@ -709,7 +771,7 @@ pub fn correlate(
             && let Some((ci, _)) = calls
                 .iter()
                 .enumerate()
-                .filter(|(_, c)| c.lo_mono <= at && at <= c.hi_mono)
+                .filter(|(_, c)| c.win_lo <= at && at <= c.win_hi)
                 .max_by_key(|(_, c)| c.start_ms)
         {
             owner.insert(p, (ci, Own::Window, at));
@@ -722,7 +784,7 @@ pub fn correlate(
     let mut renamed_onto: HashMap<String, Vec<(usize, u64, usize)>> = HashMap::new();
     for a in acts.iter().filter(|a| a.op == "rename") {
         if let (Some(from), Some(to)) = (a.old_path.as_deref(), a.path.as_deref())
-            && let Some(ci) = claiming_call(&calls, a.mono_ns, to)
+            && let Some(ci) = claiming_call(&calls, a.mono_ns, to, a.op)
         {
             renamed_onto
                 .entry(from.to_string())
@@ -752,12 +814,12 @@ pub fn correlate(
             }
             a.late = calls[ci]
                 .end_ms
-                .is_some_and(|e| a.wall_ms > e + TOLERANCE_MS);
+                .is_some_and(|e| a.wall_ms > e + ARGV_SEARCH_MS);
             per_call[ci].push(a);
             continue;
         }
         if let Some(p) = a.path.as_deref()
-            && let Some(ci) = claiming_call(&calls, a.mono_ns, p)
+            && let Some(ci) = claiming_call(&calls, a.mono_ns, p, a.op)
         {
             a.reason = Some("path_match");
             per_call[ci].push(a);
@@ -767,7 +829,7 @@ pub fn correlate(
             && let Some(p) = a.path.as_deref()
             && let Some(&(_, _, ci)) = renamed_onto.get(p).and_then(|v| {
                 v.iter().find(|&&(proc_ix, at, ci)| {
-                    proc_ix == a.proc_ix && a.mono_ns <= at && calls[ci].lo_mono <= a.mono_ns
+                    proc_ix == a.proc_ix && a.mono_ns <= at && calls[ci].win_lo <= a.mono_ns
                 })
             })
         {
@@ -804,7 +866,6 @@ pub fn correlate(
         observed_not_claimed: unclaimed,
         ..Default::default()
     };
-    let mut delays: Vec<i64> = Vec::new();
     let mut call_reports: HashMap<usize, ToolReport> = HashMap::new();
     for (ci, c) in calls.iter().enumerate() {
         let t = &tools[c.idx];
@@ -813,13 +874,6 @@ pub fn correlate(
             .iter()
             .filter(|a| a.op == "exec" && a.reason == Some("argv_match"))
             .collect();
-        let mut sampled: HashSet<usize> = HashSet::new();
-        for a in &argv_execs {
-            // One sample per process: its first exec is when the call began.
-            if sampled.insert(a.proc_ix) {
-                delays.push(a.wall_ms - c.start_ms);
-            }
-        }
         let mut seen_proc: HashSet<usize> = HashSet::new();
         let exit_codes: Vec<Option<i64>> = argv_execs
             .iter()
@@ -993,7 +1047,9 @@ pub fn correlate(
     delays.sort_unstable();
     let clock = ClockInfo {
         basis: "capture clock_anchors (CLOCK_MONOTONIC to UTC) vs transcript UTC timestamps",
-        tolerance_ms: TOLERANCE_MS,
+        tolerance_ms,
+        tolerance_basis,
+        argv_search_ms: ARGV_SEARCH_MS,
         anchors: anchors.0.len(),
         skew_ms: delays.first().map(|d| (-d).max(0)).unwrap_or(0),
         skew_samples: delays.len(),
@@ -1043,13 +1099,22 @@ pub fn correlate(
 }
 
 /// The call that names `path` and whose window holds `mono` (the latest
-/// started, if several do).
-fn claiming_call(calls: &[Call], mono: u64, path: &str) -> Option<usize> {
+/// started, if several do). A directory made (`mkdir`) is the call's too
+/// when the call names a path inside it: an edit tool creating
+/// `data/numbers.txt` makes `data/` first.
+fn claiming_call(calls: &[Call], mono: u64, path: &str, op: &str) -> Option<usize> {
+    let names = |cp: &str| {
+        cp == path
+            || (op == "mkdir"
+                && cp.len() > path.len()
+                && cp.starts_with(path)
+                && cp.as_bytes()[path.len()] == b'/')
+    };
     calls
         .iter()
         .enumerate()
-        .filter(|(_, c)| c.lo_mono <= mono && mono <= c.hi_mono)
-        .filter(|(_, c)| c.paths.iter().any(|(cp, _)| cp == path))
+        .filter(|(_, c)| c.win_lo <= mono && mono <= c.win_hi)
+        .filter(|(_, c)| c.paths.iter().any(|(cp, _)| names(cp)))
         .max_by_key(|(_, c)| c.start_ms)
         .map(|(ci, _)| ci)
 }

@@ -121,17 +121,19 @@ pub fn text(r: &Report, colour: bool) -> String {
     let c = &r.clock;
     let _ = writeln!(
         o,
-        "{} {}; tolerance ±{} ms; skew {} ms ({} samples{})",
+        "{} {}; call windows ±{} ms ({}), argv matches searched ±{} ms; skew {} ms ({} samples{})",
         st.bold("clock"),
         c.basis,
         c.tolerance_ms,
+        c.tolerance_basis,
+        c.argv_search_ms,
         c.skew_ms,
         c.skew_samples,
         c.median_exec_delay_ms
             .map(|d| format!(", median call→exec {d} ms"))
             .unwrap_or_default()
     );
-    if c.skew_ms > c.tolerance_ms {
+    if c.skew_ms > c.argv_search_ms {
         let _ = writeln!(
             o,
             "  {}",

@@ -317,3 +317,144 @@ fn temp_file_writes_renamed_onto_a_claimed_path_are_the_calls() {
     );
     assert!(text.contains("  failed exit 3\n"), "{text}");
 }
+
+/// Codex-like start-up probes 150 ms before the first call stay with the
+/// runtime (the window's tolerance is the measured skew + 10 ms, not
+/// ±1000 ms); a helper started inside the call's window is the call's; the
+/// directory an edit tool makes for the file it creates is the call's.
+#[test]
+fn only_activity_inside_the_measured_window_is_attributed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let mut cap = Capture::new(&db);
+    let agent = (1, 1000);
+    let probe = (2, 1001);
+    let getopt = (3, 1002);
+    let shell = (4, 1003);
+    let hook = (5, 1004);
+    cap.process(1, 1000, 0, None, "codex", &["codex", "exec", "go"], None);
+    cap.process(
+        2,
+        1001,
+        850,
+        Some(agent),
+        "sh",
+        &["sh", "/usr/bin/lsb_release", "-a"],
+        Some(0),
+    );
+    cap.process(
+        3,
+        1002,
+        860,
+        Some(probe),
+        "getopt",
+        &["getopt", "-o", "a"],
+        Some(0),
+    );
+    cap.process(
+        4,
+        1003,
+        1010,
+        Some(agent),
+        "sh",
+        &["sh", "-c", "make check"],
+        Some(0),
+    );
+    cap.process(
+        5,
+        1004,
+        1020,
+        Some(agent),
+        "hook",
+        &["hook", "--post"],
+        Some(0),
+    );
+    cap.exec(850, probe, &["sh", "/usr/bin/lsb_release", "-a"]);
+    cap.exec(860, getopt, &["getopt", "-o", "a"]);
+    cap.exec(1010, shell, &["sh", "-c", "make check"]);
+    cap.exec(1020, hook, &["hook", "--post"]);
+    cap.event(2010, "mkdirat", agent, Some("/w/data"), None, None, None);
+    cap.open_write(2020, agent, "/w/data/numbers.txt");
+    cap.event(2030, "mkdirat", agent, Some("/w/other"), None, None, None);
+
+    let mut session = AgentSession::new(
+        Provider::Codex,
+        "s2".into(),
+        PathBuf::from("/h/.codex/sessions/rollout-s2.jsonl"),
+    );
+    session.cwd = Some("/w".into());
+    session.start_ms = Some(wall_ms(0));
+    session.end_ms = Some(wall_ms(3000));
+    session.push_prompt(Some(wall_ms(100)), "check, then write data".into());
+    session.tools = vec![
+        tool(
+            "exec_command",
+            ToolCategory::Shell,
+            Some("make check"),
+            Vec::new(),
+            ToolStatus::Ok,
+            Some(0),
+            1000,
+            1500,
+        ),
+        tool(
+            "apply_patch",
+            ToolCategory::Edit,
+            None,
+            vec![ToolPath::new("/w/data/numbers.txt", PathAccess::Create)],
+            ToolStatus::Ok,
+            None,
+            2000,
+            2100,
+        ),
+    ];
+    session.tool_count = 2;
+    let view = CaptureView::load(&cap.conn, "c.db").unwrap();
+    let bound = [BoundTree {
+        root: view.procs.by_id[&1],
+        evidence: "transcript_write".into(),
+        evidence_count: 1,
+        evidence_path: None,
+        from_mono_ns: MONO0 as u64,
+        to_mono_ns: None,
+    }];
+    let r = correlate(&view, &session, "capture", &bound, Vec::new()).unwrap();
+    let s = |x: &str| x.to_string();
+    let tools = &r.prompts[0].tools;
+    assert_eq!(
+        summary(&tools[0].activity),
+        vec![
+            ("exec", s("sh -c 'make check'"), "argv_match"),
+            ("exec", s("hook --post"), "time_window"),
+        ]
+    );
+    assert_eq!(
+        summary(&tools[1].activity),
+        vec![
+            ("mkdir", s("/w/data"), "path_match"),
+            ("write", s("/w/data/numbers.txt"), "path_match"),
+        ]
+    );
+    assert_eq!(
+        summary(&r.flags.observed_not_claimed),
+        vec![
+            ("exec", s("sh /usr/bin/lsb_release -a"), "child"),
+            ("exec", s("getopt -o a"), "child"),
+            ("mkdir", s("/w/other"), "runtime"),
+        ]
+    );
+    assert_eq!(
+        (
+            r.clock.skew_ms,
+            r.clock.tolerance_ms,
+            r.clock.tolerance_basis
+        ),
+        (0, 10, "measured skew + 10 ms")
+    );
+    assert_eq!(
+        window_tolerance(&[]),
+        (100, "default (no argv match to measure the skew)")
+    );
+    assert_eq!(window_tolerance(&[-300, 40]).0, 310);
+    assert_eq!(window_tolerance(&[-5000]).0, 1000);
+}

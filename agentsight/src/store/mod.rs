@@ -131,7 +131,11 @@ CREATE TABLE events (
     port INTEGER,
     query TEXT,
     tcp_state TEXT,
-    repeat INTEGER
+    repeat INTEGER,
+    real_path TEXT,
+    real_path_status TEXT,
+    dev INTEGER,
+    ino INTEGER
 );
 "#;
 

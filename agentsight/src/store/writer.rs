@@ -635,17 +635,17 @@ fn process_row(t: &Transaction, st: &mut State, ev: &Event) -> rusqlite::Result<
 }
 
 /// Columns (and parameters) of `INSERT_EVENT`.
-const EVENT_COLUMNS: usize = 48;
+const EVENT_COLUMNS: usize = 52;
 
 const INSERT_EVENT: &str = "INSERT INTO events (mono_ns, wall_ns, kind, cpu, seq, pid, tid, ppid, uid, gid, comm, process_id,
     child_pid, child_process_id, filename, argv, argc, argv_truncated, argv_incomplete,
     cwd, cwd_status, exe, exe_status, result, errno, exit_code, signal, core_dumped,
     fd, path, path_as_given, path_status, flags, mode, old_path, old_path_as_given,
     new_path, new_path_as_given, bytes, count, read_bytes, read_count, family, addr, port,
-    query, tcp_state, repeat)
+    query, tcp_state, repeat, real_path, real_path_status, dev, ino)
  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
     ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36,
-    ?37, ?38, ?39, ?40, ?41, ?42, ?43, ?44, ?45, ?46, ?47, ?48)";
+    ?37, ?38, ?39, ?40, ?41, ?42, ?43, ?44, ?45, ?46, ?47, ?48, ?49, ?50, ?51, ?52)";
 
 fn write_event(
     t: &Transaction,
@@ -861,6 +861,10 @@ fn write_event(
         &sys.query,
         &tcp_state,
         &repeat,
+        &sys.real_path,
+        &sys.real_path_status,
+        &sys.dev,
+        &sys.ino,
     ];
     // Most columns of a row are NULL (each kind fills its own): bind only
     // the others. Unbound parameters are NULL, and binding dozens of NULLs

@@ -23,7 +23,8 @@ const COLUMNS: &str = "mono_ns, wall_ns, kind, pid, ppid, tid, comm, uid, gid, c
     child_pid, filename, argv, argc, argv_truncated, argv_incomplete, cwd, cwd_status, exe,
     exe_status, result, errno, exit_code, signal, core_dumped, fd, path, path_as_given,
     path_status, flags, mode, old_path, old_path_as_given, new_path, new_path_as_given, bytes,
-    count, read_bytes, read_count, family, addr, port, query, tcp_state, repeat";
+    count, read_bytes, read_count, family, addr, port, query, tcp_state, repeat, real_path,
+    real_path_status, dev, ino";
 
 /// Writes every event as one JSON line, ordered by monotonic time.
 pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
