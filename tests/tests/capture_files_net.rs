@@ -526,3 +526,163 @@ fn softirq_interleaving_leaves_no_gap() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Every successful open also carries the path of the file the kernel
+/// opened (`real_path`, with its device and inode), whatever path trick
+/// the process used: a symlink, a symlinked directory followed by `..`, a
+/// hard link, `/proc/self/fd/N`, a bind mount, a file renamed while open.
+/// Cross-checked against `strace -f -y`.
+#[test]
+fn kernel_paths_name_the_file_the_kernel_opened() {
+    use std::os::unix::fs::MetadataExt;
+    require_root();
+    let dir = scratch("kpaths");
+    let d = |p: &str| dir.join(p).display().to_string();
+    std::fs::write(dir.join("secret.txt"), "s").unwrap();
+    std::fs::create_dir_all(dir.join("real/sub")).unwrap();
+    std::fs::write(dir.join("real/marker.txt"), "m").unwrap();
+    std::fs::create_dir(dir.join("bound")).unwrap();
+    std::os::unix::fs::symlink("secret.txt", dir.join("innocent.txt")).unwrap();
+    std::os::unix::fs::symlink("real/sub", dir.join("linkdir")).unwrap();
+    std::fs::hard_link(dir.join("secret.txt"), dir.join("hard.txt")).unwrap();
+    let (uid, gid) = test_user();
+    for p in ["secret.txt", "hard.txt", "real/marker.txt"] {
+        nix::unistd::chown(dir.join(p).as_path(), Some(uid.into()), Some(gid.into())).unwrap();
+    }
+    let mount = Command::new("mount")
+        .args(["--bind", &d("real"), &d("bound")])
+        .status()
+        .unwrap();
+    assert!(mount.success(), "bind mount");
+    struct Unmount(String);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(d("bound"));
+    let script = dir.join("kernel_paths.py");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/kernel_paths.py"),
+        &script,
+    )
+    .unwrap();
+    let (script_s, dir_s) = (script.display().to_string(), dir.display().to_string());
+    let db = dir.join("k.db");
+    let out = record(&db, &[], &["/usr/bin/python3", &script_s, &dir_s]);
+    assert_exit_0(&out);
+    let conn = open(&db);
+    let ino = |p: &str| std::fs::metadata(dir.join(p)).unwrap().ino() as i64;
+    let rows: Vec<(String, String, String, i64)> = conn
+        .prepare(
+            "SELECT path_as_given, real_path, real_path_status, ino FROM events
+             WHERE kind = 'openat' AND result >= 0 AND process_id IN
+               (SELECT id FROM processes WHERE argv LIKE '%kernel_paths.py%')
+               AND (path_as_given NOT LIKE '/%' OR path_as_given LIKE '/proc/self/fd/%')
+             ORDER BY mono_ns",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let secret = ino("secret.txt");
+    let marker = ino("real/marker.txt");
+    let row = |given: &str, real: &str, ino: i64| {
+        (given.to_string(), d(real), "complete".to_string(), ino)
+    };
+    assert_eq!(
+        rows,
+        vec![
+            row("innocent.txt", "secret.txt", secret),
+            row("linkdir/../marker.txt", "real/marker.txt", marker),
+            // The same inode as secret.txt, under its own name.
+            row("hard.txt", "hard.txt", secret),
+            row("secret.txt", "secret.txt", secret),
+            (
+                format!("/proc/self/fd/3"),
+                d("secret.txt"),
+                "complete".into(),
+                secret
+            ),
+            // The mount is seen where it is mounted; the inode is real/'s.
+            row("bound/marker.txt", "bound/marker.txt", marker),
+            row("before.txt", "before.txt", ino("after.txt")),
+            row("after.txt", "after.txt", ino("after.txt")),
+        ]
+    );
+    // The lexical path of the symlink trick names the link, the kernel
+    // path the target: both are stored.
+    let lexical: String = conn
+        .query_row(
+            "SELECT path FROM events WHERE kind = 'openat' AND path_as_given = 'innocent.txt'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(lexical, d("innocent.txt"));
+    // Every successful open of the workload (python's own start-up
+    // included: libc through /lib, locale.alias through /usr/share/locale),
+    // with the file strace -y names behind the returned fd.
+    let trace = dir.join("strace.txt");
+    let st = Command::new("strace")
+        .args(["-f", "-qq", "-y", "-e", "trace=openat,execve", "-o"])
+        .arg(&trace)
+        .arg("setpriv")
+        .args([
+            format!("--reuid={uid}"),
+            format!("--regid={gid}"),
+            "--init-groups".into(),
+        ])
+        .args(["/usr/bin/python3", &script_s, &dir_s])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let pid_free = |p: &str| -> String {
+        match p.strip_prefix("/proc/") {
+            Some(rest) if rest.starts_with(|c: char| c.is_ascii_digit()) => {
+                format!("/proc/PID/{}", rest.split_once('/').map_or("", |x| x.1))
+            }
+            _ => p.to_string(),
+        }
+    };
+    let from_strace: Vec<(String, String)> = text
+        .lines()
+        .skip_while(|l| !l.contains("execve(\"/usr/bin/python3\""))
+        .filter(|l| l.contains("openat("))
+        .filter_map(|l| {
+            let given = l.split('"').nth(1)?;
+            let (_, ret) = l.rsplit_once(" = ")?;
+            let kernel = ret.split_once('<')?.1.strip_suffix('>')?;
+            Some((given.to_string(), pid_free(kernel)))
+        })
+        .collect();
+    let ours: Vec<(String, String)> = conn
+        .prepare(
+            "SELECT path_as_given, real_path FROM events
+             WHERE kind = 'openat' AND result >= 0 AND process_id IN
+               (SELECT id FROM processes WHERE argv LIKE '%kernel_paths.py%')
+             ORDER BY mono_ns",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get::<_, String>(1)?)))
+        .unwrap()
+        .map(|r| {
+            let (g, k): (String, String) = r.unwrap();
+            (g, pid_free(&k))
+        })
+        .collect();
+    assert!(ours.len() >= 20, "{ours:#?}");
+    assert_eq!(from_strace, ours, "strace saw:\n{text}");
+    let differ = ours
+        .iter()
+        .filter(|(g, k)| g.starts_with('/') && g != k)
+        .count();
+    eprintln!(
+        "kernel paths: {} successful opens, all as strace -y names them; {differ} absolute paths as given name another file",
+        ours.len()
+    );
+    drop(_unmount);
+    let _ = std::fs::remove_dir_all(&dir);
+}
