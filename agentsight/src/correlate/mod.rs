@@ -100,6 +100,10 @@ pub struct Activity {
     pub path: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub old_path: Option<String>,
+    /// The file the kernel opened, when it is not `path` (a symlink, a
+    /// bind mount, `/proc/self/fd/N`, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub real_path: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub addr: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -611,7 +615,7 @@ pub fn correlate(
             )
         };
         let sql = format!(
-            "SELECT id, mono_ns, wall_ns, kind, pid, process_id, comm, argv, path, old_path, flags, result, errno, family, addr, port
+            "SELECT id, mono_ns, wall_ns, kind, pid, process_id, comm, argv, path, old_path, flags, result, errno, family, addr, port, real_path
              FROM events WHERE mono_ns BETWEEN ?1 AND ?2 AND kind IN ({KINDS}) {skip_reads} ORDER BY mono_ns, id"
         );
         let mut st = view.conn.prepare(&sql).map_err(|e| view.qe(e))?;
@@ -664,6 +668,8 @@ pub fn correlate(
             }
             let wall_ns: i64 = r.get(2).map_err(get)?;
             let argv: Option<String> = r.get(7).map_err(get)?;
+            let real_path: Option<String> = r.get(16).map_err(get)?;
+            let real_path = real_path.filter(|rp| path.as_deref() != Some(rp.as_str()));
             acts.push(Activity {
                 event_id: r.get(0).map_err(get)?,
                 ts: rfc3339_ns(wall_ns.max(0) as u64),
@@ -675,6 +681,7 @@ pub fn correlate(
                 argv: argv.and_then(|a| serde_json::from_str(&a).ok()),
                 path,
                 old_path: r.get(9).map_err(get)?,
+                real_path,
                 addr: r.get(14).map_err(get)?,
                 port: r.get::<_, Option<i64>>(15).map_err(get)?.map(|p| p as u16),
                 result,
@@ -1141,7 +1148,10 @@ pub fn describe(a: &Activity) -> String {
             a.old_path.as_deref().unwrap_or("?"),
             a.path.as_deref().unwrap_or("?")
         ),
-        _ => a.path.clone().unwrap_or_default(),
+        _ => match &a.real_path {
+            Some(real) => format!("{} (opened {real})", a.path.as_deref().unwrap_or("?")),
+            None => a.path.clone().unwrap_or_default(),
+        },
     }
 }
 

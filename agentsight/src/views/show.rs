@@ -294,6 +294,12 @@ fn activity(cap: &Capture, s: &mut String) -> Result<(), StoreError> {
              GROUP BY 1 ORDER BY MIN(mono_ns) LIMIT 15",
         ),
         (
+            "opened under another name (path as resolved → file the kernel opened; opens, 0)",
+            "SELECT path || ' → ' || real_path, COUNT(*), 0 FROM events
+             WHERE real_path IS NOT NULL AND path IS NOT NULL AND real_path != path
+             GROUP BY 1 ORDER BY MIN(mono_ns) LIMIT 10",
+        ),
+        (
             "network destinations (connects, failed)",
             "SELECT family || ' ' || addr || COALESCE(':' || port, ''), COUNT(*),
                     SUM(result < 0 AND errno != 'EINPROGRESS') FROM events
