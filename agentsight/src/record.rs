@@ -66,6 +66,8 @@ pub struct RecordOptions {
     pub transcript_budget: u64,
     /// Turn on kernel BPF run-time statistics for the recording.
     pub program_stats: bool,
+    /// Stop storing (and count the rest as loss) once the capture is this big.
+    pub max_bytes: Option<u64>,
 }
 
 /// How the run ended, for the summary and the exit status.
@@ -81,6 +83,8 @@ pub struct RecordOutcome {
     pub failed_programs: Vec<String>,
     pub end_reason: String,
     pub store_error: Option<String>,
+    /// Events not stored because the capture reached `--max-size`.
+    pub not_stored: u64,
     pub elapsed: Duration,
     /// The recorder's peak resident memory, KiB.
     pub peak_rss_kib: u64,
@@ -168,6 +172,9 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     // The output first: an unwritable path fails before anything is loaded.
     let start = Anchor::now("start");
     let writer = Writer::create(&opts.output, start)?;
+    if let Some(max) = opts.max_bytes {
+        let _ = writer.sender().send(StoreMsg::MaxBytes(max));
+    }
     let owner = privileges::file_owner();
     // The WAL and shared-memory files too, so the owner can read a capture
     // that was cut short (they are gone once the recording finishes).
@@ -484,6 +491,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         gap_missing,
         failed_programs,
         end_reason,
+        not_stored: summary.not_stored.values().sum(),
         store_error: summary.error,
         elapsed: started.elapsed(),
         peak_rss_kib,
@@ -771,6 +779,12 @@ pub fn summary_text(o: &RecordOutcome) -> String {
         "agentsight: lost {} events (kernel ring buffer), {} missing by sequence; ended: {}\n",
         o.lost, o.gap_missing, o.end_reason
     ));
+    if o.not_stored > 0 {
+        s.push_str(&format!(
+            "agentsight: {} events not stored: the capture reached --max-size (counted as loss)\n",
+            o.not_stored
+        ));
+    }
     if let Some(st) = o.command_status {
         s.push_str(&format!("agentsight: command exit status {st}\n"));
     }

@@ -207,6 +207,29 @@ pub fn sv(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| s.to_string()).collect()
 }
 
+/// Builds a static program in `dir` that makes `n` failed opens of `n`
+/// distinct paths (`/nonexistent-agentsight/f0`, `f1`, …): nothing folds
+/// them, so the ground truth is exactly `n` stored-or-counted events.
+pub fn static_distinct_open_flood(dir: &Path, n: u64) -> PathBuf {
+    let src = dir.join("distinct.c");
+    std::fs::write(
+        &src,
+        format!(
+            "#include <fcntl.h>\n#include <stdio.h>\nint main(void) {{ char p[64]; for (long i = 0; i < {n}; i++) {{ snprintf(p, sizeof p, \"/nonexistent-agentsight/f%ld\", i); openat(AT_FDCWD, p, O_RDONLY); }} return 0; }}\n"
+        ),
+    )
+    .expect("write distinct.c");
+    let bin = dir.join("distinct");
+    let cc = Command::new("gcc")
+        .args(["-O2", "-static", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .expect("run gcc");
+    assert!(cc.success(), "gcc -static failed");
+    bin
+}
+
 /// Builds a static program in `dir` that makes `n` failed
 /// `openat(AT_FDCWD, path, O_RDONLY)` calls and exits 0. Static linking means
 /// no dynamic loader: the flood is the program's only hooked syscall, so its

@@ -439,3 +439,52 @@ fn sigkilled_recorder_says_what_is_unknown_and_loses_at_most_a_second() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--max-size`: once the capture reaches the bound, storing stops and every
+/// further event is counted as loss (never a silently full disk): stored +
+/// lost in the kernel + not stored = generated, exactly.
+#[test]
+fn max_size_stops_storing_and_counts_the_rest() {
+    require_root();
+    let dir = scratch("maxsize");
+    const N: u64 = 150_000;
+    let flood = static_distinct_open_flood(&dir, N);
+    let db = dir.join("capped.db");
+    let flood_s = flood.display().to_string();
+    let out = record(&db, &["--max-size", "2M"], &[&flood_s]);
+    assert_exit_0(&out);
+    let conn = open(&db);
+    let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+    let stored = count(
+        "SELECT COALESCE(SUM(COALESCE(repeat, 1)), 0) FROM events WHERE kind = 'openat' AND path_as_given LIKE '/nonexistent-agentsight/f%'",
+    );
+    let kernel_lost = count("SELECT COALESCE(SUM(lost), 0) FROM loss WHERE kind = 'syscall'");
+    let not_stored =
+        count("SELECT COALESCE(SUM(lost), 0) FROM loss WHERE kind = 'max_size:syscall'");
+    assert!(not_stored > 0, "the bound was never reached");
+    assert_eq!(
+        stored + kernel_lost + not_stored,
+        N as i64,
+        "stored {stored} + lost {kernel_lost} + not stored {not_stored}"
+    );
+    let all_not_stored = count("SELECT SUM(lost) FROM loss WHERE kind LIKE 'max_size:%'");
+    let size = std::fs::metadata(&db).unwrap().len();
+    eprintln!(
+        "max-size: {N} events, {stored} stored, {kernel_lost} lost in the kernel, {not_stored} not stored; capture {size} bytes"
+    );
+    assert!(size <= 3 << 20, "capture of {size} bytes for a 2 MiB bound");
+    drop(conn);
+    let show = Command::new(bin())
+        .args(["show", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        text.contains(&format!(
+            "; {not_stored} not stored (the capture reached --max-size)"
+        )),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

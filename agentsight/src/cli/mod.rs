@@ -82,6 +82,10 @@ pub struct RecordArgs {
     /// Kernel ring buffer size in MiB (a power of two).
     #[arg(long, default_value_t = 16, value_parser = parse_ring_mib)]
     pub ring_mib: u32,
+    /// Stop storing once the capture reaches this size (e.g. 500M, 2G; K, M,
+    /// G are powers of 1024); what follows is counted as loss, per kind.
+    #[arg(long, value_parser = parse_size)]
+    pub max_size: Option<u64>,
     /// No live status line and no summary.
     #[arg(short, long)]
     pub quiet: bool,
@@ -158,6 +162,29 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err(format!("bad duration {s:?}"));
     }
     Ok(Duration::from_secs_f64(secs))
+}
+
+/// `N`, `NK`, `NM`, `NG` (powers of 1024) → bytes.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, unit) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&t[..i], c.to_ascii_uppercase()),
+        _ => (t, 'B'),
+    };
+    let shift = match unit {
+        'B' => 0,
+        'K' => 10,
+        'M' => 20,
+        'G' => 30,
+        _ => return Err(format!("bad size {s:?}: use a number with K, M or G")),
+    };
+    let n: u64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("bad size {s:?}: use a number with K, M or G"))?;
+    n.checked_mul(1u64 << shift)
+        .filter(|&b| b > 0)
+        .ok_or_else(|| format!("bad size {s:?}: out of range"))
 }
 
 fn parse_ring_mib(s: &str) -> Result<u32, String> {
@@ -267,6 +294,7 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         quiet: a.quiet,
         copy_transcripts: !a.no_transcripts,
         program_stats: a.program_stats,
+        max_bytes: a.max_size,
         transcript_budget: a.transcript_max_mib.saturating_mul(1024 * 1024),
     };
     let outcome = record::run(&opts)?;

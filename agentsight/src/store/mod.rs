@@ -12,7 +12,9 @@ use std::path::Path;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 pub(crate) use writer::put_meta;
-pub use writer::{EventSender, ProcessSeed, StoreMsg, Writer, WriterStopped, WriterSummary};
+pub use writer::{
+    EventSender, MAX_SIZE_LOSS_PREFIX, ProcessSeed, StoreMsg, Writer, WriterStopped, WriterSummary,
+};
 
 /// Written to `meta.format`; a file without it is not a capture.
 pub const FORMAT: &str = "agentsight-capture";

@@ -52,7 +52,15 @@ pub enum StoreMsg {
     Anchor(Anchor),
     Loss(Vec<(&'static str, u64)>),
     Meta(String, String),
+    /// `--max-size`: once the capture (file + WAL) reaches this many bytes,
+    /// events are no longer stored but counted, per kind, as loss
+    /// `max_size:KIND`.
+    MaxBytes(u64),
 }
+
+/// Loss kinds of events the writer received but did not store because the
+/// capture reached `--max-size` start with this.
+pub const MAX_SIZE_LOSS_PREFIX: &str = "max_size:";
 
 /// What the writer reports when it finishes.
 #[derive(Debug, Default, Clone)]
@@ -63,6 +71,8 @@ pub struct WriterSummary {
     pub decode_errors: u64,
     /// Set when a write failed (e.g. disk full); what was committed before stays.
     pub error: Option<String>,
+    /// Events not stored because the capture reached `--max-size`, by kind.
+    pub not_stored: std::collections::BTreeMap<&'static str, u64>,
 }
 
 pub struct Writer {
@@ -242,6 +252,12 @@ impl Writer {
                 put_meta(&t, k, v)?;
             }
             put_meta(&t, "decode_errors", &summary.decode_errors.to_string())?;
+            for (kind, n) in &summary.not_stored {
+                t.execute(
+                    "INSERT INTO loss (kind, lost) VALUES (?1, ?2)",
+                    params![format!("{MAX_SIZE_LOSS_PREFIX}{kind}"), *n as i64],
+                )?;
+            }
             // Built once at the end rather than maintained per insert.
             t.execute_batch(super::INDEXES)?;
             t.commit()?;
@@ -304,6 +320,9 @@ struct State {
     /// after its process's whole life (a command that exits at once).
     exited: HashMap<u32, i64>,
     summary: WriterSummary,
+    /// `--max-size` and whether it was reached.
+    max_bytes: Option<u64>,
+    capped: bool,
 }
 
 /// Event batches received but not yet stored. While the traced tree is busy
@@ -365,6 +384,8 @@ fn run(
         live: HashMap::new(),
         exited: HashMap::new(),
         summary: WriterSummary::default(),
+        max_bytes: None,
+        capped: false,
     };
     if let Err(e) = store_anchor(&conn, &anchor) {
         st.summary.error = Some(e.to_string());
@@ -412,6 +433,10 @@ fn run(
             }
             StoreMsg::Loss(counts) => write_loss(&mut conn, &counts),
             StoreMsg::Meta(k, v) => put_meta(&conn, &k, &v),
+            StoreMsg::MaxBytes(n) => {
+                st.max_bytes = Some(n);
+                Ok(())
+            }
         };
         if let Err(e) = r {
             fail(&mut st, e);
@@ -445,10 +470,37 @@ fn store_held(conn: &mut Connection, st: &mut State, held: &mut Held) {
             tracing::warn!("undecodable record: {e}");
         }
         st.summary.decode_errors += errors.len() as u64;
+        if reached_max_size(conn, st) {
+            for ev in &events {
+                *st.summary
+                    .not_stored
+                    .entry(ev.header.kind.name())
+                    .or_default() += 1;
+            }
+            continue;
+        }
         if let Err(e) = write_events(conn, st, &events) {
             fail(st, e);
         }
     }
+}
+
+/// Whether the capture (its file and WAL) has reached `--max-size`; once it
+/// has, it stays reached (nothing more is stored, so nothing would shrink).
+fn reached_max_size(conn: &Connection, st: &mut State) -> bool {
+    let Some(max) = st.max_bytes else {
+        return false;
+    };
+    if !st.capped {
+        let size = |p: String| std::fs::metadata(p).map_or(0, |m| m.len());
+        let main = conn.path().unwrap_or_default().to_owned();
+        let used = size(main.clone()) + size(format!("{main}-wal"));
+        if used >= max {
+            tracing::warn!("the capture reached --max-size ({used} ≥ {max} bytes): storing stops");
+            st.capped = true;
+        }
+    }
+    st.capped
 }
 
 fn store_anchor(conn: &Connection, a: &Anchor) -> rusqlite::Result<()> {

@@ -123,8 +123,13 @@ pub fn summary(cap: &Capture) -> Result<String, StoreError> {
     }
 
     // Loss first and prominently: an incomplete capture must not look whole.
-    let loss = cap.loss()?;
+    let all_loss = cap.loss()?;
+    let (loss, not_stored): (Vec<_>, Vec<_>) = all_loss
+        .iter()
+        .cloned()
+        .partition(|(k, _)| !k.starts_with(crate::store::MAX_SIZE_LOSS_PREFIX));
     let lost: u64 = loss.iter().map(|(_, n)| n).sum();
+    let not_stored: u64 = not_stored.iter().map(|(_, n)| n).sum();
     let missing = cap.gap_missing()?;
     let detail: Vec<String> = loss
         .iter()
@@ -133,11 +138,16 @@ pub fn summary(cap: &Capture) -> Result<String, StoreError> {
         .collect();
     let _ = writeln!(
         s,
-        "LOSS      {lost} events lost in the kernel{}; {missing} missing by sequence number{}",
+        "LOSS      {lost} events lost in the kernel{}; {missing} missing by sequence number{}{}",
         if detail.is_empty() {
             String::new()
         } else {
             format!(" ({})", detail.join(", "))
+        },
+        if not_stored > 0 {
+            format!("; {not_stored} not stored (the capture reached --max-size)")
+        } else {
+            String::new()
         },
         if complete {
             String::new()
