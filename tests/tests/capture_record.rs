@@ -482,7 +482,7 @@ fn max_size_stops_storing_and_counts_the_rest() {
     let text = String::from_utf8_lossy(&show.stdout);
     assert!(
         text.contains(&format!(
-            "; {not_stored} not stored (the capture reached --max-size)"
+            "; {all_not_stored} not stored (the capture reached --max-size)"
         )),
         "{text}"
     );
