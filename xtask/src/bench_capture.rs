@@ -166,7 +166,7 @@ fn record_run(
 
 /// uid and gid of `nobody`, whom recorded runs execute as: untraced runs
 /// do too, so both sides differ only by the recording.
-fn nobody() -> Result<(u32, u32)> {
+pub(crate) fn nobody() -> Result<(u32, u32)> {
     let name = std::ffi::CString::new("nobody")?;
     // Safety: getpwnam returns NULL or a pointer to a static passwd record,
     // read at once.
@@ -248,7 +248,7 @@ fn count_syscalls(cmd: &[String], work: &Path) -> Option<u64> {
     words.get(3)?.parse().ok()
 }
 
-fn compile(dir: &Path, name: &str, src: &str, static_link: bool) -> Result<PathBuf> {
+pub(crate) fn compile(dir: &Path, name: &str, src: &str, static_link: bool) -> Result<PathBuf> {
     let c = dir.join(format!("{name}.c"));
     std::fs::write(&c, src)?;
     let out = dir.join(name);
@@ -314,10 +314,10 @@ struct Row {
 }
 
 /// The recorder's own CPU seconds and peak RSS (MiB).
-type RecorderUsage = (Option<Duration>, Option<f64>);
+pub(crate) type RecorderUsage = (Option<Duration>, Option<f64>);
 
 /// The recorder's own usage, from its summary line.
-fn recorder_usage(stderr_file: &Path) -> RecorderUsage {
+pub(crate) fn recorder_usage(stderr_file: &Path) -> RecorderUsage {
     let text = std::fs::read_to_string(stderr_file).unwrap_or_default();
     let Some(line) = text.lines().find(|l| l.contains("recorder used")) else {
         return (None, None);
@@ -776,7 +776,8 @@ pub fn run(agentsight: &Path) -> Result<()> {
         "cpu/rss: the recorder process (agentsight) or the tracer's extra CPU (strace), peak RSS."
     );
     let _ = std::fs::remove_dir_all(&work);
-    Ok(())
+    // Distinct events at rate: what a real install or checkout looks like.
+    crate::bench_flood::run(agentsight)
 }
 
 fn median(mut v: Vec<f64>) -> Option<f64> {

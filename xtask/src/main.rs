@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 mod bench_capture;
 mod bench_correlate;
+mod bench_flood;
 mod bench_sessions;
 mod doctor;
 mod e2e_setup;
@@ -56,6 +57,8 @@ enum BenchWhat {
     Sessions,
     /// `correlate` on a synthetic 1,000,000-event capture vs a naive scan.
     Correlate,
+    /// A flood of distinct file events, rate-limited steps and flat out (root).
+    Flood,
 }
 
 /// Debian packages the tests use: (a program it provides, package).
@@ -106,6 +109,7 @@ fn main() -> Result<()> {
                 BenchWhat::Capture => bench_capture::run(&bin),
                 BenchWhat::Sessions => bench_sessions::run(&bin),
                 BenchWhat::Correlate => bench_correlate::run(&bin),
+                BenchWhat::Flood => bench_flood::run(&bin),
             }
         }
     }
