@@ -184,14 +184,14 @@ fn claude_session_is_bound_and_correlated() {
     assert_eq!(b[0]["evidence"], "transcript_write");
     assert_eq!(b[0]["root_pid"].as_i64().unwrap(), root_pid(&r));
     assert_eq!(rep["session"]["session_id"], sid);
-    // Call windows are widened by the measured skew + 10 ms; the argv
+    // Call windows are widened by the measured skew + 1 ms; the argv
     // search keeps ±1000 ms.
     let clock = &rep["clock"];
     assert_eq!(clock["argv_search_ms"], 1000);
-    assert_eq!(clock["tolerance_basis"], "measured skew + 10 ms");
+    assert_eq!(clock["tolerance_basis"], "measured skew + 1 ms");
     assert_eq!(
         clock["tolerance_ms"].as_i64().unwrap(),
-        (clock["skew_ms"].as_i64().unwrap() + 10).min(1000)
+        (clock["skew_ms"].as_i64().unwrap() + 1).min(1000)
     );
 
     let tl = tools(&rep);

@@ -53,7 +53,7 @@ pub const ARGV_SEARCH_MS: i64 = 1000;
 /// timestamps are whole milliseconds. Kept small on purpose: Codex prepares
 /// each command (its shell snapshot, git probes) 80–100 ms before the call's
 /// timestamp, and that is the runtime's work, not the call's.
-pub const WINDOW_MARGIN_MS: i64 = 10;
+pub const WINDOW_MARGIN_MS: i64 = 1;
 /// The window tolerance when no argv match measures the skew (ms).
 pub const WINDOW_DEFAULT_MS: i64 = 100;
 
@@ -65,7 +65,7 @@ pub fn window_tolerance(delays: &[i64]) -> (i64, &'static str) {
     match delays.iter().min() {
         Some(&min) => (
             ((-min).max(0) + WINDOW_MARGIN_MS).min(ARGV_SEARCH_MS),
-            "measured skew + 10 ms",
+            "measured skew + 1 ms",
         ),
         None => (
             WINDOW_DEFAULT_MS,

@@ -319,7 +319,7 @@ fn temp_file_writes_renamed_onto_a_claimed_path_are_the_calls() {
 }
 
 /// Codex-like start-up probes 150 ms before the first call stay with the
-/// runtime (the window's tolerance is the measured skew + 10 ms, not
+/// runtime (the window's tolerance is the measured skew + 1 ms, not
 /// ±1000 ms); a helper started inside the call's window is the call's; the
 /// directory an edit tool makes for the file it creates is the call's.
 #[test]
@@ -449,12 +449,12 @@ fn only_activity_inside_the_measured_window_is_attributed() {
             r.clock.tolerance_ms,
             r.clock.tolerance_basis
         ),
-        (0, 10, "measured skew + 10 ms")
+        (0, 1, "measured skew + 1 ms")
     );
     assert_eq!(
         window_tolerance(&[]),
         (100, "default (no argv match to measure the skew)")
     );
-    assert_eq!(window_tolerance(&[-300, 40]).0, 310);
+    assert_eq!(window_tolerance(&[-300, 40]).0, 301);
     assert_eq!(window_tolerance(&[-5000]).0, 1000);
 }
