@@ -78,6 +78,14 @@ impl ProcInfo {
     }
 }
 
+/// One variable of a process's environment as it was at exec
+/// (`/proc/PID/environ`), if readable and set.
+pub fn env_var(pid: u32, name: &str) -> Option<String> {
+    let env = Process::new(pid as i32).ok()?.environ().ok()?;
+    env.get(std::ffi::OsStr::new(name))
+        .map(|v| v.to_string_lossy().into_owned())
+}
+
 /// Every process visible now.
 pub fn snapshot() -> Vec<ProcInfo> {
     match all_processes() {

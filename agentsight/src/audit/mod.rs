@@ -5,10 +5,12 @@
 //! (`render`). See `docs/audit.md`.
 
 pub mod eval;
+pub mod fold;
 pub mod policy;
 pub mod render;
+mod scan;
 
-pub use eval::{Finding, Report, audit};
+pub use eval::{Finding, Report, Strategy, audit, audit_with};
 pub use policy::{Policy, PolicyError, Severity};
 
 use crate::store::StoreError;
