@@ -1,4 +1,4 @@
-//! Project tasks: `cargo xtask setup | build | demo | test`.
+//! Project tasks: `cargo xtask setup | build | demo | test | bench`.
 //!
 //! `setup` installs, idempotently and only what is missing, everything a bare
 //! machine of the project's kind lacks to build and test agentsight.
@@ -11,6 +11,7 @@ use std::{
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 
+mod bench_audit;
 mod bench_capture;
 mod bench_correlate;
 mod bench_sessions;
@@ -48,6 +49,8 @@ enum BenchWhat {
     Sessions,
     /// `correlate` on a synthetic 1,000,000-event capture vs a naive scan.
     Correlate,
+    /// `audit` of a synthetic 1,000,000-event capture with up to 100,000 findings vs the approach before.
+    Audit,
 }
 
 /// bpf-linker release known to build against the nightly's LLVM 22 here.
@@ -92,6 +95,7 @@ fn main() -> Result<()> {
                 BenchWhat::Capture => bench_capture::run(&bin),
                 BenchWhat::Sessions => bench_sessions::run(&bin),
                 BenchWhat::Correlate => bench_correlate::run(&bin),
+                BenchWhat::Audit => bench_audit::run(&bin),
             }
         }
     }
