@@ -220,6 +220,27 @@ mod tests {
         assert!(!AgentName::Auto.matches(&plain_node));
     }
 
+    /// `--pid`/`--agent` read an adopted root's TMPDIR from
+    /// /proc/PID/environ: a child started with one shows it.
+    #[test]
+    fn env_var_reads_proc_environ() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .env("TMPDIR", "/run/user/4242/tmp")
+            .env_remove("AGENTSIGHT_UNSET")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let got = (
+            env_var(pid, "TMPDIR"),
+            env_var(pid, "AGENTSIGHT_UNSET"),
+            env_var(u32::MAX, "TMPDIR"),
+        );
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(got, (Some("/run/user/4242/tmp".into()), None, None));
+    }
+
     #[test]
     fn tree_includes_descendants_only() {
         let procs = vec![
