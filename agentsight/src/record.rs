@@ -378,6 +378,16 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
             end_reason = "stopped by signal".into();
             break;
         }
+        // A wrapper (`env TMPDIR=… agent`, `sh -c 'TMPDIR=… exec agent'`)
+        // sets the command's TMPDIR after we started it: read the root's
+        // environment as its execs leave it, for its first second only (a
+        // later re-exec cannot widen what the audit allows).
+        if let Some(c) = child.as_ref()
+            && started.elapsed() < TMPDIR_WINDOW
+            && let Some(t) = procinfo::env_var(c.id(), "TMPDIR")
+        {
+            note_tmpdir(&tx, &mut tmpdirs, &t);
+        }
         if opts.duration.is_some_and(|d| started.elapsed() >= d) {
             end_reason = "duration reached".into();
             break;
@@ -596,6 +606,9 @@ fn adopt(
         let _ = tx.send(StoreMsg::Seed(p.seed(origin)));
     }
 }
+
+/// How long the root command's environment is watched for its TMPDIR.
+const TMPDIR_WINDOW: Duration = Duration::from_secs(1);
 
 /// A TMPDIR worth allowing: absolute, without `.`/`..` components, not `/`;
 /// returned normalised (no repeated or trailing `/`).

@@ -235,10 +235,18 @@ fn agent_breaking_the_policy_is_flagged() {
         r.denied.to_string(),
         r.undeclared.to_string(),
     ];
-    let mut cmd = vec!["/bin/bash", script.as_str()];
-    cmd.extend(args.iter().map(String::as_str));
+    // TMPDIR set by a wrapper, not inherited from `record`: read from the
+    // root's environment once `env` has exec'd the workload.
     let tmpdir = r.tmpdir.display().to_string();
-    let out = record_env(&r.db, &["--audit", &policy], &cmd, &[("TMPDIR", &tmpdir)]);
+    let tmp_env = format!("TMPDIR={tmpdir}");
+    let mut cmd = vec![
+        "/usr/bin/env",
+        tmp_env.as_str(),
+        "/bin/bash",
+        script.as_str(),
+    ];
+    cmd.extend(args.iter().map(String::as_str));
+    let out = record(&r.db, &["--audit", &policy], &cmd);
     // The command succeeded; the audit failed: exit 1, findings on stderr.
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     // The read through a symlink (`cat innocent.txt`, innocent.txt → the
@@ -274,6 +282,9 @@ fn agent_breaking_the_policy_is_flagged() {
     let curl_argv = s(&["curl", "-s", "--max-time", "2", &curl_url]);
     let mut root_argv = root.clone();
     root_argv.extend(args.iter().cloned());
+    let tmpdirs: Vec<String> =
+        serde_json::from_str(&meta(&open(&r.db), "tmpdirs").unwrap()).unwrap();
+    assert!(tmpdirs.contains(&tmpdir), "{tmpdirs:?}");
     let mut got = briefs(&report);
     let through_link = s(&["cat", "innocent.txt"]);
     let linked: Vec<Brief> = got

@@ -20,6 +20,10 @@ use super::eval::{Ev, Finding};
 pub const FOLD_EXAMPLES: usize = 10;
 /// `evidence.event_ids` keeps the first this many ids (`count` has them all).
 pub const MAX_EVENT_IDS: usize = 100;
+/// Groups of one rule, access and tool call; findings with a pattern beyond
+/// these go to one last group (pattern `/**` for paths, `*` otherwise), so
+/// output and memory stay bounded when every finding has its own directory.
+pub const MAX_GROUPS: usize = 200;
 
 /// Many findings of one rule, access and pattern, reported as one.
 #[derive(Debug, Clone, Serialize)]
@@ -66,6 +70,9 @@ struct Group {
 pub struct Collector {
     groups: Vec<Group>,
     index: HashMap<String, usize>,
+    /// Groups per rule, access and tool call.
+    families: HashMap<String, usize>,
+    max_groups: usize,
     fold_after: usize,
     max_ids: usize,
 }
@@ -118,7 +125,8 @@ fn pattern_of(f: &Finding) -> (String, bool) {
     (first.unwrap_or_else(|| f.kind.clone()), false)
 }
 
-fn group_key(f: &Finding, pattern: &str, ev: Option<&Ev>) -> String {
+/// The rule, access and tool call a group belongs to.
+fn family_key(f: &Finding, ev: Option<&Ev>) -> String {
     let session = f
         .session
         .as_ref()
@@ -132,13 +140,7 @@ fn group_key(f: &Finding, pattern: &str, ev: Option<&Ev>) -> String {
         })
         .unwrap_or_default();
     let own = ev.map_or_else(|| format!("{}|{}", f.kind, f.message), |_| String::new());
-    join(&[
-        &f.rule,
-        f.access.as_deref().unwrap_or(""),
-        pattern,
-        &session,
-        &own,
-    ])
+    join(&[&f.rule, f.access.as_deref().unwrap_or(""), &session, &own])
 }
 
 fn hash_of(s: &str) -> u64 {
@@ -154,6 +156,8 @@ impl Collector {
         Self {
             groups: Vec::new(),
             index: HashMap::new(),
+            families: HashMap::new(),
+            max_groups: if folding { MAX_GROUPS } else { usize::MAX },
             fold_after: if folding { FOLD_EXAMPLES } else { usize::MAX },
             max_ids: if folding { MAX_EVENT_IDS } else { usize::MAX },
         }
@@ -168,21 +172,10 @@ impl Collector {
             .map(|(id, _)| id)
             .or(f.process.as_ref().map(|x| x.process_id));
         let key = finding_key(f, process_id, ev);
-        let (pattern, pattern_is_path) = pattern_of(f);
-        let gkey = group_key(f, &pattern, ev);
+        let (mut pattern, pattern_is_path) = pattern_of(f);
+        let family = family_key(f, ev);
         let n = ev.map(|e| e.repeat.unwrap_or(1).max(1) as u64).unwrap_or(1);
-        let gi = *self.index.entry(gkey).or_insert_with(|| {
-            self.groups.push(Group {
-                examples: Vec::new(),
-                by_key: HashMap::new(),
-                more: HashSet::new(),
-                processes: HashSet::new(),
-                count: 0,
-                pattern,
-                pattern_is_path,
-            });
-            self.groups.len() - 1
-        });
+        let gi = self.group_of(family, &mut pattern, pattern_is_path);
         let g = &mut self.groups[gi];
         g.count += n;
         if let Some(id) = process_id {
@@ -206,6 +199,38 @@ impl Collector {
         } else {
             g.more.insert(hash_of(&key));
         }
+    }
+
+    /// The group of `pattern` in `family`, created if new; past
+    /// [`MAX_GROUPS`] in the family, its catch-all group.
+    fn group_of(&mut self, family: String, pattern: &mut String, is_path: bool) -> usize {
+        let gkey = join(&[&family, pattern]);
+        if let Some(&i) = self.index.get(&gkey) {
+            return i;
+        }
+        let n = self.families.entry(family.clone()).or_insert(0);
+        let gkey = if *n >= self.max_groups {
+            *pattern = if is_path { "/**" } else { "*" }.to_string();
+            let rest = join(&[&family, "\u{0}rest"]);
+            if let Some(&i) = self.index.get(&rest) {
+                return i;
+            }
+            rest
+        } else {
+            *n += 1;
+            gkey
+        };
+        self.groups.push(Group {
+            examples: Vec::new(),
+            by_key: HashMap::new(),
+            more: HashSet::new(),
+            processes: HashSet::new(),
+            count: 0,
+            pattern: pattern.clone(),
+            pattern_is_path: is_path,
+        });
+        self.index.insert(gkey, self.groups.len() - 1);
+        self.groups.len() - 1
     }
 
     /// Completes every kept finding with `complete`, then reports each group

@@ -698,3 +698,30 @@ fn assert_sarif_valid(sarif: &serde_json::Value) {
         .collect();
     assert!(errors.is_empty(), "{errors:#?}");
 }
+
+/// Every finding in its own directory: past MAX_GROUPS patterns per rule,
+/// the rest share one catch-all group (`/**`), so the output stays bounded.
+#[test]
+fn groups_per_rule_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths: Vec<String> = (0..250).map(|i| format!("/srv/d{i}/f")).collect();
+    let events: Vec<(&str, &str, Option<&str>, i64)> = paths
+        .iter()
+        .map(|p| ("openat", p.as_str(), Some("write,create"), 3))
+        .collect();
+    let db = file_capture(dir.path(), None, &events);
+    let r = audit_file(&db, HOME, super::Strategy::default());
+    assert_eq!(r.findings.len(), super::fold::MAX_GROUPS + 1 + 1);
+    assert_eq!(
+        r.findings[199].message,
+        "write outside the allowed roots: /srv/d199/f"
+    );
+    let last = &r.findings[200];
+    assert_eq!(
+        last.message,
+        "write outside the allowed roots: /srv/d200/f, and 49 more matching /** (50 occurrence(s) in 1 process(es))"
+    );
+    assert_eq!(last.path.as_deref(), Some("/**"));
+    assert_eq!(last.folded.as_ref().unwrap().findings, 50);
+    assert_eq!(r.findings[201].rule, "audit-note");
+}
