@@ -670,3 +670,32 @@ fn findings_name_the_session_and_tool_call() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A tree adopted with `--pid`: its root's TMPDIR (from /proc/PID/environ)
+/// is stored in meta `tmpdirs`, a child's is not.
+#[test]
+fn tmpdir_of_an_adopted_tree_is_recorded() {
+    require_root();
+    let dir = scratch("audit-pid-tmpdir");
+    let mut target = Command::new("/bin/sh")
+        .args(["-c", "TMPDIR=/srv/child-tmp /bin/sleep 5 & wait"])
+        .env("TMPDIR", "/srv/agent-tmp//")
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let db = dir.join("pid.db");
+    let out = Command::new(bin())
+        .args(["record", "--quiet", "--duration", "1s", "-o"])
+        .arg(&db)
+        .args(["--pid", &target.id().to_string()])
+        .output()
+        .unwrap();
+    let _ = target.kill();
+    let _ = target.wait();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        meta(&open(&db), "tmpdirs").as_deref(),
+        Some("[\"/srv/agent-tmp\"]")
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
