@@ -335,7 +335,13 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     let mut term_forwarded_at: Option<Instant> = None;
     let end_reason: String;
     loop {
-        std::thread::sleep(Duration::from_millis(50));
+        // Every 2 ms while the command's TMPDIR is watched (a short command
+        // may exec its wrapper's target and finish within a few ms), then 50.
+        std::thread::sleep(if child.is_some() && started.elapsed() < TMPDIR_WINDOW {
+            Duration::from_millis(2)
+        } else {
+            Duration::from_millis(50)
+        });
         if let Some(c) = child.as_mut() {
             match c.try_wait() {
                 Ok(Some(status)) => {
@@ -381,7 +387,8 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         // A wrapper (`env TMPDIR=… agent`, `sh -c 'TMPDIR=… exec agent'`)
         // sets the command's TMPDIR after we started it: read the root's
         // environment as its execs leave it, for its first second only (a
-        // later re-exec cannot widen what the audit allows).
+        // later re-exec cannot widen what the audit allows). The child is
+        // not reaped yet (try_wait above said so): its pid is still its own.
         if let Some(c) = child.as_ref()
             && started.elapsed() < TMPDIR_WINDOW
             && let Some(t) = procinfo::env_var(c.id(), "TMPDIR")
