@@ -78,6 +78,14 @@ impl ProcInfo {
     }
 }
 
+/// One variable of a process's environment as it was at exec
+/// (`/proc/PID/environ`), if readable and set.
+pub fn env_var(pid: u32, name: &str) -> Option<String> {
+    let env = Process::new(pid as i32).ok()?.environ().ok()?;
+    env.get(std::ffi::OsStr::new(name))
+        .map(|v| v.to_string_lossy().into_owned())
+}
+
 /// Every process visible now.
 pub fn snapshot() -> Vec<ProcInfo> {
     match all_processes() {
@@ -210,6 +218,27 @@ mod tests {
         assert!(AgentName::Codex.matches(&codex));
         assert!(AgentName::Auto.matches(&codex));
         assert!(!AgentName::Auto.matches(&plain_node));
+    }
+
+    /// `--pid`/`--agent` read an adopted root's TMPDIR from
+    /// /proc/PID/environ: a child started with one shows it.
+    #[test]
+    fn env_var_reads_proc_environ() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .env("TMPDIR", "/run/user/4242/tmp")
+            .env_remove("AGENTSIGHT_UNSET")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let got = (
+            env_var(pid, "TMPDIR"),
+            env_var(pid, "AGENTSIGHT_UNSET"),
+            env_var(u32::MAX, "TMPDIR"),
+        );
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(got, (Some("/run/user/4242/tmp".into()), None, None));
     }
 
     #[test]

@@ -305,6 +305,8 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
 
     // Adopt existing trees.
     let mut agent_known: BTreeSet<u32> = BTreeSet::new();
+    // The recorded commands' TMPDIRs, stored as meta `tmpdirs`.
+    let mut tmpdirs: Vec<String> = Vec::new();
     if !opts.pids.is_empty() {
         let procs = procinfo::snapshot();
         let roots: BTreeSet<u32> = opts.pids.iter().copied().collect();
@@ -314,15 +316,16 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
             &procinfo::tree_of(&procs, &roots),
             "seeded",
             &mut agent_known,
+            &mut tmpdirs,
         );
     }
     if let Some(agent) = opts.agent {
-        scan_agents(&mut probes, &tx, agent, &mut agent_known);
+        scan_agents(&mut probes, &tx, agent, &mut agent_known, &mut tmpdirs);
     }
 
     // Start the command, tracked from before its first instruction.
     let mut child = match (&user, opts.command.is_empty()) {
-        (Some(u), false) => Some(spawn_tracked(&probes, u, &opts.command, &tx)?),
+        (Some(u), false) => Some(spawn_tracked(&probes, u, &opts.command, &tx, &mut tmpdirs)?),
         _ => None,
     };
 
@@ -339,7 +342,13 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     let mut term_forwarded_at: Option<Instant> = None;
     let end_reason: String;
     loop {
-        std::thread::sleep(Duration::from_millis(50));
+        // Every 2 ms while the command's TMPDIR is watched (a short command
+        // may exec its wrapper's target and finish within a few ms), then 50.
+        std::thread::sleep(if child.is_some() && started.elapsed() < TMPDIR_WINDOW {
+            Duration::from_millis(2)
+        } else {
+            Duration::from_millis(50)
+        });
         if let Some(c) = child.as_mut() {
             match c.try_wait() {
                 Ok(Some(status)) => {
@@ -382,6 +391,17 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
             end_reason = "stopped by signal".into();
             break;
         }
+        // A wrapper (`env TMPDIR=… agent`, `sh -c 'TMPDIR=… exec agent'`)
+        // sets the command's TMPDIR after we started it: read the root's
+        // environment as its execs leave it, for its first second only (a
+        // later re-exec cannot widen what the audit allows). The child is
+        // not reaped yet (try_wait above said so): its pid is still its own.
+        if let Some(c) = child.as_ref()
+            && started.elapsed() < TMPDIR_WINDOW
+            && let Some(t) = procinfo::env_var(c.id(), "TMPDIR")
+        {
+            note_tmpdir(&tx, &mut tmpdirs, &t);
+        }
         if opts.duration.is_some_and(|d| started.elapsed() >= d) {
             end_reason = "duration reached".into();
             break;
@@ -389,7 +409,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         if let Some(agent) = opts.agent
             && last_scan.elapsed() >= Duration::from_millis(250)
         {
-            scan_agents(&mut probes, &tx, agent, &mut agent_known);
+            scan_agents(&mut probes, &tx, agent, &mut agent_known, &mut tmpdirs);
             last_scan = Instant::now();
         }
         if last_status.elapsed() >= Duration::from_secs(1) {
@@ -578,7 +598,18 @@ fn adopt(
     procs: &[procinfo::ProcInfo],
     origin: &'static str,
     known: &mut BTreeSet<u32>,
+    tmpdirs: &mut Vec<String>,
 ) {
+    // The roots' TMPDIR (their environment as /proc shows it): an allowed
+    // root for `audit` by default.
+    let pids: BTreeSet<u32> = procs.iter().map(|p| p.pid).collect();
+    for p in procs.iter().filter(|p| !pids.contains(&p.ppid)) {
+        if !known.contains(&p.pid)
+            && let Some(t) = procinfo::env_var(p.pid, "TMPDIR")
+        {
+            note_tmpdir(tx, tmpdirs, &t);
+        }
+    }
     for p in procs {
         if !known.insert(p.pid) {
             continue;
@@ -591,6 +622,36 @@ fn adopt(
     }
 }
 
+/// How long the root command's environment is watched for its TMPDIR.
+const TMPDIR_WINDOW: Duration = Duration::from_secs(1);
+
+/// A TMPDIR worth allowing: absolute, without `.`/`..` components, not `/`;
+/// returned normalised (no repeated or trailing `/`).
+pub fn usable_tmpdir(t: &str) -> Option<String> {
+    if !t.starts_with('/') {
+        return None;
+    }
+    let parts: Vec<&str> = t.split('/').filter(|c| !c.is_empty()).collect();
+    if parts.is_empty() || parts.iter().any(|c| *c == "." || *c == "..") {
+        return None;
+    }
+    Some(format!("/{}", parts.join("/")))
+}
+
+/// Adds a recorded command's TMPDIR to the capture's meta `tmpdirs` (a JSON
+/// array of distinct paths, in the order seen).
+fn note_tmpdir(tx: &std::sync::mpsc::SyncSender<StoreMsg>, seen: &mut Vec<String>, t: &str) {
+    let Some(t) = usable_tmpdir(t) else {
+        return;
+    };
+    if seen.contains(&t) {
+        return;
+    }
+    seen.push(t);
+    let json = serde_json::to_string(&*seen).unwrap_or_default();
+    let _ = tx.send(StoreMsg::Meta("tmpdirs".into(), json));
+}
+
 /// Finds agent processes (and their trees) not yet tracked. Processes the
 /// kernel already tracks (children of tracked ones) are skipped by `known`
 /// only when we adopted them; the kernel map makes re-adding harmless.
@@ -599,6 +660,7 @@ fn scan_agents(
     tx: &std::sync::mpsc::SyncSender<StoreMsg>,
     agent: AgentName,
     known: &mut BTreeSet<u32>,
+    tmpdirs: &mut Vec<String>,
 ) {
     let procs = procinfo::snapshot();
     let me = std::process::id();
@@ -611,7 +673,7 @@ fn scan_agents(
         return;
     }
     let tree = procinfo::tree_of(&procs, &roots);
-    adopt(probes, tx, &tree, "seeded", known);
+    adopt(probes, tx, &tree, "seeded", known, tmpdirs);
 }
 
 /// Starts the command as `user`, tracked by the kernel before it executes.
@@ -620,9 +682,14 @@ fn spawn_tracked(
     user: &TargetUser,
     command: &[OsString],
     tx: &std::sync::mpsc::SyncSender<StoreMsg>,
+    tmpdirs: &mut Vec<String>,
 ) -> Result<Child, RecordError> {
     let map_fd = probes.tracked.map().fd().as_fd().as_raw_fd();
     let (uid, gid, groups) = (user.uid, user.gid, user.groups.clone());
+    // The command inherits our environment: its TMPDIR is ours.
+    if let Some(t) = std::env::var_os("TMPDIR") {
+        note_tmpdir(tx, tmpdirs, &t.to_string_lossy());
+    }
     let mut cmd = Command::new(&command[0]);
     cmd.args(&command[1..])
         .env("HOME", &user.home)

@@ -72,8 +72,14 @@ pub fn scratch(name: &str) -> PathBuf {
 
 /// Runs `agentsight record` as if invoked through sudo by the test user.
 pub fn record(db: &Path, extra: &[&str], command: &[&str]) -> Output {
+    record_env(db, extra, command, &[])
+}
+
+/// [`record`] with extra environment variables (the command inherits them).
+pub fn record_env(db: &Path, extra: &[&str], command: &[&str], env: &[(&str, &str)]) -> Output {
     let (uid, gid) = test_user();
     Command::new(bin())
+        .envs(env.iter().copied())
         .arg("record")
         .arg("--quiet")
         .arg("-o")

@@ -600,7 +600,7 @@ fn kernel_paths_name_the_file_the_kernel_opened() {
             row("hard.txt", "hard.txt", secret),
             row("secret.txt", "secret.txt", secret),
             (
-                format!("/proc/self/fd/3"),
+                "/proc/self/fd/3".to_string(),
                 d("secret.txt"),
                 "complete".into(),
                 secret

@@ -374,6 +374,76 @@ fn check_recorded(agent: Agent, scenario: &str) {
     let c = run.correlate(&id, &db);
     let dump = summarize(&c);
     verify_correlation(&run, &id, &c, &dump);
+    audit_writes_pass(&run, &db);
+}
+
+/// Issue 18 point 4: a run on a fresh home passes the default policy's file
+/// and executable rules (curl allowed where the scenario asks for it), with
+/// `/tmp/**` and `/var/tmp/**` taken out (the
+/// e2e runs live under /var/tmp) so the agent's own state roots (created
+/// by the run: `~/.claude`, …) and the command's TMPDIR must cover its
+/// writes. Loss and network findings are other rules' business (points 1
+/// and 5 of the issue; Codex asks DNS for `ab.chatgpt.com`).
+fn audit_writes_pass(run: &Run, db: &Path) {
+    let policy = run.root.join("strict-policy.toml");
+    let allow = [
+        "${workspace}/**",
+        "${tmpdir}/**",
+        "/dev/null",
+        "/dev/tty",
+        "/dev/pts/*",
+        "/dev/shm/**",
+        "/proc/self/**",
+        "/proc/thread-self/**",
+        "~/.claude/**",
+        "~/.claude.json",
+        "~/.claude.json.*",
+        "~/.codex/**",
+        "~/.gemini/**",
+        "~/.cursor/**",
+        "~/.cache/**",
+    ];
+    // The network scenario asks for curl, which the defaults deny.
+    let deny: &[&str] = if run.scenario.name == "network" {
+        &["wget", "nc", "ncat", "netcat", "sudo"]
+    } else {
+        &["curl", "wget", "nc", "ncat", "netcat", "sudo"]
+    };
+    fs::write(
+        &policy,
+        format!(
+            "home = {:?}\n[writes]\nallow = {:?}\n[executables]\ndeny = {:?}\n[network]\nallow = [\"127.0.0.1:{}\"]\n",
+            run.home.display().to_string(),
+            allow,
+            deny,
+            agentsight_tests::e2e::MODEL_PORT
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(agentsight_tests::bin())
+        .args(["audit", "--format", "json", "--db"])
+        .arg(db)
+        .arg("--policy")
+        .arg(&policy)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let bad: Vec<String> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| {
+            f["severity"] == "error"
+                && ["write-outside-allowed", "denied-path", "denied-executable"]
+                    .contains(&f["rule"].as_str().unwrap_or(""))
+        })
+        .map(|f| f["message"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(bad, Vec::<String>::new(), "{}", report["tmpdirs"]);
+    assert_eq!(
+        report["tmpdirs"],
+        serde_json::json!([run.tmp.display().to_string()])
+    );
 }
 
 /// A real agent run on an idle machine loses nothing: no kernel loss and no

@@ -1,6 +1,8 @@
 #!/bin/bash
 # A scripted "agent" for the audit tests: does its work inside the workspace
-# (its cwd) and, in `bad` mode, everything the test policy forbids.
+# (its cwd), creates allowed roots (mkdir of $TMPDIR, O_TMPFILE in $TMPDIR
+# and the workspace) and, in `bad` mode, everything the test policy forbids.
+# $TMPDIR must name a directory that does not exist yet.
 # Usage: audit_agent.sh clean ALLOWED_PORT
 #        audit_agent.sh bad ALLOWED_PORT OUTSIDE_FILE DENIED_PORT UNDECLARED_PORT
 set -u
@@ -11,13 +13,25 @@ allowed=$2
 echo "hello" > notes.txt
 cat notes.txt > /dev/null
 exec 3<>"/dev/tcp/127.0.0.1/$allowed" && exec 3>&-
+# Creating allowed roots: the TMPDIR itself (a first run creating its state
+# directory), and unnamed O_TMPFILE files naming the TMPDIR and the
+# workspace root (SQLite's temporary files in /var/tmp do this).
+mkdir "$TMPDIR"
+python3 -c '
+import os, sys
+for d in sys.argv[1:]:
+    os.close(os.open(d, os.O_TMPFILE | os.O_RDWR, 0o600))
+' "$TMPDIR" .
 
 if [ "$mode" = bad ]; then
     outside=$3
     denied=$4
     undeclared=$5
-    # A secret read through a shell command (a child process).
+    # A secret read through a shell command (a child process), and again
+    # through a symlink in the workspace.
     cat "$HOME/.ssh/id_rsa" > /dev/null
+    ln -s "$HOME/.ssh/id_rsa" innocent.txt
+    cat innocent.txt > /dev/null
     # A write outside the workspace, from the shell itself.
     echo "escaped" > "$outside"
     # A denied executable to a denied destination (nothing listens there).

@@ -1,4 +1,4 @@
-//! Project tasks: `cargo xtask setup | build | demo | test`.
+//! Project tasks: `cargo xtask setup | build | demo | test | bench`.
 //!
 //! `setup` installs, idempotently and only what is missing, everything a bare
 //! machine of the project's kind lacks to build and test agentsight.
@@ -11,6 +11,7 @@ use std::{
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 
+mod bench_audit;
 mod bench_capture;
 mod bench_correlate;
 mod bench_flood;
@@ -59,6 +60,8 @@ enum BenchWhat {
     Correlate,
     /// A flood of distinct file events, rate-limited steps and flat out (root).
     Flood,
+    /// `audit` of a synthetic 1,000,000-event capture with up to 100,000 findings vs the approach before.
+    Audit,
 }
 
 /// Debian packages the tests use: (a program it provides, package).
@@ -110,6 +113,7 @@ fn main() -> Result<()> {
                 BenchWhat::Sessions => bench_sessions::run(&bin),
                 BenchWhat::Correlate => bench_correlate::run(&bin),
                 BenchWhat::Flood => bench_flood::run(&bin),
+                BenchWhat::Audit => bench_audit::run(&bin),
             }
         }
     }

@@ -4,11 +4,14 @@
 //! the findings are rendered as text, JSON, SARIF 2.1.0 or JUnit XML
 //! (`render`). See `docs/audit.md`.
 
+pub mod bench;
 pub mod eval;
+pub mod fold;
 pub mod policy;
 pub mod render;
+mod scan;
 
-pub use eval::{Finding, Report, audit};
+pub use eval::{Finding, Report, Strategy, audit, audit_with};
 pub use policy::{Policy, PolicyError, Severity};
 
 use crate::store::StoreError;

@@ -64,7 +64,7 @@ pub enum PolicyError {
     },
 }
 
-/// A path glob as written (`~` and `${workspace}` still unexpanded), with the
+/// A path glob as written (`~`, `${workspace}` and `${tmpdir}` still unexpanded), with the
 /// line it came from for later errors.
 #[derive(Debug, Clone)]
 pub struct PathPattern {
@@ -228,6 +228,7 @@ const DEFAULT_WRITE_ALLOW: &[&str] = &[
     "${workspace}/**",
     "/tmp/**",
     "/var/tmp/**",
+    "${tmpdir}/**",
     "/dev/null",
     "/dev/tty",
     "/dev/pts/*",
@@ -398,19 +399,21 @@ fn check_path_glob(text: &str) -> Result<(), String> {
         || text == "~"
         || text.starts_with("~/")
         || text.starts_with("**/")
-        || text.starts_with("${workspace}");
+        || text.starts_with("${workspace}")
+        || text.starts_with("${tmpdir}");
     if !anchored {
         return Err(format!(
-            "path glob {text:?} must start with /, ~/, **/ or ${{workspace}} (globs match resolved absolute paths)"
+            "path glob {text:?} must start with /, ~/, **/, ${{workspace}} or ${{tmpdir}} (globs match resolved absolute paths)"
         ));
     }
     // Substitute stand-ins so the syntax check sees the final shape.
     let probe = text
         .replacen("${workspace}", "/w", 1)
+        .replacen("${tmpdir}", "/t", 1)
         .replacen('~', "/h", 1);
     if probe.contains("${") {
         return Err(format!(
-            "path glob {text:?}: only ${{workspace}} may be substituted"
+            "path glob {text:?}: only ${{workspace}} and ${{tmpdir}} may be substituted"
         ));
     }
     compile_glob(&probe).map(|_| ())
@@ -605,7 +608,7 @@ mod tests {
         );
         assert_eq!(
             err("[denied_paths]\nread = [\"src/**\"]\n"),
-            "p.toml:2: path glob \"src/**\" must start with /, ~/, **/ or ${workspace} (globs match resolved absolute paths)"
+            "p.toml:2: path glob \"src/**\" must start with /, ~/, **/, ${workspace} or ${tmpdir} (globs match resolved absolute paths)"
         );
         assert_eq!(
             err("unexplained_activity = \"maybe\"\n"),

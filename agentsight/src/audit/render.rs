@@ -72,6 +72,34 @@ fn evidence_line(f: &Finding) -> String {
     parts.join("; ")
 }
 
+/// A folded finding's group and its examples, one line each.
+fn folded_lines(f: &Finding) -> Vec<String> {
+    let Some(g) = &f.folded else {
+        return Vec::new();
+    };
+    let mut lines = vec![format!(
+        "folded   {} findings matching {} in {} process(es); the first {}:",
+        g.findings,
+        g.pattern,
+        g.processes,
+        g.examples.len()
+    )];
+    for e in &g.examples {
+        let mut l = format!("  - {}", e.message);
+        if let Some(t) = &e.time {
+            l += &format!(" at {t}");
+        }
+        if let Some(p) = &e.process {
+            l += &format!(" by [{}] {}", p.pid, argv_line(&p.argv));
+        }
+        if e.evidence.count > 1 {
+            l += &format!(" ({} times)", e.evidence.count);
+        }
+        lines.push(l);
+    }
+    lines
+}
+
 fn summary(r: &Report) -> String {
     format!(
         "audit {}: {} error(s), {} warning(s), {} note(s)",
@@ -113,6 +141,9 @@ pub fn text(r: &Report) -> String {
         if !e.is_empty() {
             s += &format!("    evidence {e}\n");
         }
+        for line in folded_lines(f) {
+            s += &format!("    {line}\n");
+        }
     }
     if !r.findings.is_empty() {
         s.push('\n');
@@ -133,6 +164,7 @@ pub fn json(r: &Report) -> Value {
         "policy": r.policy,
         "workspace": r.workspace,
         "home": r.home,
+        "tmpdirs": r.tmpdirs,
         "correlations": r.correlations,
         "passed": r.passed(),
         "counts": {
@@ -219,6 +251,7 @@ pub fn sarif(r: &Report) -> Value {
                     "process": f.process,
                     "session": f.session,
                     "evidence": f.evidence,
+                    "folded": f.folded,
                 },
             });
             if let (Some(i), Some(obj)) = (rule_index, res.as_object_mut()) {
@@ -344,6 +377,9 @@ fn finding_block(f: &Finding) -> String {
     let e = evidence_line(f);
     if !e.is_empty() {
         b += &format!("\n  evidence: {e}");
+    }
+    for line in folded_lines(f) {
+        b += &format!("\n  {line}");
     }
     b
 }

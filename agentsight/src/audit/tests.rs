@@ -429,3 +429,302 @@ fn example_policy_parses() {
     assert_eq!(p.executables.deny.len(), 9);
     assert_eq!(p.network.allow.len(), 6);
 }
+
+/// A capture of one root process (cwd `/w`, TMPDIR as given in meta) that
+/// makes the file events given as (kind, path, flags, result).
+fn file_capture(
+    dir: &Path,
+    tmpdirs: Option<&str>,
+    events: &[(&str, &str, Option<&str>, i64)],
+) -> std::path::PathBuf {
+    let db = dir.join("f.db");
+    let c = crate::store::create(&db).unwrap();
+    c.execute_batch("INSERT INTO meta VALUES ('complete', 'true');")
+        .unwrap();
+    if let Some(t) = tmpdirs {
+        c.execute("INSERT INTO meta VALUES ('tmpdirs', ?1)", [t])
+            .unwrap();
+    }
+    proc(&c, 1, 100, None, "root", &["claude", "-p", "hi"]);
+    for (i, (kind, path, flags, result)) in events.iter().enumerate() {
+        let errno = (*result < 0).then_some("EACCES");
+        ev(
+            &c,
+            i as i64 + 1,
+            kind,
+            1,
+            Some(path),
+            *flags,
+            None,
+            None,
+            *result,
+            errno,
+        );
+    }
+    drop(c);
+    db
+}
+
+fn audit_file(db: &Path, policy: &str, strategy: super::Strategy) -> super::Report {
+    let cap = Capture::open(db).unwrap();
+    let p = Policy::parse(policy, "policy.toml").unwrap();
+    super::audit_with(&cap, &p, strategy).unwrap()
+}
+
+/// (rule, message, event ids, count) of every finding.
+fn brief(r: &super::Report) -> Vec<(String, String, Vec<i64>, u64)> {
+    r.findings
+        .iter()
+        .map(|f| {
+            (
+                f.rule.clone(),
+                f.message.clone(),
+                f.evidence.event_ids.clone(),
+                f.evidence.count,
+            )
+        })
+        .collect()
+}
+
+fn b(rule: &str, msg: &str, ids: &[i64], n: u64) -> (String, String, Vec<i64>, u64) {
+    (rule.to_string(), msg.to_string(), ids.to_vec(), n)
+}
+
+const HOME: &str = "home = \"/home/u\"\n";
+const NO_CORR: &str = "the capture holds no session bindings or correlations: unexplained-activity and claims-mismatch were not checked";
+
+/// Issue 18 point 4: an allowed `D/**` covers D for what creates inside it
+/// (mkdir of D, an O_TMPFILE open naming D), and the recorded TMPDIR is an
+/// allowed root; deleting a root, a file named like a root, a sibling with
+/// the root's name as prefix, and O_TMPFILE elsewhere are still findings.
+#[test]
+fn allowed_roots_cover_their_own_creation_and_tmpdir() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmpfile = Some("read,write,directory,tmpfile");
+    let db = file_capture(
+        dir.path(),
+        Some(r#"["/run/user/1000/tmp/", "/", "relative", "/a/../b"]"#),
+        &[
+            ("mkdir", "/home/u/.claude", None, 0),
+            ("mkdirat", "/home/u/.cache", None, 0),
+            ("mkdir", "/w", None, 0),
+            ("openat", "/var/tmp", tmpfile, 3),
+            ("openat", "/tmp", tmpfile, 3),
+            ("mkdir", "/run/user/1000/tmp", None, 0),
+            ("openat", "/run/user/1000/tmp/x.db", Some("write,create"), 3),
+            ("openat", "/run/user/1000/tmp", tmpfile, 3),
+            // Still findings:
+            ("rmdir", "/home/u/.claude", None, 0),
+            ("openat", "/var/tmp", Some("write,create"), 3),
+            ("mkdir", "/home/u/.claudex", None, 0),
+            ("openat", "/srv", tmpfile, 3),
+            ("mkdir", "/run/user/1000", None, 0),
+        ],
+    );
+    let r = audit_file(&db, "home = \"/home/u\"\n", super::Strategy::default());
+    assert_eq!(r.tmpdirs, vec!["/run/user/1000/tmp".to_string()]);
+    let w = "write-outside-allowed";
+    assert_eq!(
+        brief(&r),
+        vec![
+            b(
+                w,
+                "delete outside the allowed roots: /home/u/.claude",
+                &[9],
+                1
+            ),
+            b(w, "write outside the allowed roots: /var/tmp", &[10], 1),
+            b(
+                w,
+                "write outside the allowed roots: /home/u/.claudex",
+                &[11],
+                1
+            ),
+            b(w, "write outside the allowed roots: /srv", &[12], 1),
+            b(
+                w,
+                "write outside the allowed roots: /run/user/1000",
+                &[13],
+                1
+            ),
+            b("audit-note", NO_CORR, &[], 1),
+        ]
+    );
+    // Without a recorded TMPDIR, `${tmpdir}/**` allows nothing.
+    let dir2 = tempfile::tempdir().unwrap();
+    let db = file_capture(
+        dir2.path(),
+        None,
+        &[("openat", "/run/user/1000/tmp/x.db", Some("write,create"), 3)],
+    );
+    let r = audit_file(&db, "home = \"/home/u\"\n", super::Strategy::default());
+    assert!(r.tmpdirs.is_empty());
+    assert_eq!(
+        brief(&r),
+        vec![
+            b(
+                w,
+                "write outside the allowed roots: /run/user/1000/tmp/x.db",
+                &[1],
+                1
+            ),
+            b("audit-note", NO_CORR, &[], 1),
+        ]
+    );
+    // A policy may name it too; a root of its own allow list works alike.
+    let r = audit_file(
+        &db,
+        "home = \"/home/u\"\n[writes]\nallow = [\"/run/user/*/tmp/**\"]\n",
+        super::Strategy::default(),
+    );
+    assert_eq!(brief(&r), vec![b("audit-note", NO_CORR, &[], 1)]);
+}
+
+/// Issue 18 point 8: beyond FOLD_EXAMPLES distinct findings of one rule
+/// and path pattern, one folded finding with the count and the first
+/// examples; a path written many times keeps the first MAX_EVENT_IDS ids.
+#[test]
+fn many_findings_fold_per_rule_and_pattern() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut evs: Vec<(String, &str)> = Vec::new();
+    for i in 0..25 {
+        evs.push((format!("/srv/out/f{i}"), "openat"));
+    }
+    for f in ["a", "b", "c"] {
+        evs.push((format!("/srv/other/{f}"), "openat"));
+    }
+    for _ in 0..150 {
+        evs.push(("/srv/rep/x".to_string(), "openat"));
+    }
+    let events: Vec<(&str, &str, Option<&str>, i64)> = evs
+        .iter()
+        .map(|(p, k)| (*k, p.as_str(), Some("write,create"), 3))
+        .collect();
+    let db = file_capture(dir.path(), None, &events);
+    // The second half of /srv/out is written by a child process.
+    let c = Connection::open(&db).unwrap();
+    proc(&c, 2, 101, Some(1), "fork", &["sh", "-c", "w"]);
+    c.execute(
+        "UPDATE events SET process_id = 2 WHERE id BETWEEN 13 AND 25",
+        [],
+    )
+    .unwrap();
+    drop(c);
+    let r = audit_file(&db, HOME, super::Strategy::default());
+    let w = "write-outside-allowed";
+    let rep_ids: Vec<i64> = (29..129).collect();
+    assert_eq!(
+        brief(&r),
+        vec![
+            b(
+                w,
+                "write outside the allowed roots: /srv/out/f0, and 24 more matching /srv/out/* (25 occurrence(s) in 2 process(es))",
+                &(1..=10).collect::<Vec<_>>(),
+                25
+            ),
+            b(w, "write outside the allowed roots: /srv/other/a", &[26], 1),
+            b(w, "write outside the allowed roots: /srv/other/b", &[27], 1),
+            b(w, "write outside the allowed roots: /srv/other/c", &[28], 1),
+            b(
+                w,
+                "write outside the allowed roots: /srv/rep/x",
+                &rep_ids,
+                150
+            ),
+            b("audit-note", NO_CORR, &[], 1),
+        ]
+    );
+    let folded = r.findings[0].folded.as_ref().unwrap();
+    assert_eq!(
+        (folded.pattern.as_str(), folded.findings, folded.processes),
+        ("/srv/out/*", 25, 2)
+    );
+    assert_eq!(r.findings[0].path.as_deref(), Some("/srv/out/*"));
+    let ex: Vec<&str> = folded
+        .examples
+        .iter()
+        .map(|e| e.path.as_deref().unwrap())
+        .collect();
+    assert_eq!(
+        ex,
+        (0..10)
+            .map(|i| format!("/srv/out/f{i}"))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(folded.examples[0].process.as_ref().unwrap().pid, 100);
+    // Every output still carries it.
+    let text = render::text(&r);
+    assert!(
+        text.contains("    folded   25 findings matching /srv/out/* in 2 process(es); the first 10:\n      - write outside the allowed roots: /srv/out/f0 at 2025-11-30T01:02:03.000001000Z by [100] claude -p hi\n"),
+        "{text}"
+    );
+    let json = render::json(&r);
+    assert_eq!(json["findings"][0]["folded"]["findings"], 25);
+    assert_eq!(json["findings"][1]["folded"], serde_json::Value::Null);
+    let junit = render::junit(&r);
+    assert!(junit.contains("folded   25 findings matching /srv/out/*"));
+    let mut reader = quick_xml::Reader::from_str(&junit);
+    while !matches!(reader.read_event().unwrap(), quick_xml::events::Event::Eof) {}
+    assert_sarif_valid(&render::sarif(&r));
+
+    // The baseline strategy folds only identical findings, as before.
+    let base = audit_file(&db, HOME, super::Strategy::PerFindingQueries);
+    assert_eq!(base.findings.len(), 25 + 3 + 1 + 1);
+    assert_eq!(base.findings[28].evidence.event_ids.len(), 150);
+}
+
+/// Process chains from the pass's exec history equal the per-finding
+/// queries' (the approach before), field for field.
+#[test]
+fn streaming_equals_per_finding_queries() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = capture(dir.path(), 2);
+    let cap = Capture::open(&db).unwrap();
+    let p = Policy::parse(POLICY, "policy.toml").unwrap();
+    let a = super::audit_with(&cap, &p, super::Strategy::Streaming).unwrap();
+    let b = super::audit_with(&cap, &p, super::Strategy::PerFindingQueries).unwrap();
+    assert_eq!(render::json(&a), render::json(&b));
+    assert!(a.findings.iter().any(|f| f.process.is_some()));
+}
+
+fn assert_sarif_valid(sarif: &serde_json::Value) {
+    let schema_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/sarif-2.1.0.json");
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(schema_path).unwrap()).unwrap();
+    let validator = jsonschema::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(sarif)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+}
+
+/// Every finding in its own directory: past MAX_GROUPS patterns per rule,
+/// the rest share one catch-all group (`/**`), so the output stays bounded.
+#[test]
+fn groups_per_rule_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths: Vec<String> = (0..250).map(|i| format!("/srv/d{i}/f")).collect();
+    let events: Vec<(&str, &str, Option<&str>, i64)> = paths
+        .iter()
+        .map(|p| ("openat", p.as_str(), Some("write,create"), 3))
+        .collect();
+    let db = file_capture(dir.path(), None, &events);
+    let r = audit_file(&db, HOME, super::Strategy::default());
+    assert_eq!(r.findings.len(), super::fold::MAX_GROUPS + 1 + 1);
+    assert_eq!(
+        r.findings[199].message,
+        "write outside the allowed roots: /srv/d199/f"
+    );
+    let last = &r.findings[200];
+    assert_eq!(
+        last.message,
+        "write outside the allowed roots: /srv/d200/f, and 49 more matching /** (50 occurrence(s) in 1 process(es))"
+    );
+    assert_eq!(last.path.as_deref(), Some("/**"));
+    assert_eq!(last.folded.as_ref().unwrap().findings, 50);
+    assert_eq!(r.findings[201].rule, "audit-note");
+}

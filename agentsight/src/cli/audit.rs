@@ -71,3 +71,44 @@ pub fn run(a: &AuditArgs) -> Result<i32> {
     let report = audit_capture(&a.db, &policy)?;
     emit(&report, a.format, a.output.as_deref())
 }
+
+/// Hidden helper of `cargo xtask bench audit`: injects findings into a
+/// synthetic capture, or audits one with the per-finding-query baseline.
+#[derive(clap::Args, Debug)]
+pub struct BenchAuditArgs {
+    /// The capture to modify (--inject) or audit (--baseline).
+    #[arg(long)]
+    pub db: PathBuf,
+    /// Rewrite this many library reads into writes outside the allowed roots.
+    #[arg(long)]
+    pub inject: Option<u64>,
+    /// With --inject: leave each write in its process instead of one writer.
+    #[arg(long)]
+    pub spread: bool,
+    /// Audit with the approach before (queries per finding, no groups) and this policy.
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
+    /// Where the baseline's JSON report goes [default: stdout].
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+}
+
+pub fn run_bench(a: &BenchAuditArgs) -> Result<i32> {
+    if let Some(n) = a.inject {
+        let layout = if a.spread {
+            audit::bench::Layout::Spread
+        } else {
+            audit::bench::Layout::OneProcess
+        };
+        let done = audit::bench::inject_findings(&a.db, n, layout)?;
+        println!("{done}");
+        return Ok(0);
+    }
+    let Some(policy) = &a.baseline else {
+        anyhow::bail!("bench-audit needs --inject N or --baseline POLICY");
+    };
+    let policy = Policy::load(policy)?;
+    let cap = Capture::open(&a.db)?;
+    let report = audit::audit_with(&cap, &policy, audit::Strategy::PerFindingQueries)?;
+    emit(&report, AuditFormat::Json, a.output.as_deref())
+}

@@ -54,6 +54,9 @@ pub enum Cmd {
     /// Benchmark helper for `cargo xtask bench correlate`.
     #[command(hide = true)]
     BenchCorrelate(correlate::BenchArgs),
+    /// Benchmark helper for `cargo xtask bench audit`.
+    #[command(hide = true)]
+    BenchAudit(audit::BenchAuditArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -232,6 +235,7 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Pid(a) => pid::run(&a),
         Cmd::Audit(a) => audit::run(&a),
         Cmd::BenchCorrelate(a) => correlate::run_bench(&a),
+        Cmd::BenchAudit(a) => audit::run_bench(&a),
         Cmd::Show(a) => {
             let cap = Capture::open(&a.db)?;
             let text = views::show::summary(&cap)?;
