@@ -250,13 +250,8 @@ fn agent_breaking_the_policy_is_flagged() {
     // The command succeeded; the audit failed: exit 1, findings on stderr.
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     // The read through a symlink (`cat innocent.txt`, innocent.txt → the
-    // key) is a finding once the capture holds the path the kernel opened
-    // (`real_path`, issue 18 point 2, another change); with lexical paths
-    // only, it cannot be, and this test does not wait for that change.
-    let kernel_paths = open(&r.db)
-        .prepare("SELECT real_path FROM events LIMIT 0")
-        .is_ok();
-    let errors = if kernel_paths { 6 } else { 5 };
+    // key) is a finding: the capture holds the path the kernel opened.
+    let errors = 6;
     let err = stderr(&out);
     assert!(
         err.contains(&format!(
@@ -293,17 +288,13 @@ fn agent_breaking_the_policy_is_flagged() {
         .cloned()
         .collect();
     got.retain(|b| b.3 != through_link);
-    if kernel_paths {
-        assert_eq!(linked.len(), 1, "{linked:?}");
-        assert_eq!(
-            (linked[0].0.as_str(), linked[0].1.as_str()),
-            ("denied-path", "error")
-        );
-        assert!(linked[0].2.contains(&key_s), "{linked:?}");
-        assert_eq!(linked[0].4, vec![root.clone(), through_link.clone()]);
-    } else {
-        assert_eq!(linked, vec![]);
-    }
+    assert_eq!(linked.len(), 1, "{linked:?}");
+    assert_eq!(
+        (linked[0].0.as_str(), linked[0].1.as_str()),
+        ("denied-path", "error")
+    );
+    assert!(linked[0].2.contains(&key_s), "{linked:?}");
+    assert_eq!(linked[0].4, vec![root.clone(), through_link.clone()]);
     assert_eq!(
         got,
         vec![

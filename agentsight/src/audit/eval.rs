@@ -153,6 +153,8 @@ pub struct Ev {
     pub filename: Option<String>,
     pub repeat: Option<i64>,
     pub tcp_state: Option<String>,
+    /// A successful open: the file the kernel opened (see capture-schema).
+    pub real_path: Option<String>,
 }
 
 /// What the pass over the events saw besides findings: each process's exec
@@ -804,7 +806,7 @@ fn tcp_outcome(cap: &Capture, t: &TcpRef) -> Result<Option<String>, AuditError> 
 fn load_event(cap: &Capture, id: i64) -> Result<Option<Ev>, AuditError> {
     cap.conn
         .query_row(
-            &format!("SELECT {EV_COLUMNS} FROM events WHERE id = ?1"),
+            &format!("SELECT {} FROM events WHERE id = ?1", ev_columns(cap)?),
             [id],
             ev_from_row,
         )
@@ -812,9 +814,24 @@ fn load_event(cap: &Capture, id: i64) -> Result<Option<Ev>, AuditError> {
         .map_err(|e| q(cap, e))
 }
 
-/// Columns read into [`Ev`], in the order [`ev_from_row`] expects.
-pub(super) const EV_COLUMNS: &str = "id, wall_ns, kind, process_id, path, old_path, flags, result, errno, \
-    family, addr, port, query, argv, exe, filename, repeat, mono_ns, tcp_state";
+/// Columns read into [`Ev`], in the order [`ev_from_row`] expects (a
+/// capture made before kernel paths has no `real_path`: NULL).
+pub(super) fn ev_columns(cap: &Capture) -> Result<String, AuditError> {
+    let has_real: bool = cap
+        .conn
+        .query_row(
+            "SELECT COUNT(*) FROM pragma_table_info('events') WHERE name = 'real_path'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .map(|n| n > 0)
+        .map_err(|e| q(cap, e))?;
+    Ok(format!(
+        "id, wall_ns, kind, process_id, path, old_path, flags, result, errno, \
+         family, addr, port, query, argv, exe, filename, repeat, mono_ns, tcp_state, {}",
+        if has_real { "real_path" } else { "NULL" }
+    ))
+}
 
 pub(super) fn ev_from_row(r: &rusqlite::Row) -> rusqlite::Result<Ev> {
     Ok(Ev {
@@ -837,5 +854,6 @@ pub(super) fn ev_from_row(r: &rusqlite::Row) -> rusqlite::Result<Ev> {
         repeat: r.get(16)?,
         mono_ns: r.get(17)?,
         tcp_state: r.get(18)?,
+        real_path: r.get(19)?,
     })
 }

@@ -4,7 +4,7 @@
 
 use super::{
     AuditError,
-    eval::{Ctx, EV_COLUMNS, Ev, Rules, argv_of, ev_from_row, note, q},
+    eval::{Ctx, Ev, Rules, argv_of, ev_columns, ev_from_row, note, q},
     fold::{Collector, TcpRef},
     policy::{Destination, ExePattern, PathPattern, Policy, RuleMeta, is_loopback, parse_addr},
 };
@@ -187,7 +187,8 @@ pub(super) fn events(
 ) -> Result<(), AuditError> {
     let cap = ctx.cap;
     let sql = format!(
-        "SELECT {EV_COLUMNS} FROM events WHERE kind IN ({EVENT_KINDS}) ORDER BY mono_ns, id"
+        "SELECT {} FROM events WHERE kind IN ({EVENT_KINDS}) ORDER BY mono_ns, id",
+        ev_columns(cap)?
     );
     let mut st = cap.conn.prepare(&sql).map_err(|e| q(cap, e))?;
     let rows = st.query_map([], ev_from_row).map_err(|e| q(cap, e))?;
@@ -288,18 +289,28 @@ fn net_event(
 }
 
 /// File syscalls: (access, path) pairs; a rename deletes its old name and
-/// writes its new one.
+/// writes its new one. An open is judged by the path the process asked for
+/// and, when it names another file (a symlink, a bind mount,
+/// `/proc/self/fd/N`), by the file the kernel opened too: a path trick
+/// never hides a read of a denied file nor a write outside the roots.
 fn accesses(ev: &Ev) -> Vec<(&'static str, &str)> {
     let mut acc: Vec<(&str, &str)> = Vec::new();
     let p = ev.path.as_deref();
     match ev.kind.as_str() {
-        "open" | "openat" | "openat2" => {
-            let fl = ev.flags.as_deref().unwrap_or("");
+        "open" | "openat" | "openat2" | "creat" => {
+            let fl = ev.flags.as_deref().unwrap_or("write");
             let writes = fl
                 .split(',')
                 .any(|f| matches!(f, "write" | "create" | "truncate" | "append"));
+            let access = if writes { "write" } else { "read" };
             if let Some(p) = p {
-                acc.push((if writes { "write" } else { "read" }, p));
+                acc.push((access, p));
+            }
+            if let Some(real) = ev.real_path.as_deref()
+                && Some(real) != p
+                && real.starts_with('/')
+            {
+                acc.push((access, real));
             }
         }
         "unlink" | "unlinkat" | "rmdir" => acc.extend(p.map(|p| ("delete", p))),

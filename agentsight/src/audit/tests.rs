@@ -728,3 +728,58 @@ fn groups_per_rule_are_bounded() {
     assert_eq!(last.folded.as_ref().unwrap().findings, 50);
     assert_eq!(r.findings[201].rule, "audit-note");
 }
+
+/// Issue 18 point 2: an open is judged by the file the kernel opened too. A
+/// read through a symlink of a denied file is a finding; a write through a
+/// symlink to outside the roots is one; an open whose kernel path is the
+/// same, or not whole (`…`, e.g. an O_TMPFILE), adds nothing.
+#[test]
+fn opens_are_judged_by_their_kernel_path_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = file_capture(
+        dir.path(),
+        None,
+        &[
+            ("openat", "/w/innocent.txt", Some("read"), 3),
+            ("openat", "/w/out.txt", Some("write,create"), 3),
+            ("openat", "/w/plain.txt", Some("read"), 3),
+            ("openat", "/w/tmp", Some("read,write,directory,tmpfile"), 3),
+        ],
+    );
+    let c = Connection::open(&db).unwrap();
+    for (id, real) in [
+        (1, "/home/u/.ssh/id_rsa"),
+        (2, "/srv/data.txt"),
+        (3, "/w/plain.txt"),
+        (4, "…/#1234"),
+    ] {
+        c.execute(
+            "UPDATE events SET real_path = ?1 WHERE id = ?2",
+            params![real, id],
+        )
+        .unwrap();
+    }
+    drop(c);
+    let r = audit_file(&db, HOME, super::Strategy::default());
+    let found: Vec<(String, String, Vec<i64>, u64)> = brief(&r)
+        .into_iter()
+        .filter(|f| f.0 != "unexplained-activity" && !f.1.starts_with("the capture holds"))
+        .collect();
+    assert_eq!(
+        found,
+        vec![
+            b(
+                "denied-path",
+                "read of denied path /home/u/.ssh/id_rsa",
+                &[1],
+                1
+            ),
+            b(
+                "write-outside-allowed",
+                "write outside the allowed roots: /srv/data.txt",
+                &[2],
+                1
+            ),
+        ]
+    );
+}
