@@ -68,6 +68,8 @@ pub struct RecordOptions {
     pub program_stats: bool,
     /// Stop storing (and count the rest as loss) once the capture is this big.
     pub max_bytes: Option<u64>,
+    /// Meta stored when recording starts (e.g. `denied_inodes` for --audit).
+    pub start_meta: Vec<(String, String)>,
 }
 
 /// How the run ended, for the summary and the exit status.
@@ -196,6 +198,9 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         meta(&k, v);
     }
     meta("started_at", rfc3339_ns(start.wall_ns));
+    for (k, v) in &opts.start_meta {
+        meta(k, v.clone());
+    }
     meta("complete", "false".into());
     meta("recorder_pid", std::process::id().to_string());
     meta("ring_buffer_bytes", opts.ring_bytes.to_string());

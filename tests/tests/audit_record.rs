@@ -250,8 +250,10 @@ fn agent_breaking_the_policy_is_flagged() {
     // The command succeeded; the audit failed: exit 1, findings on stderr.
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     // The read through a symlink (`cat innocent.txt`, innocent.txt → the
-    // key) is a finding: the capture holds the path the kernel opened.
-    let errors = 6;
+    // key) is a finding: the capture holds the path the kernel opened; so is
+    // the read through a hard link (`cat copy.txt`): the key's inode was
+    // noted when recording started.
+    let errors = 7;
     let err = stderr(&out);
     assert!(
         err.contains(&format!(
@@ -281,6 +283,25 @@ fn agent_breaking_the_policy_is_flagged() {
         serde_json::from_str(&meta(&open(&r.db), "tmpdirs").unwrap()).unwrap();
     assert!(tmpdirs.contains(&tmpdir), "{tmpdirs:?}");
     let mut got = briefs(&report);
+    let through_hard_link = s(&["cat", "copy.txt"]);
+    let hard: Vec<Brief> = got
+        .iter()
+        .filter(|b| b.3 == through_hard_link)
+        .cloned()
+        .collect();
+    got.retain(|b| b.3 != through_hard_link);
+    let copy = r.work.join("copy.txt").display().to_string();
+    assert_eq!(hard.len(), 1, "{hard:?}");
+    assert_eq!(
+        (hard[0].0.as_str(), hard[0].1.as_str()),
+        ("denied-path", "error")
+    );
+    assert!(
+        hard[0].2.starts_with(&format!(
+            "read of denied path {key_s} through {copy} (the same file: device "
+        )),
+        "{hard:?}"
+    );
     let through_link = s(&["cat", "innocent.txt"]);
     let linked: Vec<Brief> = got
         .iter()
@@ -385,10 +406,9 @@ fn agent_breaking_the_policy_is_flagged() {
         .iter()
         .map(|x| (x["ruleId"].as_str().unwrap(), x["level"].as_str().unwrap()))
         .collect();
-    if kernel_paths {
-        // The two denied reads come first, by time.
-        assert_eq!(levels.remove(1), ("denied-path", "error"));
-    }
+    // The three denied reads (direct, symlink, hard link) come first, by time.
+    assert_eq!(levels.remove(1), ("denied-path", "error"));
+    assert_eq!(levels.remove(1), ("denied-path", "error"));
     assert_eq!(
         levels,
         vec![

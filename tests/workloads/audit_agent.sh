@@ -32,6 +32,9 @@ if [ "$mode" = bad ]; then
     cat "$HOME/.ssh/id_rsa" > /dev/null
     ln -s "$HOME/.ssh/id_rsa" innocent.txt
     cat innocent.txt > /dev/null
+    # And through a hard link: the same file under a name no pattern matches.
+    ln "$HOME/.ssh/id_rsa" copy.txt
+    cat copy.txt > /dev/null
     # A write outside the workspace, from the shell itself.
     echo "escaped" > "$outside"
     # A denied executable to a denied destination (nothing listens there).

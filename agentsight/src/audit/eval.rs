@@ -153,8 +153,11 @@ pub struct Ev {
     pub filename: Option<String>,
     pub repeat: Option<i64>,
     pub tcp_state: Option<String>,
-    /// A successful open: the file the kernel opened (see capture-schema).
+    /// A successful open: the file the kernel opened (see capture-schema),
+    /// its device (kernel encoding) and inode.
     pub real_path: Option<String>,
+    pub dev: Option<i64>,
+    pub ino: Option<i64>,
 }
 
 /// What the pass over the events saw besides findings: each process's exec
@@ -536,7 +539,7 @@ pub fn audit_with(
     let rules = Rules::new(policy);
     let mut out = Collector::new(strategy == Strategy::Streaming);
     completeness(cap, policy, &rules, &mut out)?;
-    let sets = scan::PathSets::new(
+    let mut sets = scan::PathSets::new(
         policy,
         workspace.as_deref(),
         home.as_deref(),
@@ -544,6 +547,7 @@ pub fn audit_with(
         &rules,
         &mut out,
     )?;
+    sets.denied_inodes = super::inodes::from_capture(cap)?;
     let mut ctx = Ctx {
         cap,
         strategy,
@@ -829,7 +833,11 @@ pub(super) fn ev_columns(cap: &Capture) -> Result<String, AuditError> {
     Ok(format!(
         "id, wall_ns, kind, process_id, path, old_path, flags, result, errno, \
          family, addr, port, query, argv, exe, filename, repeat, mono_ns, tcp_state, {}",
-        if has_real { "real_path" } else { "NULL" }
+        if has_real {
+            "real_path, dev, ino"
+        } else {
+            "NULL, NULL, NULL"
+        }
     ))
 }
 
@@ -855,5 +863,7 @@ pub(super) fn ev_from_row(r: &rusqlite::Row) -> rusqlite::Result<Ev> {
         mono_ns: r.get(17)?,
         tcp_state: r.get(18)?,
         real_path: r.get(19)?,
+        dev: r.get(20)?,
+        ino: r.get(21)?,
     })
 }

@@ -7,6 +7,7 @@
 pub mod bench;
 pub mod eval;
 pub mod fold;
+pub mod inodes;
 pub mod policy;
 pub mod render;
 mod scan;

@@ -14,16 +14,18 @@ const EVENT_KINDS: &str = "'open','openat','openat2','creat','unlink','unlinkat'
 'exec','exec_failed','connect','sendto','sendmsg','sendmmsg','dns_write','tcp_state'";
 
 /// A compiled path list, remembering which entry matched for the evidence.
-struct PathSet {
+pub(super) struct PathSet {
     set: globset::GlobSet,
     texts: Vec<String>,
+    /// Each compiled glob, placed (`~`, `${workspace}` expanded).
+    pub globs: Vec<String>,
 }
 
 /// Where `${workspace}`, `~` and `${tmpdir}` point, for expanding globs.
-struct Places<'a> {
-    workspace: Option<&'a str>,
-    home: Option<&'a str>,
-    tmpdirs: &'a [String],
+pub(super) struct Places<'a> {
+    pub workspace: Option<&'a str>,
+    pub home: Option<&'a str>,
+    pub tmpdirs: &'a [String],
 }
 
 fn escaped(dir: &str) -> String {
@@ -34,13 +36,14 @@ impl PathSet {
     /// Compiles `pats` (with `roots`: only those ending in `/**`, without
     /// it, so `D/**` also yields `D`); returns the `~` patterns skipped for
     /// want of a home.
-    fn new(
+    pub(super) fn new(
         pats: &[PathPattern],
         at: &Places,
         roots: bool,
     ) -> Result<(Self, Vec<String>), AuditError> {
         let mut b = globset::GlobSetBuilder::new();
         let mut texts = Vec::new();
+        let mut globs = Vec::new();
         let mut skipped = Vec::new();
         for p in pats {
             let text = if roots {
@@ -92,16 +95,17 @@ impl PathSet {
                     })?;
                 b.add(m);
                 texts.push(p.text.clone());
+                globs.push(e);
             }
         }
         let set = b.build().map_err(|e| AuditError::Pattern {
             pattern: String::new(),
             reason: e.to_string(),
         })?;
-        Ok((Self { set, texts }, skipped))
+        Ok((Self { set, texts, globs }, skipped))
     }
 
-    fn first_match(&self, path: &str) -> Option<&str> {
+    pub(super) fn first_match(&self, path: &str) -> Option<&str> {
         self.set
             .matches(path)
             .first()
@@ -117,6 +121,10 @@ pub(super) struct PathSets {
     write_roots: PathSet,
     deny_read: PathSet,
     deny_write: PathSet,
+    /// (dev, ino) → path of the denied files `record --audit` found when
+    /// recording started (meta `denied_inodes`): an open of the same file
+    /// under any other name is a denied-path finding.
+    pub denied_inodes: std::collections::HashMap<(i64, i64), super::inodes::DeniedFile>,
 }
 
 impl PathSets {
@@ -154,6 +162,7 @@ impl PathSets {
             write_roots,
             deny_read,
             deny_write,
+            denied_inodes: Default::default(),
         })
     }
 
@@ -332,7 +341,9 @@ fn file_event(
 ) -> Result<(), AuditError> {
     let (w, d) = (&policy.writes, &policy.denied_paths);
     let failed = ev.result.is_some_and(|r| r < 0);
-    for (access, path) in accesses(ev) {
+    let mut denied_found = false;
+    let accessed = accesses(ev);
+    for &(access, path) in &accessed {
         // A cut path cannot be judged as a whole; `…` marks it.
         if !path.starts_with('/') {
             continue;
@@ -356,6 +367,7 @@ fn file_event(
                 p.finding.evidence.matched = Some(m.to_string());
                 ctx.prepare(&mut p)?;
                 out.add(p, Some(ev));
+                denied_found = true;
                 continue;
             }
         }
@@ -370,6 +382,26 @@ fn file_event(
             ctx.prepare(&mut p)?;
             out.add(p, Some(ev));
         }
+    }
+    // The same file as a denied one under another name (a hard link): known
+    // by the (device, inode) `record --audit` noted when recording started.
+    if !denied_found
+        && !failed
+        && d.meta.enabled
+        && let (Some(dev), Some(ino)) = (ev.dev, ev.ino)
+        && let Some(df) = sets.denied_inodes.get(&(dev, ino))
+        && let Some(&(access, path)) = accessed.first()
+        && (if access == "read" { df.read } else { df.write })
+    {
+        let message = format!(
+            "{access} of denied path {} through {path} (the same file: device {dev}, inode {ino})",
+            df.path
+        );
+        let mut p = ctx.base(ev, &d.meta, message, access);
+        p.finding.path = Some(df.path.clone());
+        p.finding.evidence.matched = Some(format!("{} (by inode)", df.path));
+        ctx.prepare(&mut p)?;
+        out.add(p, Some(ev));
     }
     Ok(())
 }

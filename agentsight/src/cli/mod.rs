@@ -277,6 +277,24 @@ fn write_stdout(bytes: &[u8]) -> Result<()> {
     }
 }
 
+/// `record --audit`: the (device, inode) of the denied files that exist as
+/// recording starts, as meta `denied_inodes` (an open of the same file under
+/// another name, a hard link, is then a finding).
+fn denied_inodes_now(policy: &crate::audit::Policy, user: Option<&str>) -> Result<String> {
+    let home = policy
+        .home
+        .clone()
+        .or_else(|| crate::privileges::target_user(user).ok().map(|u| u.home));
+    let workspace = policy.workspace.clone().or_else(|| {
+        std::env::current_dir()
+            .ok()
+            .map(|d| d.display().to_string())
+    });
+    let files = crate::audit::inodes::denied_files(policy, home.as_deref(), workspace.as_deref())
+        .context("noting the denied files' inodes")?;
+    Ok(serde_json::to_string(&files)?)
+}
+
 fn cmd_record(a: RecordArgs) -> Result<i32> {
     if a.command.is_empty() && a.pids.is_empty() && a.agent.is_none() {
         bail!("nothing to record: give a command after --, or --pid PID, or --agent NAME");
@@ -287,6 +305,13 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         .as_deref()
         .map(crate::audit::Policy::load)
         .transpose()?;
+    let start_meta = match &policy {
+        Some(p) => vec![(
+            "denied_inodes".to_string(),
+            denied_inodes_now(p, a.user.as_deref())?,
+        )],
+        None => Vec::new(),
+    };
     let opts = RecordOptions {
         output: a.output.unwrap_or_else(record::default_output),
         command: a.command,
@@ -299,6 +324,7 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         copy_transcripts: !a.no_transcripts,
         program_stats: a.program_stats,
         max_bytes: a.max_size,
+        start_meta,
         transcript_budget: a.transcript_max_mib.saturating_mul(1024 * 1024),
     };
     let outcome = record::run(&opts)?;

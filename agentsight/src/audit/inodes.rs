@@ -1,0 +1,183 @@
+//! Denied files by identity. A path rule cannot see a hard link: the same
+//! file under a name no pattern matches. `record --audit` therefore notes,
+//! when recording starts, the (device, inode) of every existing file a
+//! denied-path pattern matches (meta `denied_inodes`), and `audit` flags an
+//! open of the same file under any name.
+
+use std::{collections::HashMap, os::unix::fs::MetadataExt, path::Path};
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    AuditError,
+    policy::Policy,
+    scan::{PathSet, Places},
+};
+use crate::store::Capture;
+
+/// One denied file found when recording started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeniedFile {
+    pub path: String,
+    /// The kernel's encoding (`sb->s_dev`, as the capture's `dev` column).
+    pub dev: i64,
+    pub ino: i64,
+    /// Matched by a `read` / `write` pattern.
+    pub read: bool,
+    pub write: bool,
+}
+
+/// Bounds of the walk under each pattern's literal prefix: a pattern such
+/// as `~/**` must not turn the start of a recording into a scan of a home.
+const MAX_DEPTH: usize = 8;
+const MAX_ENTRIES: usize = 20_000;
+
+/// The existing regular files the policy's denied-path patterns match,
+/// with `~` and `${workspace}` placed at `home` and `workspace`. Never
+/// follows a symlink (a link is judged by its target's own name).
+pub fn denied_files(
+    policy: &Policy,
+    home: Option<&str>,
+    workspace: Option<&str>,
+) -> Result<Vec<DeniedFile>, AuditError> {
+    let at = Places {
+        workspace,
+        home,
+        tmpdirs: &[],
+    };
+    let d = &policy.denied_paths;
+    let (read, _) = PathSet::new(&d.read, &at, false)?;
+    let (write, _) = PathSet::new(&d.write, &at, false)?;
+    let mut seen: HashMap<String, DeniedFile> = HashMap::new();
+    let mut budget = MAX_ENTRIES;
+    for glob in read.globs.iter().chain(&write.globs) {
+        let mut files = Vec::new();
+        walk(Path::new(&walk_root(glob)), 0, &mut budget, &mut files);
+        for (path, dev, ino) in files {
+            let (r, w) = (
+                read.first_match(&path).is_some(),
+                write.first_match(&path).is_some(),
+            );
+            if r || w {
+                seen.entry(path.clone()).or_insert(DeniedFile {
+                    path,
+                    dev,
+                    ino,
+                    read: r,
+                    write: w,
+                });
+            }
+        }
+    }
+    let mut out: Vec<DeniedFile> = seen.into_values().collect();
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+/// The longest directory of `glob` without glob characters (the glob
+/// itself when it has none).
+fn walk_root(glob: &str) -> String {
+    let literal = glob.find(['*', '?', '[', '{']).map_or(glob, |i| &glob[..i]);
+    if literal.len() == glob.len() {
+        return glob.replace('\\', "");
+    }
+    let dir = literal.rfind('/').map_or("/", |i| &literal[..i.max(1)]);
+    dir.replace('\\', "")
+}
+
+/// Regular files at or under `p` (bounded), with the kernel's device number
+/// and the inode.
+fn walk(p: &Path, depth: usize, budget: &mut usize, out: &mut Vec<(String, i64, i64)>) {
+    if *budget == 0 {
+        return;
+    }
+    *budget -= 1;
+    let Ok(meta) = std::fs::symlink_metadata(p) else {
+        return;
+    };
+    if meta.is_file() {
+        if let Some(s) = p.to_str() {
+            out.push((s.to_owned(), kernel_dev(meta.dev()), meta.ino() as i64));
+        }
+        return;
+    }
+    if !meta.is_dir() || depth >= MAX_DEPTH {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(p) else {
+        return;
+    };
+    for e in entries.flatten() {
+        walk(&e.path(), depth + 1, budget, out);
+        if *budget == 0 {
+            return;
+        }
+    }
+}
+
+/// A user-space `dev_t` as the kernel stores it in `sb->s_dev`
+/// (`MKDEV(major, minor)` = major << 20 | minor), the capture's encoding.
+fn kernel_dev(dev: u64) -> i64 {
+    let (major, minor) = (libc::major(dev) as i64, libc::minor(dev) as i64);
+    (major << 20) | minor
+}
+
+/// The denied files a capture noted (meta `denied_inodes`), by identity;
+/// none when it noted none or the value does not parse (the capture is
+/// input: a bad value never invents a finding).
+pub fn from_capture(cap: &Capture) -> Result<HashMap<(i64, i64), DeniedFile>, AuditError> {
+    let raw = cap.meta("denied_inodes").map_err(AuditError::Store)?;
+    let list: Vec<DeniedFile> = raw
+        .and_then(|r| serde_json::from_str(&r).ok())
+        .unwrap_or_default();
+    Ok(list.into_iter().map(|f| ((f.dev, f.ino), f)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn walk_roots_are_the_literal_directories() {
+        assert_eq!(walk_root("/home/u/.ssh/**"), "/home/u/.ssh");
+        assert_eq!(walk_root("/etc/shadow"), "/etc/shadow");
+        assert_eq!(walk_root("/home/u/.aws/cred*"), "/home/u/.aws");
+        assert_eq!(walk_root("/**/id_rsa"), "/");
+        assert_eq!(walk_root("/w/a[*]b/**"), "/w");
+    }
+
+    #[test]
+    fn denied_files_are_found_with_their_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(home.join(".ssh/sub")).unwrap();
+        std::fs::write(home.join(".ssh/id_rsa"), "k").unwrap();
+        std::fs::write(home.join(".ssh/sub/deep"), "d").unwrap();
+        std::fs::write(home.join("notes"), "n").unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", home.join(".ssh/link")).unwrap();
+        let policy = Policy::parse(
+            "[denied_paths]\nread = [\"~/.ssh/**\"]\nwrite = [\"~/.ssh/id_rsa\"]\n",
+            "p.toml",
+        )
+        .unwrap();
+        let h = home.display().to_string();
+        let found = denied_files(&policy, Some(&h), None).unwrap();
+        let meta = std::fs::metadata(home.join(".ssh/id_rsa")).unwrap();
+        let names: Vec<(String, bool, bool)> = found
+            .iter()
+            .map(|f| (f.path.replace(&h, "~"), f.read, f.write))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                ("~/.ssh/id_rsa".to_string(), true, true),
+                ("~/.ssh/sub/deep".to_string(), true, false),
+            ]
+        );
+        assert_eq!(found[0].ino, meta.ino() as i64);
+        assert_eq!(
+            found[0].dev,
+            ((libc::major(meta.dev()) as i64) << 20) | libc::minor(meta.dev()) as i64
+        );
+    }
+}
