@@ -444,6 +444,55 @@ fn audit_writes_pass(run: &Run, db: &Path) {
         report["tmpdirs"],
         serde_json::json!([run.tmp.display().to_string()])
     );
+    audit_default_policy_passes(run, db);
+}
+
+/// Issue 18 point 4, whole: the default policy plus the model server's port
+/// (and curl allowed where the scenario asks for it) passes — exit 0, no
+/// error finding of any rule (loss, network, files, executables).
+fn audit_default_policy_passes(run: &Run, db: &Path) {
+    let policy = run.root.join("default-policy.toml");
+    // The network scenario asks for curl to the scenario's target server:
+    // both declared, as a user would for a run that is meant to do that.
+    let (exes, target) = if run.scenario.name == "network" {
+        (
+            "[executables]\ndeny = [\"wget\", \"nc\", \"ncat\", \"netcat\", \"sudo\"]\n",
+            format!(", \"127.0.0.1:{}\"", agentsight_tests::e2e::TARGET_PORT),
+        )
+    } else {
+        ("", String::new())
+    };
+    fs::write(
+        &policy,
+        format!(
+            "home = {:?}\n{exes}[network]\nallow = [\"127.0.0.1:{}\"{target}]\n",
+            run.home.display().to_string(),
+            agentsight_tests::e2e::MODEL_PORT
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(agentsight_tests::bin())
+        .args(["audit", "--format", "json", "--db"])
+        .arg(db)
+        .arg("--policy")
+        .arg(&policy)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let errors: Vec<String> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["severity"] == "error")
+        .map(|f| format!("{}: {}", f["rule"], f["message"]))
+        .collect();
+    assert_eq!(errors, Vec::<String>::new());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A real agent run on an idle machine loses nothing: no kernel loss and no
@@ -918,7 +967,8 @@ fn verify_correlation(run: &Run, id: &str, c: &Value, dump: &str) {
 
 /// ≥ 95 % of the execs attributed to tool calls (any reason) ran inside
 /// their call's transcript window, corrected by the measured skew (+1 ms:
-/// transcript times are whole milliseconds).
+/// transcript times are whole milliseconds); the call's own processes
+/// (argv-matched and their descendants) may run on after its result.
 fn assert_execs_inside_their_calls(c: &Value, ctx: &str) {
     let skew = c["clock"]["skew_ms"].as_i64().unwrap() + 1;
     let (mut inside, mut total) = (0usize, 0usize);
@@ -936,7 +986,11 @@ fn assert_execs_inside_their_calls(c: &Value, ctx: &str) {
             }
             total += 1;
             let at = rfc3339_ms(a["ts"].as_str().unwrap()).unwrap();
-            if start - skew <= at && at <= end + skew {
+            // The call's own processes may outlive its result (a command
+            // put in the background): after the end is still the call's
+            // for them; before the start never is.
+            let own = matches!(a["reason"].as_str(), Some("argv_match" | "descendant"));
+            if start - skew <= at && (at <= end + skew || own) {
                 inside += 1;
             } else {
                 outside.push(format!(

@@ -119,7 +119,30 @@ pub struct NetworkRule {
     pub deny: Vec<Destination>,
     pub allow_loopback: bool,
     pub allow_dns: bool,
+    /// With `allow_agent_services` (default true): the DNS names of the
+    /// agents' own services ([`AGENT_SERVICE_NAMES`]), allowed as names
+    /// asked — an agent asking for its vendor's API or telemetry host is not
+    /// a finding on a clean run. Empty when turned off.
+    pub agent_services: Vec<Destination>,
 }
+
+/// The agents' own service names (Claude Code, Codex, Gemini CLI, Cursor),
+/// allowed as DNS names asked unless `allow_agent_services = false`.
+pub const AGENT_SERVICE_NAMES: &[&str] = &[
+    "anthropic.com",
+    "*.anthropic.com",
+    "claude.ai",
+    "*.claude.ai",
+    "openai.com",
+    "*.openai.com",
+    "chatgpt.com",
+    "*.chatgpt.com",
+    "*.googleapis.com",
+    "cursor.sh",
+    "*.cursor.sh",
+    "cursor.com",
+    "*.cursor.com",
+];
 
 /// One network destination entry: an address range and/or a port, or a DNS
 /// name glob (which can only match DNS queries: the capture holds the names
@@ -219,6 +242,7 @@ struct RawNet {
     deny: Option<Vec<Spanned<String>>>,
     allow_loopback: Option<bool>,
     allow_dns: Option<bool>,
+    allow_agent_services: Option<bool>,
 }
 
 /// Defaults, documented in docs/audit.md. Reads of `/etc` are not denied by
@@ -387,6 +411,15 @@ impl Policy {
                 deny: dests(n.deny)?,
                 allow_loopback: n.allow_loopback.unwrap_or(false),
                 allow_dns: n.allow_dns.unwrap_or(true),
+                agent_services: if n.allow_agent_services.unwrap_or(true) {
+                    AGENT_SERVICE_NAMES
+                        .iter()
+                        .map(|s| parse_destination(s))
+                        .collect::<Result<_, _>>()
+                        .map_err(|r| invalid(0, r))?
+                } else {
+                    Vec::new()
+                },
             },
         })
     }

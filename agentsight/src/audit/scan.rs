@@ -469,12 +469,13 @@ fn net_verdicts(
     let mut out = Vec::new();
     // DNS names asked: checked against the name entries.
     if let Some(qs) = &ev.query {
-        let names: Vec<Destination> = n
+        let mut names: Vec<Destination> = n
             .allow
             .iter()
             .filter(|d| matches!(d, Destination::Name { .. }))
             .cloned()
             .collect();
+        names.extend(n.agent_services.iter().cloned());
         for name in qs.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             if let Some(d) = n.deny.iter().find(|d| d.matches_name(name)) {
                 out.push((

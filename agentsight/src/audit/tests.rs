@@ -783,3 +783,48 @@ fn opens_are_judged_by_their_kernel_path_too() {
         ]
     );
 }
+
+/// The agents' own service names are allowed DNS names by default (a Codex
+/// run asks for `ab.chatgpt.com` with a local model server); other names
+/// are not, and `allow_agent_services = false` turns the list off.
+#[test]
+fn agent_service_names_are_allowed_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = file_capture(dir.path(), None, &[]);
+    let c = Connection::open(&db).unwrap();
+    for (id, name) in [
+        (1, "ab.chatgpt.com"),
+        (2, "api.anthropic.com"),
+        (3, "evil.example"),
+    ] {
+        c.execute(
+            "INSERT INTO events (id, mono_ns, wall_ns, kind, cpu, seq, pid, tid, ppid, uid, gid, comm,
+                                 process_id, family, addr, port, query, result)
+             VALUES (?1, ?1 * 1000, 1764464523000000000 + ?1, 'sendto', 0, ?1, 100, 100, 1, 1000, 1000,
+                     'x', 1, 'ipv4', '127.0.0.53', 53, ?2, 30)",
+            params![id, name],
+        )
+        .unwrap();
+    }
+    drop(c);
+    let dns = |policy: &str| -> Vec<String> {
+        audit_file(&db, policy, super::Strategy::default())
+            .findings
+            .iter()
+            .filter(|f| f.rule == "network-undeclared")
+            .map(|f| f.message.clone())
+            .collect()
+    };
+    assert_eq!(
+        dns(HOME),
+        vec!["DNS query for undeclared name evil.example".to_string()]
+    );
+    assert_eq!(
+        dns(&format!("{HOME}[network]\nallow_agent_services = false\n")),
+        vec![
+            "DNS query for undeclared name ab.chatgpt.com".to_string(),
+            "DNS query for undeclared name api.anthropic.com".to_string(),
+            "DNS query for undeclared name evil.example".to_string(),
+        ]
+    );
+}
