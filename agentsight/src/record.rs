@@ -57,6 +57,8 @@ pub struct RecordOptions {
     pub pids: Vec<u32>,
     pub agent: Option<AgentName>,
     pub user: Option<String>,
+    /// `--env` arguments for the command's environment (see `envreset`).
+    pub env: Vec<crate::envreset::EnvArg>,
     pub duration: Option<Duration>,
     pub ring_bytes: u32,
     pub quiet: bool,
@@ -244,7 +246,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
             Ok(fd) => Some(fd),
             Err(e) => {
                 if !opts.quiet {
-                    eprintln!("agentsight: warning: program statistics unavailable: {e}");
+                    crate::sayln!("agentsight: warning: program statistics unavailable: {e}");
                 }
                 meta("program_stats_error", e.to_string());
                 None
@@ -277,7 +279,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         .collect();
     for f in &failed_programs {
         if !opts.quiet {
-            eprintln!("agentsight: warning: program not attached: {f}");
+            crate::sayln!("agentsight: warning: program not attached: {f}");
         }
     }
 
@@ -315,7 +317,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
 
     // Start the command, tracked from before its first instruction.
     let mut child = match (&user, opts.command.is_empty()) {
-        (Some(u), false) => Some(spawn_tracked(&probes, u, &opts.command, &tx)?),
+        (Some(u), false) => Some(spawn_tracked(&probes, u, &opts.command, &opts.env, &tx)?),
         _ => None,
     };
 
@@ -392,7 +394,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
                 let rate = (events - last_events) as f64 / last_status.elapsed().as_secs_f64();
                 last_events = events;
                 let lost: u64 = probes.loss_counts().iter().map(|(_, n)| n).sum();
-                eprint!(
+                crate::say!(
                     "\r\x1b[Kagentsight: recording {} | {} processes | {:.0} events/s | lost {}",
                     fmt_elapsed(started.elapsed()),
                     tracked_count(&probes),
@@ -413,7 +415,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         }
     }
     if tty {
-        eprint!("\r\x1b[K");
+        crate::say!("\r\x1b[K");
     }
 
     // Drain: the reader empties the ring and returns the gaps it saw.
@@ -458,7 +460,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
             }
             Err(e) => {
                 if !opts.quiet {
-                    eprintln!("agentsight: warning: sessions not bound: {e}");
+                    crate::sayln!("agentsight: warning: sessions not bound: {e}");
                 }
             }
         }
@@ -611,16 +613,22 @@ fn spawn_tracked(
     probes: &Probes,
     user: &TargetUser,
     command: &[OsString],
+    env: &[crate::envreset::EnvArg],
     tx: &std::sync::mpsc::SyncSender<StoreMsg>,
 ) -> Result<Child, RecordError> {
     let map_fd = probes.tracked.map().fd().as_fd().as_raw_fd();
     let (uid, gid, groups) = (user.uid, user.gid, user.groups.clone());
+    let id = crate::envreset::Identity {
+        name: &user.name,
+        home: &user.home,
+        shell: &user.shell,
+    };
+    // Like sudo's env_reset: none of root's environment beyond the terminal
+    // and locale; the program is looked up in the command's PATH.
     let mut cmd = Command::new(&command[0]);
     cmd.args(&command[1..])
-        .env("HOME", &user.home)
-        .env("USER", &user.name)
-        .env("LOGNAME", &user.name)
-        .env("SHELL", &user.shell);
+        .env_clear()
+        .envs(crate::envreset::build(&id, std::env::vars_os(), env));
     // Safety: the closure runs in the forked child before exec and only makes
     // raw syscalls (bpf, setgroups, setgid, setuid), which are async-signal-safe.
     unsafe {

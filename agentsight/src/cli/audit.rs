@@ -59,7 +59,7 @@ pub fn emit(report: &Report, format: AuditFormat, output: Option<&Path>) -> Resu
         Some(path) => {
             std::fs::write(path, text.as_bytes())
                 .with_context(|| format!("writing {}", path.display()))?;
-            eprintln!("{}", audit::render::summary_line(report));
+            crate::sayln!("{}", audit::render::summary_line(report));
         }
         None => super::write_stdout(text.as_bytes())?,
     }

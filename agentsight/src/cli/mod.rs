@@ -76,6 +76,12 @@ pub struct RecordArgs {
     /// Run the command as this user instead of the one who invoked sudo.
     #[arg(long)]
     pub user: Option<String>,
+    /// Pass an environment variable to the command: NAME copies it from
+    /// agentsight's environment, NAME=VALUE sets it (repeatable). Otherwise
+    /// the command gets only the terminal/locale variables, HOME, USER,
+    /// LOGNAME, SHELL and PATH=/usr/local/bin:/usr/bin:/bin.
+    #[arg(long = "env", value_name = "NAME[=VALUE]", value_parser = parse_env)]
+    pub env: Vec<crate::envreset::EnvArg>,
     /// Stop after this long, e.g. 30s, 5m, 1h.
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
@@ -157,7 +163,13 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     if !secs.is_finite() || secs < 0.0 {
         return Err(format!("bad duration {s:?}"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    // A value past what a Duration holds (about 584 billion years) is an
+    // input error, not a panic.
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("duration {s:?} is too large"))
+}
+
+fn parse_env(s: &str) -> Result<crate::envreset::EnvArg, String> {
+    crate::envreset::EnvArg::parse(std::ffi::OsStr::new(s)).map_err(|e| e.to_string())
 }
 
 fn parse_ring_mib(s: &str) -> Result<u32, String> {
@@ -185,12 +197,27 @@ fn init_logging(verbose: u8) {
 
 /// Runs the CLI; returns the process exit status.
 pub fn main() -> i32 {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) if e.use_stderr() => {
+            // One line: clap's first line names the argument and the problem
+            // (the "try --help" hint after it is left out).
+            let text = e.render().to_string();
+            let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            crate::sayln!("agentsight: {}", line.trim_start_matches("error: "));
+            return 2;
+        }
+        // --help / --version: print and exit 0 (a closed stdout is ignored).
+        Err(e) => {
+            let _ = e.print();
+            return 0;
+        }
+    };
     init_logging(cli.verbose);
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("agentsight: error: {e:#}");
+            crate::sayln!("agentsight: error: {e:#}");
             2
         }
     }
@@ -255,6 +282,7 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         pids: a.pids,
         agent: a.agent,
         user: a.user,
+        env: a.env,
         duration: a.duration,
         ring_bytes: a.ring_mib * 1024 * 1024,
         quiet: a.quiet,
@@ -264,10 +292,10 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
     };
     let outcome = record::run(&opts)?;
     if !opts.quiet {
-        eprint!("{}", record::summary_text(&outcome));
+        crate::say!("{}", record::summary_text(&outcome));
     } else if let Some(e) = &outcome.store_error {
         // Quiet silences the summary, never a failure to store.
-        eprintln!(
+        crate::sayln!(
             "agentsight: storing stopped early: {e} (what was written before stays readable)"
         );
     }
@@ -282,10 +310,10 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         match &a.audit_output {
             Some(path) => std::fs::write(path, text.as_bytes())
                 .with_context(|| format!("writing {}", path.display()))?,
-            None => eprint!("{text}"),
+            None => crate::say!("{text}"),
         }
         if a.audit_output.is_some() || !matches!(a.audit_format, audit::AuditFormat::Text) {
-            eprintln!("{}", crate::audit::render::summary_line(&report));
+            crate::sayln!("{}", crate::audit::render::summary_line(&report));
         }
         if status == 0 && !report.passed() {
             return Ok(1);
@@ -304,5 +332,12 @@ mod tests {
         assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert!(parse_duration("5x").is_err());
+        assert_eq!(
+            parse_duration("99999999999999999999h"),
+            Err("duration \"99999999999999999999h\" is too large".into())
+        );
+        assert!(parse_duration("18446744073709551615s").is_err());
+        assert!(parse_duration("1e400").is_err());
+        assert!(parse_duration("-1s").is_err());
     }
 }

@@ -67,7 +67,7 @@ pub fn run_sessions(args: &SessionsArgs) -> anyhow::Result<()> {
         .list()
         .context("discovering agent sessions")?;
     for n in &listing.notes {
-        eprintln!("note: {n}");
+        crate::sayln!("note: {n}");
     }
     let out = std::io::stdout();
     let mut w = std::io::BufWriter::new(out.lock());

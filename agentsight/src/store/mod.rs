@@ -165,12 +165,15 @@ impl Capture {
 
     fn open_checked(path: &Path, full_check: bool) -> Result<Self, StoreError> {
         let shown = path.display().to_string();
-        if !path.exists() {
-            return Err(StoreError::Open {
-                path: shown,
-                reason: "no such file".into(),
-            });
-        }
+        // Only a regular file, opened without blocking: a FIFO or a device
+        // named like a capture must fail at once, not hang SQLite's open.
+        let _file = crate::safefs::open_regular(path, false).map_err(|e| StoreError::Open {
+            path: shown.clone(),
+            reason: match e.kind() {
+                std::io::ErrorKind::NotFound => "no such file".into(),
+                _ => e.to_string(),
+            },
+        })?;
         let conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
