@@ -1,0 +1,229 @@
+//! Root tests of the privileged boundary (issue 19): `sudo agentsight` must
+//! never give the invoking user more than they had. Each test runs the real
+//! binary as root with the variables sudo sets for the unprivileged test user.
+
+use std::{
+    os::unix::fs::{MetadataExt, PermissionsExt},
+    path::Path,
+    process::{Command, Output, Stdio},
+    time::{Duration, Instant},
+};
+
+use agentsight_tests::*;
+
+/// `agentsight ARGS` as root under sudo for the test user, in `cwd`.
+fn as_sudo(cwd: &Path, args: &[&str]) -> Command {
+    let (uid, gid) = test_user();
+    let mut c = Command::new(bin());
+    c.args(args)
+        .env("SUDO_UID", uid.to_string())
+        .env("SUDO_GID", gid.to_string())
+        .env("SUDO_USER", TEST_USER)
+        .current_dir(cwd)
+        .stdin(Stdio::null());
+    c
+}
+
+/// Runs with a deadline: a hang is a failure, not a stuck test.
+fn run_within(mut c: Command, limit: Duration) -> (Output, Duration) {
+    let t = Instant::now();
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn agentsight");
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            break;
+        }
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("collect");
+            panic!(
+                "still running after {limit:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().expect("collect");
+    (out, t.elapsed())
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Every directory entry with its bytes, mode, owner and mtime.
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>, u32, u32, i64, i64)> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let m = std::fs::symlink_metadata(e.path()).unwrap();
+            let bytes = if m.is_file() {
+                std::fs::read(e.path()).unwrap()
+            } else {
+                Vec::new()
+            };
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                bytes,
+                m.mode(),
+                m.uid(),
+                m.mtime(),
+                m.mtime_nsec(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+// ---- point 6: hostile input never hangs or panics ----
+
+#[test]
+fn a_fifo_capture_fails_at_once_in_every_read_command() {
+    require_root();
+    let dir = scratch("fifo");
+    let fifo = dir.join("x.db");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o666)).unwrap();
+    let f = fifo.to_str().unwrap();
+    let policy = dir.join("p.toml");
+    std::fs::write(&policy, "").unwrap();
+    let p = policy.to_str().unwrap();
+    for args in [
+        vec!["show", "--db", f],
+        vec!["export", "--db", f],
+        vec!["audit", "--db", f, "--policy", p],
+        vec!["correlate", "abc", "--db", f],
+        vec!["pid", "--db", f, "1"],
+    ] {
+        let (out, took) = run_within(as_sudo(&dir, &args), Duration::from_secs(5));
+        assert!(took < Duration::from_secs(1), "{args:?} took {took:?}");
+        let err = stderr(&out);
+        if args[0] == "pid" {
+            // `pid` names the evidence it found; a FIFO is just no capture.
+            assert_ne!(out.status.code(), Some(101), "{args:?}: {err}");
+            continue;
+        }
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(
+            err,
+            format!("agentsight: error: {f}: is a FIFO, not a regular file\n"),
+            "{args:?}"
+        );
+    }
+    // Auto-discovery of `*.db` in the current directory skips the FIFO.
+    for args in [vec!["correlate", "abc"], vec!["pid", "1"]] {
+        let (out, took) = run_within(as_sudo(&dir, &args), Duration::from_secs(5));
+        assert!(took < Duration::from_secs(1), "{args:?} took {took:?}");
+        assert_ne!(out.status.code(), Some(101), "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn overflowing_durations_are_one_line_errors() {
+    require_root();
+    let dir = scratch("durations");
+    for args in [
+        vec!["record", "--duration", "99999999999999999999h", "--", "true"],
+        vec!["record", "--duration", "18446744073709551615s", "--", "true"],
+        vec!["sessions", "--max-age", "99999999999999999999h"],
+        vec!["sessions", "--max-age", "18446744073709551615s"],
+    ] {
+        let (out, took) = run_within(as_sudo(&dir, &args), Duration::from_secs(5));
+        assert!(took < Duration::from_secs(1), "{args:?} took {took:?}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("is too large"), "{err}");
+    }
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "nothing created");
+}
+
+#[test]
+fn a_closed_stderr_pipe_is_exit_2_not_a_panic() {
+    require_root();
+    let dir = scratch("stderr");
+    for args in [
+        vec!["show", "--db", "missing.db"],
+        vec!["record", "--duration", "99999999999999999999h", "--", "true"],
+        vec!["no-such-command"],
+    ] {
+        let (r, w) = nix::unistd::pipe().unwrap();
+        drop(r);
+        let out = as_sudo(&dir, &args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(w))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+}
+
+// ---- point 5: the command's environment ----
+
+#[test]
+fn the_command_sees_only_the_documented_environment() {
+    require_root();
+    let dir = scratch("env");
+    let db = dir.join("env.db");
+    let home = nix::unistd::User::from_name(TEST_USER)
+        .unwrap()
+        .unwrap()
+        .dir;
+    let mut c = as_sudo(
+        &dir,
+        &[
+            "record",
+            "--quiet",
+            "-o",
+            db.to_str().unwrap(),
+            "--env",
+            "KEEP_ME",
+            "--env",
+            "SET_ME=a=b",
+            "--env",
+            "NOT_SET_ANYWHERE",
+            "--",
+            "env",
+        ],
+    );
+    c.env_clear()
+        .env("PATH", "/root/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("HOME", "/root")
+        .env("AWS_SECRET_ACCESS_KEY", "root-secret")
+        .env("LD_LIBRARY_PATH", "/root/lib")
+        .env("TERM", "dumb")
+        .env("LC_ALL", "C")
+        .env("KEEP_ME", "kept")
+        .env("SUDO_UID", test_user().0.to_string())
+        .env("SUDO_GID", test_user().1.to_string())
+        .env("SUDO_USER", TEST_USER);
+    let out = c.output().unwrap();
+    assert_exit_0(&out);
+    let mut got: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    got.sort();
+    let want = vec![
+        format!("HOME={}", home.display()),
+        "KEEP_ME=kept".into(),
+        "LC_ALL=C".into(),
+        format!("LOGNAME={TEST_USER}"),
+        "PATH=/usr/local/bin:/usr/bin:/bin".into(),
+        "SET_ME=a=b".into(),
+        "SHELL=/bin/sh".into(),
+        "TERM=dumb".into(),
+        format!("USER={TEST_USER}"),
+    ];
+    assert_eq!(got, want);
+    // The program itself was looked up in the command's PATH, not root's.
+    let conn = open(&db);
+    let execs = execs(&conn);
+    assert_eq!(execs[0].exe.as_deref(), Some("/usr/bin/env"));
+    let _ = std::fs::metadata(&db).unwrap().permissions().mode();
+}
