@@ -36,6 +36,8 @@ pub enum RecordError {
     #[error(transparent)]
     Privilege(#[from] privileges::PrivilegeError),
     #[error(transparent)]
+    Creds(#[from] privileges::CredsError),
+    #[error(transparent)]
     Store(#[from] crate::store::StoreError),
     #[error(transparent)]
     Load(#[from] crate::capture::loader::LoadError),
@@ -167,22 +169,15 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         }
     }
 
-    // The output first: an unwritable path fails before anything is loaded.
+    // The output first, created with the invoking user's own credentials
+    // (the capture and its sidecars are theirs from the start, no chown): a
+    // path the user could not create fails before anything is loaded.
+    let creds = privileges::FileCreds::invoking_user();
     let start = Anchor::now("start");
-    let writer = Writer::create(&opts.output, start)?;
-    let owner = privileges::file_owner();
-    // The WAL and shared-memory files too, so the owner can read a capture
-    // that was cut short (they are gone once the recording finishes).
-    for suffix in ["", "-wal", "-shm"] {
-        let mut p = opts.output.clone().into_os_string();
-        p.push(suffix);
-        let p = PathBuf::from(p);
-        if p.exists()
-            && let Err(e) = privileges::give_to(&p, owner)
-        {
-            tracing::warn!("cannot give {} to the invoking user: {e}", p.display());
-        }
-    }
+    let writer = {
+        let _as_user = privileges::AsUser::maybe(creds.as_ref())?;
+        Writer::create_as(&opts.output, start, creds.clone())?
+    };
     let tx = writer.sender();
     let meta = |k: &str, v: String| {
         let _ = tx.send(StoreMsg::Meta(k.to_owned(), v));
@@ -223,11 +218,8 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     let mut probes = match Probes::load(opts.ring_bytes) {
         Ok(p) => p,
         Err(e) => {
-            meta("load_error", e.to_string());
-            let _ = writer.finish(
-                &[],
-                &[("ended_at".into(), rfc3339_ns(Anchor::now("stop").wall_ns))],
-            );
+            drop(tx);
+            abandon(writer, &opts.output, creds.as_ref());
             return Err(e.into());
         }
     };
@@ -317,7 +309,17 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
 
     // Start the command, tracked from before its first instruction.
     let mut child = match (&user, opts.command.is_empty()) {
-        (Some(u), false) => Some(spawn_tracked(&probes, u, &opts.command, &opts.env, &tx)?),
+        (Some(u), false) => match spawn_tracked(&probes, u, &opts.command, &opts.env, &tx) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                // Nothing was recorded: leave no half-made capture behind.
+                stop.store(true, Ordering::Release);
+                let _ = reader.join();
+                drop(tx);
+                abandon(writer, &opts.output, creds.as_ref());
+                return Err(e);
+            }
+        },
         _ => None,
     };
 
@@ -441,6 +443,8 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     if let Some((json, _)) = &program_runs {
         final_meta.push(("program_stats".into(), json.clone()));
     }
+    // From here on the capture is only written by this thread: as the user.
+    let _as_user = privileges::AsUser::maybe(creds.as_ref())?;
     let summary = writer.finish(&gaps, &final_meta);
     // Bind the trees to sessions and store sessions, transcripts, bindings
     // and correlations in the finished capture (its own module; a failure
@@ -492,6 +496,26 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         cpu,
         program_runs: program_runs.map(|(_, total)| total),
     })
+}
+
+/// A start that failed before anything was recorded: stop the writer and
+/// remove the capture and its sidecars (all created by us, O_EXCL).
+fn abandon(writer: Writer, output: &Path, creds: Option<&privileges::FileCreds>) {
+    let _ = writer.finish(&[], &[]);
+    let _as_user = privileges::AsUser::maybe(creds).ok().flatten();
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut p = output.as_os_str().to_owned();
+        p.push(suffix);
+        match std::fs::remove_file(&p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                crate::sayln!(
+                    "agentsight: warning: could not remove {}: {e}",
+                    Path::new(&p).display()
+                );
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Each attached program's run count and total run time since statistics

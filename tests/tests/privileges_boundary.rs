@@ -55,6 +55,7 @@ fn stderr(o: &Output) -> String {
 }
 
 /// Every directory entry with its bytes, mode, owner and mtime.
+#[allow(dead_code)]
 fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>, u32, u32, i64, i64)> {
     let mut v: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
@@ -127,8 +128,20 @@ fn overflowing_durations_are_one_line_errors() {
     require_root();
     let dir = scratch("durations");
     for args in [
-        vec!["record", "--duration", "99999999999999999999h", "--", "true"],
-        vec!["record", "--duration", "18446744073709551615s", "--", "true"],
+        vec![
+            "record",
+            "--duration",
+            "99999999999999999999h",
+            "--",
+            "true",
+        ],
+        vec![
+            "record",
+            "--duration",
+            "18446744073709551615s",
+            "--",
+            "true",
+        ],
         vec!["sessions", "--max-age", "99999999999999999999h"],
         vec!["sessions", "--max-age", "18446744073709551615s"],
     ] {
@@ -139,7 +152,11 @@ fn overflowing_durations_are_one_line_errors() {
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.contains("is too large"), "{err}");
     }
-    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "nothing created");
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        0,
+        "nothing created"
+    );
 }
 
 #[test]
@@ -148,7 +165,13 @@ fn a_closed_stderr_pipe_is_exit_2_not_a_panic() {
     let dir = scratch("stderr");
     for args in [
         vec!["show", "--db", "missing.db"],
-        vec!["record", "--duration", "99999999999999999999h", "--", "true"],
+        vec![
+            "record",
+            "--duration",
+            "99999999999999999999h",
+            "--",
+            "true",
+        ],
         vec!["no-such-command"],
     ] {
         let (r, w) = nix::unistd::pipe().unwrap();
@@ -224,6 +247,231 @@ fn the_command_sees_only_the_documented_environment() {
     // The program itself was looked up in the command's PATH, not root's.
     let conn = open(&db);
     let execs = execs(&conn);
-    assert_eq!(execs[0].exe.as_deref(), Some("/usr/bin/env"));
-    let _ = std::fs::metadata(&db).unwrap().permissions().mode();
+    // (std's execvp walks the PATH: /usr/local/bin/env fails, /usr/bin/env runs.)
+    let tried: Vec<(&str, &str)> = execs
+        .iter()
+        .map(|e| (e.kind.as_str(), e.filename.as_str()))
+        .collect();
+    assert_eq!(
+        tried,
+        vec![
+            ("exec_failed", "/usr/local/bin/env"),
+            ("exec", "/usr/bin/env")
+        ]
+    );
+}
+
+// ---- points 1 and 9: files handed to the user are created as the user ----
+
+/// A root-only directory (0700 root) in the scratch area.
+fn root_only(dir: &Path) -> std::path::PathBuf {
+    let p = dir.join("root-only");
+    std::fs::create_dir(&p).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
+    p
+}
+
+/// `record` under strace: returns the output and the number of bpf(2) calls.
+fn record_counting_bpf(dir: &Path, args: &[&str]) -> (Output, usize) {
+    let (uid, gid) = test_user();
+    let log = dir.join(format!("strace-{}.log", std::process::id()));
+    let out = Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=bpf", "-o"])
+        .arg(&log)
+        .arg(bin())
+        .arg("record")
+        .args(args)
+        .env("SUDO_UID", uid.to_string())
+        .env("SUDO_GID", gid.to_string())
+        .env("SUDO_USER", TEST_USER)
+        .current_dir(dir)
+        .output()
+        .expect("run strace");
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    (out, text.lines().filter(|l| l.contains("bpf(")).count())
+}
+
+#[test]
+fn an_output_the_user_cannot_create_is_refused_before_anything_is_loaded() {
+    require_root();
+    let dir = scratch("rootonly");
+    let ro = root_only(&dir);
+    let target = ro.join("x.db");
+    let (out, bpf_calls) =
+        record_counting_bpf(&dir, &["-q", "-o", target.to_str().unwrap(), "--", "true"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "agentsight: error: {}: Permission denied (os error 13)\n",
+            target.display()
+        )
+    );
+    assert_eq!(bpf_calls, 0, "a kernel program was loaded");
+    assert_eq!(
+        std::fs::read_dir(&ro).unwrap().count(),
+        0,
+        "nothing created"
+    );
+
+    // Through a link into the root-only directory: refused, nothing created.
+    let link = dir.join("link.db");
+    std::os::unix::fs::symlink(ro.join("y.db"), &link).unwrap();
+    let (out, bpf_calls) = record_counting_bpf(&dir, &["-q", "-o", "link.db", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(bpf_calls, 0);
+    assert_eq!(std::fs::read_dir(&ro).unwrap().count(), 0);
+
+    // A root-owned file in /etc is not the user's to create.
+    let (out, bpf_calls) = record_counting_bpf(
+        &dir,
+        &["-q", "-o", "/etc/agentsight-boundary-test", "--", "true"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(bpf_calls, 0);
+    assert!(!Path::new("/etc/agentsight-boundary-test").exists());
+}
+
+#[test]
+fn an_audit_report_through_a_link_leaves_the_target_untouched() {
+    require_root();
+    let dir = scratch("auditlink");
+    let ro = root_only(&dir);
+    let secret = ro.join("secret");
+    std::fs::write(&secret, "root only\n").unwrap();
+    std::os::unix::fs::symlink(&secret, dir.join("report.txt")).unwrap();
+    let policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/policy.toml");
+    let (out, bpf_calls) = record_counting_bpf(
+        &dir,
+        &[
+            "-q",
+            "--audit",
+            policy.to_str().unwrap(),
+            "--audit-output",
+            "report.txt",
+            "-o",
+            "a.db",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out),
+        "agentsight: error: report.txt: is a symbolic link\n"
+    );
+    assert_eq!(bpf_calls, 0);
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root only\n");
+    assert!(!dir.join("a.db").exists());
+
+    // A report in a root-only directory: refused the same way.
+    let (out, _) = record_counting_bpf(
+        &dir,
+        &[
+            "-q",
+            "--audit",
+            policy.to_str().unwrap(),
+            "--audit-output",
+            ro.join("r.txt").to_str().unwrap(),
+            "-o",
+            "a.db",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!ro.join("r.txt").exists());
+
+    // A real report: the user's, 0600, no chown needed (and the bpf(2)
+    // count above is real: a recording makes such calls).
+    let (out, bpf_calls) = record_counting_bpf(
+        &dir,
+        &[
+            "-q",
+            "--audit",
+            policy.to_str().unwrap(),
+            "--audit-output",
+            "r.txt",
+            "-o",
+            "a.db",
+            "--",
+            "true",
+        ],
+    );
+    assert_exit_0(&out);
+    assert!(bpf_calls > 0);
+    let (uid, gid) = test_user();
+    for f in ["r.txt", "a.db"] {
+        let m = std::fs::metadata(dir.join(f)).unwrap();
+        assert_eq!(
+            (m.uid(), m.gid(), m.mode() & 0o777),
+            (uid, gid, 0o600),
+            "{f}"
+        );
+    }
+}
+
+#[test]
+fn the_capture_and_its_sidecars_are_the_users_while_recording() {
+    require_root();
+    let (uid, _) = test_user();
+    let dir = scratch("sidecars");
+    let db = dir.join("s.db");
+    let out = record(
+        &db,
+        &[],
+        &[
+            "/bin/sh",
+            "-c",
+            "stat -c '%n %u %a' s.db s.db-wal s.db-shm > owners.txt",
+        ],
+    );
+    assert_exit_0(&out);
+    let owners = std::fs::read_to_string(dir.join("owners.txt")).unwrap();
+    assert_eq!(
+        owners,
+        format!("s.db {uid} 600\ns.db-wal {uid} 600\ns.db-shm {uid} 600\n")
+    );
+    // Finished: a single file, the user's.
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let mut names = names;
+    names.sort();
+    assert_eq!(names, vec!["owners.txt", "s.db"]);
+    assert_eq!(std::fs::metadata(&db).unwrap().uid(), uid);
+}
+
+#[test]
+fn a_failed_start_leaves_no_file_and_a_retry_works() {
+    require_root();
+    let dir = scratch("failedstart");
+    let db = dir.join("f.db");
+    let out = record(&db, &[], &["/no/such/program"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        "agentsight: error: cannot start /no/such/program: No such file or directory (os error 2)\n"
+    );
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "left behind");
+    let out = record(&db, &[], &["true"]);
+    assert_exit_0(&out);
+    assert!(db.exists());
+}
+
+#[test]
+fn under_sudo_user_names_only_the_caller() {
+    require_root();
+    let dir = scratch("otheruser");
+    let out = record(&dir.join("o.db"), &["--user", "nobody"], &["true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--user nobody: under sudo the command runs only as you"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
 }

@@ -224,6 +224,11 @@ pub fn main() -> i32 {
 }
 
 fn run(cli: Cli) -> Result<i32> {
+    // Only `record` needs root. Under sudo every other command runs wholly
+    // as the invoking user, so it reads and writes only what they could.
+    if !matches!(cli.command, Cmd::Record(_)) {
+        crate::privileges::drop_to_invoking_user()?;
+    }
     match cli.command {
         Cmd::Record(a) => cmd_record(a),
         Cmd::Sessions(a) => sessions::run_sessions(&a).map(|_| 0),
@@ -276,6 +281,16 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         .as_deref()
         .map(crate::audit::Policy::load)
         .transpose()?;
+    // The report file too is the user's and is opened now, before anything
+    // is loaded: a path the user could not write fails here.
+    let creds = crate::privileges::FileCreds::invoking_user();
+    let mut audit_out = match &a.audit_output {
+        Some(p) => {
+            let _as_user = crate::privileges::AsUser::maybe(creds.as_ref())?;
+            Some(UserFile::open(p)?)
+        }
+        None => None,
+    };
     let opts = RecordOptions {
         output: a.output.unwrap_or_else(record::default_output),
         command: a.command,
@@ -290,7 +305,16 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         program_stats: a.program_stats,
         transcript_budget: a.transcript_max_mib.saturating_mul(1024 * 1024),
     };
-    let outcome = record::run(&opts)?;
+    let outcome = match record::run(&opts) {
+        Ok(o) => o,
+        Err(e) => {
+            if let Some(f) = audit_out.take() {
+                let _as_user = crate::privileges::AsUser::maybe(creds.as_ref())?;
+                f.abandon();
+            }
+            return Err(e.into());
+        }
+    };
     if !opts.quiet {
         crate::say!("{}", record::summary_text(&outcome));
     } else if let Some(e) = &outcome.store_error {
@@ -304,12 +328,14 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
     }
     let status = outcome.command_status.unwrap_or(0);
     if let Some(policy) = &policy {
-        let report = audit::audit_capture(&opts.output, policy)?;
+        let report = {
+            let _as_user = crate::privileges::AsUser::maybe(creds.as_ref())?;
+            audit::audit_capture(&opts.output, policy)?
+        };
         let text = audit::render(&report, a.audit_format)?;
         // stdout belongs to the recorded command; the findings go to stderr.
-        match &a.audit_output {
-            Some(path) => std::fs::write(path, text.as_bytes())
-                .with_context(|| format!("writing {}", path.display()))?,
+        match audit_out.take() {
+            Some(f) => f.replace_with(text.as_bytes())?,
             None => crate::say!("{text}"),
         }
         if a.audit_output.is_some() || !matches!(a.audit_format, audit::AuditFormat::Text) {
@@ -320,6 +346,69 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         }
     }
     Ok(status)
+}
+
+/// A report file written on the user's behalf: opened (created 0600 if
+/// new) by the caller under the user's credentials, never through a link.
+pub(crate) struct UserFile {
+    file: std::fs::File,
+    path: PathBuf,
+    created: bool,
+}
+
+impl UserFile {
+    pub(crate) fn open(path: &std::path::Path) -> Result<Self> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let open = |create_new: bool| {
+            let mut o = std::fs::OpenOptions::new();
+            o.write(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
+            if create_new {
+                o.create_new(true);
+            }
+            o.open(path)
+        };
+        let (file, created) = match open(true) {
+            Ok(f) => (f, true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => (
+                open(false).map_err(|e| match e.raw_os_error() {
+                    Some(libc::ELOOP) => anyhow::anyhow!("{}: is a symbolic link", path.display()),
+                    _ => anyhow::anyhow!("{}: {e}", path.display()),
+                })?,
+                false,
+            ),
+            Err(e) => bail!("{}: {e}", path.display()),
+        };
+        let m = file.metadata()?;
+        if !m.is_file() {
+            bail!(
+                "{}: is {}, not a regular file",
+                path.display(),
+                crate::safefs::kind_of(&m.file_type())
+            );
+        }
+        Ok(Self {
+            file,
+            path: path.to_owned(),
+            created,
+        })
+    }
+
+    /// Truncates and writes the whole report.
+    pub(crate) fn replace_with(mut self, bytes: &[u8]) -> Result<()> {
+        self.file
+            .set_len(0)
+            .and_then(|_| self.file.write_all(bytes))
+            .with_context(|| format!("writing {}", self.path.display()))
+    }
+
+    /// Removes the file if this run created it (nothing was written).
+    pub(crate) fn abandon(self) {
+        if self.created {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -284,10 +284,12 @@ pub(crate) fn create(path: &Path) -> Result<Connection, StoreError> {
     use std::os::unix::fs::OpenOptionsExt;
     let shown = path.display().to_string();
     // Create the file ourselves first so its mode is 0600 from the start.
+    // O_EXCL: never an existing file; O_NOFOLLOW: never through a link.
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
         .map_err(|e| StoreError::Open {
             path: shown.clone(),
