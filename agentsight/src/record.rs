@@ -450,6 +450,9 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     // and correlations in the finished capture (its own module; a failure
     // there never loses the capture).
     if summary.error.is_none() {
+        // Transcripts are copied into the user's capture only if they are
+        // the user's own files (and, under sudo, read as the user: above).
+        crate::sessions::util::set_transcript_owner(user.as_ref().map(|u| u.uid));
         let bind = crate::matching::BindOptions {
             homes: user.iter().map(|u| PathBuf::from(&u.home)).collect(),
             copy_transcripts: opts.copy_transcripts,

@@ -475,3 +475,163 @@ fn under_sudo_user_names_only_the_caller() {
     );
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
 }
+
+// ---- points 2 and 3: transcripts are read as the user, never via links ----
+
+const SECRET: &str = "ROOT-ONLY-SECRET-7c1e";
+const SID: &str = "5ec12e70-0000-4000-8000-00000000b0b0";
+
+/// A root-only file holding [`SECRET`], in a root-only directory.
+fn root_secret(dir: &Path) -> std::path::PathBuf {
+    let ro = root_only(dir);
+    let s = ro.join("secret");
+    std::fs::write(&s, format!("{{\"type\":\"user\",\"text\":\"{SECRET}\"}}\n")).unwrap();
+    std::fs::set_permissions(&s, std::fs::Permissions::from_mode(0o600)).unwrap();
+    s
+}
+
+fn claude_line() -> String {
+    format!(
+        "{{\"type\":\"user\",\"uuid\":\"00000000-0000-4000-8000-000000000001\",\"parentUuid\":null,\"cwd\":\"/tmp\",\"sessionId\":\"{SID}\",\"timestamp\":\"2026-03-01T09:00:00.000Z\",\"message\":{{\"role\":\"user\",\"content\":\"hello\"}}}}"
+    )
+}
+
+#[test]
+fn a_transcript_swapped_for_a_link_to_a_root_file_never_reaches_the_capture() {
+    require_root();
+    let dir = scratch("translink");
+    let secret = root_secret(&dir);
+    let home = dir.join("home");
+    let proj = home.join(".claude/projects/-tmp");
+    let t = proj.join(format!("{SID}.jsonl"));
+    let db = dir.join("t.db");
+    // The "agent": writes its transcript (binding evidence), then renames a
+    // symlink to the root-only file onto it.
+    let script = format!(
+        "mkdir -p {p} && printf '%s\\n' '{line}' >> {t} && ln -s {s} {p}/l && mv -T {p}/l {t}",
+        p = proj.display(),
+        line = claude_line(),
+        t = t.display(),
+        s = secret.display()
+    );
+    let out = record(&db, &[], &["/bin/sh", "-c", &script]);
+    assert_exit_0(&out);
+    assert!(
+        std::fs::symlink_metadata(&t)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    let bytes = std::fs::read(&db).unwrap();
+    assert!(
+        !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
+        "the root-only file reached the capture"
+    );
+    let conn = open(&db);
+    // The session was bound (its transcript was written by the tree), but
+    // no file content was copied: the path is now a link.
+    let sessions: i64 = conn
+        .query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(sessions, 1);
+    let copied: i64 = conn
+        .query_row("SELECT COUNT(*) FROM transcript_files", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(copied, 0);
+
+    // `session show` under sudo does not print it either.
+    let (out, _) = run_within(
+        as_sudo(
+            &dir,
+            &["session", "show", SID, "--home", home.to_str().unwrap()],
+        ),
+        Duration::from_secs(10),
+    );
+    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert!(!all.contains(SECRET), "{all}");
+    assert_eq!(out.status.code(), Some(2), "{all}");
+}
+
+#[test]
+fn a_codex_rollout_path_outside_the_roots_is_never_opened() {
+    require_root();
+    let (uid, gid) = test_user();
+    let dir = scratch("rollout");
+    let home = dir.join("home");
+    let codex = home.join(".codex");
+    std::fs::create_dir_all(codex.join("sessions")).unwrap();
+    // A world-readable rollout outside the Codex roots.
+    let outside =
+        dir.join("rollout-2026-03-02T11-00-00-019c0000-0000-7000-8000-0000000bad00.jsonl");
+    std::fs::write(&outside, "{\"type\":\"session_meta\"}\n").unwrap();
+    let c = rusqlite::Connection::open(codex.join("state_5.sqlite")).unwrap();
+    c.execute_batch(
+        "CREATE TABLE threads (id TEXT PRIMARY KEY, rollout_path TEXT NOT NULL, created_at INTEGER NOT NULL,
+            updated_at INTEGER NOT NULL, cwd TEXT NOT NULL, title TEXT NOT NULL, tokens_used INTEGER NOT NULL DEFAULT 0,
+            first_user_message TEXT NOT NULL DEFAULT '', model TEXT, source TEXT NOT NULL DEFAULT 'cli');",
+    )
+    .unwrap();
+    c.execute(
+        "INSERT INTO threads (id, rollout_path, created_at, updated_at, cwd, title, tokens_used)
+         VALUES ('019c0000-0000-7000-8000-0000000bad00', ?1, 1772445600, 1772445600, '/x', 't', 777)",
+        [outside.to_str().unwrap()],
+    )
+    .unwrap();
+    drop(c);
+    for p in [
+        &home,
+        &codex,
+        &codex.join("sessions"),
+        &codex.join("state_5.sqlite"),
+    ] {
+        nix::unistd::chown(p.as_path(), Some(uid.into()), Some(gid.into())).unwrap();
+    }
+    let log = dir.join("opens.log");
+    let out = Command::new("strace")
+        .args([
+            "-f",
+            "-qq",
+            "-e",
+            "trace=open,openat,openat2,stat,statx,newfstatat",
+            "-o",
+        ])
+        .arg(&log)
+        .arg(bin())
+        .args(["sessions", "--json", "--home", home.to_str().unwrap()])
+        .env("SUDO_UID", uid.to_string())
+        .env("SUDO_GID", gid.to_string())
+        .env("SUDO_USER", TEST_USER)
+        .output()
+        .unwrap();
+    assert_exit_0(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("0000000bad00"), "{stdout}");
+    let trace = std::fs::read_to_string(&log).unwrap();
+    assert!(trace.contains("state_5.sqlite"), "the state db was read");
+    assert!(
+        !trace.contains(outside.to_str().unwrap()),
+        "opened: {}",
+        trace
+            .lines()
+            .filter(|l| l.contains("bad00"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn a_missing_home_is_an_error() {
+    require_root();
+    let dir = scratch("nohome");
+    for args in [
+        vec!["sessions", "--home", "/no/such/home"],
+        vec!["session", "show", "abc", "--home", "/no/such/home"],
+    ] {
+        let (out, _) = run_within(as_sudo(&dir, &args), Duration::from_secs(5));
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(
+            stderr(&out),
+            "agentsight: error: --home: cannot read /no/such/home: No such file or directory (os error 2)\n"
+        );
+    }
+}

@@ -229,6 +229,25 @@ fn run(cli: Cli) -> Result<i32> {
     if !matches!(cli.command, Cmd::Record(_)) {
         crate::privileges::drop_to_invoking_user()?;
     }
+    // Transcripts are read only from an existing home and only if they are
+    // its owner's files; a --home that does not exist is an error.
+    let home = match &cli.command {
+        Cmd::Sessions(a) => Some(a.home.as_deref()),
+        Cmd::Session(SessionCmd::Show(a)) => Some(a.home.as_deref()),
+        Cmd::Correlate(a) => Some(a.home.as_deref()),
+        _ => None,
+    };
+    match home {
+        Some(Some(h)) => {
+            crate::sessions::discovery::read_home_of_owner(Some(h))
+                .map_err(|e| anyhow::anyhow!("--home: {e}"))?;
+        }
+        Some(None) => {
+            // The default home: when there is none, discovery says so itself.
+            let _ = crate::sessions::discovery::read_home_of_owner(None);
+        }
+        None => {}
+    }
     match cli.command {
         Cmd::Record(a) => cmd_record(a),
         Cmd::Sessions(a) => sessions::run_sessions(&a).map(|_| 0),

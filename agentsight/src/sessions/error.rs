@@ -16,6 +16,8 @@ pub enum SessionError {
     },
     #[error("{path} is not a regular file")]
     NotAFile { path: PathBuf },
+    #[error("{path} is not a directory")]
+    NotADirectory { path: PathBuf },
     #[error("{path}: not a {provider} transcript ({reason})")]
     Format {
         path: PathBuf,
