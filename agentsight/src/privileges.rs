@@ -297,14 +297,20 @@ mod tests {
             gid: 65534,
             groups: vec![65534],
         };
+        // A thread that exists already keeps its own identity (a thread
+        // started later inherits its creator's, by design).
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || {
+            go_rx.recv().unwrap();
+            current_fsuid()
+        });
         {
             let _g = AsUser::enter(&c).unwrap();
             assert_eq!(current_fsuid(), 65534);
             let e = std::fs::File::create(dir.path().join("x")).unwrap_err();
             assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
-            // Another thread is still root.
-            let other = std::thread::spawn(current_fsuid).join().unwrap();
-            assert_eq!(other, 0);
+            go_tx.send(()).unwrap();
+            assert_eq!(other.join().unwrap(), 0);
         }
         assert_eq!(current_fsuid(), 0);
         std::fs::File::create(dir.path().join("x")).unwrap();

@@ -45,6 +45,10 @@ pub enum RecordError {
     NoTarget,
     #[error("--pid {0}: no such process")]
     NoSuchPid(u32),
+    #[error(
+        "--pid {pid} is not your process (its uids are {uids}, you are uid {you}): under sudo only your own processes are recorded (--all-users records any, and says so in the capture)"
+    )]
+    NotYourProcess { pid: u32, uids: String, you: u32 },
     #[error("cannot start {program}: {reason}")]
     Spawn { program: String, reason: String },
     #[error("{0}")]
@@ -64,6 +68,8 @@ pub struct RecordOptions {
     pub duration: Option<Duration>,
     pub ring_bytes: u32,
     pub quiet: bool,
+    /// Under sudo, record other users' processes too (`--pid`, `--agent`).
+    pub all_users: bool,
     /// Copy the bound sessions' raw transcripts into the capture, up to
     /// `transcript_budget` bytes in all.
     pub copy_transcripts: bool,
@@ -163,16 +169,30 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     } else {
         Some(privileges::target_user(opts.user.as_deref())?)
     };
+    let creds = privileges::FileCreds::invoking_user();
+    // Under sudo, only the caller's own processes are recorded.
+    let only_uid = match (&creds, opts.all_users) {
+        (Some(c), false) => Some(c.uid),
+        _ => None,
+    };
     for &pid in &opts.pids {
-        if !Path::new(&format!("/proc/{pid}")).exists() {
+        let Some(info) = procinfo::ProcInfo::read(pid) else {
             return Err(RecordError::NoSuchPid(pid));
+        };
+        if let Some(you) = only_uid
+            && !info.owned_by(you)
+        {
+            let uids = info
+                .uids
+                .map(|u| format!("{}/{}/{}", u[0], u[1], u[2]))
+                .unwrap_or_else(|| "unknown".into());
+            return Err(RecordError::NotYourProcess { pid, uids, you });
         }
     }
 
     // The output first, created with the invoking user's own credentials
     // (the capture and its sidecars are theirs from the start, no chown): a
     // path the user could not create fails before anything is loaded.
-    let creds = privileges::FileCreds::invoking_user();
     let start = Anchor::now("start");
     let writer = {
         let _as_user = privileges::AsUser::maybe(creds.as_ref())?;
@@ -189,6 +209,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     meta("complete", "false".into());
     meta("recorder_pid", std::process::id().to_string());
     meta("ring_buffer_bytes", opts.ring_bytes.to_string());
+    meta("all_users", opts.all_users.to_string());
     let command: Vec<String> = opts
         .command
         .iter()
@@ -292,19 +313,19 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
 
     // Adopt existing trees.
     let mut agent_known: BTreeSet<u32> = BTreeSet::new();
+    let mut skipped = Skipped {
+        only_uid,
+        quiet: opts.quiet,
+        pids: BTreeSet::new(),
+    };
     if !opts.pids.is_empty() {
         let procs = procinfo::snapshot();
         let roots: BTreeSet<u32> = opts.pids.iter().copied().collect();
-        adopt(
-            &mut probes,
-            &tx,
-            &procinfo::tree_of(&procs, &roots),
-            "seeded",
-            &mut agent_known,
-        );
+        let tree = skipped.keep_own(procinfo::tree_of(&procs, &roots));
+        adopt(&mut probes, &tx, &tree, "seeded", &mut agent_known);
     }
     if let Some(agent) = opts.agent {
-        scan_agents(&mut probes, &tx, agent, &mut agent_known);
+        scan_agents(&mut probes, &tx, agent, &mut agent_known, &mut skipped);
     }
 
     // Start the command, tracked from before its first instruction.
@@ -386,7 +407,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         if let Some(agent) = opts.agent
             && last_scan.elapsed() >= Duration::from_millis(250)
         {
-            scan_agents(&mut probes, &tx, agent, &mut agent_known);
+            scan_agents(&mut probes, &tx, agent, &mut agent_known, &mut skipped);
             last_scan = Instant::now();
         }
         if last_status.elapsed() >= Duration::from_secs(1) {
@@ -439,6 +460,9 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     ];
     if let Some(s) = command_status {
         final_meta.push(("command_exit_status".into(), s.to_string()));
+    }
+    if only_uid.is_some() {
+        final_meta.push(("skipped_other_users".into(), skipped.pids.len().to_string()));
     }
     if let Some((json, _)) = &program_runs {
         final_meta.push(("program_stats".into(), json.clone()));
@@ -593,6 +617,29 @@ fn shell_status(status: std::process::ExitStatus) -> i32 {
     }
 }
 
+/// Other users' processes left out under sudo (`--all-users` keeps them).
+struct Skipped {
+    only_uid: Option<u32>,
+    quiet: bool,
+    pids: BTreeSet<u32>,
+}
+
+impl Skipped {
+    /// The caller's own processes of `tree`; says when more were skipped.
+    fn keep_own(&mut self, tree: Vec<procinfo::ProcInfo>) -> Vec<procinfo::ProcInfo> {
+        let (own, others) = procinfo::split_by_owner(tree, self.only_uid);
+        let before = self.pids.len();
+        self.pids.extend(others.iter().map(|p| p.pid));
+        if self.pids.len() > before && !self.quiet {
+            crate::sayln!(
+                "agentsight: skipped {} process(es) of other users so far (under sudo only yours are recorded; --all-users records them)",
+                self.pids.len()
+            );
+        }
+        own
+    }
+}
+
 fn adopt(
     probes: &mut Probes,
     tx: &std::sync::mpsc::SyncSender<StoreMsg>,
@@ -620,6 +667,7 @@ fn scan_agents(
     tx: &std::sync::mpsc::SyncSender<StoreMsg>,
     agent: AgentName,
     known: &mut BTreeSet<u32>,
+    skipped: &mut Skipped,
 ) {
     let procs = procinfo::snapshot();
     let me = std::process::id();
@@ -631,7 +679,7 @@ fn scan_agents(
     if roots.is_empty() {
         return;
     }
-    let tree = procinfo::tree_of(&procs, &roots);
+    let tree = skipped.keep_own(procinfo::tree_of(&procs, &roots));
     adopt(probes, tx, &tree, "seeded", known);
 }
 

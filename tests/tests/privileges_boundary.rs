@@ -635,3 +635,90 @@ fn a_missing_home_is_an_error() {
         );
     }
 }
+
+// ---- point 4: only the caller's own processes under sudo ----
+
+/// A fake agent (a copy of sleep named `claude`) running as `uid`.
+fn fake_agent(dir: &Path, uid: u32, gid: u32) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    let exe = dir.join("claude");
+    if !exe.exists() {
+        std::fs::copy("/bin/sleep", &exe).unwrap();
+    }
+    Command::new(&exe)
+        .arg("30")
+        .uid(uid)
+        .gid(gid)
+        .spawn()
+        .expect("start fake agent")
+}
+
+#[test]
+fn pid_of_another_users_process_is_refused() {
+    require_root();
+    let (uid, _) = test_user();
+    let dir = scratch("otherpid");
+    let (out, bpf_calls) = record_counting_bpf(&dir, &["-q", "-o", "p.db", "--pid", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "agentsight: error: --pid 1 is not your process (its uids are 0/0/0, you are uid {uid}): under sudo only your own processes are recorded (--all-users records any, and says so in the capture)\n"
+        )
+    );
+    assert_eq!(bpf_calls, 0);
+    assert!(!dir.join("p.db").exists());
+
+    // --all-users lifts it, and the capture says so.
+    let db = dir.join("all.db");
+    let out = record_pid(&db, &["--pid", "1", "--all-users", "--duration", "300ms"]);
+    assert_exit_0(&out);
+    let conn = open(&db);
+    assert_eq!(meta(&conn, "all_users").as_deref(), Some("true"));
+    assert!(processes(&conn).iter().any(|p| p.pid == 1));
+}
+
+fn record_pid(db: &Path, args: &[&str]) -> Output {
+    let (uid, gid) = test_user();
+    Command::new(bin())
+        .args(["record", "-o"])
+        .arg(db)
+        .args(args)
+        .env("SUDO_UID", uid.to_string())
+        .env("SUDO_GID", gid.to_string())
+        .env("SUDO_USER", TEST_USER)
+        .current_dir(db.parent().unwrap())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn agent_mode_skips_other_users_agents_and_says_so() {
+    require_root();
+    let (uid, gid) = test_user();
+    let dir = scratch("otheragent");
+    let mut theirs = fake_agent(&dir, 0, 0);
+    let mut mine = fake_agent(&dir, uid, gid);
+    std::thread::sleep(Duration::from_millis(100));
+    let db = dir.join("a.db");
+    let out = record_pid(&db, &["--agent", "claude", "--duration", "700ms"]);
+    let _ = theirs.kill();
+    let _ = mine.kill();
+    let _ = theirs.wait();
+    let _ = mine.wait();
+    assert_exit_0(&out);
+    let err = stderr(&out);
+    assert!(
+        err.lines().any(|l| l.starts_with("agentsight: skipped ")
+            && l.ends_with(" process(es) of other users so far (under sudo only yours are recorded; --all-users records them)")),
+        "{err}"
+    );
+    let conn = open(&db);
+    let pids: Vec<i64> = processes(&conn).iter().map(|p| p.pid).collect();
+    assert!(pids.contains(&(mine.id() as i64)), "{pids:?}");
+    assert!(!pids.contains(&(theirs.id() as i64)), "{pids:?}");
+    assert_eq!(meta(&conn, "all_users").as_deref(), Some("false"));
+    let skipped: u64 = meta(&conn, "skipped_other_users").unwrap().parse().unwrap();
+    assert!(skipped >= 1);
+    assert!(processes(&conn).iter().all(|p| p.uid == Some(uid as i64)));
+}

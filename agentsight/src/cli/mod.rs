@@ -73,6 +73,11 @@ pub struct RecordArgs {
     /// Track every process of this agent, running now or started later.
     #[arg(long, value_enum)]
     pub agent: Option<AgentName>,
+    /// Under sudo, also record other users' processes with --pid/--agent
+    /// (by default only the caller's own are; meant for an administrator,
+    /// and stored in the capture's meta as `all_users`).
+    #[arg(long)]
+    pub all_users: bool,
     /// Run the command as this user instead of the one who invoked sudo.
     #[arg(long)]
     pub user: Option<String>,
@@ -320,6 +325,7 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         duration: a.duration,
         ring_bytes: a.ring_mib * 1024 * 1024,
         quiet: a.quiet,
+        all_users: a.all_users,
         copy_transcripts: !a.no_transcripts,
         program_stats: a.program_stats,
         transcript_budget: a.transcript_max_mib.saturating_mul(1024 * 1024),

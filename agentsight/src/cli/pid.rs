@@ -141,8 +141,10 @@ pub fn lookup(a: &PidArgs) -> Result<PidAnswer> {
     }
     // 3. cwd fallback, one-to-one.
     let home = match &a.home {
-        Some(h) => Some(sessions::discovery::read_home_of_owner(Some(h))
-            .map_err(|e| anyhow::anyhow!("--home: {e}"))?),
+        Some(h) => Some(
+            sessions::discovery::read_home_of_owner(Some(h))
+                .map_err(|e| anyhow::anyhow!("--home: {e}"))?,
+        ),
         None => target
             .uid
             .and_then(|u| nix::unistd::User::from_uid(u.into()).ok().flatten())
