@@ -205,12 +205,13 @@ fn symlink_loops_do_not_trap_discovery() {
             .expect("resolve")
             .is_some()
     );
+    // A transcript is never opened through a symbolic link (O_NOFOLLOW).
     assert!(matches!(
         parse_file(
             Provider::Claude,
             &projects.join("-home-dev-shop/ouroboros.jsonl")
         ),
-        Err(SessionError::Io { .. })
+        Err(SessionError::NotAFile { .. })
     ));
 }
 

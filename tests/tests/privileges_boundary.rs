@@ -722,3 +722,110 @@ fn agent_mode_skips_other_users_agents_and_says_so() {
     assert!(skipped >= 1);
     assert!(processes(&conn).iter().all(|p| p.uid == Some(uid as i64)));
 }
+
+// ---- point 8 (part): honest counts, clear ids ----
+
+/// A home owned by the test user with two Claude sessions whose ids share
+/// the prefix `aaaabbbb`; the first has one reply with four bad token values.
+fn home_with_bad_counts(dir: &Path) -> std::path::PathBuf {
+    let home = dir.join("home");
+    let proj = home.join(".claude/projects/-tmp");
+    std::fs::create_dir_all(&proj).unwrap();
+    let line = |sid: &str, uuid: &str, parent: &str, ts: &str, usage: &str| {
+        format!(
+            "{{\"type\":\"assistant\",\"uuid\":\"{uuid}\",\"parentUuid\":{parent},\"cwd\":\"/tmp\",\"sessionId\":\"{sid}\",\"timestamp\":\"2026-03-01T09:00:0{ts}.000Z\",\"message\":{{\"id\":\"msg_{uuid}\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[{{\"type\":\"text\",\"text\":\"hi\"}}],\"usage\":{usage}}}}}\n"
+        )
+    };
+    for n in 1..=2 {
+        let sid = format!("aaaabbbb-0000-4000-8000-00000000000{n}");
+        let text = line(
+            &sid,
+            "u1",
+            "null",
+            "1",
+            r#"{"input_tokens":1e300,"output_tokens":-5,"cache_read_input_tokens":1.5,"cache_creation_input_tokens":99999999999999999999}"#,
+        ) + &line(
+            &sid,
+            "u2",
+            "\"u1\"",
+            "2",
+            r#"{"input_tokens":10,"output_tokens":20,"cache_read_input_tokens":0,"cache_creation_input_tokens":0}"#,
+        );
+        std::fs::write(proj.join(format!("{sid}.jsonl")), text).unwrap();
+    }
+    let (uid, gid) = test_user();
+    for p in [
+        home.clone(),
+        home.join(".claude"),
+        home.join(".claude/projects"),
+        proj.clone(),
+        proj.join("aaaabbbb-0000-4000-8000-000000000001.jsonl"),
+        proj.join("aaaabbbb-0000-4000-8000-000000000002.jsonl"),
+    ] {
+        nix::unistd::chown(&p, Some(uid.into()), Some(gid.into())).unwrap();
+    }
+    home
+}
+
+#[test]
+fn bad_token_values_are_counted_not_summed() {
+    require_root();
+    let dir = scratch("badcounts");
+    let home = home_with_bad_counts(&dir);
+    let h = home.to_str().unwrap();
+    let (out, _) = run_within(
+        as_sudo(
+            &dir,
+            &[
+                "session",
+                "show",
+                "aaaabbbb-0000-4000-8000-000000000001",
+                "--json",
+                "--home",
+                h,
+            ],
+        ),
+        Duration::from_secs(10),
+    );
+    assert_exit_0(&out);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["stats"]["bad_token_values"], 4);
+    assert_eq!(
+        v["usage"],
+        serde_json::json!({"input": 10, "output": 20, "cache_read": 0, "cache_creation": 0, "reasoning": 0, "total": 30})
+    );
+
+    // A prefix of two ids says so.
+    let (out, _) = run_within(
+        as_sudo(&dir, &["session", "show", "aaaabbbb", "--home", h]),
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        "agentsight: error: looking up session aaaabbbb: session id prefix \"aaaabbbb\" is ambiguous: it matches 2 sessions (aaaabbbb-0000-4000-8000-000000000001, aaaabbbb-0000-4000-8000-000000000002); give more of the id\n"
+    );
+
+    // A transcript in that home that is not the home owner's is skipped.
+    let foreign = home.join(".claude/projects/-tmp/aaaabbbb-0000-4000-8000-000000000002.jsonl");
+    nix::unistd::chown(&foreign, Some(0.into()), Some(0.into())).unwrap();
+    let (out, _) = run_within(
+        as_sudo(
+            &dir,
+            &[
+                "session",
+                "show",
+                "aaaabbbb-0000-4000-8000-000000000002",
+                "--home",
+                h,
+            ],
+        ),
+        Duration::from_secs(10),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

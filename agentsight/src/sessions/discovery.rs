@@ -842,8 +842,21 @@ impl SessionIndex {
                     .filter(|(k, _)| k.starts_with(id))
                     .flat_map(|(k, v)| v.iter().map(move |(p, x)| (*p, x.clone(), k.clone())))
                     .collect();
-                let distinct: HashSet<&String> = m.iter().map(|(_, _, k)| k).collect();
-                if distinct.len() == 1 { m } else { Vec::new() }
+                let distinct: std::collections::BTreeSet<&String> =
+                    m.iter().map(|(_, _, k)| k).collect();
+                if distinct.len() > 1 {
+                    return Err(SessionError::AmbiguousId {
+                        prefix: id.to_string(),
+                        count: distinct.len(),
+                        ids: distinct
+                            .iter()
+                            .take(5)
+                            .map(|s| s.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    });
+                }
+                m
             }
             None => Vec::new(),
         };
