@@ -55,7 +55,6 @@ fn stderr(o: &Output) -> String {
 }
 
 /// Every directory entry with its bytes, mode, owner and mtime.
-#[allow(dead_code)]
 fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>, u32, u32, i64, i64)> {
     let mut v: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
@@ -828,4 +827,140 @@ fn bad_token_values_are_counted_not_summed() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+}
+
+// ---- point 7: reading never writes ----
+
+/// Leaves `db` as a killed recorder leaves it: WAL mode, with -wal and -shm.
+fn crash_left_capture(db: &Path) {
+    let (uid, gid) = test_user();
+    let mut child = Command::new(bin())
+        .args(["record", "-q", "-o"])
+        .arg(db)
+        .args(["--", "/bin/sh", "-c", "/bin/echo hi; /bin/sleep 2"])
+        .env("SUDO_UID", uid.to_string())
+        .env("SUDO_GID", gid.to_string())
+        .env("SUDO_USER", TEST_USER)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut wal = db.as_os_str().to_owned();
+    wal.push("-wal");
+    assert!(std::fs::metadata(&wal).unwrap().len() > 0, "no -wal left");
+}
+
+/// Leaves `db` with a hot rollback journal: a writer killed mid-transaction
+/// after its changes spilled into the file.
+fn hot_journal_capture(db: &Path) {
+    let out = record(
+        db,
+        &[],
+        &[
+            "/bin/sh",
+            "-c",
+            "for i in 1 2 3 4 5 6 7 8; do /bin/true; done",
+        ],
+    );
+    assert_exit_0(&out);
+    let py = "import sqlite3, os, sys\n\
+c = sqlite3.connect(sys.argv[1], isolation_level=None)\n\
+c.execute('PRAGMA cache_size=1')\n\
+c.execute('BEGIN')\n\
+c.execute(\"UPDATE events SET comm = comm || ?\", ('x' * 4000,))\n\
+os._exit(1)\n";
+    let st = Command::new("/usr/bin/python3")
+        .args(["-c", py])
+        .arg(db)
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(1));
+    let mut j = db.as_os_str().to_owned();
+    j.push("-journal");
+    assert!(std::fs::metadata(&j).unwrap().len() > 0, "no hot journal");
+}
+
+#[test]
+fn read_commands_leave_the_directory_byte_identical() {
+    require_root();
+    let dir = scratch("readonly");
+    let tmp = scratch("readonly-tmp");
+    let clean = dir.join("clean.db");
+    assert_exit_0(&record(&clean, &[], &["/bin/true"]));
+    let crashed = dir.join("crashed.db");
+    crash_left_capture(&crashed);
+    let journal = dir.join("journal.db");
+    hot_journal_capture(&journal);
+    let policy = tmp.join("p.toml");
+    std::fs::write(&policy, "").unwrap();
+    // Read-only even for root: 0555.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let before = snapshot(&dir);
+    for db in [&clean, &crashed, &journal] {
+        let d = db.to_str().unwrap();
+        for args in [
+            vec!["show", "--db", d],
+            vec!["export", "--db", d],
+            vec!["audit", "--db", d, "--policy", policy.to_str().unwrap()],
+            vec!["correlate", "nosuchsession", "--db", d],
+            vec!["pid", "--db", d, "1"],
+        ] {
+            for sudo in [true, false] {
+                let mut c = if sudo {
+                    as_sudo(&tmp, &args)
+                } else {
+                    let mut c = Command::new(bin());
+                    c.args(&args).current_dir(&tmp);
+                    c
+                };
+                c.env("TMPDIR", &tmp);
+                let (out, _) = run_within(c, Duration::from_secs(20));
+                let err = stderr(&out);
+                assert!(!err.contains("readonly database"), "{args:?}: {err}");
+                if matches!(args[0], "show" | "export") {
+                    assert_eq!(out.status.code(), Some(0), "{args:?} sudo={sudo}: {err}");
+                }
+                let note = if db == &crashed {
+                    Some("was not closed cleanly")
+                } else if db == &journal {
+                    Some("has a rollback journal left by an interrupted write: read as rolled back")
+                } else {
+                    None
+                };
+                if matches!(args[0], "show" | "export" | "audit") {
+                    match note {
+                        Some(n) => assert!(err.contains(n), "{args:?}: {err}"),
+                        None => assert!(!err.contains("note:"), "{args:?}: {err}"),
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(
+        snapshot(&dir),
+        before,
+        "a read command changed the directory"
+    );
+    // The private copies are gone too.
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with("agentsight-read-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // What the crash-left capture holds is what was committed to its WAL.
+    let (out, _) = run_within(
+        as_sudo(&tmp, &["export", "--db", crashed.to_str().unwrap()]),
+        Duration::from_secs(20),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.contains("\"kind\":\"exec\"") && l.contains("/bin/echo")),
+        "{text}"
+    );
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
 }

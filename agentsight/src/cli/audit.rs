@@ -49,6 +49,7 @@ pub fn render(report: &Report, format: AuditFormat) -> Result<String> {
 /// Audits `db` with an already loaded policy; returns the report.
 pub fn audit_capture(db: &Path, policy: &Policy) -> Result<Report> {
     let cap = Capture::open(db)?;
+    super::say_note(&cap);
     Ok(audit::audit(&cap, policy)?)
 }
 

@@ -87,6 +87,7 @@ pub fn run(a: &CorrelateArgs) -> Result<i32> {
             })?
         }
     };
+    super::say_note(&cap);
     if stored.len() > 1 {
         let ids: Vec<&str> = stored
             .iter()

@@ -263,12 +263,14 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::BenchCorrelate(a) => correlate::run_bench(&a),
         Cmd::Show(a) => {
             let cap = Capture::open(&a.db)?;
+            say_note(&cap);
             let text = views::show::summary(&cap)?;
             write_stdout(text.as_bytes())?;
             Ok(0)
         }
         Cmd::Export(a) => {
             let cap = Capture::open(&a.db)?;
+            say_note(&cap);
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
             match a.format {
@@ -284,6 +286,13 @@ fn run(cli: Cli) -> Result<i32> {
             }
             Ok(0)
         }
+    }
+}
+
+/// Tells the reader once how a capture that was not closed cleanly was read.
+pub(crate) fn say_note(cap: &Capture) {
+    if let Some(n) = &cap.note {
+        crate::sayln!("agentsight: note: {n}");
     }
 }
 
