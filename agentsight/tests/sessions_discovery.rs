@@ -282,14 +282,18 @@ fn lookup_outside_the_newest_25_and_after_a_move() {
         .expect("lookup")
         .expect("found");
     assert!(g.path.ends_with(GM_B));
-    // A unique prefix works; an ambiguous or unknown one does not.
+    // A unique prefix works; an ambiguous one is an error that says so; an
+    // unknown one finds nothing.
     let p = find_by_id(&opts(h.path()), "bbbbbbbb-0000")
         .expect("lookup")
         .expect("found");
     assert_eq!(p.session_id, "bbbbbbbb-0000-4000-8000-000000000002");
-    assert_eq!(
-        find_by_id(&opts(h.path()), "eeeeeeee-0000").expect("lookup"),
-        None
+    let e = find_by_id(&opts(h.path()), "eeeeeeee-0000").expect_err("ambiguous");
+    assert!(
+        e.to_string().starts_with(
+            "session id prefix \"eeeeeeee-0000\" is ambiguous: it matches 30 sessions (eeeeeeee-0000-4000-8000-000000000000, "
+        ),
+        "{e}"
     );
     assert_eq!(
         find_by_id(&opts(h.path()), "ffffffff-0000-4000-8000-000000000009").expect("lookup"),

@@ -80,6 +80,118 @@ fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>, u32, u32, i64, i64)> {
     v
 }
 
+// ---- through real sudo (installed by `cargo xtask setup`) ----
+
+/// Lets the test user run exactly the binary under test through sudo,
+/// without a password, for the life of the returned guard.
+struct SudoRule(std::path::PathBuf);
+
+impl SudoRule {
+    fn install() -> Self {
+        assert!(
+            Path::new("/usr/bin/sudo").exists(),
+            "sudo is not installed: run `cargo xtask setup`"
+        );
+        let bin = std::fs::canonicalize(bin()).unwrap();
+        let path = std::path::PathBuf::from(format!(
+            "/etc/sudoers.d/agentsight-test-{}",
+            std::process::id()
+        ));
+        std::fs::write(
+            &path,
+            format!("{TEST_USER} ALL=(root) NOPASSWD: {}\n", bin.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o440)).unwrap();
+        SudoRule(path)
+    }
+}
+
+impl Drop for SudoRule {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// `sudo -n agentsight ARGS` typed by the test user in `cwd`.
+fn real_sudo(cwd: &Path, args: &[&str]) -> Output {
+    let bin = std::fs::canonicalize(bin()).unwrap();
+    Command::new("runuser")
+        .args(["-u", TEST_USER, "--", "sudo", "-n"])
+        .arg(bin)
+        .args(args)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn through_real_sudo_the_user_gets_nothing_they_did_not_have() {
+    require_root();
+    let (uid, gid) = test_user();
+    let _rule = SudoRule::install();
+    let dir = scratch("realsudo");
+    let ro = root_only(&dir);
+    // An output where the user cannot create: refused, nothing created.
+    let target = ro.join("x.db");
+    let out = real_sudo(
+        &dir,
+        &["record", "-q", "-o", target.to_str().unwrap(), "--", "true"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "agentsight: error: {}: Permission denied (os error 13)\n",
+            target.display()
+        )
+    );
+    assert_eq!(std::fs::read_dir(&ro).unwrap().count(), 0);
+    // A real recording: the command runs as the user with the documented
+    // environment, the capture is theirs.
+    let out = real_sudo(
+        &dir,
+        &[
+            "record",
+            "-q",
+            "-o",
+            "ok.db",
+            "--",
+            "/bin/sh",
+            "-c",
+            "id -u; echo $PATH",
+        ],
+    );
+    assert_exit_0(&out);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("{uid}\n/usr/local/bin:/usr/bin:/bin\n")
+    );
+    let m = std::fs::metadata(dir.join("ok.db")).unwrap();
+    assert_eq!((m.uid(), m.gid(), m.mode() & 0o777), (uid, gid, 0o600));
+    // --pid of root's process is refused.
+    let out = real_sudo(&dir, &["record", "-q", "-o", "p.db", "--pid", "1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--pid 1 is not your process"),
+        "{}",
+        stderr(&out)
+    );
+    // A read command reads as the user: a root-only capture is not readable.
+    std::fs::copy(dir.join("ok.db"), ro.join("copy.db")).unwrap();
+    let out = real_sudo(
+        &dir,
+        &["show", "--db", ro.join("copy.db").to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("Permission denied"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 // ---- point 6: hostile input never hangs or panics ----
 
 #[test]

@@ -63,6 +63,8 @@ const DEBIAN_PACKAGES: &[(&str, &str)] = &[
     ("git", "git"),
     ("ip", "iproute2"),
     ("setpriv", "util-linux"),
+    // The privilege-boundary tests run agentsight through real sudo.
+    ("sudo", "sudo"),
     ("python3", "python3"),
     ("npm", "npm"),
 ];

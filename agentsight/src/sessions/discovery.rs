@@ -254,6 +254,10 @@ pub struct ScanStats {
     pub dirs: u64,
     pub files: u64,
     pub unreadable: u64,
+    /// Entries named like transcripts that are not regular files (symbolic
+    /// links, which are never followed to a transcript, directories, FIFOs…).
+    #[serde(default)]
+    pub not_files: u64,
 }
 
 fn read_dir_sorted(dir: &Path, st: &mut ScanStats) -> Vec<std::fs::DirEntry> {
@@ -305,9 +309,22 @@ fn push_file(
     empty_window: bool,
     stat: bool,
 ) {
+    // Only regular files: a transcript is never opened through a link, and
+    // a directory or FIFO named like one is counted, not silently dropped.
+    match e.file_type() {
+        Ok(t) if t.is_file() => {}
+        Ok(_) => {
+            st.not_files += 1;
+            return;
+        }
+        Err(_) => {
+            st.unreadable += 1;
+            return;
+        }
+    }
     // The id index needs names only: a regular file known from the
     // directory entry is taken without a stat (10,000 stats dominate lookup).
-    if !stat && e.file_type().is_ok_and(|t| t.is_file()) {
+    if !stat {
         st.files += 1;
         out.push(Candidate {
             provider: p,
@@ -614,6 +631,12 @@ impl SessionIndex {
         let roots = self.opts.roots()?;
         let mut listing = Listing::default();
         let mut cands = scan(&roots, &mut listing.scan);
+        if listing.scan.not_files + listing.scan.unreadable > 0 {
+            listing.notes.push(format!(
+                "skipped {} entries named like transcripts that are not regular files (links are never followed, directories, FIFOs) and {} unreadable files or directories",
+                listing.scan.not_files, listing.scan.unreadable
+            ));
+        }
 
         let codex_rows = if self.opts.wants(Provider::Codex) {
             match self.codex_rows(&home) {
