@@ -1076,3 +1076,56 @@ fn read_commands_leave_the_directory_byte_identical() {
     );
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
+
+// ---- point 10: bytes the kernel moves between fds are counted ----
+
+#[test]
+fn copy_file_range_sendfile_and_splice_bytes_are_counted() {
+    require_root();
+    let dir = scratch("kernelcopy");
+    let src = dir.join("src");
+    std::fs::write(&src, vec![b'x'; 10_000]).unwrap();
+    let d = dir.display();
+    let script = format!(
+        "import os\n\
+         def o(n, w):\n    return os.open('{d}/' + n, (os.O_WRONLY | os.O_CREAT) if w else os.O_RDONLY, 0o644)\n\
+         s, t = o('src', 0), o('by-copy-file-range', 1)\n\
+         assert os.copy_file_range(s, t, 10000) == 10000\n\
+         os.close(s); os.close(t)\n\
+         s, t = o('src', 0), o('by-sendfile', 1)\n\
+         assert os.sendfile(t, s, 0, 10000) == 10000\n\
+         os.close(s); os.close(t)\n\
+         s, t = o('src', 0), o('by-splice', 1)\n\
+         r, w = os.pipe()\n\
+         assert os.splice(s, w, 10000) == 10000\n\
+         assert os.splice(r, t, 10000) == 10000\n\
+         os.close(s); os.close(t)\n"
+    );
+    let db = dir.join("k.db");
+    let out = record(&db, &[], &["/usr/bin/python3", "-c", &script]);
+    assert_exit_0(&out);
+    // `cat` of coreutils 9 copies with copy_file_range too.
+    let db2 = dir.join("cat.db");
+    let out = record(
+        &db2,
+        &[],
+        &["/bin/sh", "-c", &format!("/bin/cat {d}/src > {d}/by-cat")],
+    );
+    assert_exit_0(&out);
+    let io = |db: &Path, name: &str| -> (i64, i64) {
+        open(db)
+            .query_row(
+                "SELECT COALESCE(SUM(bytes), 0), COALESCE(SUM(read_bytes), 0) FROM events WHERE kind = 'io' AND path = ?1",
+                [format!("{d}/{name}")],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap()
+    };
+    for name in ["by-copy-file-range", "by-sendfile", "by-splice"] {
+        assert_eq!(io(&db, name), (10_000, 0), "{name} written");
+    }
+    // The source was read three times, 10,000 bytes each.
+    assert_eq!(io(&db, "src"), (0, 30_000));
+    assert_eq!(io(&db2, "by-cat"), (10_000, 0));
+    assert_eq!(io(&db2, "src"), (0, 10_000));
+}

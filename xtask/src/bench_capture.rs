@@ -15,7 +15,7 @@ use std::{
 use anyhow::{Context, Result, bail};
 
 /// Syscalls `record` hooks (besides the scheduler tracepoints), for strace/bpftrace.
-const SYSCALLS: &str = "execve,execveat,open,openat,openat2,creat,unlink,unlinkat,rmdir,rename,renameat,renameat2,mkdir,mkdirat,truncate,ftruncate,chdir,fchdir,symlink,symlinkat,link,linkat,close,dup,dup2,dup3,fcntl,socket,connect,bind,listen,accept,accept4,sendto,sendmsg,sendmmsg,write,pwrite64,writev,pwritev,read,pread64,readv";
+const SYSCALLS: &str = "execve,execveat,open,openat,openat2,creat,unlink,unlinkat,rmdir,rename,renameat,renameat2,mkdir,mkdirat,truncate,ftruncate,chdir,fchdir,symlink,symlinkat,link,linkat,close,dup,dup2,dup3,fcntl,socket,connect,bind,listen,accept,accept4,sendto,sendmsg,sendmmsg,write,pwrite64,writev,pwritev,pwritev2,read,pread64,readv,preadv,preadv2,sendfile,splice,copy_file_range";
 
 const MIX_C: &str = r#"
 #include <fcntl.h>
