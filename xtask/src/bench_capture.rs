@@ -154,6 +154,10 @@ fn record_run(
     let u = run_measured(
         Command::new(agentsight)
             .args(["record", "--user", "nobody", "-o"])
+            // Root benchmarking for itself (under sudo, --user may name only the caller).
+            .env_remove("SUDO_UID")
+            .env_remove("SUDO_GID")
+            .env_remove("SUDO_USER")
             .arg(db)
             .args(extra)
             .arg("--")
@@ -602,6 +606,9 @@ pub fn run(agentsight: &Path) -> Result<()> {
         let _ = std::fs::remove_file(&db);
         let mut bg = Command::new(agentsight)
             .args(["record", "--quiet", "--user", "nobody", "-o"])
+            .env_remove("SUDO_UID")
+            .env_remove("SUDO_GID")
+            .env_remove("SUDO_USER")
             .arg(&db)
             .args(["--", "/bin/sleep", "600"])
             .spawn()?;
