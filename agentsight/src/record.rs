@@ -175,20 +175,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         (Some(c), false) => Some(c.uid),
         _ => None,
     };
-    for &pid in &opts.pids {
-        let Some(info) = procinfo::ProcInfo::read(pid) else {
-            return Err(RecordError::NoSuchPid(pid));
-        };
-        if let Some(you) = only_uid
-            && !info.owned_by(you)
-        {
-            let uids = info
-                .uids
-                .map(|u| format!("{}/{}/{}", u[0], u[1], u[2]))
-                .unwrap_or_else(|| "unknown".into());
-            return Err(RecordError::NotYourProcess { pid, uids, you });
-        }
-    }
+    check_pids(&opts.pids, only_uid)?;
 
     // The output first, created with the invoking user's own credentials
     // (the capture and its sidecars are theirs from the start, no chown): a
@@ -202,38 +189,8 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     let meta = |k: &str, v: String| {
         let _ = tx.send(StoreMsg::Meta(k.to_owned(), v));
     };
-    for (k, v) in host_meta() {
+    for (k, v) in start_meta(opts, user.as_ref(), start) {
         meta(&k, v);
-    }
-    meta("started_at", rfc3339_ns(start.wall_ns));
-    meta("complete", "false".into());
-    meta("recorder_pid", std::process::id().to_string());
-    meta("ring_buffer_bytes", opts.ring_bytes.to_string());
-    meta("all_users", opts.all_users.to_string());
-    let command: Vec<String> = opts
-        .command
-        .iter()
-        .map(|s| s.to_string_lossy().into_owned())
-        .collect();
-    meta(
-        "command",
-        serde_json::to_string(&command).unwrap_or_default(),
-    );
-    meta(
-        "target_pids",
-        serde_json::to_string(&opts.pids).unwrap_or_default(),
-    );
-    meta(
-        "target_agent",
-        opts.agent
-            .map(|a| format!("{a:?}").to_lowercase())
-            .unwrap_or_default(),
-    );
-    if let Some(u) = &user {
-        meta(
-            "run_as",
-            format!("{} (uid {}, gid {})", u.name, u.uid, u.gid),
-        );
     }
 
     let mut probes = match Probes::load(opts.ring_bytes) {
@@ -523,6 +480,67 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         cpu,
         program_runs: program_runs.map(|(_, total)| total),
     })
+}
+
+/// What the capture says about the run before anything is recorded.
+fn start_meta(
+    opts: &RecordOptions,
+    user: Option<&TargetUser>,
+    start: Anchor,
+) -> Vec<(String, String)> {
+    let mut v = host_meta();
+    let mut meta = |k: &str, val: String| v.push((k.to_owned(), val));
+    meta("started_at", rfc3339_ns(start.wall_ns));
+    meta("complete", "false".into());
+    meta("recorder_pid", std::process::id().to_string());
+    meta("ring_buffer_bytes", opts.ring_bytes.to_string());
+    meta("all_users", opts.all_users.to_string());
+    let command: Vec<String> = opts
+        .command
+        .iter()
+        .map(|s| s.to_string_lossy().into_owned())
+        .collect();
+    meta(
+        "command",
+        serde_json::to_string(&command).unwrap_or_default(),
+    );
+    meta(
+        "target_pids",
+        serde_json::to_string(&opts.pids).unwrap_or_default(),
+    );
+    meta(
+        "target_agent",
+        opts.agent
+            .map(|a| format!("{a:?}").to_lowercase())
+            .unwrap_or_default(),
+    );
+    if let Some(u) = user {
+        meta(
+            "run_as",
+            format!("{} (uid {}, gid {})", u.name, u.uid, u.gid),
+        );
+    }
+    v
+}
+
+/// Every `--pid` exists and, when `only_uid` is set (under sudo), is that
+/// user's own process: checked before anything is created or loaded.
+fn check_pids(pids: &[u32], only_uid: Option<u32>) -> Result<(), RecordError> {
+    for &pid in pids {
+        let Some(info) = procinfo::ProcInfo::read(pid) else {
+            return Err(RecordError::NoSuchPid(pid));
+        };
+        if let Some(you) = only_uid
+            && !info.owned_by(you)
+        {
+            let uids = info
+                .uids
+                .map(|u| format!("{}/{}/{}", u[0], u[1], u[2]))
+                .unwrap_or_else(|| "unknown".into());
+            return Err(RecordError::NotYourProcess { pid, uids, you });
+        }
+    }
+    Ok(())
 }
 
 /// A start that failed before anything was recorded: stop the writer and
