@@ -294,6 +294,41 @@ fn a_closed_stderr_pipe_is_exit_2_not_a_panic() {
             .unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
     }
+    // On a real capture: a closed stdout, stderr or both never panics.
+    let db = dir.join("c.db");
+    let out = record(&db, &[], &["/bin/true"]);
+    assert_exit_0(&out);
+    let d = db.to_str().unwrap();
+    let policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/policy.toml");
+    for args in [
+        vec!["show", "--db", d],
+        vec!["export", "--db", d],
+        vec!["audit", "--db", d, "--policy", policy.to_str().unwrap()],
+        vec!["correlate", "x", "--db", d],
+        vec!["sessions"],
+        vec!["record", "-q", "-o", "r.db", "--", "/bin/true"],
+        vec!["--help"],
+    ] {
+        for (close_out, close_err) in [(true, false), (false, true), (true, true)] {
+            let _ = std::fs::remove_file(dir.join("r.db"));
+            let pipe = || {
+                let (r, w) = nix::unistd::pipe().unwrap();
+                drop(r);
+                Stdio::from(w)
+            };
+            let out = as_sudo(&dir, &args)
+                .stdout(if close_out { pipe() } else { Stdio::null() })
+                .stderr(if close_err { pipe() } else { Stdio::null() })
+                .output()
+                .unwrap();
+            let code = out.status.code();
+            assert!(
+                matches!(code, Some(0..=2)),
+                "{args:?} out={close_out} err={close_err}: {:?}",
+                out.status
+            );
+        }
+    }
 }
 
 // ---- point 5: the command's environment ----
