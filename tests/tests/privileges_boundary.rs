@@ -226,6 +226,25 @@ fn a_fifo_capture_fails_at_once_in_every_read_command() {
             "{args:?}"
         );
     }
+    // A FIFO as a provider's database in a home: not opened, noted.
+    let home = dir.join("home");
+    std::fs::create_dir_all(home.join(".codex/sessions")).unwrap();
+    nix::unistd::mkfifo(
+        &home.join(".codex/state_9.sqlite"),
+        nix::sys::stat::Mode::from_bits_truncate(0o666),
+    )
+    .unwrap();
+    let (out, took) = run_within(
+        as_sudo(&dir, &["sessions", "--home", home.to_str().unwrap()]),
+        Duration::from_secs(5),
+    );
+    assert!(took < Duration::from_secs(1), "sessions took {took:?}");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("state_9.sqlite is not a regular file"),
+        "{}",
+        stderr(&out)
+    );
     // Auto-discovery of `*.db` in the current directory skips the FIFO.
     for args in [vec!["correlate", "abc"], vec!["pid", "1"]] {
         let (out, took) = run_within(as_sudo(&dir, &args), Duration::from_secs(5));
