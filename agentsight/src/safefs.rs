@@ -72,6 +72,16 @@ pub fn open_owned(path: &Path, owner: u32) -> io::Result<File> {
     Ok(f)
 }
 
+/// The whole of a small side file (a provider's metadata or registry):
+/// [`open_regular`] without following a link, at most `max` bytes.
+pub fn read_small(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let f = open_regular(path, true)?;
+    let mut out = Vec::new();
+    f.take(max).read_to_end(&mut out)?;
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
