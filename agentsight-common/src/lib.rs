@@ -246,6 +246,14 @@ pub mod op {
     pub const READ: u32 = 54;
     pub const PREAD64: u32 = 55;
     pub const READV: u32 = 56;
+    pub const PREADV: u32 = 57;
+    pub const PREADV2: u32 = 58;
+    pub const PWRITEV2: u32 = 59;
+    /// Bytes moved by the kernel between two fds: a read on the source fd
+    /// and a write on the destination fd, each of the result's size.
+    pub const SENDFILE: u32 = 60;
+    pub const SPLICE: u32 = 61;
+    pub const COPY_FILE_RANGE: u32 = 62;
 }
 
 /// Bytes kept of a path argument, or of a socket address.

@@ -956,15 +956,28 @@ unsafe fn msghdr_payload(msg: u64, dst: *mut u8) -> i32 {
 fn finish(tgid: u32, op: u32, a: [u64; 6], ret: i64) {
     let dns_key = fd_key(tgid, a[0]);
     match op {
-        op::WRITE | op::PWRITE64 | op::WRITEV | op::PWRITEV => {
+        op::WRITE | op::PWRITE64 | op::WRITEV | op::PWRITEV | op::PWRITEV2 => {
             io_account(tgid, a[0], true, ret);
             let dns = op == op::WRITE && ret > 0 && is_dns_fd(dns_key);
             if !dns {
                 return;
             }
         }
-        op::READ | op::PREAD64 | op::READV => {
+        op::READ | op::PREAD64 | op::READV | op::PREADV | op::PREADV2 => {
             io_account(tgid, a[0], false, ret);
+            return;
+        }
+        // Bytes the kernel moves between two fds, never through the
+        // caller's memory: read from the source, written to the destination.
+        // sendfile(out, in, …); splice/copy_file_range(in, off, out, …).
+        op::SENDFILE | op::SPLICE | op::COPY_FILE_RANGE => {
+            let (src, dst) = if op == op::SENDFILE {
+                (a[1], a[0])
+            } else {
+                (a[0], a[2])
+            };
+            io_account(tgid, src, false, ret);
+            io_account(tgid, dst, true, ret);
             return;
         }
         op::CLOSE => {
@@ -1157,6 +1170,7 @@ fn op_of_syscall(nr: u64) -> Option<u32> {
         18 => op::PWRITE64,
         19 => op::READV,
         20 => op::WRITEV,
+        40 => op::SENDFILE,
         32 => op::DUP,
         33 => op::DUP2,
         41 => op::SOCKET,
@@ -1185,10 +1199,15 @@ fn op_of_syscall(nr: u64) -> Option<u32> {
         265 => op::LINKAT,
         266 => op::SYMLINKAT,
         288 => op::ACCEPT4,
+        275 => op::SPLICE,
         292 => op::DUP3,
+        295 => op::PREADV,
         296 => op::PWRITEV,
         307 => op::SENDMMSG,
         316 => op::RENAMEAT2,
+        326 => op::COPY_FILE_RANGE,
+        327 => op::PREADV2,
+        328 => op::PWRITEV2,
         437 => op::OPENAT2,
         _ => return None,
     })

@@ -4,15 +4,35 @@
 //! programs (`capture`), and native evidence parsed from the agents' own
 //! transcripts (`sessions`). Data flows one way: sources → model → store → views.
 
+/// `eprint!` that never panics: a closed or broken stderr is ignored.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// `eprintln!` that never panics: a closed or broken stderr is ignored.
+#[macro_export]
+macro_rules! sayln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod audit;
 pub mod capture;
 pub mod cli;
 pub mod clock;
 pub mod correlate;
+pub mod envreset;
 pub mod matching;
 pub mod privileges;
 pub mod procinfo;
 pub mod record;
+pub mod safefs;
 pub mod sessions;
 pub mod store;
 pub mod views;

@@ -723,15 +723,28 @@ pub fn bind_and_store(path: &Path, opts: &BindOptions) -> Result<BindSummary, Ma
             files.sort();
             files.dedup();
             for f in files {
-                let Ok(meta) = std::fs::metadata(&f) else {
-                    continue;
-                };
-                if !meta.is_file() || !opts.copy_transcripts {
+                if !opts.copy_transcripts {
                     continue;
                 }
+                // A regular file, not through a link, the home owner's.
+                let file = match sessions::util::open_regular(Path::new(&f)) {
+                    Ok(file) => file,
+                    Err(sessions::SessionError::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::NotFound =>
+                    {
+                        continue;
+                    }
+                    Err(e) => {
+                        summary.notes.push(format!("transcript not copied: {e}"));
+                        continue;
+                    }
+                };
+                let Ok(meta) = file.metadata() else {
+                    continue;
+                };
                 let size = meta.len();
                 let take = size.min(budget);
-                let content = match read_prefix(Path::new(&f), take) {
+                let content = match read_prefix(file, take) {
                     Ok(c) => c,
                     Err(e) => {
                         summary.notes.push(format!("cannot copy {f}: {e}"));
@@ -798,9 +811,8 @@ pub fn bind_and_store(path: &Path, opts: &BindOptions) -> Result<BindSummary, Ma
     Ok(summary)
 }
 
-fn read_prefix(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+fn read_prefix(f: std::fs::File, max: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
-    let f = std::fs::File::open(path)?;
     let mut out = Vec::new();
     f.take(max).read_to_end(&mut out)?;
     Ok(out)

@@ -2,9 +2,9 @@
 //! it starts runs as the user who invoked sudo, and files it creates belong
 //! to that user.
 
-use std::{ffi::CString, path::Path};
+use std::ffi::CString;
 
-use nix::unistd::{Gid, Uid, User, chown, getgrouplist};
+use nix::unistd::{Gid, Uid, User, getgrouplist};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PrivilegeError {
@@ -20,6 +20,10 @@ pub enum PrivilegeError {
         "refusing to run the command as root: start agentsight with sudo from your own account, or pass --user NAME"
     )]
     WouldRunAsRoot,
+    #[error(
+        "--user {0}: under sudo the command runs only as you (uid {1}); recording another user's command needs root itself, not sudo"
+    )]
+    OtherUserUnderSudo(String, u32),
     #[error("unknown user {0}")]
     UnknownUser(String),
     #[error("cannot look up user {0}: {1}")]
@@ -89,6 +93,16 @@ pub fn target_user(explicit: Option<&str>) -> Result<TargetUser, PrivilegeError>
     if user.uid.is_root() {
         return Err(PrivilegeError::WouldRunAsRoot);
     }
+    // Under sudo, --user must not let the caller run code as someone else.
+    if let Some((caller, _)) = file_owner()
+        && caller != 0
+        && caller != user.uid.as_raw()
+    {
+        return Err(PrivilegeError::OtherUserUnderSudo(
+            user.name.clone(),
+            caller,
+        ));
+    }
     // SUDO_GID is the invoking user's primary group as sudo saw it.
     let gid = match (
         explicit,
@@ -119,11 +133,186 @@ pub fn file_owner() -> Option<(u32, u32)> {
     Some((uid, gid))
 }
 
-/// Gives a file we created to `owner`.
-pub fn give_to(path: &Path, owner: Option<(u32, u32)>) -> std::io::Result<()> {
-    if let Some((uid, gid)) = owner {
-        chown(path, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)))
-            .map_err(std::io::Error::from)?;
+/// The credentials files handed to the invoking user are created and read
+/// with: under sudo, the sudo caller's uid, primary group and groups.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileCreds {
+    pub uid: u32,
+    pub gid: u32,
+    pub groups: Vec<u32>,
+}
+
+impl FileCreds {
+    /// The sudo caller's, when we run as root under sudo for a non-root user;
+    /// `None` otherwise (root acting for itself, or an unprivileged run).
+    pub fn invoking_user() -> Option<Self> {
+        if !Uid::effective().is_root() {
+            return None;
+        }
+        let (uid, gid) = file_owner()?;
+        if uid == 0 {
+            return None;
+        }
+        let groups = User::from_uid(Uid::from_raw(uid))
+            .ok()
+            .flatten()
+            .and_then(|u| CString::new(u.name).ok())
+            .and_then(|n| getgrouplist(&n, Gid::from_raw(gid)).ok())
+            .map(|g| g.into_iter().map(|g| g.as_raw()).collect())
+            .unwrap_or_else(|| vec![gid]);
+        Some(Self { uid, gid, groups })
+    }
+}
+
+/// While alive, the calling thread's file-system identity (fsuid, fsgid,
+/// supplementary groups) is the user's: files it creates belong to the user
+/// and every permission check is the user's (the file-system capabilities
+/// such as CAP_DAC_OVERRIDE are dropped with a non-zero fsuid). Only this
+/// thread changes (raw syscalls; glibc would change every thread), and the
+/// previous identity comes back on drop.
+pub struct AsUser {
+    prev_uid: u32,
+    prev_gid: u32,
+    prev_groups: Vec<libc::gid_t>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot take the invoking user's file credentials (uid {uid}): {reason}")]
+pub struct CredsError {
+    pub uid: u32,
+    pub reason: String,
+}
+
+fn thread_groups() -> std::io::Result<Vec<libc::gid_t>> {
+    // Safety: getgroups with a null list returns the count; then fills ours.
+    let n = unsafe { libc::getgroups(0, std::ptr::null_mut()) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut v = vec![0 as libc::gid_t; n as usize];
+    let n = unsafe { libc::getgroups(n, v.as_mut_ptr()) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    v.truncate(n as usize);
+    Ok(v)
+}
+
+fn raw_setgroups(groups: &[libc::gid_t]) -> std::io::Result<()> {
+    // Safety: the raw syscall changes only this thread's groups.
+    let r = unsafe { libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()) };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// setfsuid/setfsgid return the previous id and never fail visibly: a call
+/// with -1 reads the current one, so a change is verified by reading back.
+fn set_fs_ids(uid: u32, gid: u32) -> (u32, u32, bool) {
+    // Safety: plain syscalls on this thread's credentials.
+    unsafe {
+        let prev_gid = libc::syscall(libc::SYS_setfsgid, gid) as u32;
+        let prev_uid = libc::syscall(libc::SYS_setfsuid, uid) as u32;
+        let now_uid = libc::syscall(libc::SYS_setfsuid, u32::MAX) as u32;
+        let now_gid = libc::syscall(libc::SYS_setfsgid, u32::MAX) as u32;
+        (prev_uid, prev_gid, now_uid == uid && now_gid == gid)
+    }
+}
+
+impl AsUser {
+    pub fn enter(c: &FileCreds) -> Result<Self, CredsError> {
+        let err = |reason: String| CredsError { uid: c.uid, reason };
+        let prev_groups = thread_groups().map_err(|e| err(e.to_string()))?;
+        raw_setgroups(&c.groups).map_err(|e| err(format!("setgroups: {e}")))?;
+        let (prev_uid, prev_gid, ok) = set_fs_ids(c.uid, c.gid);
+        let guard = Self {
+            prev_uid,
+            prev_gid,
+            prev_groups,
+        };
+        if !ok {
+            drop(guard);
+            return Err(err("setfsuid/setfsgid did not take effect".into()));
+        }
+        Ok(guard)
+    }
+
+    /// Enters `c` if there is one: `None` means "act as we are".
+    pub fn maybe(c: Option<&FileCreds>) -> Result<Option<Self>, CredsError> {
+        c.map(Self::enter).transpose()
+    }
+}
+
+impl Drop for AsUser {
+    fn drop(&mut self) {
+        // uid first: back to fsuid 0 restores the file-system capabilities
+        // needed to change the groups back.
+        let _ = set_fs_ids(self.prev_uid, self.prev_gid);
+        let _ = raw_setgroups(&self.prev_groups);
+    }
+}
+
+/// The calling thread's fsuid.
+pub fn current_fsuid() -> u32 {
+    // Safety: setfsuid(-1) changes nothing and returns the current fsuid.
+    unsafe { libc::syscall(libc::SYS_setfsuid, u32::MAX) as u32 }
+}
+
+/// Under sudo, a read-only command (show, export, sessions, correlate, pid,
+/// audit) needs no root at all: become the invoking user for good, so every
+/// file it reads or writes is read or written with the user's rights.
+pub fn drop_to_invoking_user() -> Result<(), CredsError> {
+    let Some(c) = FileCreds::invoking_user() else {
+        return Ok(());
+    };
+    let err = |reason: String| CredsError { uid: c.uid, reason };
+    let groups: Vec<Gid> = c.groups.iter().map(|&g| Gid::from_raw(g)).collect();
+    nix::unistd::setgroups(&groups).map_err(|e| err(format!("setgroups: {e}")))?;
+    let gid = Gid::from_raw(c.gid);
+    nix::unistd::setresgid(gid, gid, gid).map_err(|e| err(format!("setresgid: {e}")))?;
+    let uid = Uid::from_raw(c.uid);
+    nix::unistd::setresuid(uid, uid, uid).map_err(|e| err(format!("setresuid: {e}")))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn as_user_changes_this_thread_only_and_comes_back() {
+        if !Uid::effective().is_root() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        // A root-only directory: the user cannot create in it.
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .unwrap();
+        let c = FileCreds {
+            uid: 65534,
+            gid: 65534,
+            groups: vec![65534],
+        };
+        // A thread that exists already keeps its own identity (a thread
+        // started later inherits its creator's, by design).
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || {
+            go_rx.recv().unwrap();
+            current_fsuid()
+        });
+        {
+            let _g = AsUser::enter(&c).unwrap();
+            assert_eq!(current_fsuid(), 65534);
+            let e = std::fs::File::create(dir.path().join("x")).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
+            go_tx.send(()).unwrap();
+            assert_eq!(other.join().unwrap(), 0);
+        }
+        assert_eq!(current_fsuid(), 0);
+        std::fs::File::create(dir.path().join("x")).unwrap();
+    }
 }

@@ -20,6 +20,8 @@ pub struct ProcInfo {
     pub exe: Option<String>,
     pub uid: Option<u32>,
     pub gid: Option<u32>,
+    /// Real, effective and saved uid.
+    pub uids: Option<[u32; 3]>,
     /// Open fds and their link targets.
     pub fds: Vec<(i32, String)>,
 }
@@ -44,6 +46,7 @@ impl ProcInfo {
             exe: p.exe().ok().map(|c| c.display().to_string()),
             uid: status.as_ref().map(|s| s.euid),
             gid: status.as_ref().map(|s| s.egid),
+            uids: status.as_ref().map(|s| [s.ruid, s.euid, s.suid]),
             fds: p
                 .fd()
                 .map(|fds| {
@@ -59,6 +62,12 @@ impl ProcInfo {
                 })
                 .unwrap_or_default(),
         })
+    }
+
+    /// All of its uids (real, effective, saved) are `uid`: the process is
+    /// that user's own (a set-uid program they started is not).
+    pub fn owned_by(&self, uid: u32) -> bool {
+        self.uids.is_some_and(|u| u.iter().all(|&x| x == uid))
     }
 
     pub fn seed(&self, origin: &'static str) -> ProcessSeed {
@@ -123,6 +132,18 @@ pub fn tree_of(procs: &[ProcInfo], roots: &BTreeSet<u32>) -> Vec<ProcInfo> {
         }
     }
     out
+}
+
+/// Splits `procs` into those `only_uid` owns and the others (all are kept
+/// when `only_uid` is `None`).
+pub fn split_by_owner(
+    procs: Vec<ProcInfo>,
+    only_uid: Option<u32>,
+) -> (Vec<ProcInfo>, Vec<ProcInfo>) {
+    match only_uid {
+        None => (procs, Vec::new()),
+        Some(uid) => procs.into_iter().partition(|p| p.owned_by(uid)),
+    }
 }
 
 /// Agents `--agent` knows how to recognise.
@@ -191,8 +212,29 @@ mod tests {
             exe: Some(exe.into()),
             uid: None,
             gid: None,
+            uids: Some([1000, 1000, 1000]),
             fds: Vec::new(),
         }
+    }
+
+    #[test]
+    fn only_the_users_own_processes_are_kept() {
+        let mine = info(1, 0, &["a"], "/bin/a");
+        let mut root = info(2, 1, &["b"], "/bin/b");
+        root.uids = Some([0, 0, 0]);
+        let mut setuid = info(3, 1, &["c"], "/usr/bin/passwd");
+        setuid.uids = Some([1000, 0, 0]);
+        let mut unknown = info(4, 1, &["d"], "/bin/d");
+        unknown.uids = None;
+        let all = vec![mine, root, setuid, unknown];
+        let (kept, skipped) = split_by_owner(all.clone(), Some(1000));
+        assert_eq!(kept.iter().map(|p| p.pid).collect::<Vec<_>>(), vec![1]);
+        assert_eq!(
+            skipped.iter().map(|p| p.pid).collect::<Vec<_>>(),
+            vec![2, 3, 4]
+        );
+        let (kept, skipped) = split_by_owner(all, None);
+        assert_eq!((kept.len(), skipped.len()), (4, 0));
     }
 
     #[test]

@@ -36,6 +36,8 @@ pub enum RecordError {
     #[error(transparent)]
     Privilege(#[from] privileges::PrivilegeError),
     #[error(transparent)]
+    Creds(#[from] privileges::CredsError),
+    #[error(transparent)]
     Store(#[from] crate::store::StoreError),
     #[error(transparent)]
     Load(#[from] crate::capture::loader::LoadError),
@@ -43,6 +45,10 @@ pub enum RecordError {
     NoTarget,
     #[error("--pid {0}: no such process")]
     NoSuchPid(u32),
+    #[error(
+        "--pid {pid} is not your process (its uids are {uids}, you are uid {you}): under sudo only your own processes are recorded (--all-users records any, and says so in the capture)"
+    )]
+    NotYourProcess { pid: u32, uids: String, you: u32 },
     #[error("cannot start {program}: {reason}")]
     Spawn { program: String, reason: String },
     #[error("{0}")]
@@ -57,9 +63,13 @@ pub struct RecordOptions {
     pub pids: Vec<u32>,
     pub agent: Option<AgentName>,
     pub user: Option<String>,
+    /// `--env` arguments for the command's environment (see `envreset`).
+    pub env: Vec<crate::envreset::EnvArg>,
     pub duration: Option<Duration>,
     pub ring_bytes: u32,
     pub quiet: bool,
+    /// Under sudo, record other users' processes too (`--pid`, `--agent`).
+    pub all_users: bool,
     /// Copy the bound sessions' raw transcripts into the capture, up to
     /// `transcript_budget` bytes in all.
     pub copy_transcripts: bool,
@@ -165,79 +175,38 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     } else {
         Some(privileges::target_user(opts.user.as_deref())?)
     };
-    for &pid in &opts.pids {
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            return Err(RecordError::NoSuchPid(pid));
-        }
-    }
+    let creds = privileges::FileCreds::invoking_user();
+    // Under sudo, only the caller's own processes are recorded.
+    let only_uid = match (&creds, opts.all_users) {
+        (Some(c), false) => Some(c.uid),
+        _ => None,
+    };
+    check_pids(&opts.pids, only_uid)?;
 
-    // The output first: an unwritable path fails before anything is loaded.
+    // The output first, created with the invoking user's own credentials
+    // (the capture and its sidecars are theirs from the start, no chown): a
+    // path the user could not create fails before anything is loaded.
     let start = Anchor::now("start");
-    let writer = Writer::create(&opts.output, start)?;
+    let writer = {
+        let _as_user = privileges::AsUser::maybe(creds.as_ref())?;
+        Writer::create_as(&opts.output, start, creds.clone())?
+    };
     if let Some(max) = opts.max_bytes {
         let _ = writer.sender().send(StoreMsg::MaxBytes(max));
-    }
-    let owner = privileges::file_owner();
-    // The WAL and shared-memory files too, so the owner can read a capture
-    // that was cut short (they are gone once the recording finishes).
-    for suffix in ["", "-wal", "-shm"] {
-        let mut p = opts.output.clone().into_os_string();
-        p.push(suffix);
-        let p = PathBuf::from(p);
-        if p.exists()
-            && let Err(e) = privileges::give_to(&p, owner)
-        {
-            tracing::warn!("cannot give {} to the invoking user: {e}", p.display());
-        }
     }
     let tx = writer.sender();
     let meta = |k: &str, v: String| {
         let _ = tx.send(StoreMsg::Meta(k.to_owned(), v));
     };
-    for (k, v) in host_meta() {
+    for (k, v) in start_meta(opts, user.as_ref(), start) {
         meta(&k, v);
-    }
-    meta("started_at", rfc3339_ns(start.wall_ns));
-    for (k, v) in &opts.start_meta {
-        meta(k, v.clone());
-    }
-    meta("complete", "false".into());
-    meta("recorder_pid", std::process::id().to_string());
-    meta("ring_buffer_bytes", opts.ring_bytes.to_string());
-    let command: Vec<String> = opts
-        .command
-        .iter()
-        .map(|s| s.to_string_lossy().into_owned())
-        .collect();
-    meta(
-        "command",
-        serde_json::to_string(&command).unwrap_or_default(),
-    );
-    meta(
-        "target_pids",
-        serde_json::to_string(&opts.pids).unwrap_or_default(),
-    );
-    meta(
-        "target_agent",
-        opts.agent
-            .map(|a| format!("{a:?}").to_lowercase())
-            .unwrap_or_default(),
-    );
-    if let Some(u) = &user {
-        meta(
-            "run_as",
-            format!("{} (uid {}, gid {})", u.name, u.uid, u.gid),
-        );
     }
 
     let mut probes = match Probes::load(opts.ring_bytes) {
         Ok(p) => p,
         Err(e) => {
-            meta("load_error", e.to_string());
-            let _ = writer.finish(
-                &[],
-                &[("ended_at".into(), rfc3339_ns(Anchor::now("stop").wall_ns))],
-            );
+            drop(tx);
+            abandon(writer, &opts.output, creds.as_ref());
             return Err(e.into());
         }
     };
@@ -256,7 +225,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
             Ok(fd) => Some(fd),
             Err(e) => {
                 if !opts.quiet {
-                    eprintln!("agentsight: warning: program statistics unavailable: {e}");
+                    crate::sayln!("agentsight: warning: program statistics unavailable: {e}");
                 }
                 meta("program_stats_error", e.to_string());
                 None
@@ -289,7 +258,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         .collect();
     for f in &failed_programs {
         if !opts.quiet {
-            eprintln!("agentsight: warning: program not attached: {f}");
+            crate::sayln!("agentsight: warning: program not attached: {f}");
         }
     }
 
@@ -312,25 +281,50 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     let mut agent_known: BTreeSet<u32> = BTreeSet::new();
     // The recorded commands' TMPDIRs, stored as meta `tmpdirs`.
     let mut tmpdirs: Vec<String> = Vec::new();
+    let mut skipped = Skipped {
+        only_uid,
+        quiet: opts.quiet,
+        pids: BTreeSet::new(),
+    };
     if !opts.pids.is_empty() {
         let procs = procinfo::snapshot();
         let roots: BTreeSet<u32> = opts.pids.iter().copied().collect();
+        let tree = skipped.keep_own(procinfo::tree_of(&procs, &roots));
         adopt(
             &mut probes,
             &tx,
-            &procinfo::tree_of(&procs, &roots),
+            &tree,
             "seeded",
             &mut agent_known,
             &mut tmpdirs,
         );
     }
     if let Some(agent) = opts.agent {
-        scan_agents(&mut probes, &tx, agent, &mut agent_known, &mut tmpdirs);
+        scan_agents(
+            &mut probes,
+            &tx,
+            agent,
+            &mut agent_known,
+            &mut skipped,
+            &mut tmpdirs,
+        );
     }
 
     // Start the command, tracked from before its first instruction.
     let mut child = match (&user, opts.command.is_empty()) {
-        (Some(u), false) => Some(spawn_tracked(&probes, u, &opts.command, &tx, &mut tmpdirs)?),
+        (Some(u), false) => {
+            match spawn_tracked(&probes, u, &opts.command, &opts.env, &tx, &mut tmpdirs) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    // Nothing was recorded: leave no half-made capture behind.
+                    stop.store(true, Ordering::Release);
+                    let _ = reader.join();
+                    drop(tx);
+                    abandon(writer, &opts.output, creds.as_ref());
+                    return Err(e);
+                }
+            }
+        }
         _ => None,
     };
 
@@ -414,7 +408,14 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         if let Some(agent) = opts.agent
             && last_scan.elapsed() >= Duration::from_millis(250)
         {
-            scan_agents(&mut probes, &tx, agent, &mut agent_known, &mut tmpdirs);
+            scan_agents(
+                &mut probes,
+                &tx,
+                agent,
+                &mut agent_known,
+                &mut skipped,
+                &mut tmpdirs,
+            );
             last_scan = Instant::now();
         }
         if last_status.elapsed() >= Duration::from_secs(1) {
@@ -424,7 +425,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
                 let rate = (events - last_events) as f64 / last_status.elapsed().as_secs_f64();
                 last_events = events;
                 let lost: u64 = probes.loss_counts().iter().map(|(_, n)| n).sum();
-                eprint!(
+                crate::say!(
                     "\r\x1b[Kagentsight: recording {} | {} processes | {:.0} events/s | lost {}",
                     fmt_elapsed(started.elapsed()),
                     tracked_count(&probes),
@@ -445,7 +446,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         }
     }
     if tty {
-        eprint!("\r\x1b[K");
+        crate::say!("\r\x1b[K");
     }
 
     // Drain: the reader empties the ring and returns the gaps it saw.
@@ -468,14 +469,22 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     if let Some(s) = command_status {
         final_meta.push(("command_exit_status".into(), s.to_string()));
     }
+    if only_uid.is_some() {
+        final_meta.push(("skipped_other_users".into(), skipped.pids.len().to_string()));
+    }
     if let Some((json, _)) = &program_runs {
         final_meta.push(("program_stats".into(), json.clone()));
     }
+    // From here on the capture is only written by this thread: as the user.
+    let _as_user = privileges::AsUser::maybe(creds.as_ref())?;
     let summary = writer.finish(&gaps, &final_meta);
     // Bind the trees to sessions and store sessions, transcripts, bindings
     // and correlations in the finished capture (its own module; a failure
     // there never loses the capture).
     if summary.error.is_none() {
+        // Transcripts are copied into the user's capture only if they are
+        // the user's own files (and, under sudo, read as the user: above).
+        crate::sessions::util::set_transcript_owner(user.as_ref().map(|u| u.uid));
         let bind = crate::matching::BindOptions {
             homes: user.iter().map(|u| PathBuf::from(&u.home)).collect(),
             copy_transcripts: opts.copy_transcripts,
@@ -490,7 +499,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
             }
             Err(e) => {
                 if !opts.quiet {
-                    eprintln!("agentsight: warning: sessions not bound: {e}");
+                    crate::sayln!("agentsight: warning: sessions not bound: {e}");
                 }
             }
         }
@@ -523,6 +532,90 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         cpu,
         program_runs: program_runs.map(|(_, total)| total),
     })
+}
+
+/// What the capture says about the run before anything is recorded.
+fn start_meta(
+    opts: &RecordOptions,
+    user: Option<&TargetUser>,
+    start: Anchor,
+) -> Vec<(String, String)> {
+    let mut v = host_meta();
+    let mut meta = |k: &str, val: String| v.push((k.to_owned(), val));
+    meta("started_at", rfc3339_ns(start.wall_ns));
+    meta("complete", "false".into());
+    meta("recorder_pid", std::process::id().to_string());
+    meta("ring_buffer_bytes", opts.ring_bytes.to_string());
+    meta("all_users", opts.all_users.to_string());
+    for (k, val) in &opts.start_meta {
+        meta(k, val.clone());
+    }
+    let command: Vec<String> = opts
+        .command
+        .iter()
+        .map(|s| s.to_string_lossy().into_owned())
+        .collect();
+    meta(
+        "command",
+        serde_json::to_string(&command).unwrap_or_default(),
+    );
+    meta(
+        "target_pids",
+        serde_json::to_string(&opts.pids).unwrap_or_default(),
+    );
+    meta(
+        "target_agent",
+        opts.agent
+            .map(|a| format!("{a:?}").to_lowercase())
+            .unwrap_or_default(),
+    );
+    if let Some(u) = user {
+        meta(
+            "run_as",
+            format!("{} (uid {}, gid {})", u.name, u.uid, u.gid),
+        );
+    }
+    v
+}
+
+/// Every `--pid` exists and, when `only_uid` is set (under sudo), is that
+/// user's own process: checked before anything is created or loaded.
+fn check_pids(pids: &[u32], only_uid: Option<u32>) -> Result<(), RecordError> {
+    for &pid in pids {
+        let Some(info) = procinfo::ProcInfo::read(pid) else {
+            return Err(RecordError::NoSuchPid(pid));
+        };
+        if let Some(you) = only_uid
+            && !info.owned_by(you)
+        {
+            let uids = info
+                .uids
+                .map(|u| format!("{}/{}/{}", u[0], u[1], u[2]))
+                .unwrap_or_else(|| "unknown".into());
+            return Err(RecordError::NotYourProcess { pid, uids, you });
+        }
+    }
+    Ok(())
+}
+
+/// A start that failed before anything was recorded: stop the writer and
+/// remove the capture and its sidecars (all created by us, O_EXCL).
+fn abandon(writer: Writer, output: &Path, creds: Option<&privileges::FileCreds>) {
+    let _ = writer.finish(&[], &[]);
+    let _as_user = privileges::AsUser::maybe(creds).ok().flatten();
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut p = output.as_os_str().to_owned();
+        p.push(suffix);
+        match std::fs::remove_file(&p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                crate::sayln!(
+                    "agentsight: warning: could not remove {}: {e}",
+                    Path::new(&p).display()
+                );
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Each attached program's run count and total run time since statistics
@@ -597,6 +690,29 @@ fn shell_status(status: std::process::ExitStatus) -> i32 {
     }
 }
 
+/// Other users' processes left out under sudo (`--all-users` keeps them).
+struct Skipped {
+    only_uid: Option<u32>,
+    quiet: bool,
+    pids: BTreeSet<u32>,
+}
+
+impl Skipped {
+    /// The caller's own processes of `tree`; says when more were skipped.
+    fn keep_own(&mut self, tree: Vec<procinfo::ProcInfo>) -> Vec<procinfo::ProcInfo> {
+        let (own, others) = procinfo::split_by_owner(tree, self.only_uid);
+        let before = self.pids.len();
+        self.pids.extend(others.iter().map(|p| p.pid));
+        if self.pids.len() > before && !self.quiet {
+            crate::sayln!(
+                "agentsight: skipped {} process(es) of other users so far (under sudo only yours are recorded; --all-users records them)",
+                self.pids.len()
+            );
+        }
+        own
+    }
+}
+
 fn adopt(
     probes: &mut Probes,
     tx: &std::sync::mpsc::SyncSender<StoreMsg>,
@@ -665,6 +781,7 @@ fn scan_agents(
     tx: &std::sync::mpsc::SyncSender<StoreMsg>,
     agent: AgentName,
     known: &mut BTreeSet<u32>,
+    skipped: &mut Skipped,
     tmpdirs: &mut Vec<String>,
 ) {
     let procs = procinfo::snapshot();
@@ -677,7 +794,7 @@ fn scan_agents(
     if roots.is_empty() {
         return;
     }
-    let tree = procinfo::tree_of(&procs, &roots);
+    let tree = skipped.keep_own(procinfo::tree_of(&procs, &roots));
     adopt(probes, tx, &tree, "seeded", known, tmpdirs);
 }
 
@@ -686,21 +803,27 @@ fn spawn_tracked(
     probes: &Probes,
     user: &TargetUser,
     command: &[OsString],
+    env: &[crate::envreset::EnvArg],
     tx: &std::sync::mpsc::SyncSender<StoreMsg>,
     tmpdirs: &mut Vec<String>,
 ) -> Result<Child, RecordError> {
     let map_fd = probes.tracked.map().fd().as_fd().as_raw_fd();
     let (uid, gid, groups) = (user.uid, user.gid, user.groups.clone());
-    // The command inherits our environment: its TMPDIR is ours.
-    if let Some(t) = std::env::var_os("TMPDIR") {
+    let id = crate::envreset::Identity {
+        name: &user.name,
+        home: &user.home,
+        shell: &user.shell,
+    };
+    // Like sudo's env_reset: none of root's environment beyond the terminal
+    // and locale; the program is looked up in the command's PATH.
+    let envs = crate::envreset::build(&id, std::env::vars_os(), env);
+    // Its TMPDIR, when its environment has one (`--env TMPDIR…`); a wrapper
+    // such as `env TMPDIR=… agent` is read from /proc/PID/environ later.
+    if let Some((_, t)) = envs.iter().find(|(k, _)| k == "TMPDIR") {
         note_tmpdir(tx, tmpdirs, &t.to_string_lossy());
     }
     let mut cmd = Command::new(&command[0]);
-    cmd.args(&command[1..])
-        .env("HOME", &user.home)
-        .env("USER", &user.name)
-        .env("LOGNAME", &user.name)
-        .env("SHELL", &user.shell);
+    cmd.args(&command[1..]).env_clear().envs(envs);
     // Safety: the closure runs in the forked child before exec and only makes
     // raw syscalls (bpf, setgroups, setgid, setuid), which are async-signal-safe.
     unsafe {

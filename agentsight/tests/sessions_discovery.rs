@@ -282,14 +282,18 @@ fn lookup_outside_the_newest_25_and_after_a_move() {
         .expect("lookup")
         .expect("found");
     assert!(g.path.ends_with(GM_B));
-    // A unique prefix works; an ambiguous or unknown one does not.
+    // A unique prefix works; an ambiguous one is an error that says so; an
+    // unknown one finds nothing.
     let p = find_by_id(&opts(h.path()), "bbbbbbbb-0000")
         .expect("lookup")
         .expect("found");
     assert_eq!(p.session_id, "bbbbbbbb-0000-4000-8000-000000000002");
-    assert_eq!(
-        find_by_id(&opts(h.path()), "eeeeeeee-0000").expect("lookup"),
-        None
+    let e = find_by_id(&opts(h.path()), "eeeeeeee-0000").expect_err("ambiguous");
+    assert!(
+        e.to_string().starts_with(
+            "session id prefix \"eeeeeeee-0000\" is ambiguous: it matches 30 sessions (eeeeeeee-0000-4000-8000-000000000000, "
+        ),
+        "{e}"
     );
     assert_eq!(
         find_by_id(&opts(h.path()), "ffffffff-0000-4000-8000-000000000009").expect("lookup"),
@@ -397,4 +401,54 @@ fn path_classification() {
     assert!(roots.contains(&(Provider::Codex, "/home/u/.codex/archived_sessions".into())));
     assert!(roots.contains(&(Provider::Gemini, "/home/u/.gemini/tmp".into())));
     assert!(roots.contains(&(Provider::Cursor, "/home/u/.cursor/projects".into())));
+}
+
+/// A `state_*.sqlite` row whose `rollout_path` lies outside the Codex roots
+/// (absolute, or escaping with `..`) is never opened or listed.
+#[test]
+fn codex_rows_outside_the_roots_are_never_opened() {
+    let h = home();
+    age_fixtures(h.path());
+    build_codex_db(h.path());
+    let outside = tempfile::tempdir().expect("tempdir");
+    let stolen = outside
+        .path()
+        .join("rollout-2026-03-02T11-00-00-019c0000-0000-7000-8000-00000000dead.jsonl");
+    std::fs::copy(h.path().join(CX_PARENT), &stolen).expect("copy");
+    let c = rusqlite::Connection::open(h.path().join(".codex/state_5.sqlite")).expect("open");
+    for (id, path) in [
+        (
+            "019c0000-0000-7000-8000-00000000dead",
+            stolen.display().to_string(),
+        ),
+        (
+            "019c0000-0000-7000-8000-00000000dea2",
+            format!(
+                "sessions/../../{}",
+                stolen.strip_prefix("/").expect("abs").display()
+            ),
+        ),
+    ] {
+        c.execute(
+            "INSERT INTO threads (id, rollout_path, created_at, updated_at, source, model_provider, cwd, title,
+                sandbox_policy, approval_mode, tokens_used, first_user_message, model, created_at_ms, updated_at_ms)
+             VALUES (?1, ?2, 1772445600, 1772445600, 'cli', 'openai', '/x', 't', 'w', 'o', 1, 'p', 'm', 1, 99999999999999)",
+            rusqlite::params![id, path],
+        )
+        .expect("insert");
+    }
+    let l = SessionIndex::new(DiscoveryOptions {
+        providers: vec![Provider::Codex],
+        ..opts(h.path())
+    })
+    .list()
+    .expect("list");
+    assert!(
+        l.sessions
+            .iter()
+            .all(|s| s.path.starts_with(h.path().join(".codex"))),
+        "{:?}",
+        l.sessions.iter().map(|s| &s.path).collect::<Vec<_>>()
+    );
+    assert!(!l.sessions.iter().any(|s| s.session_id.contains("dea")));
 }

@@ -386,6 +386,11 @@ remote_plugin = false
             .arg("--")
             .args(&inner)
             .current_dir(&self.work)
+            // Root recording for itself (`--user`, a root-owned capture
+            // directory), also when the suite runs under sudo.
+            .env_remove("SUDO_UID")
+            .env_remove("SUDO_GID")
+            .env_remove("SUDO_USER")
             .stdin(Stdio::null())
             .stdout(fs::File::create(&out_path).unwrap())
             .stderr(fs::File::create(&err_path).unwrap())

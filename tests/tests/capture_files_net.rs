@@ -418,9 +418,10 @@ fn io_left_open_at_exit_is_flushed_exactly() {
     let out = {
         let (uid, gid) = test_user();
         Command::new(bin())
-            .args(["record", "--quiet", "-o"])
+            .args(["record", "--quiet", "--env", "S", "-o"])
             .arg(&db)
             .args(["--", "sh", "-c", cmd])
+            // Passed on explicitly: the command gets no other variable of ours.
             .env("S", &script)
             .env("SUDO_UID", uid.to_string())
             .env("SUDO_GID", gid.to_string())

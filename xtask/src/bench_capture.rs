@@ -15,7 +15,7 @@ use std::{
 use anyhow::{Context, Result, bail};
 
 /// Syscalls `record` hooks (besides the scheduler tracepoints), for strace/bpftrace.
-const SYSCALLS: &str = "execve,execveat,open,openat,openat2,creat,unlink,unlinkat,rmdir,rename,renameat,renameat2,mkdir,mkdirat,truncate,ftruncate,chdir,fchdir,symlink,symlinkat,link,linkat,close,dup,dup2,dup3,fcntl,socket,connect,bind,listen,accept,accept4,sendto,sendmsg,sendmmsg,write,pwrite64,writev,pwritev,read,pread64,readv";
+const SYSCALLS: &str = "execve,execveat,open,openat,openat2,creat,unlink,unlinkat,rmdir,rename,renameat,renameat2,mkdir,mkdirat,truncate,ftruncate,chdir,fchdir,symlink,symlinkat,link,linkat,close,dup,dup2,dup3,fcntl,socket,connect,bind,listen,accept,accept4,sendto,sendmsg,sendmmsg,write,pwrite64,writev,pwritev,pwritev2,read,pread64,readv,preadv,preadv2,sendfile,splice,copy_file_range";
 
 const MIX_C: &str = r#"
 #include <fcntl.h>
@@ -154,6 +154,10 @@ fn record_run(
     let u = run_measured(
         Command::new(agentsight)
             .args(["record", "--user", "nobody", "-o"])
+            // Root benchmarking for itself (under sudo, --user may name only the caller).
+            .env_remove("SUDO_UID")
+            .env_remove("SUDO_GID")
+            .env_remove("SUDO_USER")
             .arg(db)
             .args(extra)
             .arg("--")
@@ -602,6 +606,9 @@ pub fn run(agentsight: &Path) -> Result<()> {
         let _ = std::fs::remove_file(&db);
         let mut bg = Command::new(agentsight)
             .args(["record", "--quiet", "--user", "nobody", "-o"])
+            .env_remove("SUDO_UID")
+            .env_remove("SUDO_GID")
+            .env_remove("SUDO_USER")
             .arg(&db)
             .args(["--", "/bin/sleep", "600"])
             .spawn()?;

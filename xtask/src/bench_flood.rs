@@ -134,6 +134,10 @@ fn steps(agentsight: &Path, work: &Path, fs: &Path, prog: &Path) -> Result<Vec<S
         let _ = std::fs::remove_file(&db);
         let out = Command::new(agentsight)
             .args(["record", "--user", "nobody", "-o"])
+            // Under sudo, --user may only name the caller: record as root.
+            .env_remove("SUDO_UID")
+            .env_remove("SUDO_GID")
+            .env_remove("SUDO_USER")
             .arg(&db)
             .arg("--")
             .arg(prog)

@@ -75,6 +75,8 @@ pub(crate) const DEBIAN_PACKAGES: &[(&str, &str)] = &[
     ("git", "git"),
     ("ip", "iproute2"),
     ("setpriv", "util-linux"),
+    // The privilege-boundary tests run agentsight through real sudo.
+    ("sudo", "sudo"),
     ("python3", "python3"),
     ("npm", "npm"),
 ];

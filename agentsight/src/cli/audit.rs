@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::ValueEnum;
 
 use crate::{
@@ -49,6 +49,7 @@ pub fn render(report: &Report, format: AuditFormat) -> Result<String> {
 /// Audits `db` with an already loaded policy; returns the report.
 pub fn audit_capture(db: &Path, policy: &Policy) -> Result<Report> {
     let cap = Capture::open(db)?;
+    super::say_note(&cap);
     Ok(audit::audit(&cap, policy)?)
 }
 
@@ -57,9 +58,10 @@ pub fn emit(report: &Report, format: AuditFormat, output: Option<&Path>) -> Resu
     let text = render(report, format)?;
     match output {
         Some(path) => {
-            std::fs::write(path, text.as_bytes())
-                .with_context(|| format!("writing {}", path.display()))?;
-            eprintln!("{}", audit::render::summary_line(report));
+            // As the invoking user (the caller dropped to them under sudo),
+            // never through a link, 0600 if new.
+            super::UserFile::open(path)?.replace_with(text.as_bytes())?;
+            crate::sayln!("{}", audit::render::summary_line(report));
         }
         None => super::write_stdout(text.as_bytes())?,
     }

@@ -34,7 +34,14 @@ pub fn captures_in(dir: &Path) -> Vec<PathBuf> {
         .map(|d| {
             d.flatten()
                 .filter(|e| e.path().extension().is_some_and(|x| x == "db"))
-                .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+                // Regular files only (following a link): anyone can leave a
+                // FIFO named `x.db` in /tmp. `Capture::open` checks again on
+                // the opened file.
+                .filter_map(|e| {
+                    let m = std::fs::metadata(e.path()).ok()?;
+                    m.is_file().then_some(())?;
+                    Some((m.modified().ok()?, e.path()))
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -80,6 +87,7 @@ pub fn run(a: &CorrelateArgs) -> Result<i32> {
             })?
         }
     };
+    super::say_note(&cap);
     if stored.len() > 1 {
         let ids: Vec<&str> = stored
             .iter()
@@ -146,7 +154,10 @@ pub struct BenchArgs {
 pub fn run_bench(a: &BenchArgs) -> Result<i32> {
     if !a.naive {
         let n = correlate::bench::synthesize(&a.db, a.events, a.calls)?;
-        println!("{} {n}", correlate::bench::SESSION_ID);
+        {
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stdout(), "{} {n}", correlate::bench::SESSION_ID);
+        }
         return Ok(0);
     }
     let cap = Capture::open_quick(&a.db)?;
@@ -158,6 +169,9 @@ pub fn run_bench(a: &BenchArgs) -> Result<i32> {
     let t = std::time::Instant::now();
     let n = correlate::bench::naive(&cap.conn, &s.session)
         .with_context(|| format!("naive scan of {}", a.db.display()))?;
-    println!("{} {n}", t.elapsed().as_secs_f64());
+    {
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), "{} {n}", t.elapsed().as_secs_f64());
+    }
     Ok(0)
 }

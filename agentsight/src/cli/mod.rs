@@ -76,9 +76,20 @@ pub struct RecordArgs {
     /// Track every process of this agent, running now or started later.
     #[arg(long, value_enum)]
     pub agent: Option<AgentName>,
+    /// Under sudo, also record other users' processes with --pid/--agent
+    /// (by default only the caller's own are; meant for an administrator,
+    /// and stored in the capture's meta as `all_users`).
+    #[arg(long)]
+    pub all_users: bool,
     /// Run the command as this user instead of the one who invoked sudo.
     #[arg(long)]
     pub user: Option<String>,
+    /// Pass an environment variable to the command: NAME copies it from
+    /// agentsight's environment, NAME=VALUE sets it (repeatable). Otherwise
+    /// the command gets only the terminal/locale variables, HOME, USER,
+    /// LOGNAME, SHELL and PATH=/usr/local/bin:/usr/bin:/bin.
+    #[arg(long = "env", value_name = "NAME[=VALUE]", value_parser = parse_env)]
+    pub env: Vec<crate::envreset::EnvArg>,
     /// Stop after this long, e.g. 30s, 5m, 1h.
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
@@ -164,7 +175,13 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     if !secs.is_finite() || secs < 0.0 {
         return Err(format!("bad duration {s:?}"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    // A value past what a Duration holds (about 584 billion years) is an
+    // input error, not a panic.
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("duration {s:?} is too large"))
+}
+
+fn parse_env(s: &str) -> Result<crate::envreset::EnvArg, String> {
+    crate::envreset::EnvArg::parse(std::ffi::OsStr::new(s)).map_err(|e| e.to_string())
 }
 
 /// `N`, `NK`, `NM`, `NG` (powers of 1024) → bytes.
@@ -215,18 +232,57 @@ fn init_logging(verbose: u8) {
 
 /// Runs the CLI; returns the process exit status.
 pub fn main() -> i32 {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) if e.use_stderr() => {
+            // One line: clap's first line names the argument and the problem
+            // (the "try --help" hint after it is left out).
+            let text = e.render().to_string();
+            let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            crate::sayln!("agentsight: {}", line.trim_start_matches("error: "));
+            return 2;
+        }
+        // --help / --version: print and exit 0 (a closed stdout is ignored).
+        Err(e) => {
+            let _ = e.print();
+            return 0;
+        }
+    };
     init_logging(cli.verbose);
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("agentsight: error: {e:#}");
+            crate::sayln!("agentsight: error: {e:#}");
             2
         }
     }
 }
 
 fn run(cli: Cli) -> Result<i32> {
+    // Only `record` needs root. Under sudo every other command runs wholly
+    // as the invoking user, so it reads and writes only what they could.
+    if !matches!(cli.command, Cmd::Record(_)) {
+        crate::privileges::drop_to_invoking_user()?;
+    }
+    // Transcripts are read only from an existing home and only if they are
+    // its owner's files; a --home that does not exist is an error.
+    let home = match &cli.command {
+        Cmd::Sessions(a) => Some(a.home.as_deref()),
+        Cmd::Session(SessionCmd::Show(a)) => Some(a.home.as_deref()),
+        Cmd::Correlate(a) => Some(a.home.as_deref()),
+        _ => None,
+    };
+    match home {
+        Some(Some(h)) => {
+            crate::sessions::discovery::read_home_of_owner(Some(h))
+                .map_err(|e| anyhow::anyhow!("--home: {e}"))?;
+        }
+        Some(None) => {
+            // The default home: when there is none, discovery says so itself.
+            let _ = crate::sessions::discovery::read_home_of_owner(None);
+        }
+        None => {}
+    }
     match cli.command {
         Cmd::Record(a) => cmd_record(a),
         Cmd::Sessions(a) => sessions::run_sessions(&a).map(|_| 0),
@@ -238,15 +294,17 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::BenchAudit(a) => audit::run_bench(&a),
         Cmd::Show(a) => {
             let cap = Capture::open(&a.db)?;
+            say_note(&cap);
             let text = views::show::summary(&cap)?;
             write_stdout(text.as_bytes())?;
             Ok(0)
         }
         Cmd::Export(a) => {
             let cap = Capture::open(&a.db)?;
+            say_note(&cap);
             if cap.meta("complete")?.as_deref() != Some("true") {
-                eprintln!(
-                    "agentsight: warning: {} is incomplete; loss {}",
+                crate::say!(
+                    "agentsight: warning: {} is incomplete; loss {}\n",
                     a.db.display(),
                     views::show::unknown_after(&cap)?
                 );
@@ -266,6 +324,13 @@ fn run(cli: Cli) -> Result<i32> {
             }
             Ok(0)
         }
+    }
+}
+
+/// Tells the reader once how a capture that was not closed cleanly was read.
+pub(crate) fn say_note(cap: &Capture) {
+    if let Some(n) = &cap.note {
+        crate::sayln!("agentsight: note: {n}");
     }
 }
 
@@ -305,12 +370,27 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         .as_deref()
         .map(crate::audit::Policy::load)
         .transpose()?;
+    // The report file too is the user's and is opened now, before anything
+    // is loaded: a path the user could not write fails here.
+    let creds = crate::privileges::FileCreds::invoking_user();
+    // The denied files are looked up as the user, like everything read on
+    // their behalf.
     let start_meta = match &policy {
-        Some(p) => vec![(
-            "denied_inodes".to_string(),
-            denied_inodes_now(p, a.user.as_deref())?,
-        )],
+        Some(p) => {
+            let _as_user = crate::privileges::AsUser::maybe(creds.as_ref())?;
+            vec![(
+                "denied_inodes".to_string(),
+                denied_inodes_now(p, a.user.as_deref())?,
+            )]
+        }
         None => Vec::new(),
+    };
+    let mut audit_out = match &a.audit_output {
+        Some(p) => {
+            let _as_user = crate::privileges::AsUser::maybe(creds.as_ref())?;
+            Some(UserFile::open(p)?)
+        }
+        None => None,
     };
     let opts = RecordOptions {
         output: a.output.unwrap_or_else(record::default_output),
@@ -318,21 +398,32 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         pids: a.pids,
         agent: a.agent,
         user: a.user,
+        env: a.env,
         duration: a.duration,
         ring_bytes: a.ring_mib * 1024 * 1024,
         quiet: a.quiet,
+        all_users: a.all_users,
         copy_transcripts: !a.no_transcripts,
         program_stats: a.program_stats,
         max_bytes: a.max_size,
         start_meta,
         transcript_budget: a.transcript_max_mib.saturating_mul(1024 * 1024),
     };
-    let outcome = record::run(&opts)?;
+    let outcome = match record::run(&opts) {
+        Ok(o) => o,
+        Err(e) => {
+            if let Some(f) = audit_out.take() {
+                let _as_user = crate::privileges::AsUser::maybe(creds.as_ref())?;
+                f.abandon();
+            }
+            return Err(e.into());
+        }
+    };
     if !opts.quiet {
-        eprint!("{}", record::summary_text(&outcome));
+        crate::say!("{}", record::summary_text(&outcome));
     } else if let Some(e) = &outcome.store_error {
         // Quiet silences the summary, never a failure to store.
-        eprintln!(
+        crate::sayln!(
             "agentsight: storing stopped early: {e} (what was written before stays readable)"
         );
     }
@@ -341,22 +432,87 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
     }
     let status = outcome.command_status.unwrap_or(0);
     if let Some(policy) = &policy {
-        let report = audit::audit_capture(&opts.output, policy)?;
+        let report = {
+            let _as_user = crate::privileges::AsUser::maybe(creds.as_ref())?;
+            audit::audit_capture(&opts.output, policy)?
+        };
         let text = audit::render(&report, a.audit_format)?;
         // stdout belongs to the recorded command; the findings go to stderr.
-        match &a.audit_output {
-            Some(path) => std::fs::write(path, text.as_bytes())
-                .with_context(|| format!("writing {}", path.display()))?,
-            None => eprint!("{text}"),
+        match audit_out.take() {
+            Some(f) => f.replace_with(text.as_bytes())?,
+            None => crate::say!("{text}"),
         }
         if a.audit_output.is_some() || !matches!(a.audit_format, audit::AuditFormat::Text) {
-            eprintln!("{}", crate::audit::render::summary_line(&report));
+            crate::sayln!("{}", crate::audit::render::summary_line(&report));
         }
         if status == 0 && !report.passed() {
             return Ok(1);
         }
     }
     Ok(status)
+}
+
+/// A report file written on the user's behalf: opened (created 0600 if
+/// new) by the caller under the user's credentials, never through a link.
+pub(crate) struct UserFile {
+    file: std::fs::File,
+    path: PathBuf,
+    created: bool,
+}
+
+impl UserFile {
+    pub(crate) fn open(path: &std::path::Path) -> Result<Self> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let open = |create_new: bool| {
+            let mut o = std::fs::OpenOptions::new();
+            o.write(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
+            if create_new {
+                o.create_new(true);
+            }
+            o.open(path)
+        };
+        let (file, created) = match open(true) {
+            Ok(f) => (f, true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => (
+                open(false).map_err(|e| match e.raw_os_error() {
+                    Some(libc::ELOOP) => anyhow::anyhow!("{}: is a symbolic link", path.display()),
+                    _ => anyhow::anyhow!("{}: {e}", path.display()),
+                })?,
+                false,
+            ),
+            Err(e) => bail!("{}: {e}", path.display()),
+        };
+        let m = file.metadata()?;
+        if !m.is_file() {
+            bail!(
+                "{}: is {}, not a regular file",
+                path.display(),
+                crate::safefs::kind_of(&m.file_type())
+            );
+        }
+        Ok(Self {
+            file,
+            path: path.to_owned(),
+            created,
+        })
+    }
+
+    /// Truncates and writes the whole report.
+    pub(crate) fn replace_with(mut self, bytes: &[u8]) -> Result<()> {
+        self.file
+            .set_len(0)
+            .and_then(|_| self.file.write_all(bytes))
+            .with_context(|| format!("writing {}", self.path.display()))
+    }
+
+    /// Removes the file if this run created it (nothing was written).
+    pub(crate) fn abandon(self) {
+        if self.created {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -369,5 +525,12 @@ mod tests {
         assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert!(parse_duration("5x").is_err());
+        assert_eq!(
+            parse_duration("99999999999999999999h"),
+            Err("duration \"99999999999999999999h\" is too large".into())
+        );
+        assert!(parse_duration("18446744073709551615s").is_err());
+        assert!(parse_duration("1e400").is_err());
+        assert!(parse_duration("-1s").is_err());
     }
 }

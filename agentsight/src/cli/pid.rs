@@ -141,12 +141,19 @@ pub fn lookup(a: &PidArgs) -> Result<PidAnswer> {
     }
     // 3. cwd fallback, one-to-one.
     let home = match &a.home {
-        Some(h) => Some(h.clone()),
+        Some(h) => Some(
+            sessions::discovery::read_home_of_owner(Some(h))
+                .map_err(|e| anyhow::anyhow!("--home: {e}"))?,
+        ),
         None => target
             .uid
             .and_then(|u| nix::unistd::User::from_uid(u.into()).ok().flatten())
             .map(|u| u.dir),
     };
+    if a.home.is_none() {
+        // The process owner's transcripts, and only theirs.
+        sessions::util::set_transcript_owner(target.uid);
+    }
     let cwd = target.cwd.clone().unwrap_or_default();
     let canon = |d: &str| {
         std::fs::canonicalize(d)

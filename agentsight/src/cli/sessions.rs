@@ -67,7 +67,7 @@ pub fn run_sessions(args: &SessionsArgs) -> anyhow::Result<()> {
         .list()
         .context("discovering agent sessions")?;
     for n in &listing.notes {
-        eprintln!("note: {n}");
+        crate::sayln!("note: {n}");
     }
     let out = std::io::stdout();
     let mut w = std::io::BufWriter::new(out.lock());
@@ -358,17 +358,23 @@ fn write_session(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
         )?;
     }
     let st = &s.stats;
-    if st.bad_lines + st.invalid_utf8_lines + st.oversized_lines + st.unknown_records > 0
+    if st.bad_lines
+        + st.invalid_utf8_lines
+        + st.oversized_lines
+        + st.unknown_records
+        + st.bad_token_values
+        > 0
         || st.partial_last_line
         || !st.notes.is_empty()
     {
         writeln!(
             w,
-            "\nReader notes: {} bad lines, {} repaired UTF-8 lines, {} oversized lines, {} unknown records{}",
+            "\nReader notes: {} bad lines, {} repaired UTF-8 lines, {} oversized lines, {} unknown records, {} bad token values{}",
             st.bad_lines,
             st.invalid_utf8_lines,
             st.oversized_lines,
             st.unknown_records,
+            st.bad_token_values,
             if st.partial_last_line {
                 ", partial last line (live session)"
             } else {

@@ -295,7 +295,7 @@ fn subagent_files(main: &Path, stem: &str) -> Vec<(PathBuf, Option<MetaJson>, Op
             } else if name.starts_with("agent-") && name.ends_with(".jsonl") {
                 let id = name["agent-".len()..name.len() - ".jsonl".len()].to_string();
                 let meta_path = dir.join(format!("agent-{id}.meta.json"));
-                let meta = std::fs::read(&meta_path)
+                let meta = crate::safefs::read_small(&meta_path, 1 << 20)
                     .ok()
                     .and_then(|b| serde_json::from_slice::<MetaJson>(&b).ok());
                 out.push((e.path(), meta, Some(id)));

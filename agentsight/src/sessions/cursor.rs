@@ -263,6 +263,14 @@ pub fn state_db_candidates(home: &Path) -> Vec<PathBuf> {
 /// Opens an SQLite database strictly read-only; a held lock makes reads
 /// wait briefly instead of failing at once.
 pub(crate) fn open_ro(path: &Path) -> Result<Connection> {
+    // A provider database is opened by SQLite only if it is a regular file
+    // (a FIFO named `state_9.sqlite` would hang the open), never via a link.
+    crate::safefs::open_regular(path, true).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidInput => SessionError::NotAFile {
+            path: path.to_path_buf(),
+        },
+        _ => SessionError::io(path, e),
+    })?;
     let c = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,

@@ -227,9 +227,38 @@ impl LStr {
     }
 }
 
-/// A non-negative counter that tolerates floats, negatives and null (→ 0).
+/// A non-negative counter. null (absent) is 0; a value that is not an
+/// integer in 0..=[`MAX_COUNT`] (`-5`, `1.5`, `1e300`,
+/// `99999999999999999999`, `"abc"`, `true`, an array…) is 0 too, and
+/// counted as a bad value ([`take_bad_counts`]) instead of corrupting totals.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Count(pub u64);
+
+/// The largest count accepted: 2^53, the largest integer a JSON number (an
+/// f64 in the writers' JavaScript) holds exactly. No real token count is near.
+pub const MAX_COUNT: u64 = 1 << 53;
+
+thread_local! {
+    static BAD_COUNTS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn bad_count() -> Count {
+    BAD_COUNTS.with(|c| c.set(c.get() + 1));
+    Count(0)
+}
+
+fn checked_count(v: u64) -> Count {
+    if v <= MAX_COUNT {
+        Count(v)
+    } else {
+        bad_count()
+    }
+}
+
+/// Bad count values seen on this thread since the last call.
+pub fn take_bad_counts() -> u64 {
+    BAD_COUNTS.with(|c| c.replace(0))
+}
 
 impl<'de> Deserialize<'de> for Count {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -240,34 +269,37 @@ impl<'de> Deserialize<'de> for Count {
                 f.write_str("number")
             }
             fn visit_u64<E>(self, v: u64) -> Result<Count, E> {
-                Ok(Count(v))
+                Ok(checked_count(v))
             }
             fn visit_i64<E>(self, v: i64) -> Result<Count, E> {
-                Ok(Count(u64::try_from(v).unwrap_or(0)))
+                Ok(u64::try_from(v).map_or_else(|_| bad_count(), checked_count))
             }
             fn visit_f64<E>(self, v: f64) -> Result<Count, E> {
-                Ok(Count(if v.is_finite() && v > 0.0 {
-                    v as u64
+                // An integral float in range (`5.0`) is that integer.
+                if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= MAX_COUNT as f64 {
+                    Ok(Count(v as u64))
                 } else {
-                    0
-                }))
+                    Ok(bad_count())
+                }
             }
             fn visit_str<E>(self, s: &str) -> Result<Count, E> {
-                Ok(Count(s.trim().parse().unwrap_or(0)))
+                Ok(s.trim()
+                    .parse::<u64>()
+                    .map_or_else(|_| bad_count(), checked_count))
             }
             fn visit_unit<E>(self) -> Result<Count, E> {
                 Ok(Count(0))
             }
             fn visit_bool<E>(self, _: bool) -> Result<Count, E> {
-                Ok(Count(0))
+                Ok(bad_count())
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Count, A::Error> {
                 while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(Count(0))
+                Ok(bad_count())
             }
             fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Count, A::Error> {
                 while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(Count(0))
+                Ok(bad_count())
             }
         }
         d.deserialize_any(V)
@@ -390,5 +422,39 @@ impl<'de, B: DeserializeOwned> Deserialize<'de> for Content<B> {
             }
         }
         d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_out_of_range_or_not_integers_are_zero_and_counted() {
+        take_bad_counts();
+        let parse = |s: &str| serde_json::from_str::<Count>(s).unwrap().0;
+        assert_eq!(parse("42"), 42);
+        assert_eq!(parse("5.0"), 5);
+        assert_eq!(parse("\"17\""), 17);
+        assert_eq!(parse("null"), 0);
+        assert_eq!(parse("9007199254740992"), MAX_COUNT);
+        assert_eq!(take_bad_counts(), 0);
+        for bad in [
+            "1e300",
+            "99999999999999999999",
+            "18446744073709551615",
+            "9007199254740993",
+            "-5",
+            "1.5",
+            "-0.5",
+            "\"abc\"",
+            "true",
+            "[1]",
+            "{\"a\":1}",
+        ] {
+            assert_eq!(parse(bad), 0, "{bad}");
+        }
+        assert_eq!(take_bad_counts(), 11);
+        assert_eq!(take_bad_counts(), 0);
     }
 }

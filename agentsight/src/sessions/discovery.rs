@@ -71,6 +71,17 @@ impl DiscoveryOptions {
 /// The invoking user's home: `SUDO_USER`'s when running as root under sudo,
 /// else `$HOME`, else the passwd entry of the real uid.
 pub fn default_home() -> Result<PathBuf> {
+    // Under sudo after dropping to the caller (see `privileges`): the
+    // caller's own passwd home, not the HOME sudo left in the environment.
+    if let Some(uid) = std::env::var("SUDO_UID")
+        .ok()
+        .and_then(|s| s.parse::<u32>().ok())
+        && uid != 0
+        && nix::unistd::getuid().as_raw() == uid
+        && let Ok(Some(user)) = nix::unistd::User::from_uid(uid.into())
+    {
+        return Ok(user.dir);
+    }
     if nix::unistd::geteuid().is_root()
         && let Ok(u) = std::env::var("SUDO_USER")
         && !u.is_empty()
@@ -86,6 +97,23 @@ pub fn default_home() -> Result<PathBuf> {
         Ok(Some(u)) => Ok(u.dir),
         _ => Err(SessionError::NoHome),
     }
+}
+
+/// Checks the home a command reads (`--home`, else the invoking user's):
+/// it must be an existing directory. From then on only transcripts owned by
+/// its owner are opened (`util::set_transcript_owner`). Returns the home.
+pub fn read_home_of_owner(home: Option<&Path>) -> Result<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let h = match home {
+        Some(h) => h.to_path_buf(),
+        None => default_home()?,
+    };
+    let m = std::fs::metadata(&h).map_err(|e| SessionError::io(&h, e))?;
+    if !m.is_dir() {
+        return Err(SessionError::NotADirectory { path: h });
+    }
+    util::set_transcript_owner(Some(m.uid()));
+    Ok(h)
 }
 
 /// Provider roots under `home` (env vars not consulted). Roots may not exist.
@@ -226,6 +254,10 @@ pub struct ScanStats {
     pub dirs: u64,
     pub files: u64,
     pub unreadable: u64,
+    /// Entries named like transcripts that are not regular files (symbolic
+    /// links, which are never followed to a transcript, directories, FIFOs…).
+    #[serde(default)]
+    pub not_files: u64,
 }
 
 fn read_dir_sorted(dir: &Path, st: &mut ScanStats) -> Vec<std::fs::DirEntry> {
@@ -277,9 +309,22 @@ fn push_file(
     empty_window: bool,
     stat: bool,
 ) {
+    // Only regular files: a transcript is never opened through a link, and
+    // a directory or FIFO named like one is counted, not silently dropped.
+    match e.file_type() {
+        Ok(t) if t.is_file() => {}
+        Ok(_) => {
+            st.not_files += 1;
+            return;
+        }
+        Err(_) => {
+            st.unreadable += 1;
+            return;
+        }
+    }
     // The id index needs names only: a regular file known from the
     // directory entry is taken without a stat (10,000 stats dominate lookup).
-    if !stat && e.file_type().is_ok_and(|t| t.is_file()) {
+    if !stat {
         st.files += 1;
         out.push(Candidate {
             provider: p,
@@ -586,6 +631,12 @@ impl SessionIndex {
         let roots = self.opts.roots()?;
         let mut listing = Listing::default();
         let mut cands = scan(&roots, &mut listing.scan);
+        if listing.scan.not_files + listing.scan.unreadable > 0 {
+            listing.notes.push(format!(
+                "skipped {} entries named like transcripts that are not regular files (links are never followed, directories, FIFOs) and {} unreadable files or directories",
+                listing.scan.not_files, listing.scan.unreadable
+            ));
+        }
 
         let codex_rows = if self.opts.wants(Provider::Codex) {
             match self.codex_rows(&home) {
@@ -814,8 +865,21 @@ impl SessionIndex {
                     .filter(|(k, _)| k.starts_with(id))
                     .flat_map(|(k, v)| v.iter().map(move |(p, x)| (*p, x.clone(), k.clone())))
                     .collect();
-                let distinct: HashSet<&String> = m.iter().map(|(_, _, k)| k).collect();
-                if distinct.len() == 1 { m } else { Vec::new() }
+                let distinct: std::collections::BTreeSet<&String> =
+                    m.iter().map(|(_, _, k)| k).collect();
+                if distinct.len() > 1 {
+                    return Err(SessionError::AmbiguousId {
+                        prefix: id.to_string(),
+                        count: distinct.len(),
+                        ids: distinct
+                            .iter()
+                            .take(5)
+                            .map(|s| s.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    });
+                }
+                m
             }
             None => Vec::new(),
         };
@@ -936,6 +1000,27 @@ pub fn codex_state_db(dir: &Path) -> Option<PathBuf> {
     best.map(|(_, p)| p)
 }
 
+/// `path` is a `rollout-*.jsonl` under `codex_home`'s `sessions/` or
+/// `archived_sessions/`, without `..` or `.` components (checked lexically;
+/// the file itself is then opened without following a link).
+pub(crate) fn in_codex_roots(path: &Path, codex_home: &Path) -> bool {
+    use std::path::Component;
+    if path
+        .components()
+        .any(|c| matches!(c, Component::ParentDir | Component::CurDir))
+    {
+        return false;
+    }
+    let name_ok = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("rollout-") && n.ends_with(".jsonl"));
+    name_ok
+        && ["sessions", "archived_sessions"]
+            .iter()
+            .any(|r| path.starts_with(codex_home.join(r)))
+}
+
 fn read_codex_rows(db: &Path, codex_home: &Path, limit: usize) -> Result<Vec<CodexRow>> {
     let c = cursor::open_ro(db)?;
     let err = |e| SessionError::Sqlite {
@@ -1024,6 +1109,15 @@ fn read_codex_rows(db: &Path, codex_home: &Path, limit: usize) -> Result<Vec<Cod
         } else {
             codex_home.join(rollout)
         };
+        // A path from a database is not trusted: only a rollout under the
+        // Codex roots is ever opened (in every command).
+        if !in_codex_roots(&rollout, codex_home) {
+            tracing::info!(
+                "codex state row {id}: rollout_path {} is outside the Codex roots; ignored",
+                rollout.display()
+            );
+            continue;
+        }
         let source = text(9);
         let parent = text(10).or_else(|| {
             let v: serde_json::Value = serde_json::from_str(source.as_deref()?).ok()?;

@@ -16,6 +16,17 @@ pub enum SessionError {
     },
     #[error("{path} is not a regular file")]
     NotAFile { path: PathBuf },
+    #[error(
+        "session id prefix {prefix:?} is ambiguous: it matches {count} sessions ({ids}{}); give more of the id",
+        if *count > 5 { ", …" } else { "" }
+    )]
+    AmbiguousId {
+        prefix: String,
+        count: usize,
+        ids: String,
+    },
+    #[error("{path} is not a directory")]
+    NotADirectory { path: PathBuf },
     #[error("{path}: not a {provider} transcript ({reason})")]
     Format {
         path: PathBuf,

@@ -369,7 +369,8 @@ fn project_dir(path: &Path) -> Option<(PathBuf, bool)> {
 /// cwd of a Gemini project: `.project_root` (≥ v0.29), else the inverted
 /// `projects.json` registry. Hash-named (≤ v0.28) dirs give none.
 fn project_cwd(project: &Path) -> Option<String> {
-    if let Ok(s) = std::fs::read_to_string(project.join(".project_root")) {
+    if let Ok(b) = crate::safefs::read_small(&project.join(".project_root"), 64 * 1024) {
+        let s = String::from_utf8_lossy(&b);
         let s = s.trim();
         if !s.is_empty() {
             return Some(s.to_string());
@@ -377,7 +378,7 @@ fn project_cwd(project: &Path) -> Option<String> {
     }
     let slug = project.file_name()?.to_str()?;
     let gemini = project.parent()?.parent()?;
-    let reg = std::fs::read(gemini.join("projects.json")).ok()?;
+    let reg = crate::safefs::read_small(&gemini.join("projects.json"), 16 << 20).ok()?;
     let v: Value = serde_json::from_slice(&reg).ok()?;
     v.get("projects")?
         .as_object()?

@@ -371,6 +371,10 @@ pub struct ParseStats {
     pub replayed_skipped: u64,
     /// Extra files (subagents) that could not be read.
     pub unreadable_files: u32,
+    /// Token counts that were not integers in range (negative, fractional,
+    /// huge, not a number): read as 0 and counted here.
+    #[serde(default)]
+    pub bad_token_values: u64,
     pub first_error: Option<String>,
     /// Human-readable notes (e.g. an enrichment database that was unusable).
     #[serde(default)]
@@ -634,12 +638,14 @@ pub fn parse_file(provider: Provider, path: &Path) -> Result<AgentSession> {
 
 /// [`parse_file`] with explicit bounds.
 pub fn parse_file_with(provider: Provider, path: &Path, bounds: &Bounds) -> Result<AgentSession> {
+    de::take_bad_counts();
     let mut s = match provider {
         Provider::Claude => claude::parse(path)?,
         Provider::Codex => codex::parse(path)?,
         Provider::Gemini => gemini::parse(path)?,
         Provider::Cursor => cursor::parse(path)?,
     };
+    s.stats.bad_token_values += de::take_bad_counts();
     s.finish(bounds);
     Ok(s)
 }

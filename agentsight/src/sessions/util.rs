@@ -20,16 +20,50 @@ pub const HEADER_BYTES: usize = 64 * 1024;
 /// discovery keeps reading to the first newline up to this cap.
 pub const CODEX_FIRST_LINE_CAP: usize = 1024 * 1024;
 
-/// Opens a transcript for streaming, refusing directories and other non-files
-/// with a typed error instead of an opaque read failure later.
+/// Whose transcripts are read: set once by a command to the owner of the
+/// home it reads (`u64::MAX`: not set, no owner check).
+static TRANSCRIPT_OWNER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
+
+/// From now on a transcript is opened only if it belongs to `uid` (the owner
+/// of the home being read): a file someone else put there, or a hard link to
+/// one, is skipped like an unreadable file.
+pub fn set_transcript_owner(uid: Option<u32>) {
+    TRANSCRIPT_OWNER.store(
+        uid.map_or(u64::MAX, u64::from),
+        std::sync::atomic::Ordering::Relaxed,
+    );
+}
+
+pub fn transcript_owner() -> Option<u32> {
+    u32::try_from(TRANSCRIPT_OWNER.load(std::sync::atomic::Ordering::Relaxed)).ok()
+}
+
+/// Opens a transcript for streaming: a regular file only (a directory, FIFO
+/// or device gets a typed error, and the open never blocks), never through a
+/// symbolic link as the last component, and owned by the home's owner when
+/// one is set ([`set_transcript_owner`]).
 pub fn open_regular(path: &Path) -> Result<File> {
-    let meta = std::fs::metadata(path).map_err(|e| SessionError::io(path, e))?;
-    if !meta.is_file() {
-        return Err(SessionError::NotAFile {
-            path: path.to_path_buf(),
-        });
+    let not_file = || SessionError::NotAFile {
+        path: path.to_path_buf(),
+    };
+    let f = crate::safefs::open_regular(path, true).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidInput => not_file(),
+        _ => SessionError::io(path, e),
+    })?;
+    if let Some(owner) = transcript_owner() {
+        use std::os::unix::fs::MetadataExt;
+        let uid = f.metadata().map_err(|e| SessionError::io(path, e))?.uid();
+        if uid != owner {
+            return Err(SessionError::io(
+                path,
+                std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    format!("owned by uid {uid}, not by the home's owner (uid {owner})"),
+                ),
+            ));
+        }
     }
-    File::open(path).map_err(|e| SessionError::io(path, e))
+    Ok(f)
 }
 
 /// Streams a JSONL file line by line, calling `f` with each complete or final

@@ -153,6 +153,50 @@ CREATE INDEX IF NOT EXISTS events_by_process ON events (process_id);
 pub struct Capture {
     pub conn: Connection,
     pub path: String,
+    /// Said once to the reader: the capture was not closed cleanly and was
+    /// read from a private copy together with its sidecar.
+    pub note: Option<String>,
+    /// The private copy's directory, removed when the capture is dropped.
+    _copy: Option<tempfile::TempDir>,
+    /// The capture as opened and type-checked (SQLite reads it through
+    /// `/proc/self/fd`, so a file swapped in since is never read).
+    _file: Option<std::fs::File>,
+}
+
+/// A sidecar SQLite would need to read a capture that was not closed
+/// cleanly: a `-wal` with frames, or a `-journal` (a hot rollback journal).
+fn pending_sidecar(path: &Path) -> Option<(&'static str, std::fs::File, u64)> {
+    for suffix in ["-wal", "-journal"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        if let Ok(f) = crate::safefs::open_regular(Path::new(&p), true)
+            && let Ok(m) = f.metadata()
+            && m.len() > 0
+        {
+            return Some((suffix, f, m.len()));
+        }
+    }
+    None
+}
+
+/// Copies the capture and its sidecar into a private 0700 directory and
+/// opens the copy there, where SQLite may replay the WAL or roll the journal
+/// back without touching anything next to the original.
+fn open_private_copy(
+    file: &std::fs::File,
+    suffix: &str,
+    mut sidecar: std::fs::File,
+) -> std::io::Result<(tempfile::TempDir, std::path::PathBuf)> {
+    let dir = tempfile::Builder::new()
+        .prefix("agentsight-read-")
+        .tempdir()?;
+    let copy = dir.path().join("capture.db");
+    let mut main = file;
+    std::io::copy(&mut main, &mut std::fs::File::create(&copy)?)?;
+    let mut side = copy.as_os_str().to_owned();
+    side.push(suffix);
+    std::io::copy(&mut sidecar, &mut std::fs::File::create(side)?)?;
+    Ok((dir, copy))
 }
 
 impl Capture {
@@ -172,20 +216,54 @@ impl Capture {
 
     fn open_checked(path: &Path, full_check: bool) -> Result<Self, StoreError> {
         let shown = path.display().to_string();
-        if !path.exists() {
-            return Err(StoreError::Open {
-                path: shown,
-                reason: "no such file".into(),
-            });
-        }
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|e| StoreError::Open {
+        // Only a regular file, opened without blocking: a FIFO or a device
+        // named like a capture must fail at once, not hang SQLite's open.
+        let open_err = |reason: String| StoreError::Open {
             path: shown.clone(),
-            reason: e.to_string(),
+            reason,
+        };
+        let file = crate::safefs::open_regular(path, false).map_err(|e| {
+            open_err(match e.kind() {
+                std::io::ErrorKind::NotFound => "no such file".into(),
+                _ => e.to_string(),
+            })
         })?;
+        // Reading never writes next to the capture: a clean capture is opened
+        // immutable (no locks, no -shm, no journal lookups); one with a
+        // pending -wal or hot journal is read from a private copy.
+        let (conn, note, copy) = match pending_sidecar(path) {
+            None => {
+                use std::os::fd::AsRawFd;
+                let uri = format!("file:/proc/self/fd/{}?immutable=1", file.as_raw_fd());
+                let conn = Connection::open_with_flags(
+                    uri,
+                    OpenFlags::SQLITE_OPEN_READ_ONLY
+                        | OpenFlags::SQLITE_OPEN_URI
+                        | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )
+                .map_err(|e| open_err(e.to_string()))?;
+                (conn, None, None)
+            }
+            Some((suffix, side, len)) => {
+                let (dir, copy) = open_private_copy(&file, suffix, side)
+                    .map_err(|e| open_err(format!("cannot make a private copy to read: {e}")))?;
+                let conn = Connection::open_with_flags(
+                    &copy,
+                    OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )
+                .map_err(|e| open_err(e.to_string()))?;
+                let note = if suffix == "-wal" {
+                    format!(
+                        "{shown} was not closed cleanly (still recording, or the recorder was killed): read together with its {len}-byte -wal from a private copy; nothing next to it was changed"
+                    )
+                } else {
+                    format!(
+                        "{shown} has a rollback journal left by an interrupted write: read as rolled back, from a private copy; nothing next to it was changed"
+                    )
+                };
+                (conn, Some(note), Some(dir))
+            }
+        };
         let _ = conn.busy_timeout(std::time::Duration::from_secs(2));
         let not_capture = |reason: String| StoreError::NotCapture {
             path: shown.clone(),
@@ -247,6 +325,9 @@ impl Capture {
         Ok(Self {
             conn,
             path: path.display().to_string(),
+            note,
+            _copy: copy,
+            _file: Some(file),
         })
     }
 
@@ -307,10 +388,12 @@ pub(crate) fn create(path: &Path) -> Result<Connection, StoreError> {
     use std::os::unix::fs::OpenOptionsExt;
     let shown = path.display().to_string();
     // Create the file ourselves first so its mode is 0600 from the start.
+    // O_EXCL: never an existing file; O_NOFOLLOW: never through a link.
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
         .map_err(|e| StoreError::Open {
             path: shown.clone(),

@@ -183,6 +183,19 @@ pub struct WriterStopped;
 impl Writer {
     /// Creates the capture file (0600) and starts the writer thread.
     pub fn create(path: &Path, anchor: Anchor) -> Result<Self, StoreError> {
+        Self::create_as(path, anchor, None)
+    }
+
+    /// [`Writer::create`] with the file created, and every file operation of
+    /// the writer thread made, with `creds` (the invoking user's): the
+    /// capture and its `-wal`/`-shm`/`-journal` sidecars are the user's from
+    /// the start and a directory the user cannot write is refused. The
+    /// caller's thread must already be under `creds` (see `AsUser`).
+    pub fn create_as(
+        path: &Path,
+        anchor: Anchor,
+        creds: Option<crate::privileges::FileCreds>,
+    ) -> Result<Self, StoreError> {
         let conn = create(path)?;
         let (tx, rx) = sync_channel(QUEUE);
         let backlog = Arc::new(Backlog::default());
@@ -190,6 +203,15 @@ impl Writer {
         let handle = std::thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || {
+                // Held for the thread's life: SQLite may create or remove
+                // sidecars at any write.
+                let _as_user = match crate::privileges::AsUser::maybe(creds.as_ref()) {
+                    Ok(g) => g,
+                    Err(e) => {
+                        tracing::error!("{e}");
+                        None
+                    }
+                };
                 thread_backlog
                     .writer_tid
                     .store(nix::unistd::gettid().as_raw(), Ordering::Release);
