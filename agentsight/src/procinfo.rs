@@ -273,6 +273,12 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id();
+        // spawn returns once the exec is past its point of no return, but
+        // the new program's environment is placed a little later: wait.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        while env_var(pid, "TMPDIR").is_none() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         let got = (
             env_var(pid, "TMPDIR"),
             env_var(pid, "AGENTSIGHT_UNSET"),

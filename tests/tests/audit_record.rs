@@ -170,6 +170,10 @@ fn agent_inside_the_policy_passes() {
             "sarif",
             "--audit-output",
             &sarif_s,
+            // The command gets an env_reset environment: its TMPDIR is
+            // passed on explicitly, as a user would.
+            "--env",
+            "TMPDIR",
         ],
         &["/bin/bash", &workload(), "clean", &port],
         &[("TMPDIR", &tmpdir)],

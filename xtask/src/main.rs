@@ -291,8 +291,6 @@ fn test() -> Result<()> {
             "--no-fail-fast",
             "--workspace",
             "--exclude",
-            "xtask",
-            "--exclude",
             "agentsight-ebpf",
         ])
         .env("AGENTSIGHT_BIN", root.join("target/release/agentsight")))
