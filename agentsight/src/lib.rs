@@ -31,6 +31,7 @@ pub mod envreset;
 pub mod matching;
 pub mod privileges;
 pub mod procinfo;
+pub mod rawtext;
 pub mod record;
 pub mod safefs;
 pub mod sessions;

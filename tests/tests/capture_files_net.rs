@@ -687,3 +687,63 @@ fn kernel_paths_name_the_file_the_kernel_opened() {
     drop(_unmount);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Names that are not UTF-8 stay distinct and exact: two files whose names
+/// differ only in a non-UTF-8 byte, and an argv with one, round-trip
+/// through `export` (`\xNN` shown, the exact bytes in `*_hex`).
+#[test]
+fn non_utf8_names_round_trip_exactly_through_export() {
+    require_root();
+    let dir = scratch("rawnames");
+    let script = "import os, subprocess, sys\nos.chdir(sys.argv[1])\nfor n in (b'f\\xff', b'f\\xfe'):\n    os.close(os.open(n, os.O_WRONLY | os.O_CREAT, 0o600))\nsubprocess.run([b'/bin/true', b'arg\\xfe'], check=True)\n";
+    let db = dir.join("raw.db");
+    let dir_s = dir.display().to_string();
+    let out = record(&db, &[], &["/usr/bin/python3", "-c", script, &dir_s]);
+    assert_exit_0(&out);
+    let export = Command::new(bin())
+        .args(["export", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_exit_0(&export);
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let mut created: Vec<(String, String)> = Vec::new();
+    let mut true_argv: Option<(serde_json::Value, serde_json::Value)> = None;
+    for line in String::from_utf8_lossy(&export.stdout).lines() {
+        let e: serde_json::Value = serde_json::from_str(line).unwrap();
+        if e["kind"] == "openat"
+            && e["path_as_given"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("f\\x"))
+        {
+            created.push((
+                e["path"].as_str().unwrap().to_string(),
+                e["path_hex"].as_str().unwrap().to_string(),
+            ));
+        }
+        if e["kind"] == "exec" && e["filename"] == "/bin/true" {
+            true_argv = Some((e["argv"].clone(), e["argv_hex"].clone()));
+        }
+    }
+    let path = |name: &[u8]| {
+        let mut b = dir_s.as_bytes().to_vec();
+        b.push(b'/');
+        b.extend_from_slice(name);
+        b
+    };
+    assert_eq!(
+        created,
+        vec![
+            (format!("{dir_s}/f\\xff"), hex(&path(b"f\xff"))),
+            (format!("{dir_s}/f\\xfe"), hex(&path(b"f\xfe"))),
+        ]
+    );
+    assert_eq!(
+        true_argv,
+        Some((
+            serde_json::json!(["/bin/true", "arg\\xfe"]),
+            serde_json::json!([hex(b"/bin/true"), hex(b"arg\xfe")])
+        ))
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -157,10 +157,11 @@ fn read_record<T: Copy>(bytes: &[u8], kind: &'static str) -> Result<T, DecodeErr
     Ok(unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const T) })
 }
 
-/// Text up to the first NUL; invalid UTF-8 is replaced (U+FFFD), never dropped.
+/// Text up to the first NUL; bytes that are not UTF-8 are kept exactly
+/// (see [`crate::rawtext`]), never replaced or dropped.
 pub fn c_string(bytes: &[u8]) -> String {
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-    String::from_utf8_lossy(&bytes[..end]).into_owned()
+    crate::rawtext::exact_text(&bytes[..end])
 }
 
 /// The fixed header of a ring record, without decoding the rest.
@@ -250,7 +251,7 @@ fn split_argv(buf: &[u8], len: u32, kept: u32) -> Vec<String> {
     let body = bytes.strip_suffix(&[0]).unwrap_or(bytes);
     let mut out: Vec<String> = body
         .split(|&b| b == 0)
-        .map(|s| String::from_utf8_lossy(s).into_owned())
+        .map(crate::rawtext::exact_text)
         .collect();
     out.truncate(kept as usize);
     out

@@ -162,7 +162,7 @@ pub fn normalize(path: &str) -> String {
 
 fn text(buf: &[u8]) -> String {
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
+    crate::rawtext::exact_text(&buf[..end])
 }
 
 /// A path argument as given, and whether the kernel copy was complete.

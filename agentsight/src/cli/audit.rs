@@ -38,11 +38,19 @@ pub struct AuditArgs {
 }
 
 pub fn render(report: &Report, format: AuditFormat) -> Result<String> {
+    // Bytes that were not UTF-8 are shown `\xNN` (see rawtext).
+    use crate::rawtext::{escaped, escaped_json};
     Ok(match format {
-        AuditFormat::Text => audit::render::text(report),
-        AuditFormat::Json => serde_json::to_string_pretty(&audit::render::json(report))? + "\n",
-        AuditFormat::Sarif => serde_json::to_string_pretty(&audit::render::sarif(report))? + "\n",
-        AuditFormat::Junit => audit::render::junit(report),
+        AuditFormat::Text => escaped(&audit::render::text(report)),
+        AuditFormat::Json => {
+            escaped_json(&serde_json::to_string_pretty(&audit::render::json(report))?) + "\n"
+        }
+        AuditFormat::Sarif => {
+            escaped_json(&serde_json::to_string_pretty(&audit::render::sarif(
+                report,
+            ))?) + "\n"
+        }
+        AuditFormat::Junit => escaped(&audit::render::junit(report)),
     })
 }
 

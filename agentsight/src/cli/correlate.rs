@@ -123,13 +123,14 @@ pub fn run(a: &CorrelateArgs) -> Result<i32> {
             correlate::correlate(&view, &session, "home", &bound, unmatched)?
         }
     };
+    // Bytes that were not UTF-8 are shown `\xNN` (see rawtext).
     let out = if a.json {
         let mut s = serde_json::to_string_pretty(&report)?;
         s.push('\n');
-        s
+        crate::rawtext::escaped_json(&s)
     } else {
         let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-        render::text(&report, colour)
+        crate::rawtext::escaped(&render::text(&report, colour))
     };
     super::write_stdout(out.as_bytes())?;
     Ok(0)

@@ -295,7 +295,8 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Show(a) => {
             let cap = Capture::open(&a.db)?;
             say_note(&cap);
-            let text = views::show::summary(&cap)?;
+            // Bytes that were not UTF-8 are shown `\xNN` (see rawtext).
+            let text = crate::rawtext::escaped(&views::show::summary(&cap)?);
             write_stdout(text.as_bytes())?;
             Ok(0)
         }

@@ -8,6 +8,7 @@ use serde_json::{Map, Value as Json, json};
 
 use crate::{
     clock::rfc3339_ns,
+    rawtext,
     store::{Capture, StoreError},
 };
 
@@ -44,7 +45,23 @@ pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
             let v: Value = row.get(i).map_err(|e| cap.query_err(e))?;
             let j = match (name.as_str(), v) {
                 (_, Value::Null) => continue,
-                ("argv", Value::Text(t)) => serde_json::from_str(&t).unwrap_or(Json::String(t)),
+                ("argv", Value::Text(t)) => {
+                    let argv: Vec<String> = serde_json::from_str(&t).unwrap_or_default();
+                    if argv.iter().any(|a| rawtext::has_raw(a)) {
+                        obj.insert(
+                            "argv_hex".into(),
+                            json!(argv.iter().map(|a| rawtext::hex(a)).collect::<Vec<_>>()),
+                        );
+                        json!(argv.iter().map(|a| rawtext::escaped(a)).collect::<Vec<_>>())
+                    } else {
+                        serde_json::from_str(&t).unwrap_or(Json::String(t))
+                    }
+                }
+                // Bytes that were not UTF-8: shown `\xNN`, exact in `NAME_hex`.
+                (_, Value::Text(t)) if rawtext::has_raw(&t) => {
+                    obj.insert(format!("{name}_hex"), json!(rawtext::hex(&t)));
+                    json!(rawtext::escaped(&t))
+                }
                 ("argv_truncated" | "argv_incomplete" | "core_dumped", Value::Integer(b)) => {
                     json!(b != 0)
                 }

@@ -307,6 +307,7 @@ fn activity(cap: &Capture, s: &mut String) -> Result<(), StoreError> {
             "opened under another name (path as resolved → file the kernel opened; opens, 0)",
             "SELECT path || ' → ' || real_path, COUNT(*), 0 FROM events
              WHERE real_path IS NOT NULL AND path IS NOT NULL AND real_path != path
+               AND path NOT LIKE '/proc/self/%' AND path NOT LIKE '/proc/thread-self/%'
              GROUP BY 1 ORDER BY MIN(mono_ns) LIMIT 10",
         ),
         (
