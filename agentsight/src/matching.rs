@@ -606,9 +606,19 @@ fn main_path(key: &SessionKey, paths: &[String]) -> Option<PathBuf> {
     paths.first().map(PathBuf::from)
 }
 
+/// What runs on the capture once the bindings are committed (record passes
+/// `correlate::store_all`): data derived from them, in its own
+/// transaction. A parameter, so matching does not depend on correlate
+/// (which depends on matching).
+pub type AfterBinding<'a> = &'a dyn Fn(&Connection, &str) -> Result<(), String>;
+
 /// Matches the finished capture at `path`, and stores into it the parsed
-/// sessions, raw transcript copies, trees, bindings and correlations.
-pub fn bind_and_store(path: &Path, opts: &BindOptions) -> Result<BindSummary, MatchError> {
+/// sessions, raw transcript copies, trees and bindings, then runs `after`.
+pub fn bind_and_store(
+    path: &Path,
+    opts: &BindOptions,
+    after: AfterBinding,
+) -> Result<BindSummary, MatchError> {
     let shown = path.display().to_string();
     let conn =
         Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE).map_err(|e| {
@@ -803,9 +813,9 @@ pub fn bind_and_store(path: &Path, opts: &BindOptions) -> Result<BindSummary, Ma
         }
     }
     conn.execute_batch("COMMIT").map_err(qe)?;
-    // Correlations are derived data: computed from what was just stored, in
-    // their own transaction, so a failure here leaves the bindings intact.
-    if let Err(e) = crate::correlate::store_all(&conn, &shown) {
+    // Derived data (correlations): computed from what was just stored, in
+    // its own transaction, so a failure here leaves the bindings intact.
+    if let Err(e) = after(&conn, &shown) {
         summary.notes.push(format!("correlations not stored: {e}"));
     }
     Ok(summary)

@@ -491,7 +491,10 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
             transcript_budget: opts.transcript_budget,
             fd_observations: fd_obs,
         };
-        match crate::matching::bind_and_store(&opts.output, &bind) {
+        let correlate = |c: &rusqlite::Connection, p: &str| {
+            crate::correlate::store_all(c, p).map_err(|e| e.to_string())
+        };
+        match crate::matching::bind_and_store(&opts.output, &bind, &correlate) {
             Ok(b) => {
                 for n in &b.notes {
                     tracing::warn!("{n}");

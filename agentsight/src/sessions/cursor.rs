@@ -434,7 +434,7 @@ fn ignore_missing_table<T: Default>(e: rusqlite::Error) -> rusqlite::Result<T> {
 pub fn enrich_from_state(s: &mut AgentSession, home: Option<&Path>) {
     let home = match home {
         Some(h) => h.to_path_buf(),
-        None => match super::discovery::default_home() {
+        None => match super::util::default_home() {
             Ok(h) => h,
             Err(_) => return,
         },

@@ -68,36 +68,9 @@ impl DiscoveryOptions {
     }
 }
 
-/// The invoking user's home: `SUDO_USER`'s when running as root under sudo,
-/// else `$HOME`, else the passwd entry of the real uid.
-pub fn default_home() -> Result<PathBuf> {
-    // Under sudo after dropping to the caller (see `privileges`): the
-    // caller's own passwd home, not the HOME sudo left in the environment.
-    if let Some(uid) = std::env::var("SUDO_UID")
-        .ok()
-        .and_then(|s| s.parse::<u32>().ok())
-        && uid != 0
-        && nix::unistd::getuid().as_raw() == uid
-        && let Ok(Some(user)) = nix::unistd::User::from_uid(uid.into())
-    {
-        return Ok(user.dir);
-    }
-    if nix::unistd::geteuid().is_root()
-        && let Ok(u) = std::env::var("SUDO_USER")
-        && !u.is_empty()
-        && u != "root"
-        && let Ok(Some(user)) = nix::unistd::User::from_name(&u)
-    {
-        return Ok(user.dir);
-    }
-    if let Some(h) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-        return Ok(PathBuf::from(h));
-    }
-    match nix::unistd::User::from_uid(nix::unistd::getuid()) {
-        Ok(Some(u)) => Ok(u.dir),
-        _ => Err(SessionError::NoHome),
-    }
-}
+// The invoking user's home lives in `util` (cursor needs it too, and
+// discovery depends on cursor).
+pub use super::util::default_home;
 
 /// Checks the home a command reads (`--home`, else the invoking user's):
 /// it must be an existing directory. From then on only transcripts owned by

@@ -3,7 +3,7 @@
 use crate::clock::{civil_from_days, days_from_civil};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::error::{Result, SessionError};
 use super::{ParseStats, PathAccess, ToolCategory, ToolPath};
@@ -492,6 +492,37 @@ pub fn exit_code_of(v: &serde_json::Value) -> Option<i32> {
 /// code`): the rest of the line must be exactly one integer that fits `i32`.
 pub fn labelled_exit_code(line: &str, label: &str) -> Option<i32> {
     line.trim().strip_prefix(label)?.trim().parse().ok()
+}
+
+/// The invoking user's home: `SUDO_USER`'s when running as root under sudo,
+/// else `$HOME`, else the passwd entry of the real uid.
+pub fn default_home() -> Result<PathBuf> {
+    // Under sudo after dropping to the caller (see `privileges`): the
+    // caller's own passwd home, not the HOME sudo left in the environment.
+    if let Some(uid) = std::env::var("SUDO_UID")
+        .ok()
+        .and_then(|s| s.parse::<u32>().ok())
+        && uid != 0
+        && nix::unistd::getuid().as_raw() == uid
+        && let Ok(Some(user)) = nix::unistd::User::from_uid(uid.into())
+    {
+        return Ok(user.dir);
+    }
+    if nix::unistd::geteuid().is_root()
+        && let Ok(u) = std::env::var("SUDO_USER")
+        && !u.is_empty()
+        && u != "root"
+        && let Ok(Some(user)) = nix::unistd::User::from_name(&u)
+    {
+        return Ok(user.dir);
+    }
+    if let Some(h) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        return Ok(PathBuf::from(h));
+    }
+    match nix::unistd::User::from_uid(nix::unistd::getuid()) {
+        Ok(Some(u)) => Ok(u.dir),
+        _ => Err(SessionError::NoHome),
+    }
 }
 
 #[cfg(test)]
