@@ -165,7 +165,9 @@ fn view_expr(name: &str) -> String {
             .into(),
         ("tid", _) => "COALESCE(r.tid, r.pid)".into(),
         (n, Col::Text) => format!(
-            "CASE typeof(r.{n}) WHEN 'integer' THEN (SELECT s FROM strings WHERE id = r.{n}) ELSE r.{n} END"
+            "CASE typeof(r.{n}) WHEN 'integer' THEN (SELECT CASE WHEN p.prefix IS NULL THEN p.s \
+             ELSE (SELECT q.s FROM strings q WHERE q.id = p.prefix) || p.s END \
+             FROM strings p WHERE p.id = r.{n}) ELSE r.{n} END"
         ),
         (n, Col::Plain) => format!("r.{n}"),
     }
@@ -266,7 +268,8 @@ mod tests {
         let c = capture();
         c.execute_batch(
             "INSERT INTO clock_anchors (id, label, mono_ns, wall_ns) VALUES (7, 'start', 100, 5000);
-             INSERT INTO strings (id, s) VALUES (1, 'openat'), (2, 'sh'), (3, '/w/a.txt'), (4, '5');
+             INSERT INTO strings (id, s, prefix) VALUES (1, 'openat', NULL), (2, 'sh', NULL),
+                 (9, '/w/', NULL), (3, 'a.txt', 9), (4, '5', NULL);
              INSERT INTO event_rows (mono_ns, anchor, kind, cpu, seq, pid, ppid, uid, gid, comm,
                  result, path, path_as_given)
              VALUES (150, 7, 1, 0, 1, 42, 1, 1000, 1000, 2, 3, 3, 4);

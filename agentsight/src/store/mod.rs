@@ -87,7 +87,7 @@ CREATE TABLE processes (
     core_dumped INTEGER,
     UNIQUE (pid, start_mono_ns)
 );
-CREATE TABLE strings (id INTEGER PRIMARY KEY, s TEXT NOT NULL);
+CREATE TABLE strings (id INTEGER PRIMARY KEY, s TEXT NOT NULL, prefix INTEGER);
 "#;
 
 /// Indexes for readers, created when the recording finishes (maintaining

@@ -88,7 +88,7 @@ pub struct Writer {
 /// Queue depth in batches (each up to 512 events): with `HOLD_BYTES`, bounds
 /// the memory between reader and stored rows; beyond it, pressure becomes
 /// counted kernel loss.
-const QUEUE: usize = 64;
+const QUEUE: usize = 32;
 
 /// Queued batches at which the writer stops yielding (normal priority):
 /// the last quarter of the queue, plus the kernel ring behind it, is the
@@ -362,7 +362,7 @@ const QUIET: Duration = Duration::from_millis(200);
 /// Store at the latest once the oldest held batch is this old…
 const HOLD_AGE: Duration = Duration::from_secs(1);
 /// …or once this much memory is held.
-const HOLD_BYTES: usize = 8 << 20;
+const HOLD_BYTES: usize = 4 << 20;
 
 impl Held {
     fn push(&mut self, batch: RecordBatch) {
