@@ -47,6 +47,11 @@ enum Task {
     Bench {
         #[arg(value_enum)]
         what: BenchWhat,
+        /// Benchmark this agentsight binary instead of the one built here
+        /// (e.g. a copy of an earlier build, for before/after figures from
+        /// the same session).
+        #[arg(long)]
+        bin: Option<std::path::PathBuf>,
     },
 }
 
@@ -106,10 +111,10 @@ fn main() -> Result<()> {
             setup()?;
             test()
         }
-        Task::Bench { what } => {
+        Task::Bench { what, bin } => {
             setup()?;
             build_release()?;
-            let bin = workspace_root().join("target/release/agentsight");
+            let bin = bin.unwrap_or_else(|| workspace_root().join("target/release/agentsight"));
             match what {
                 BenchWhat::Capture => bench_capture::run(&bin),
                 BenchWhat::Sessions => bench_sessions::run(&bin),

@@ -169,6 +169,35 @@ pub fn raw_header(bytes: &[u8]) -> Result<Header, DecodeError> {
     read_record(bytes, "header")
 }
 
+/// How much of a ring record carries information: a syscall record's path
+/// buffers are fixed-size and mostly empty (a 40-byte path in a 512-byte
+/// buffer), so everything after the last buffer's used bytes is dropped
+/// (`decode` zero-fills a short syscall record). Other records, and records
+/// too short to tell, keep their length.
+pub fn used_len(bytes: &[u8]) -> usize {
+    use std::mem::offset_of;
+    let Ok(h) = raw_header(bytes) else {
+        return bytes.len();
+    };
+    if h.kind != EventKind::Sys as u32 || bytes.len() < SYS_EVENT_BARE {
+        return bytes.len();
+    }
+    let len_at = |off: usize| -> usize {
+        let b: [u8; 4] = bytes[off..off + 4].try_into().unwrap_or_default();
+        (i32::from_ne_bytes(b).max(0) as usize).min(SYS_BUF)
+    };
+    let (len1, len2) = (
+        len_at(offset_of!(SysEvent, len1)),
+        len_at(offset_of!(SysEvent, len2)),
+    );
+    let used = if len2 > 0 {
+        offset_of!(SysEvent, buf2) + len2
+    } else {
+        offset_of!(SysEvent, buf1) + len1
+    };
+    used.clamp(SYS_EVENT_BARE, bytes.len())
+}
+
 /// The `EXIT_*` flags of an exit record (0 when it is too short).
 pub fn exit_flags(bytes: &[u8]) -> u32 {
     read_record::<ExitEvent>(bytes, "exit").map_or(0, |e| e.flags)
@@ -381,6 +410,50 @@ pub fn errno_name(errno: i32) -> String {
 mod tests {
     use super::*;
     use agentsight_common::{PATH_DEPTH, PATH_NAME_MAX};
+
+    /// A syscall record with `p1` in buf1 and `p2` in buf2, as bytes.
+    fn sys_record(p1: &[u8], p2: &[u8]) -> Vec<u8> {
+        // Safety: SysEvent is a repr(C) POD record; all zeroes is valid.
+        let mut ev: SysEvent = unsafe { std::mem::zeroed() };
+        ev.header.kind = EventKind::Sys as u32;
+        ev.op = agentsight_common::op::OPENAT;
+        ev.ret = 3;
+        ev.ino = 99;
+        ev.len1 = p1.len() as i32;
+        ev.len2 = p2.len() as i32;
+        ev.buf1[..p1.len()].copy_from_slice(p1);
+        ev.buf2[..p2.len()].copy_from_slice(p2);
+        let size = std::mem::size_of::<SysEvent>();
+        // Safety: reading the bytes of a POD value.
+        unsafe { std::slice::from_raw_parts(&ev as *const SysEvent as *const u8, size) }.to_vec()
+    }
+
+    fn sys_of(bytes: &[u8]) -> SysRaw {
+        match decode(bytes).unwrap().detail {
+            Detail::Sys(raw) => raw,
+            _ => panic!("not a syscall"),
+        }
+    }
+
+    #[test]
+    fn a_record_cut_to_its_used_bytes_decodes_the_same() {
+        for (p1, p2) in [
+            (&b"/w/a.txt"[..], &b"a.txt\0w\0"[..]),
+            (b"/w/a.txt", b""),
+            (b"", b""),
+        ] {
+            let full = sys_record(p1, p2);
+            let used = used_len(&full);
+            assert!(used + 400 < full.len(), "{used}");
+            let (a, b) = (sys_of(&full), sys_of(&full[..used]));
+            assert_eq!(a, b);
+            assert_eq!((b.buf1.as_slice(), b.buf2.as_slice(), b.ino), (p1, p2, 99));
+        }
+        // Lengths a short record cannot hold keep it whole.
+        let mut rec = sys_record(b"/x", b"abc");
+        rec.truncate(std::mem::size_of::<SysEvent>() - SYS_BUF);
+        assert_eq!(used_len(&rec), rec.len());
+    }
 
     fn path_rec(names: &[&str], flags: u32) -> PathRecord {
         let mut rec = PathRecord {

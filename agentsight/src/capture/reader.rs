@@ -201,9 +201,12 @@ impl RecordBatch {
         }
     }
 
+    /// Copies the record's used bytes (`decode::used_len`): a queued or
+    /// held syscall record takes about half the memory of the ring's.
     pub(crate) fn push_record(&mut self, record: &[u8]) {
         let start = self.bytes.len();
-        self.bytes.extend_from_slice(record);
+        self.bytes
+            .extend_from_slice(&record[..super::decode::used_len(record)]);
         self.items.push(BatchItem::Kernel {
             start,
             end: self.bytes.len(),

@@ -4,6 +4,8 @@
 //! transactions; readers open the file read-only and never modify it.
 //! Columns are documented in `docs/capture-schema.md`.
 
+mod intern;
+mod layout;
 pub mod sessions;
 mod writer;
 
@@ -11,6 +13,7 @@ use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
+pub use layout::EventsLayout;
 pub(crate) use writer::put_meta;
 pub use writer::{
     EventSender, MAX_SIZE_LOSS_PREFIX, ProcessSeed, StoreMsg, Writer, WriterStopped, WriterSummary,
@@ -84,69 +87,15 @@ CREATE TABLE processes (
     core_dumped INTEGER,
     UNIQUE (pid, start_mono_ns)
 );
-CREATE TABLE events (
-    id INTEGER PRIMARY KEY,
-    mono_ns INTEGER NOT NULL,
-    wall_ns INTEGER NOT NULL,
-    kind TEXT NOT NULL,
-    cpu INTEGER NOT NULL,
-    seq INTEGER NOT NULL,
-    pid INTEGER NOT NULL,
-    tid INTEGER NOT NULL,
-    ppid INTEGER NOT NULL,
-    uid INTEGER NOT NULL,
-    gid INTEGER NOT NULL,
-    comm TEXT NOT NULL,
-    process_id INTEGER REFERENCES processes(id),
-    child_pid INTEGER,
-    child_process_id INTEGER REFERENCES processes(id),
-    filename TEXT,
-    argv TEXT,
-    argc INTEGER,
-    argv_truncated INTEGER,
-    argv_incomplete INTEGER,
-    cwd TEXT,
-    cwd_status TEXT,
-    exe TEXT,
-    exe_status TEXT,
-    result INTEGER,
-    errno TEXT,
-    exit_code INTEGER,
-    signal INTEGER,
-    core_dumped INTEGER,
-    fd INTEGER,
-    path TEXT,
-    path_as_given TEXT,
-    path_status TEXT,
-    flags TEXT,
-    mode INTEGER,
-    old_path TEXT,
-    old_path_as_given TEXT,
-    new_path TEXT,
-    new_path_as_given TEXT,
-    bytes INTEGER,
-    count INTEGER,
-    read_bytes INTEGER,
-    read_count INTEGER,
-    family TEXT,
-    addr TEXT,
-    port INTEGER,
-    query TEXT,
-    tcp_state TEXT,
-    repeat INTEGER,
-    real_path TEXT,
-    real_path_status TEXT,
-    dev INTEGER,
-    ino INTEGER
-);
+CREATE TABLE strings (id INTEGER PRIMARY KEY, s TEXT NOT NULL, prefix INTEGER);
 "#;
 
 /// Indexes for readers, created when the recording finishes (maintaining
 /// them per insert halves the writer's throughput). A capture cut short has
 /// none; readers work without them, only slower.
 pub(crate) const INDEXES: &str = "
-CREATE INDEX IF NOT EXISTS events_by_time ON events (mono_ns);
-CREATE INDEX IF NOT EXISTS events_by_process ON events (process_id);
+CREATE INDEX IF NOT EXISTS events_by_time ON event_rows (mono_ns);
+CREATE INDEX IF NOT EXISTS events_by_process ON event_rows (process_id);
 ";
 
 /// A capture opened read-only.
@@ -161,6 +110,8 @@ pub struct Capture {
     /// The capture as opened and type-checked (SQLite reads it through
     /// `/proc/self/fd`, so a file swapped in since is never read).
     _file: Option<std::fs::File>,
+    /// Detected once at open; readers query `events` either way.
+    pub layout: EventsLayout,
 }
 
 /// A sidecar SQLite would need to read a capture that was not closed
@@ -322,12 +273,14 @@ impl Capture {
                 reason: format!("database is corrupt: {check}"),
             });
         }
+        let layout = EventsLayout::detect(&conn).map_err(|e| not_capture(e.to_string()))?;
         Ok(Self {
             conn,
             path: path.display().to_string(),
             note,
             _copy: copy,
             _file: Some(file),
+            layout,
         })
     }
 
@@ -407,6 +360,7 @@ pub(crate) fn create(path: &Path) -> Result<Connection, StoreError> {
         "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF;",
     )
     .and_then(|_| conn.execute_batch(SCHEMA))
+    .and_then(|_| conn.execute_batch(&layout::schema()))
     .and_then(|_| conn.execute_batch(sessions::SCHEMA))
     .and_then(|_| {
         conn.execute(

@@ -68,7 +68,9 @@ CREATE TABLE IF NOT EXISTS correlations (
     session_row INTEGER NOT NULL REFERENCES sessions(id),
     tool_index INTEGER,
     call_id TEXT,
-    event_id INTEGER REFERENCES events(id),
+    -- an `events` id; no REFERENCES: `events` is a view in captures with
+    -- interned text (store::layout), and a foreign key cannot name a view
+    event_id INTEGER,
     process_id INTEGER REFERENCES processes(id),
     role TEXT NOT NULL,
     reason TEXT,

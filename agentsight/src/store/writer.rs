@@ -17,7 +17,10 @@ use std::{
 
 use rusqlite::{Connection, Transaction, params};
 
-use super::{StoreError, create};
+use super::{
+    StoreError, create,
+    intern::{INSERT_STRING, Interner},
+};
 use crate::capture::{
     decode::{Detail, Event, errno_name},
     reader::{Gap, RecordBatch},
@@ -85,7 +88,7 @@ pub struct Writer {
 /// Queue depth in batches (each up to 512 events): with `HOLD_BYTES`, bounds
 /// the memory between reader and stored rows; beyond it, pressure becomes
 /// counted kernel loss.
-const QUEUE: usize = 64;
+const QUEUE: usize = 32;
 
 /// Queued batches at which the writer stops yielding (normal priority):
 /// the last quarter of the queue, plus the kernel ring behind it, is the
@@ -99,7 +102,8 @@ const YIELD_AT: usize = QUEUE / 8;
 /// machine the traced programs get the CPU first (a waking task preempts it
 /// at once) and storing happens in their idle moments. Once the backlog
 /// grows it competes normally, long before the queue (and then the kernel
-/// ring) could fill — so yielding never turns into loss.
+/// ring) could fill — so yielding never turns into loss — and it keeps
+/// competing until it has stored everything it took (see `caught_up`).
 #[derive(Default)]
 pub struct Backlog {
     queued: AtomicUsize,
@@ -140,10 +144,18 @@ impl Backlog {
         }
     }
 
-    /// Called by the writer after storing a batch.
-    fn stored_one(&self) {
-        let n = self.queued.fetch_sub(1, Ordering::AcqRel).saturating_sub(1);
-        if n <= YIELD_AT
+    /// Called by the writer when it takes a batch off the queue.
+    fn took_one(&self) {
+        self.queued.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Called by the writer when it holds nothing: once boosted it stays
+    /// boosted until it has *stored* what it took (a batch taken off the
+    /// queue and held is not stored yet: yielding then would leave the
+    /// held rows to be built as SCHED_IDLE, starved by a busy tree, while
+    /// the queue fills again) and the queue is small.
+    fn caught_up(&self) {
+        if self.queued.load(Ordering::Acquire) <= YIELD_AT
             && !self.draining.load(Ordering::Acquire)
             && self.boosted.swap(false, Ordering::AcqRel)
         {
@@ -335,7 +347,6 @@ fn seed_fs(s: &ProcessSeed) -> FsState {
 }
 
 struct State {
-    anchor: Anchor,
     /// pid → the newest process row with that pid.
     live: HashMap<u32, Live>,
     /// pid → row of a process that already exited, for a seed that arrives
@@ -345,6 +356,12 @@ struct State {
     /// `--max-size` and whether it was reached.
     max_bytes: Option<u64>,
     capped: bool,
+    /// The `clock_anchors` row of the newest anchor: a row's `wall_ns` is its
+    /// `mono_ns` plus that anchor's offset.
+    anchor_row: i64,
+    strings: Interner,
+    /// `insert_row_sql()`, built once.
+    insert_row: String,
 }
 
 /// Event batches received but not yet stored. While the traced tree is busy
@@ -367,7 +384,7 @@ const QUIET: Duration = Duration::from_millis(200);
 /// Store at the latest once the oldest held batch is this old…
 const HOLD_AGE: Duration = Duration::from_secs(1);
 /// …or once this much memory is held.
-const HOLD_BYTES: usize = 8 << 20;
+const HOLD_BYTES: usize = 4 << 20;
 
 impl Held {
     fn push(&mut self, batch: RecordBatch) {
@@ -402,18 +419,24 @@ fn run(
     backlog: &Backlog,
 ) -> (Connection, WriterSummary) {
     let mut st = State {
-        anchor,
         live: HashMap::new(),
         exited: HashMap::new(),
         summary: WriterSummary::default(),
         max_bytes: None,
         capped: false,
+        anchor_row: 0,
+        strings: Interner::default(),
+        insert_row: insert_row_sql(),
     };
-    if let Err(e) = store_anchor(&conn, &anchor) {
-        st.summary.error = Some(e.to_string());
+    match store_anchor(&conn, &anchor) {
+        Ok(id) => st.anchor_row = id,
+        Err(e) => st.summary.error = Some(e.to_string()),
     }
     let mut held = Held::default();
     loop {
+        if held.batches.is_empty() {
+            backlog.caught_up();
+        }
         let msg = match held.quiet_left() {
             None => rx.recv().ok(),
             Some(wait) => match rx.recv_timeout(wait) {
@@ -427,7 +450,7 @@ fn run(
         };
         let Some(msg) = msg else { break };
         if matches!(msg, StoreMsg::Events(_)) {
-            backlog.stored_one();
+            backlog.took_one();
         }
         if st.summary.error.is_some() {
             // After a write error (disk full…) keep draining so the reader is
@@ -450,8 +473,7 @@ fn run(
             }
             StoreMsg::Anchor(a) => {
                 store_held(&mut conn, &mut st, &mut held);
-                st.anchor = a;
-                store_anchor(&conn, &a)
+                store_anchor(&conn, &a).map(|id| st.anchor_row = id)
             }
             StoreMsg::Loss(counts) => write_loss(&mut conn, &counts),
             StoreMsg::Meta(k, v) => put_meta(&conn, &k, &v),
@@ -525,12 +547,13 @@ fn reached_max_size(conn: &Connection, st: &mut State) -> bool {
     st.capped
 }
 
-fn store_anchor(conn: &Connection, a: &Anchor) -> rusqlite::Result<()> {
+/// Stores a clock anchor; returns its row id.
+fn store_anchor(conn: &Connection, a: &Anchor) -> rusqlite::Result<i64> {
     conn.execute(
         "INSERT INTO clock_anchors (label, mono_ns, wall_ns) VALUES (?1, ?2, ?3)",
         params![a.label, a.mono_ns as i64, a.wall_ns as i64],
     )?;
-    Ok(())
+    Ok(conn.last_insert_rowid())
 }
 
 fn write_loss(conn: &mut Connection, counts: &[(&'static str, u64)]) -> rusqlite::Result<()> {
@@ -634,40 +657,56 @@ fn repeat_key(ev: &Event) -> Option<RepeatKey<'_>> {
     }
 }
 
+/// The statements a batch's rows are written with.
+struct Stmts<'t> {
+    row: rusqlite::CachedStatement<'t>,
+    string: rusqlite::CachedStatement<'t>,
+}
+
 fn write_events(conn: &mut Connection, st: &mut State, events: &[Event]) -> rusqlite::Result<()> {
     let t = conn.transaction()?;
-    {
-        // Prepared once per batch: the statement is long, and looking it up
-        // in the cache per event cost more than the insert itself.
-        let mut insert = t.prepare_cached(INSERT_EVENT)?;
-        let mut held: HashMap<u32, Repeat> = HashMap::new();
-        for ev in events {
-            let pid = ev.header.pid;
-            let key = repeat_key(ev);
-            if let (Some(k), Some(r)) = (&key, held.get_mut(&pid))
-                && repeat_key(r.ev).as_ref() == Some(k)
-            {
-                r.count += 1;
-                continue;
-            }
-            if let Some(r) = held.remove(&pid) {
-                write_event(&t, &mut insert, st, r.ev, (r.count > 1).then_some(r.count))?;
-            }
-            if key.is_some() {
-                held.insert(pid, Repeat { ev, count: 1 });
-                continue;
-            }
-            write_event(&t, &mut insert, st, ev, None)?;
-        }
-        // A batch boundary ends every run: rows never wait for a later batch.
-        let mut rest: Vec<Repeat> = held.into_values().collect();
-        rest.sort_by_key(|r| r.ev.header.mono_ns);
-        for r in rest {
-            write_event(&t, &mut insert, st, r.ev, (r.count > 1).then_some(r.count))?;
-        }
+    let written = write_batch(&t, st, events).and_then(|()| t.commit());
+    if written.is_err() {
+        // Ids handed out in a transaction that did not commit name no row.
+        st.strings.clear();
     }
-    t.commit()?;
+    written?;
     st.summary.events += events.len() as u64;
+    Ok(())
+}
+
+fn write_batch(t: &Transaction, st: &mut State, events: &[Event]) -> rusqlite::Result<()> {
+    // Prepared once per batch: the statement is long, and looking it up
+    // in the cache per event cost more than the insert itself.
+    let mut stmts = Stmts {
+        row: t.prepare_cached(&st.insert_row)?,
+        string: t.prepare_cached(INSERT_STRING)?,
+    };
+    let mut held: HashMap<u32, Repeat> = HashMap::new();
+    for ev in events {
+        let pid = ev.header.pid;
+        let key = repeat_key(ev);
+        if let (Some(k), Some(r)) = (&key, held.get_mut(&pid))
+            && repeat_key(r.ev).as_ref() == Some(k)
+        {
+            r.count += 1;
+            continue;
+        }
+        if let Some(r) = held.remove(&pid) {
+            write_event(t, &mut stmts, st, r.ev, (r.count > 1).then_some(r.count))?;
+        }
+        if key.is_some() {
+            held.insert(pid, Repeat { ev, count: 1 });
+            continue;
+        }
+        write_event(t, &mut stmts, st, ev, None)?;
+    }
+    // A batch boundary ends every run: rows never wait for a later batch.
+    let mut rest: Vec<Repeat> = held.into_values().collect();
+    rest.sort_by_key(|r| r.ev.header.mono_ns);
+    for r in rest {
+        write_event(t, &mut stmts, st, r.ev, (r.count > 1).then_some(r.count))?;
+    }
     Ok(())
 }
 
@@ -708,255 +747,331 @@ fn process_row(t: &Transaction, st: &mut State, ev: &Event) -> rusqlite::Result<
     Ok(row)
 }
 
-/// Columns (and parameters) of `INSERT_EVENT`.
-const EVENT_COLUMNS: usize = 52;
+/// `INSERT INTO event_rows` with the columns the recorder writes, in
+/// storage order (`layout::recorder_columns`).
+fn insert_row_sql() -> String {
+    let cols: Vec<&str> = super::layout::recorder_columns().collect();
+    let params: Vec<String> = (1..=cols.len()).map(|i| format!("?{i}")).collect();
+    format!(
+        "INSERT INTO event_rows ({}) VALUES ({})",
+        cols.join(", "),
+        params.join(", ")
+    )
+}
 
-const INSERT_EVENT: &str = "INSERT INTO events (mono_ns, wall_ns, kind, cpu, seq, pid, tid, ppid, uid, gid, comm, process_id,
-    child_pid, child_process_id, filename, argv, argc, argv_truncated, argv_incomplete,
-    cwd, cwd_status, exe, exe_status, result, errno, exit_code, signal, core_dumped,
-    fd, path, path_as_given, path_status, flags, mode, old_path, old_path_as_given,
-    new_path, new_path_as_given, bytes, count, read_bytes, read_count, family, addr, port,
-    query, tcp_state, repeat, real_path, real_path_status, dev, ino)
- VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
-    ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36,
-    ?37, ?38, ?39, ?40, ?41, ?42, ?43, ?44, ?45, ?46, ?47, ?48, ?49, ?50, ?51, ?52)";
+/// Columns (and parameters) the recorder writes per row.
+const ROW_VALUES: usize = 52;
+
+/// The kind-specific columns of one event row.
+#[derive(Default)]
+struct Fields {
+    child_pid: Option<u32>,
+    child_row: Option<i64>,
+    filename: Option<String>,
+    argv: Option<String>,
+    argc: Option<u32>,
+    argv_trunc: Option<bool>,
+    argv_incomplete: Option<bool>,
+    cwd: Option<String>,
+    cwd_status: Option<&'static str>,
+    exe: Option<String>,
+    exe_status: Option<&'static str>,
+    result: Option<i64>,
+    errno: Option<String>,
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    core: Option<bool>,
+    sys: SysRecord,
+    io: Option<crate::capture::decode::IoAggregate>,
+    tcp_state: Option<&'static str>,
+}
+
+/// A column value before its text is interned.
+#[derive(Clone, Copy)]
+enum V<'a> {
+    Null,
+    Int(i64),
+    Text(&'a str),
+}
+
+fn int<T: Into<i64>>(v: Option<T>) -> V<'static> {
+    v.map_or(V::Null, |x| V::Int(x.into()))
+}
+
+fn text(v: Option<&str>) -> V<'_> {
+    v.map_or(V::Null, V::Text)
+}
 
 fn write_event(
     t: &Transaction,
-    insert: &mut rusqlite::CachedStatement,
+    stmts: &mut Stmts,
     st: &mut State,
     ev: &Event,
     repeat: Option<i64>,
 ) -> rusqlite::Result<()> {
     let h = &ev.header;
-    let wall_ns = st.anchor.wall_of(h.mono_ns);
     let row = process_row(t, st, ev)?;
-    let mut child_row: Option<i64> = None;
-    let mut child_pid: Option<u32> = None;
-    let (mut filename, mut argv, mut argc, mut argv_trunc, mut argv_incomplete) =
-        (None, None, None, None, None);
-    let (mut cwd, mut cwd_status, mut exe, mut exe_status) = (None, None, None, None);
-    let (mut result, mut errno, mut exit_code, mut signal, mut core) =
-        (None, None, None, None, None);
-    let mut sys = SysRecord::default();
-    let mut io: Option<crate::capture::decode::IoAggregate> = None;
-    let mut tcp_state: Option<&str> = None;
-    match &ev.detail {
-        Detail::Fork { child_pid: c, .. } => {
-            // The child starts as a copy of its parent: same argv, cwd, exe.
-            let parent = st.live.get(&h.pid);
-            let (p_argv, p_cwd, p_exe, p_fs) = parent
-                .map(|l| (l.argv.clone(), l.cwd.clone(), l.exe.clone(), l.fs.clone()))
-                .unwrap_or_default();
-            t.execute(
-                "INSERT INTO processes (pid, start_mono_ns, parent_id, ppid, origin, comm, argv, cwd, exe, uid, gid)
-                 VALUES (?1, ?2, ?3, ?4, 'fork', ?5, ?6, ?7, ?8, ?9, ?10)
-                 ON CONFLICT(pid, start_mono_ns) DO NOTHING",
-                params![c, h.mono_ns as i64, row, h.pid, h.comm, p_argv, p_cwd, p_exe, h.uid, h.gid],
-            )?;
-            let crow = t.last_insert_rowid();
-            st.summary.processes += 1;
-            st.exited.remove(c);
-            st.live.insert(
-                *c,
-                Live {
-                    row: crow,
-                    argv: p_argv,
-                    cwd: p_cwd,
-                    exe: p_exe,
-                    fs: p_fs,
-                },
-            );
-            child_row = Some(crow);
-            child_pid = Some(*c);
-        }
-        Detail::Exec {
-            ok,
-            errno: e,
-            filename: f,
-            argc: n,
-            argv: a,
-            argv_truncated,
-            argv_incomplete: inc,
-            cwd: c,
-            exe: x,
-            ..
-        } => {
-            let a_json = json_array(a);
-            filename = Some(f.clone());
-            argv = Some(a_json.clone());
-            argc = (*ok).then_some(*n);
-            argv_trunc = Some(*argv_truncated);
-            argv_incomplete = Some(*inc);
-            cwd = Some(c.path.clone());
-            cwd_status = Some(c.status);
-            exe = x.as_ref().map(|p| p.path.clone());
-            exe_status = x.as_ref().map(|p| p.status);
-            if *ok {
-                result = Some(0);
-                t.execute(
-                    "UPDATE processes SET argv = ?1, argv_truncated = ?2, cwd = ?3, exe = ?4, comm = ?5, uid = ?6, gid = ?7, exec_count = exec_count + 1 WHERE id = ?8",
-                    params![a_json, argv_truncated, c.path, exe, h.comm, h.uid, h.gid, row],
-                )?;
-                if let Some(l) = st.live.get_mut(&h.pid) {
-                    l.argv = Some(a_json);
-                    l.cwd = Some(c.path.clone());
-                    l.exe = exe.clone();
-                    l.fs.on_exec(c.is_complete().then(|| c.path.clone()));
-                }
-            } else {
-                result = Some(-(*e as i64));
-                errno = Some(errno_name(*e));
-            }
-        }
+    let f = match &ev.detail {
+        Detail::Fork { child_pid, .. } => fork_fields(t, st, ev, row, *child_pid)?,
+        Detail::Exec { .. } => exec_fields(t, st, ev, row)?,
         Detail::Sys(raw) => {
-            sys = match st.live.get_mut(&h.pid) {
+            let sys = match st.live.get_mut(&h.pid) {
                 Some(l) => l.fs.apply(raw),
                 None => FsState::default().apply(raw),
             };
-            result = Some(sys.result);
-            errno = sys.errno.clone();
-        }
-        Detail::Io { fd, agg } => {
-            let target = st.live.get(&h.pid).and_then(|l| l.fs.fds.get(fd)).cloned();
-            sys = SysRecord {
-                kind: "io",
-                fd: Some(*fd as i64),
-                path: target
-                    .as_ref()
-                    .filter(|t| t.is_path)
-                    .map(|t| t.target.clone()),
-                path_status: Some(if target.as_ref().is_some_and(|t| t.is_path) {
-                    "resolved"
-                } else {
-                    "fd_unknown"
-                }),
-                addr: target.filter(|t| !t.is_path).map(|t| t.target),
+            Fields {
+                result: Some(sys.result),
+                errno: sys.errno.clone(),
+                sys,
                 ..Default::default()
-            };
-            io = Some(*agg);
+            }
         }
+        Detail::Io { fd, agg } => io_fields(st, h.pid, *fd, *agg),
         Detail::TcpState {
             newstate,
             family,
             dport,
             daddr,
             ..
-        } => {
-            let mut b = vec![0u8; 24];
-            b[..2].copy_from_slice(&family.to_le_bytes());
-            b[2..4].copy_from_slice(&dport.to_be_bytes());
-            if *family == 10 {
-                b[8..24].copy_from_slice(daddr);
-            } else {
-                b[4..8].copy_from_slice(&daddr[..4]);
-            }
-            let sa = SockAddr::parse(&b);
-            sys = SysRecord {
-                kind: "tcp_state",
-                family: sa.as_ref().map(|s| s.family),
-                addr: sa.as_ref().map(|s| s.addr.clone()),
-                port: Some(*dport as i64),
-                ..Default::default()
-            };
-            tcp_state = Some(if *newstate == 1 {
-                "established"
-            } else {
-                "closed"
-            });
-        }
+        } => tcp_fields(*newstate, *family, *dport, daddr),
         Detail::Exit {
-            exit_code: code,
-            signal: sig,
+            exit_code,
+            signal,
             core_dumped,
         } => {
-            exit_code = *code;
-            signal = *sig;
-            core = Some(*core_dumped);
             t.execute(
                 "UPDATE processes SET end_mono_ns = ?1, exit_code = ?2, signal = ?3, core_dumped = ?4 WHERE id = ?5",
-                params![h.mono_ns as i64, code, sig, core_dumped, row],
+                params![h.mono_ns as i64, exit_code, signal, core_dumped, row],
             )?;
             if let Some(l) = st.live.remove(&h.pid) {
                 st.exited.insert(h.pid, l.row);
             }
+            Fields {
+                exit_code: *exit_code,
+                signal: *signal,
+                core: Some(*core_dumped),
+                ..Default::default()
+            }
         }
-    }
+    };
     let kind = match &ev.detail {
-        Detail::Sys(_) | Detail::Io { .. } | Detail::TcpState { .. } => sys.kind,
+        Detail::Sys(_) | Detail::Io { .. } | Detail::TcpState { .. } => f.sys.kind,
         _ => h.kind.name(),
     };
-    let values: [&dyn rusqlite::ToSql; EVENT_COLUMNS] = [
-        &(h.mono_ns as i64),
-        &(wall_ns as i64),
-        &kind,
-        &h.cpu,
-        &(h.seq as i64),
-        &h.pid,
-        &h.tid,
-        &h.ppid,
-        &h.uid,
-        &h.gid,
-        &h.comm,
-        &row,
-        &child_pid,
-        &child_row,
-        &filename,
-        &argv,
-        &argc,
-        &argv_trunc,
-        &argv_incomplete,
-        &cwd,
-        &cwd_status,
-        &exe,
-        &exe_status,
-        &result,
-        &errno,
-        &exit_code,
-        &signal,
-        &core,
-        &sys.fd,
-        &sys.path,
-        &sys.path_as_given,
-        &sys.path_status,
-        &sys.flags,
-        &sys.mode,
-        &sys.old_path,
-        &sys.old_path_as_given,
-        &sys.new_path,
-        &sys.new_path_as_given,
-        &io.map(|i| i.write_bytes as i64),
-        &io.map(|i| i.write_calls as i64),
-        &io.map(|i| i.read_bytes as i64),
-        &io.map(|i| i.read_calls as i64),
-        &sys.family,
-        &sys.addr,
-        &sys.port,
-        &sys.query,
-        &tcp_state,
-        &repeat,
-        &sys.real_path,
-        &sys.real_path_status,
-        &sys.dev,
-        &sys.ino,
+    let (sys, io) = (&f.sys, f.io);
+    let values: [V; ROW_VALUES] = [
+        V::Int(h.mono_ns as i64),
+        V::Int(st.anchor_row),
+        V::Text(kind),
+        V::Int(h.cpu.into()),
+        V::Int(h.seq as i64),
+        V::Int(h.pid.into()),
+        int((h.tid != h.pid).then_some(h.tid)),
+        V::Int(h.ppid.into()),
+        V::Int(h.uid.into()),
+        V::Int(h.gid.into()),
+        V::Text(&h.comm),
+        V::Int(row),
+        int(f.result),
+        int(sys.fd),
+        text(sys.path.as_deref()),
+        text(sys.path_as_given.as_deref()),
+        text(sys.path_status),
+        text(f.errno.as_deref()),
+        text(sys.flags.as_deref()),
+        int(sys.mode),
+        text(sys.real_path.as_deref()),
+        text(sys.real_path_status),
+        int(sys.dev),
+        int(sys.ino),
+        int(repeat),
+        int(io.map(|i| i.write_bytes as i64)),
+        int(io.map(|i| i.write_calls as i64)),
+        int(io.map(|i| i.read_bytes as i64)),
+        int(io.map(|i| i.read_calls as i64)),
+        text(sys.old_path.as_deref()),
+        text(sys.old_path_as_given.as_deref()),
+        text(sys.new_path.as_deref()),
+        text(sys.new_path_as_given.as_deref()),
+        text(sys.family),
+        text(sys.addr.as_deref()),
+        int(sys.port),
+        text(sys.query.as_deref()),
+        text(f.tcp_state),
+        int(f.child_pid),
+        int(f.child_row),
+        text(f.filename.as_deref()),
+        text(f.argv.as_deref()),
+        int(f.argc),
+        int(f.argv_trunc),
+        int(f.argv_incomplete),
+        text(f.cwd.as_deref()),
+        text(f.cwd_status),
+        text(f.exe.as_deref()),
+        text(f.exe_status),
+        int(f.exit_code),
+        int(f.signal),
+        int(f.core),
     ];
-    // Most columns of a row are NULL (each kind fills its own): bind only
-    // the others. Unbound parameters are NULL, and binding dozens of NULLs
-    // per row cost as much as the insert itself.
-    insert.clear_bindings();
-    for (i, value) in values.iter().enumerate() {
-        let out = value.to_sql()?;
-        let is_null = matches!(
-            out,
-            rusqlite::types::ToSqlOutput::Owned(rusqlite::types::Value::Null)
-                | rusqlite::types::ToSqlOutput::Borrowed(rusqlite::types::ValueRef::Null)
-        );
-        if !is_null {
-            insert.raw_bind_parameter(i + 1, out)?;
+    insert_row(stmts, &mut st.strings, &values)
+}
+
+/// Binds a row's non-NULL values (unbound parameters are NULL, and binding
+/// dozens of NULLs per row cost as much as the insert itself), text as its
+/// `strings` id, and inserts it.
+fn insert_row(stmts: &mut Stmts, strings: &mut Interner, values: &[V]) -> rusqlite::Result<()> {
+    stmts.row.clear_bindings();
+    for (i, v) in values.iter().enumerate() {
+        match *v {
+            V::Null => {}
+            V::Int(x) => stmts.row.raw_bind_parameter(i + 1, x)?,
+            V::Text(s) => {
+                let id = strings.id(&mut stmts.string, s)?;
+                stmts.row.raw_bind_parameter(i + 1, id)?;
+            }
         }
     }
-    insert.raw_execute()?;
+    stmts.row.raw_execute()?;
     Ok(())
+}
+
+/// A fork: the child's process row, a copy of its parent's (same argv, cwd,
+/// exe, fd table).
+fn fork_fields(
+    t: &Transaction,
+    st: &mut State,
+    ev: &Event,
+    row: i64,
+    c: u32,
+) -> rusqlite::Result<Fields> {
+    let h = &ev.header;
+    let parent = st.live.get(&h.pid);
+    let (p_argv, p_cwd, p_exe, p_fs) = parent
+        .map(|l| (l.argv.clone(), l.cwd.clone(), l.exe.clone(), l.fs.clone()))
+        .unwrap_or_default();
+    t.execute(
+        "INSERT INTO processes (pid, start_mono_ns, parent_id, ppid, origin, comm, argv, cwd, exe, uid, gid)
+         VALUES (?1, ?2, ?3, ?4, 'fork', ?5, ?6, ?7, ?8, ?9, ?10)
+         ON CONFLICT(pid, start_mono_ns) DO NOTHING",
+        params![c, h.mono_ns as i64, row, h.pid, h.comm, p_argv, p_cwd, p_exe, h.uid, h.gid],
+    )?;
+    let crow = t.last_insert_rowid();
+    st.summary.processes += 1;
+    st.exited.remove(&c);
+    st.live.insert(
+        c,
+        Live {
+            row: crow,
+            argv: p_argv,
+            cwd: p_cwd,
+            exe: p_exe,
+            fs: p_fs,
+        },
+    );
+    Ok(Fields {
+        child_row: Some(crow),
+        child_pid: Some(c),
+        ..Default::default()
+    })
+}
+
+fn exec_fields(t: &Transaction, st: &mut State, ev: &Event, row: i64) -> rusqlite::Result<Fields> {
+    let h = &ev.header;
+    let Detail::Exec {
+        ok,
+        errno: e,
+        filename,
+        argc,
+        argv,
+        argv_truncated,
+        argv_incomplete,
+        cwd: c,
+        exe: x,
+        ..
+    } = &ev.detail
+    else {
+        return Ok(Fields::default());
+    };
+    let a_json = json_array(argv);
+    let exe = x.as_ref().map(|p| p.path.clone());
+    let mut f = Fields {
+        filename: Some(filename.clone()),
+        argv: Some(a_json.clone()),
+        argc: ok.then_some(*argc),
+        argv_trunc: Some(*argv_truncated),
+        argv_incomplete: Some(*argv_incomplete),
+        cwd: Some(c.path.clone()),
+        cwd_status: Some(c.status),
+        exe: exe.clone(),
+        exe_status: x.as_ref().map(|p| p.status),
+        ..Default::default()
+    };
+    if *ok {
+        f.result = Some(0);
+        t.execute(
+            "UPDATE processes SET argv = ?1, argv_truncated = ?2, cwd = ?3, exe = ?4, comm = ?5, uid = ?6, gid = ?7, exec_count = exec_count + 1 WHERE id = ?8",
+            params![a_json, argv_truncated, c.path, exe, h.comm, h.uid, h.gid, row],
+        )?;
+        if let Some(l) = st.live.get_mut(&h.pid) {
+            l.argv = Some(a_json);
+            l.cwd = Some(c.path.clone());
+            l.exe = exe;
+            l.fs.on_exec(c.is_complete().then(|| c.path.clone()));
+        }
+    } else {
+        f.result = Some(-(*e as i64));
+        f.errno = Some(errno_name(*e));
+    }
+    Ok(f)
+}
+
+/// An fd's summed reads and writes, with what the fd refers to.
+fn io_fields(st: &State, pid: u32, fd: i32, agg: crate::capture::decode::IoAggregate) -> Fields {
+    let target = st.live.get(&pid).and_then(|l| l.fs.fds.get(&fd)).cloned();
+    let is_path = target.as_ref().is_some_and(|t| t.is_path);
+    Fields {
+        sys: SysRecord {
+            kind: "io",
+            fd: Some(fd as i64),
+            path: target
+                .as_ref()
+                .filter(|t| t.is_path)
+                .map(|t| t.target.clone()),
+            path_status: Some(if is_path { "resolved" } else { "fd_unknown" }),
+            addr: target.filter(|t| !t.is_path).map(|t| t.target),
+            ..Default::default()
+        },
+        io: Some(agg),
+        ..Default::default()
+    }
+}
+
+/// The TCP outcome of a connect.
+fn tcp_fields(newstate: i32, family: u16, dport: u16, daddr: &[u8; 16]) -> Fields {
+    let mut b = vec![0u8; 24];
+    b[..2].copy_from_slice(&family.to_le_bytes());
+    b[2..4].copy_from_slice(&dport.to_be_bytes());
+    if family == 10 {
+        b[8..24].copy_from_slice(daddr);
+    } else {
+        b[4..8].copy_from_slice(&daddr[..4]);
+    }
+    let sa = SockAddr::parse(&b);
+    Fields {
+        sys: SysRecord {
+            kind: "tcp_state",
+            family: sa.as_ref().map(|s| s.family),
+            addr: sa.as_ref().map(|s| s.addr.clone()),
+            port: Some(dport as i64),
+            ..Default::default()
+        },
+        tcp_state: Some(if newstate == 1 {
+            "established"
+        } else {
+            "closed"
+        }),
+        ..Default::default()
+    }
 }
 
 #[cfg(test)]
@@ -990,6 +1105,11 @@ mod tests {
             .unwrap()
             .map(|r| r.unwrap())
             .collect()
+    }
+
+    #[test]
+    fn a_row_binds_one_value_per_stored_column() {
+        assert_eq!(super::super::layout::recorder_columns().count(), ROW_VALUES);
     }
 
     #[test]
