@@ -325,10 +325,12 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                     need,
                 });
             }
-            let mut full = vec![0u8; std::mem::size_of::<SysEvent>()];
+            // On the stack, not the heap: two allocations and frees per
+            // syscall record, for a value read once.
+            let mut full = [0u8; std::mem::size_of::<SysEvent>()];
             let n = bytes.len().min(full.len());
             full[..n].copy_from_slice(&bytes[..n]);
-            let ev: Box<SysEvent> = Box::new(read_record(&full, "syscall")?);
+            let ev: SysEvent = read_record(&full, "syscall")?;
             let take = |buf: &[u8; SYS_BUF], len: i32| -> Vec<u8> {
                 buf[..(len.max(0) as usize).min(SYS_BUF)].to_vec()
             };
