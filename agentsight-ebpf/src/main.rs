@@ -950,6 +950,50 @@ unsafe fn msghdr_payload(msg: u64, dst: *mut u8) -> i32 {
     }
 }
 
+/// The buffers of an open's record: the path as given (`buf1`) and, when it
+/// succeeded, what the kernel opened — the dentry walk of the file behind
+/// the new fd (`buf2`), its inode and device. Returns both lengths and the
+/// record size class.
+#[inline(always)]
+unsafe fn open_record(
+    ev: *mut SysEvent,
+    op: u32,
+    a: &[u64; 6],
+    ret: i64,
+    off: &Offsets,
+) -> (i32, i32, usize) {
+    unsafe {
+        let given = if op == op::OPEN || op == op::CREAT {
+            a[0]
+        } else {
+            a[1]
+        };
+        let l1 = user_str(given, (*ev).buf1.as_mut_ptr());
+        if op == op::OPENAT2 {
+            (*ev).how_flags = bpf_probe_read_user(a[2] as *const u64).unwrap_or(0);
+        }
+        let file = if ret >= 0 {
+            fd_file(ret as u64, off)
+        } else {
+            core::ptr::null()
+        };
+        if file.is_null() {
+            return (l1, 0, SYS_EVENT_ONE);
+        }
+        let inode = read_ptr(file.add(off.file_inode as usize));
+        if !inode.is_null() {
+            (*ev).ino = read_u64(inode.add(off.inode_ino as usize));
+            let sb = read_ptr(inode.add(off.inode_sb as usize));
+            if !sb.is_null() {
+                (*ev).dev = read_u32(sb.add(off.sb_dev as usize));
+            }
+        }
+        let (used, flags) = walk_file_packed(file, (*ev).buf2.as_mut_ptr(), off);
+        (*ev).path_flags = flags | PATH_WALKED;
+        (l1, used, SYS_EVENT_TWO)
+    }
+}
+
 /// Records one finished syscall of a tracked process from its arguments
 /// (as the registers still hold them at exit) and its result.
 #[inline(always)]
@@ -1019,37 +1063,9 @@ fn finish(tgid: u32, op: u32, a: [u64; 6], ret: i64) {
         let mut l2 = 0i32;
         let size = match op {
             op::OPEN | op::CREAT | op::OPENAT | op::OPENAT2 => {
-                let given = if op == op::OPEN || op == op::CREAT {
-                    a[0]
-                } else {
-                    a[1]
-                };
-                l1 = user_str(given, b1);
-                if op == op::OPENAT2 {
-                    (*ev).how_flags = bpf_probe_read_user(a[2] as *const u64).unwrap_or(0);
-                }
-                // What the kernel really opened: the file behind the new fd.
-                let file = if ret >= 0 {
-                    fd_file(ret as u64, off)
-                } else {
-                    core::ptr::null()
-                };
-                if file.is_null() {
-                    SYS_EVENT_ONE
-                } else {
-                    let inode = read_ptr(file.add(off.file_inode as usize));
-                    if !inode.is_null() {
-                        (*ev).ino = read_u64(inode.add(off.inode_ino as usize));
-                        let sb = read_ptr(inode.add(off.inode_sb as usize));
-                        if !sb.is_null() {
-                            (*ev).dev = read_u32(sb.add(off.sb_dev as usize));
-                        }
-                    }
-                    let (used, flags) = walk_file_packed(file, b2, off);
-                    l2 = used;
-                    (*ev).path_flags = flags | PATH_WALKED;
-                    SYS_EVENT_TWO
-                }
+                let (given, kernel, size) = open_record(ev, op, &a, ret, off);
+                (l1, l2) = (given, kernel);
+                size
             }
             op::UNLINK | op::RMDIR | op::MKDIR | op::TRUNCATE | op::CHDIR => {
                 l1 = user_str(a[0], b1);

@@ -247,6 +247,37 @@ impl FsState {
         }
     }
 
+    /// An open: the path as asked for (resolved), flags and mode, the new
+    /// fd in the table, and what the kernel opened (its walk, dev, ino).
+    fn apply_open(&mut self, raw: &SysRaw, r: &mut SysRecord) {
+        let a = raw.args;
+        let ok = raw.ret >= 0;
+        let (dirfd, flags, mode) = match raw.op {
+            op::OPEN => (AT_FDCWD, a[1], a[2]),
+            op::OPENAT => (a[0] as i32, a[2], a[3]),
+            op::OPENAT2 => (a[0] as i32, raw.how_flags, 0),
+            _ => (AT_FDCWD, 0o1101, a[1]), // creat: O_CREAT|O_WRONLY|O_TRUNC
+        };
+        let (abs, as_given, status) = self.path_arg(dirfd, &raw.buf1, raw.len1);
+        r.flags = Some(open_flags(flags));
+        if flags & 0o100 != 0 {
+            r.mode = Some((mode & 0o7777) as i64);
+        }
+        if ok {
+            r.fd = Some(raw.ret);
+            let target = abs.clone().or(as_given.clone()).unwrap_or_default();
+            self.set_fd(raw.ret, target, abs.is_some(), flags & 0o2000000 != 0);
+        }
+        if ok && raw.path_flags & PATH_WALKED != 0 {
+            let real = packed_path(&raw.buf2, raw.path_flags);
+            r.real_path = Some(real.path);
+            r.real_path_status = Some(real.status);
+            r.dev = Some(i64::from(raw.dev));
+            r.ino = Some(raw.ino as i64);
+        }
+        (r.path, r.path_as_given, r.path_status) = (abs, as_given, Some(status));
+    }
+
     /// Interprets one syscall and updates the state it changes.
     pub fn apply(&mut self, raw: &SysRaw) -> SysRecord {
         let a = raw.args;
@@ -259,32 +290,7 @@ impl FsState {
         };
         let dfd = |i: usize| a[i] as i32;
         match raw.op {
-            op::OPEN | op::OPENAT | op::OPENAT2 | op::CREAT => {
-                let (dirfd, flags, mode) = match raw.op {
-                    op::OPEN => (AT_FDCWD, a[1], a[2]),
-                    op::OPENAT => (dfd(0), a[2], a[3]),
-                    op::OPENAT2 => (dfd(0), raw.how_flags, 0),
-                    _ => (AT_FDCWD, 0o1101, a[1]), // creat: O_CREAT|O_WRONLY|O_TRUNC
-                };
-                let (abs, as_given, status) = self.path_arg(dirfd, &raw.buf1, raw.len1);
-                r.flags = Some(open_flags(flags));
-                if flags & 0o100 != 0 {
-                    r.mode = Some((mode & 0o7777) as i64);
-                }
-                if ok {
-                    r.fd = Some(raw.ret);
-                    let target = abs.clone().or(as_given.clone()).unwrap_or_default();
-                    self.set_fd(raw.ret, target, abs.is_some(), flags & 0o2000000 != 0);
-                }
-                if ok && raw.path_flags & PATH_WALKED != 0 {
-                    let real = packed_path(&raw.buf2, raw.path_flags);
-                    r.real_path = Some(real.path);
-                    r.real_path_status = Some(real.status);
-                    r.dev = Some(i64::from(raw.dev));
-                    r.ino = Some(raw.ino as i64);
-                }
-                (r.path, r.path_as_given, r.path_status) = (abs, as_given, Some(status));
-            }
+            op::OPEN | op::OPENAT | op::OPENAT2 | op::CREAT => self.apply_open(raw, &mut r),
             op::UNLINK | op::RMDIR | op::MKDIR | op::TRUNCATE | op::CHDIR => {
                 let (abs, as_given, status) = self.path_arg(AT_FDCWD, &raw.buf1, raw.len1);
                 if raw.op == op::MKDIR {
