@@ -158,6 +158,11 @@ pub struct ExecEvent {
     pub argv_flags: u32,
     /// Errno for a failed exec, 0 on success.
     pub errno: i32,
+    /// A successful exec: the inode and device (`sb->s_dev`) of the file
+    /// run (`bprm->file`); 0 otherwise.
+    pub exe_ino: u64,
+    pub exe_dev: u32,
+    pub _pad: u32,
     pub filename: [u8; FILENAME_MAX],
     pub argv: [u8; ARGV_BUF],
     pub cwd: PathRecord,

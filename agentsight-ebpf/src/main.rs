@@ -637,11 +637,22 @@ pub fn sched_process_exec(ctx: BtfTracePointContext) -> u32 {
         }
         walk_cwd(task, &mut (*ev).cwd, off);
         let file = read_ptr(bprm.add(off.bprm_file as usize));
+        (*ev).exe_ino = 0;
+        (*ev).exe_dev = 0;
+        (*ev)._pad = 0;
         if file.is_null() {
             (*ev).exe.depth = 0;
             (*ev).exe.flags = PATH_READ_FAILED;
         } else {
             walk_path(file.add(off.file_path as usize), &mut (*ev).exe, 1, off);
+            let inode = read_ptr(file.add(off.file_inode as usize));
+            if !inode.is_null() {
+                (*ev).exe_ino = read_u64(inode.add(off.inode_ino as usize));
+                let sb = read_ptr(inode.add(off.inode_sb as usize));
+                if !sb.is_null() {
+                    (*ev).exe_dev = read_u32(sb.add(off.sb_dev as usize));
+                }
+            }
         }
     });
     0
@@ -664,6 +675,9 @@ fn exec_failed(filename: u64, argv: u64, ret: i64) {
         walk_cwd(task, &mut (*ev).cwd, off);
         (*ev).exe.depth = 0;
         (*ev).exe.flags = 0;
+        (*ev).exe_ino = 0;
+        (*ev).exe_dev = 0;
+        (*ev)._pad = 0;
     });
 }
 

@@ -230,6 +230,9 @@ fn agent_breaking_the_policy_is_flagged() {
     require_root();
     let r = setup("audit-bad");
     let key = fake_key();
+    // curl under another name, for the workload to run (made as root).
+    let fetch = r.work.join("fetch");
+    std::fs::hard_link("/usr/bin/curl", &fetch).unwrap();
     let policy = r.policy.display().to_string();
     let script = workload();
     let args = [
@@ -257,7 +260,7 @@ fn agent_breaking_the_policy_is_flagged() {
     // key) is a finding: the capture holds the path the kernel opened; so is
     // the read through a hard link (`cat copy.txt`): the key's inode was
     // noted when recording started.
-    let errors = 7;
+    let errors = 8;
     let err = stderr(&out);
     assert!(
         err.contains(&format!(
@@ -305,6 +308,19 @@ fn agent_breaking_the_policy_is_flagged() {
             "read of denied path {key_s} through {copy} (the same file: device "
         )),
         "{hard:?}"
+    );
+    // The hard link of curl is known by its inode, noted as recording began.
+    let fetch_argv = s(&["./fetch", "--version"]);
+    let fetched: Vec<Brief> = got.iter().filter(|b| b.3 == fetch_argv).cloned().collect();
+    got.retain(|b| b.3 != fetch_argv);
+    assert_eq!(fetched.len(), 1, "{fetched:?}");
+    assert_eq!(fetched[0].0, "denied-executable");
+    assert!(
+        fetched[0].2.starts_with(&format!(
+            "exec of denied executable /usr/bin/curl through {} (the same file: device ",
+            fetch.display()
+        )),
+        "{fetched:?}"
     );
     let through_link = s(&["cat", "innocent.txt"]);
     let linked: Vec<Brief> = got
@@ -421,6 +437,8 @@ fn agent_breaking_the_policy_is_flagged() {
             ("denied-executable", "error"),
             ("network-denied", "error"),
             ("network-undeclared", "error"),
+            // curl through its hard link, last.
+            ("denied-executable", "error"),
             ("audit-note", "note"),
         ]
     );

@@ -612,6 +612,24 @@ fn kernel_paths_name_the_file_the_kernel_opened() {
             row("after.txt", "after.txt", ino("after.txt")),
         ]
     );
+    // The exec: the file the kernel ran (python3 is a symlink) and its inode.
+    let python = std::fs::canonicalize("/usr/bin/python3").unwrap();
+    let exec_row: (String, String, i64) = conn
+        .query_row(
+            "SELECT filename, real_path, ino FROM events WHERE kind = 'exec' AND process_id IN
+               (SELECT id FROM processes WHERE argv LIKE '%kernel_paths.py%')",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        exec_row,
+        (
+            "/usr/bin/python3".to_string(),
+            python.display().to_string(),
+            std::fs::metadata(&python).unwrap().ino() as i64
+        )
+    );
     // The lexical path of the symlink trick names the link, the kernel
     // path the target: both are stored.
     let lexical: String = conn

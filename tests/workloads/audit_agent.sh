@@ -41,5 +41,9 @@ if [ "$mode" = bad ]; then
     curl -s --max-time 2 "http://127.0.0.1:$denied/" > /dev/null
     # A connection to a loopback port the policy does not declare.
     exec 3<>"/dev/tcp/127.0.0.1/$undeclared" && exec 3>&-
+    # The denied executable again, under another name: a hard link of curl
+    # the test made in the workspace (an unprivileged user may not link a
+    # file it cannot write).
+    if [ -x ./fetch ]; then ./fetch --version > /dev/null; fi
 fi
 exit 0

@@ -548,6 +548,7 @@ pub fn audit_with(
         &mut out,
     )?;
     sets.denied_inodes = super::inodes::from_capture(cap)?;
+    sets.denied_exe_inodes = super::inodes::executables_from_capture(cap)?;
     let mut ctx = Ctx {
         cap,
         strategy,

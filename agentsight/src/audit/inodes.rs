@@ -122,6 +122,73 @@ fn kernel_dev(dev: u64) -> i64 {
     (major << 20) | minor
 }
 
+/// Directories searched for denied executables named without a `/`.
+const EXE_DIRS: &[&str] = &[
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+];
+
+/// The existing executables the policy's `executables.deny` patterns name:
+/// a pattern without `/` is looked up by file name in the usual binary
+/// directories, one with `/` must be a literal path. Symlinks are followed
+/// (the kernel runs the target: `nc` → `nc.openbsd`); `path` is the name
+/// found. A copy of one of them under another name (a hard link) is then
+/// known by its inode.
+pub fn denied_executables(policy: &Policy) -> Vec<DeniedFile> {
+    let mut seen: HashMap<(i64, i64), DeniedFile> = HashMap::new();
+    let mut note = |p: &Path| {
+        if let Ok(m) = std::fs::metadata(p)
+            && m.is_file()
+            && let Some(s) = p.to_str()
+        {
+            seen.entry((kernel_dev(m.dev()), m.ino() as i64))
+                .or_insert(DeniedFile {
+                    path: s.to_owned(),
+                    dev: kernel_dev(m.dev()),
+                    ino: m.ino() as i64,
+                    read: false,
+                    write: false,
+                });
+        }
+    };
+    for pat in &policy.executables.deny {
+        if pat.by_path {
+            if !pat.text.contains(['*', '?', '[', '{']) {
+                note(Path::new(&pat.text));
+            }
+            continue;
+        }
+        for dir in EXE_DIRS {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            for e in entries.flatten().take(MAX_ENTRIES) {
+                if pat.matcher.is_match(e.file_name()) {
+                    note(&e.path());
+                }
+            }
+        }
+    }
+    let mut out: Vec<DeniedFile> = seen.into_values().collect();
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
+}
+
+/// The denied executables a capture noted (meta `denied_exe_inodes`).
+pub fn executables_from_capture(
+    cap: &Capture,
+) -> Result<HashMap<(i64, i64), DeniedFile>, AuditError> {
+    let raw = cap.meta("denied_exe_inodes").map_err(AuditError::Store)?;
+    let list: Vec<DeniedFile> = raw
+        .and_then(|r| serde_json::from_str(&r).ok())
+        .unwrap_or_default();
+    Ok(list.into_iter().map(|f| ((f.dev, f.ino), f)).collect())
+}
+
 /// The denied files a capture noted (meta `denied_inodes`), by identity;
 /// none when it noted none or the value does not parse (the capture is
 /// input: a bad value never invents a finding).

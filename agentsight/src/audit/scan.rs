@@ -125,6 +125,9 @@ pub(super) struct PathSets {
     /// recording started (meta `denied_inodes`): an open of the same file
     /// under any other name is a denied-path finding.
     pub denied_inodes: std::collections::HashMap<(i64, i64), super::inodes::DeniedFile>,
+    /// Likewise the denied executables found on PATH (meta
+    /// `denied_exe_inodes`): running one under another name is a finding.
+    pub denied_exe_inodes: std::collections::HashMap<(i64, i64), super::inodes::DeniedFile>,
 }
 
 impl PathSets {
@@ -163,6 +166,7 @@ impl PathSets {
             deny_read,
             deny_write,
             denied_inodes: Default::default(),
+            denied_exe_inodes: Default::default(),
         })
     }
 
@@ -212,7 +216,7 @@ pub(super) fn events(
                     let list = ctx.history.execs.entry(id).or_default();
                     list.push((ev.mono_ns, a.clone()));
                 }
-                exec_event(ctx, policy, &ev, out)?;
+                exec_event(ctx, policy, sets, &ev, out)?;
             }
             "connect" | "sendto" | "sendmsg" | "sendmmsg" | "dns_write" => {
                 net_event(ctx, policy, rules, &ev, out)?;
@@ -232,7 +236,13 @@ fn note_tcp(ctx: &mut Ctx, ev: Ev) {
     }
 }
 
-fn exec_event(ctx: &Ctx, policy: &Policy, ev: &Ev, out: &mut Collector) -> Result<(), AuditError> {
+fn exec_event(
+    ctx: &Ctx,
+    policy: &Policy,
+    sets: &PathSets,
+    ev: &Ev,
+    out: &mut Collector,
+) -> Result<(), AuditError> {
     let x = &policy.executables;
     // A shell trying each $PATH entry gets ENOENT for all but one: those
     // tries are not runs.
@@ -240,7 +250,19 @@ fn exec_event(ctx: &Ctx, policy: &Policy, ev: &Ev, out: &mut Collector) -> Resul
         return Ok(());
     }
     let argv = argv_of(ev.argv.as_deref());
-    if let Some((message, matched)) = exe_verdict(x, ev, &argv) {
+    let by_inode = || {
+        let (dev, ino) = (ev.dev?, ev.ino?);
+        let d = sets.denied_exe_inodes.get(&(dev, ino))?;
+        let shown = ev.exe.as_deref().unwrap_or("?");
+        Some((
+            format!(
+                "exec of denied executable {} through {shown} (the same file: device {dev}, inode {ino})",
+                d.path
+            ),
+            Some(format!("{} (by inode)", d.path)),
+        ))
+    };
+    if let Some((message, matched)) = exe_verdict(x, ev, &argv).or_else(by_inode) {
         let mut p = ctx.base(ev, &x.meta, message, "exec");
         p.finding.path = ev.exe.clone().or(ev.filename.clone());
         p.finding.argv = Some(argv);

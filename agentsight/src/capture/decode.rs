@@ -59,6 +59,9 @@ pub enum Detail {
         argv_incomplete: bool,
         cwd: KernelPath,
         exe: Option<KernelPath>,
+        /// A successful exec: the binary's device and inode (0 when unknown).
+        exe_dev: u32,
+        exe_ino: u64,
     },
     Exit {
         exit_code: Option<i32>,
@@ -313,6 +316,8 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 argv_incomplete: ev.argv_flags & ARGV_READ_FAILED != 0,
                 cwd: kernel_path(&ev.cwd),
                 exe: ok.then(|| kernel_path(&ev.exe)),
+                exe_dev: ev.exe_dev,
+                exe_ino: ev.exe_ino,
             }
         }
         EventKind::Sys => {

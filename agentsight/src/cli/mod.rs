@@ -379,10 +379,16 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
     let start_meta = match &policy {
         Some(p) => {
             let _as_user = crate::privileges::AsUser::maybe(creds.as_ref())?;
-            vec![(
-                "denied_inodes".to_string(),
-                denied_inodes_now(p, a.user.as_deref())?,
-            )]
+            vec![
+                (
+                    "denied_inodes".to_string(),
+                    denied_inodes_now(p, a.user.as_deref())?,
+                ),
+                (
+                    "denied_exe_inodes".to_string(),
+                    serde_json::to_string(&crate::audit::inodes::denied_executables(p))?,
+                ),
+            ]
         }
         None => Vec::new(),
     };

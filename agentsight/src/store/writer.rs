@@ -987,6 +987,8 @@ fn exec_fields(t: &Transaction, st: &mut State, ev: &Event, row: i64) -> rusqlit
         argv_incomplete,
         cwd: c,
         exe: x,
+        exe_dev,
+        exe_ino,
         ..
     } = &ev.detail
     else {
@@ -1008,6 +1010,15 @@ fn exec_fields(t: &Transaction, st: &mut State, ev: &Event, row: i64) -> rusqlit
     };
     if *ok {
         f.result = Some(0);
+        // The file the kernel ran, in the same columns an open's uses.
+        if let Some(p) = x {
+            f.sys.real_path = Some(p.path.clone());
+            f.sys.real_path_status = Some(p.status);
+        }
+        if *exe_ino != 0 {
+            f.sys.dev = Some(i64::from(*exe_dev));
+            f.sys.ino = Some(*exe_ino as i64);
+        }
         t.execute(
             "UPDATE processes SET argv = ?1, argv_truncated = ?2, cwd = ?3, exe = ?4, comm = ?5, uid = ?6, gid = ?7, exec_count = exec_count + 1 WHERE id = ?8",
             params![a_json, argv_truncated, c.path, exe, h.comm, h.uid, h.gid, row],
