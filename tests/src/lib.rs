@@ -217,23 +217,13 @@ pub fn sv(items: &[&str]) -> Vec<String> {
 /// distinct paths (`/nonexistent-agentsight/f0`, `f1`, …): nothing folds
 /// them, so the ground truth is exactly `n` stored-or-counted events.
 pub fn static_distinct_open_flood(dir: &Path, n: u64) -> PathBuf {
-    let src = dir.join("distinct.c");
-    std::fs::write(
-        &src,
-        format!(
+    static_program(
+        dir,
+        "distinct",
+        &format!(
             "#include <fcntl.h>\n#include <stdio.h>\nint main(void) {{ char p[64]; for (long i = 0; i < {n}; i++) {{ snprintf(p, sizeof p, \"/nonexistent-agentsight/f%ld\", i); openat(AT_FDCWD, p, O_RDONLY); }} return 0; }}\n"
         ),
     )
-    .expect("write distinct.c");
-    let bin = dir.join("distinct");
-    let cc = Command::new("gcc")
-        .args(["-O2", "-static", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .status()
-        .expect("run gcc");
-    assert!(cc.success(), "gcc -static failed");
-    bin
 }
 
 /// Builds a static program in `dir` that makes `n` failed
@@ -241,19 +231,24 @@ pub fn static_distinct_open_flood(dir: &Path, n: u64) -> PathBuf {
 /// no dynamic loader: the flood is the program's only hooked syscall, so its
 /// ground truth is exactly `n` events.
 pub fn static_open_flood(dir: &Path, n: u64, path: &str) -> PathBuf {
-    let src = dir.join("flood.c");
-    std::fs::write(
-        &src,
-        format!(
+    static_program(
+        dir,
+        "flood",
+        &format!(
             "#include <fcntl.h>\nint main(void) {{ for (long i = 0; i < {n}; i++) openat(AT_FDCWD, \"{path}\", O_RDONLY); return 0; }}\n"
         ),
     )
-    .expect("write flood.c");
-    let bin = dir.join("flood");
+}
+
+/// Compiles C source `src` into a static binary `dir/name`.
+fn static_program(dir: &Path, name: &str, src: &str) -> PathBuf {
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, src).expect("write the C source");
+    let bin = dir.join(name);
     let cc = Command::new("gcc")
         .args(["-O2", "-static", "-o"])
         .arg(&bin)
-        .arg(&src)
+        .arg(&c)
         .status()
         .expect("run gcc");
     assert!(cc.success(), "gcc -static failed");

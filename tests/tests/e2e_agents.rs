@@ -420,14 +420,7 @@ fn audit_writes_pass(run: &Run, db: &Path) {
         ),
     )
     .unwrap();
-    let out = std::process::Command::new(agentsight_tests::bin())
-        .args(["audit", "--format", "json", "--db"])
-        .arg(db)
-        .arg("--policy")
-        .arg(&policy)
-        .output()
-        .unwrap();
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (_, report) = audit_json(db, &policy);
     let bad: Vec<String> = report["findings"]
         .as_array()
         .unwrap()
@@ -471,14 +464,7 @@ fn audit_default_policy_passes(run: &Run, db: &Path) {
         ),
     )
     .unwrap();
-    let out = std::process::Command::new(agentsight_tests::bin())
-        .args(["audit", "--format", "json", "--db"])
-        .arg(db)
-        .arg("--policy")
-        .arg(&policy)
-        .output()
-        .unwrap();
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (out, report) = audit_json(db, &policy);
     let errors: Vec<String> = report["findings"]
         .as_array()
         .unwrap()
@@ -493,6 +479,19 @@ fn audit_default_policy_passes(run: &Run, db: &Path) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `agentsight audit --format json` of `db` with `policy`: the run and its report.
+fn audit_json(db: &Path, policy: &Path) -> (std::process::Output, Value) {
+    let out = std::process::Command::new(agentsight_tests::bin())
+        .args(["audit", "--format", "json", "--db"])
+        .arg(db)
+        .arg("--policy")
+        .arg(policy)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    (out, report)
 }
 
 /// A real agent run on an idle machine loses nothing: no kernel loss and no
