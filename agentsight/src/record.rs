@@ -4,7 +4,6 @@
 use std::{
     collections::BTreeSet,
     ffi::OsString,
-    io::IsTerminal,
     os::{
         fd::{AsFd, AsRawFd},
         unix::process::CommandExt,
@@ -14,6 +13,7 @@ use std::{
     sync::{
         Arc,
         atomic::{AtomicBool, AtomicI32, Ordering},
+        mpsc::SyncSender,
     },
     time::{Duration, Instant},
 };
@@ -67,7 +67,6 @@ pub struct RecordOptions {
     pub env: Vec<crate::envreset::EnvArg>,
     pub duration: Option<Duration>,
     pub ring_bytes: u32,
-    pub quiet: bool,
     /// Under sudo, record other users' processes too (`--pid`, `--agent`).
     pub all_users: bool,
     /// Copy the bound sessions' raw transcripts into the capture, up to
@@ -162,10 +161,39 @@ fn host_meta() -> Vec<(String, String)> {
     ]
 }
 
-pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
-    // First of all: a SIGTERM during start-up must stop the recording
-    // cleanly, not kill the recorder before it has a handler.
-    let signals = install_signals()?;
+/// What the recorder tells its caller while it runs. The library prints
+/// nothing; the caller decides (the CLI: warnings unless `--quiet`, the
+/// status line only on a terminal).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Notice {
+    /// Something did not work as asked; the recording goes on.
+    Warning(String),
+    /// Other users' processes left out so far (under sudo; `--all-users`
+    /// records them).
+    SkippedOtherUsers(usize),
+    /// Once a second while recording.
+    Status {
+        elapsed: Duration,
+        processes: usize,
+        events_per_s: f64,
+        lost: u64,
+    },
+    /// The recording stopped: no more status lines.
+    Stopped,
+    /// A start that failed left a file it could not remove (never silenced).
+    CleanupFailed(String),
+}
+
+/// Who the recording is for: the command's user, the caller's file
+/// credentials, and (under sudo) the only uid whose processes are recorded.
+struct Target {
+    user: Option<TargetUser>,
+    creds: Option<privileges::FileCreds>,
+    only_uid: Option<u32>,
+}
+
+/// Checks what can be checked before anything is created or loaded.
+fn check_target(opts: &RecordOptions) -> Result<Target, RecordError> {
     if opts.command.is_empty() && opts.pids.is_empty() && opts.agent.is_none() {
         return Err(RecordError::NoTarget);
     }
@@ -182,34 +210,33 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         _ => None,
     };
     check_pids(&opts.pids, only_uid)?;
+    Ok(Target {
+        user,
+        creds,
+        only_uid,
+    })
+}
 
-    // The output first, created with the invoking user's own credentials
-    // (the capture and its sidecars are theirs from the start, no chown): a
-    // path the user could not create fails before anything is loaded.
-    let start = Anchor::now("start");
-    let writer = {
-        let _as_user = privileges::AsUser::maybe(creds.as_ref())?;
-        Writer::create_as(&opts.output, start, creds.clone())?
-    };
-    if let Some(max) = opts.max_bytes {
-        let _ = writer.sender().send(StoreMsg::MaxBytes(max));
-    }
-    let tx = writer.sender();
+/// The kernel programs as loaded, with what the capture and summary say
+/// about them.
+struct Loaded {
+    probes: Probes,
+    /// Statistics stay on while this fd is open (the kernel counts for every
+    /// program while anyone holds one).
+    stats_fd: Option<std::os::fd::OwnedFd>,
+    failed_programs: Vec<String>,
+}
+
+/// Loads and attaches the programs; notes each one's state in the capture.
+fn load_programs(
+    opts: &RecordOptions,
+    tx: &SyncSender<StoreMsg>,
+    notify: &mut dyn FnMut(Notice),
+) -> Result<Loaded, crate::capture::loader::LoadError> {
     let meta = |k: &str, v: String| {
         let _ = tx.send(StoreMsg::Meta(k.to_owned(), v));
     };
-    for (k, v) in start_meta(opts, user.as_ref(), start) {
-        meta(&k, v);
-    }
-
-    let mut probes = match Probes::load(opts.ring_bytes) {
-        Ok(p) => p,
-        Err(e) => {
-            drop(tx);
-            abandon(writer, &opts.output, creds.as_ref());
-            return Err(e.into());
-        }
-    };
+    let probes = Probes::load(opts.ring_bytes)?;
     // Loading parsed the kernel's BTF (tens of MiB of small allocations, all
     // freed by now); give those pages back to the system, or they stay
     // resident under everything held later. glibc only returns them on request.
@@ -218,15 +245,13 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     unsafe {
         libc::malloc_trim(0)
     };
-    // Statistics stay on while this fd is open (the kernel counts for every
-    // program while anyone holds one).
     let stats_fd = if opts.program_stats {
         match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
             Ok(fd) => Some(fd),
             Err(e) => {
-                if !opts.quiet {
-                    crate::sayln!("agentsight: warning: program statistics unavailable: {e}");
-                }
+                notify(Notice::Warning(format!(
+                    "program statistics unavailable: {e}"
+                )));
                 meta("program_stats_error", e.to_string());
                 None
             }
@@ -257,17 +282,29 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         })
         .collect();
     for f in &failed_programs {
-        if !opts.quiet {
-            crate::sayln!("agentsight: warning: program not attached: {f}");
-        }
+        notify(Notice::Warning(format!("program not attached: {f}")));
     }
+    Ok(Loaded {
+        probes,
+        stats_fd,
+        failed_programs,
+    })
+}
 
+/// The ring reader's thread and what it shares with the main thread.
+struct Reading {
+    thread: std::thread::JoinHandle<Vec<crate::capture::reader::Gap>>,
+    stop: Arc<AtomicBool>,
+    stats: Arc<ReaderStats>,
+}
+
+fn start_reader(probes: &mut Probes, writer: &Writer) -> Result<Reading, RecordError> {
     let stop = Arc::new(AtomicBool::new(false));
     let stats = Arc::new(ReaderStats::default());
     let ring = probes.take_ring()?;
     let io = probes.io.take();
     let seq = probes.take_seq().ok();
-    let reader = reader::spawn(
+    let thread = reader::spawn(
         ring,
         io,
         seq,
@@ -276,71 +313,242 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         stats.clone(),
     )
     .map_err(|e| RecordError::Other(format!("cannot start ring reader: {e}")))?;
+    Ok(Reading {
+        thread,
+        stop,
+        stats,
+    })
+}
 
-    // Adopt existing trees.
-    let mut agent_known: BTreeSet<u32> = BTreeSet::new();
-    // The recorded commands' TMPDIRs, stored as meta `tmpdirs`.
-    let mut tmpdirs: Vec<String> = Vec::new();
-    let mut skipped = Skipped {
-        only_uid,
-        quiet: opts.quiet,
-        pids: BTreeSet::new(),
+pub fn run(
+    opts: &RecordOptions,
+    notify: &mut dyn FnMut(Notice),
+) -> Result<RecordOutcome, RecordError> {
+    // First of all: a SIGTERM during start-up must stop the recording
+    // cleanly, not kill the recorder before it has a handler.
+    let signals = install_signals()?;
+    let target = check_target(opts)?;
+    // The output first, created with the invoking user's own credentials
+    // (the capture and its sidecars are theirs from the start, no chown): a
+    // path the user could not create fails before anything is loaded.
+    let start = Anchor::now("start");
+    let writer = {
+        let _as_user = privileges::AsUser::maybe(target.creds.as_ref())?;
+        Writer::create_as(&opts.output, start, target.creds.clone())?
     };
-    if !opts.pids.is_empty() {
-        let procs = procinfo::snapshot();
-        let roots: BTreeSet<u32> = opts.pids.iter().copied().collect();
-        let tree = skipped.keep_own(procinfo::tree_of(&procs, &roots));
-        adopt(
-            &mut probes,
-            &tx,
-            &tree,
-            "seeded",
-            &mut agent_known,
-            &mut tmpdirs,
-        );
+    if let Some(max) = opts.max_bytes {
+        let _ = writer.sender().send(StoreMsg::MaxBytes(max));
     }
-    if let Some(agent) = opts.agent {
-        scan_agents(
-            &mut probes,
-            &tx,
-            agent,
-            &mut agent_known,
-            &mut skipped,
-            &mut tmpdirs,
-        );
+    let tx = writer.sender();
+    for (k, v) in start_meta(opts, target.user.as_ref(), start) {
+        let _ = tx.send(StoreMsg::Meta(k, v));
     }
-
-    // Start the command, tracked from before its first instruction.
-    let mut child = match (&user, opts.command.is_empty()) {
-        (Some(u), false) => {
-            match spawn_tracked(&probes, u, &opts.command, &opts.env, &tx, &mut tmpdirs) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    // Nothing was recorded: leave no half-made capture behind.
-                    stop.store(true, Ordering::Release);
-                    let _ = reader.join();
-                    drop(tx);
-                    abandon(writer, &opts.output, creds.as_ref());
-                    return Err(e);
-                }
-            }
+    let mut loaded = match load_programs(opts, &tx, notify) {
+        Ok(l) => l,
+        Err(e) => {
+            drop(tx);
+            abandon(writer, &opts.output, target.creds.as_ref(), notify);
+            return Err(e.into());
         }
+    };
+    let reading = start_reader(&mut loaded.probes, &writer)?;
+    let mut tracker = Tracker {
+        probes: loaded.probes,
+        tx,
+        known: BTreeSet::new(),
+        tmpdirs: Vec::new(),
+        skipped: Skipped::new(target.only_uid),
+    };
+    tracker.adopt_targets(opts, notify);
+    // Start the command, tracked from before its first instruction.
+    let child = match (&target.user, opts.command.is_empty()) {
+        (Some(u), false) => match tracker.spawn_tracked(u, &opts.command, &opts.env) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                // Nothing was recorded: leave no half-made capture behind.
+                reading.stop.store(true, Ordering::Release);
+                let _ = reading.thread.join();
+                drop(tracker);
+                abandon(writer, &opts.output, target.creds.as_ref(), notify);
+                return Err(e);
+            }
+        },
         _ => None,
     };
+    let watched = watch(opts, &signals, child, &mut tracker, &reading.stats, notify);
+    let ended = Ended {
+        failed_programs: loaded.failed_programs,
+        stats_fd: loaded.stats_fd,
+        watched,
+    };
+    finish(opts, &target, writer, tracker, reading, ended, notify)
+}
 
+/// The processes the recording follows besides the command it starts:
+/// `--pid` trees and `--agent` processes, adopted into the kernel's map.
+struct Tracker {
+    probes: Probes,
+    tx: SyncSender<StoreMsg>,
+    /// Pids adopted so far (the kernel map makes re-adding harmless).
+    known: BTreeSet<u32>,
+    /// The recorded commands' TMPDIRs, stored as meta `tmpdirs`.
+    tmpdirs: Vec<String>,
+    skipped: Skipped,
+}
+
+impl Tracker {
+    /// The `--pid` trees and the agents already running.
+    fn adopt_targets(&mut self, opts: &RecordOptions, notify: &mut dyn FnMut(Notice)) {
+        if !opts.pids.is_empty() {
+            let procs = procinfo::snapshot();
+            let roots: BTreeSet<u32> = opts.pids.iter().copied().collect();
+            let tree = self
+                .skipped
+                .keep_own(procinfo::tree_of(&procs, &roots), notify);
+            self.adopt(&tree, "seeded");
+        }
+        if let Some(agent) = opts.agent {
+            self.scan_agents(agent, notify);
+        }
+    }
+}
+
+/// How the watched run ended.
+struct Watched {
+    end_reason: String,
+    command_status: Option<i32>,
+    /// /proc/PID/fd evidence for session matching (see `matching`).
+    fd_obs: Vec<crate::matching::FdObservation>,
+    started: Instant,
+}
+
+/// What `finish` needs besides the writer, the tracker and the reader.
+struct Ended {
+    failed_programs: Vec<String>,
+    stats_fd: Option<std::os::fd::OwnedFd>,
+    watched: Watched,
+}
+
+/// Why the run stops now, from the signals counted so far.
+///
+/// With a command, Ctrl-C reaches it through the terminal and it decides;
+/// SIGTERM/SIGHUP are passed on. We stop when it exits, or 5 s after a
+/// forwarded signal, or at a second Ctrl-C.
+fn stop_by_signal(
+    signals: &Signals,
+    child: Option<&Child>,
+    term_forwarded_at: &mut Option<Instant>,
+) -> Option<String> {
+    let ints = signals.interrupt.load(Ordering::SeqCst);
+    let terms = signals.terminate.load(Ordering::SeqCst);
+    let Some(c) = child else {
+        return (ints > 0 || terms > 0).then(|| "stopped by signal".into());
+    };
+    if terms > 0 && term_forwarded_at.is_none() {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(c.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        *term_forwarded_at = Some(Instant::now());
+    }
+    if ints > 1 {
+        return Some("interrupted twice".into());
+    }
+    if ints == 1 && term_forwarded_at.is_none() {
+        *term_forwarded_at = Some(Instant::now());
+    }
+    term_forwarded_at
+        .is_some_and(|t| t.elapsed() > Duration::from_secs(5))
+        .then(|| "stopped by signal; the command did not exit within 5 s".into())
+}
+
+/// The main thread's periodic work while the run lasts.
+struct Periodic {
+    status: Instant,
+    events: u64,
+    anchor: Instant,
+    scan: Instant,
+    fd_scan: Instant,
+}
+
+impl Periodic {
+    fn new() -> Self {
+        let now = Instant::now();
+        Self {
+            status: now,
+            events: 0,
+            anchor: now,
+            scan: now,
+            fd_scan: now,
+        }
+    }
+
+    fn tick(&mut self, w: &mut WatchCtx<'_>) {
+        if let Some(agent) = w.opts.agent
+            && self.scan.elapsed() >= Duration::from_millis(250)
+        {
+            w.tracker.scan_agents(agent, w.notify);
+            self.scan = Instant::now();
+        }
+        if self.status.elapsed() >= Duration::from_secs(1) {
+            let loss = w.tracker.probes.loss_counts();
+            let lost: u64 = loss.iter().map(|(_, n)| n).sum();
+            let _ = w.tracker.tx.send(StoreMsg::Loss(loss));
+            let events = w.stats.events.load(Ordering::Relaxed);
+            let rate = (events - self.events) as f64 / self.status.elapsed().as_secs_f64();
+            self.events = events;
+            (w.notify)(Notice::Status {
+                elapsed: w.started.elapsed(),
+                processes: tracked_count(&w.tracker.probes),
+                events_per_s: rate,
+                lost,
+            });
+            self.status = Instant::now();
+        }
+        if self.fd_scan.elapsed() >= Duration::from_secs(1) {
+            let pids: Vec<u32> = w
+                .tracker
+                .probes
+                .tracked
+                .keys()
+                .filter_map(|k| k.ok())
+                .collect();
+            crate::matching::scan_fds(&pids, mono_now_ns(), w.fd_obs);
+            self.fd_scan = Instant::now();
+        }
+        if self.anchor.elapsed() >= Duration::from_secs(10) {
+            let _ = w.tracker.tx.send(StoreMsg::Anchor(Anchor::now("periodic")));
+            self.anchor = Instant::now();
+        }
+    }
+}
+
+/// What the periodic work reaches.
+struct WatchCtx<'a> {
+    opts: &'a RecordOptions,
+    tracker: &'a mut Tracker,
+    stats: &'a ReaderStats,
+    notify: &'a mut dyn FnMut(Notice),
+    fd_obs: &'a mut Vec<crate::matching::FdObservation>,
+    started: Instant,
+}
+
+/// Waits for the end of the run (the command exits, a signal, the
+/// duration) while doing the periodic work.
+fn watch(
+    opts: &RecordOptions,
+    signals: &Signals,
+    mut child: Option<Child>,
+    tracker: &mut Tracker,
+    stats: &ReaderStats,
+    notify: &mut dyn FnMut(Notice),
+) -> Watched {
     let started = Instant::now();
-    let tty = std::io::stderr().is_terminal() && !opts.quiet;
-    let mut last_status = Instant::now();
-    let mut last_events = 0u64;
-    let mut last_anchor = Instant::now();
-    let mut last_scan = Instant::now();
-    // Session matching (see `matching`): /proc/PID/fd evidence, once a second.
-    let mut fd_obs: Vec<crate::matching::FdObservation> = Vec::new();
-    let mut last_fd_scan = Instant::now();
-    let mut command_status: Option<i32> = None;
-    let mut term_forwarded_at: Option<Instant> = None;
-    let end_reason: String;
-    loop {
+    let mut fd_obs = Vec::new();
+    let mut periodic = Periodic::new();
+    let mut command_status = None;
+    let mut term_forwarded_at = None;
+    let end_reason = loop {
         // Every 2 ms while the command's TMPDIR is watched (a short command
         // may exec its wrapper's target and finish within a few ms), then 50.
         std::thread::sleep(if child.is_some() && started.elapsed() < TMPDIR_WINDOW {
@@ -352,43 +560,14 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
             match c.try_wait() {
                 Ok(Some(status)) => {
                     command_status = Some(shell_status(status));
-                    end_reason = "command exited".into();
-                    break;
+                    break "command exited".to_string();
                 }
                 Ok(None) => {}
-                Err(e) => {
-                    end_reason = format!("cannot wait for the command: {e}");
-                    break;
-                }
+                Err(e) => break format!("cannot wait for the command: {e}"),
             }
         }
-        let ints = signals.interrupt.load(Ordering::SeqCst);
-        let terms = signals.terminate.load(Ordering::SeqCst);
-        if let Some(c) = child.as_ref() {
-            // With a command, Ctrl-C reaches it through the terminal and it
-            // decides; SIGTERM/SIGHUP are passed on. We stop when it exits, or
-            // 5 s after a forwarded signal, or at a second Ctrl-C.
-            if terms > 0 && term_forwarded_at.is_none() {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(c.id() as i32),
-                    nix::sys::signal::Signal::SIGTERM,
-                );
-                term_forwarded_at = Some(Instant::now());
-            }
-            if ints > 1 {
-                end_reason = "interrupted twice".into();
-                break;
-            }
-            if ints == 1 && term_forwarded_at.is_none() {
-                term_forwarded_at = Some(Instant::now());
-            }
-            if term_forwarded_at.is_some_and(|t| t.elapsed() > Duration::from_secs(5)) {
-                end_reason = "stopped by signal; the command did not exit within 5 s".into();
-                break;
-            }
-        } else if ints > 0 || terms > 0 {
-            end_reason = "stopped by signal".into();
-            break;
+        if let Some(why) = stop_by_signal(signals, child.as_ref(), &mut term_forwarded_at) {
+            break why;
         }
         // A wrapper (`env TMPDIR=… agent`, `sh -c 'TMPDIR=… exec agent'`)
         // sets the command's TMPDIR after we started it: read the root's
@@ -399,61 +578,57 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
             && started.elapsed() < TMPDIR_WINDOW
             && let Some(t) = procinfo::env_var(c.id(), "TMPDIR")
         {
-            note_tmpdir(&tx, &mut tmpdirs, &t);
+            tracker.note_tmpdir(&t);
         }
         if opts.duration.is_some_and(|d| started.elapsed() >= d) {
-            end_reason = "duration reached".into();
-            break;
+            break "duration reached".to_string();
         }
-        if let Some(agent) = opts.agent
-            && last_scan.elapsed() >= Duration::from_millis(250)
-        {
-            scan_agents(
-                &mut probes,
-                &tx,
-                agent,
-                &mut agent_known,
-                &mut skipped,
-                &mut tmpdirs,
-            );
-            last_scan = Instant::now();
-        }
-        if last_status.elapsed() >= Duration::from_secs(1) {
-            let _ = tx.send(StoreMsg::Loss(probes.loss_counts()));
-            if tty {
-                let events = stats.events.load(Ordering::Relaxed);
-                let rate = (events - last_events) as f64 / last_status.elapsed().as_secs_f64();
-                last_events = events;
-                let lost: u64 = probes.loss_counts().iter().map(|(_, n)| n).sum();
-                crate::say!(
-                    "\r\x1b[Kagentsight: recording {} | {} processes | {:.0} events/s | lost {}",
-                    fmt_elapsed(started.elapsed()),
-                    tracked_count(&probes),
-                    rate,
-                    lost
-                );
-            }
-            last_status = Instant::now();
-        }
-        if last_fd_scan.elapsed() >= Duration::from_secs(1) {
-            let pids: Vec<u32> = probes.tracked.keys().filter_map(|k| k.ok()).collect();
-            crate::matching::scan_fds(&pids, mono_now_ns(), &mut fd_obs);
-            last_fd_scan = Instant::now();
-        }
-        if last_anchor.elapsed() >= Duration::from_secs(10) {
-            let _ = tx.send(StoreMsg::Anchor(Anchor::now("periodic")));
-            last_anchor = Instant::now();
-        }
+        periodic.tick(&mut WatchCtx {
+            opts,
+            tracker,
+            stats,
+            notify,
+            fd_obs: &mut fd_obs,
+            started,
+        });
+    };
+    notify(Notice::Stopped);
+    Watched {
+        end_reason,
+        command_status,
+        fd_obs,
+        started,
     }
-    if tty {
-        crate::say!("\r\x1b[K");
-    }
+}
 
+/// Drains the ring, completes the capture, binds sessions, and measures
+/// the recorder's own cost.
+fn finish(
+    opts: &RecordOptions,
+    target: &Target,
+    writer: Writer,
+    tracker: Tracker,
+    reading: Reading,
+    ended: Ended,
+    notify: &mut dyn FnMut(Notice),
+) -> Result<RecordOutcome, RecordError> {
+    let Tracker {
+        probes,
+        tx,
+        skipped,
+        ..
+    } = tracker;
+    let Watched {
+        end_reason,
+        command_status,
+        fd_obs,
+        started,
+    } = ended.watched;
     // Drain: the reader empties the ring and returns the gaps it saw.
-    stop.store(true, Ordering::Release);
-    let gaps = reader.join().unwrap_or_default();
-    let program_runs = stats_fd.as_ref().map(|_| program_stats(&probes));
-    drop(stats_fd);
+    reading.stop.store(true, Ordering::Release);
+    let gaps = reading.thread.join().unwrap_or_default();
+    let program_runs = ended.stats_fd.as_ref().map(|_| program_stats(&probes));
+    drop(ended.stats_fd);
     let loss = probes.loss_counts();
     let lost: u64 = loss.iter().map(|(_, n)| n).sum();
     let _ = tx.send(StoreMsg::Loss(loss));
@@ -469,43 +644,17 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
     if let Some(s) = command_status {
         final_meta.push(("command_exit_status".into(), s.to_string()));
     }
-    if only_uid.is_some() {
+    if target.only_uid.is_some() {
         final_meta.push(("skipped_other_users".into(), skipped.pids.len().to_string()));
     }
     if let Some((json, _)) = &program_runs {
         final_meta.push(("program_stats".into(), json.clone()));
     }
     // From here on the capture is only written by this thread: as the user.
-    let _as_user = privileges::AsUser::maybe(creds.as_ref())?;
+    let _as_user = privileges::AsUser::maybe(target.creds.as_ref())?;
     let summary = writer.finish(&gaps, &final_meta);
-    // Bind the trees to sessions and store sessions, transcripts, bindings
-    // and correlations in the finished capture (its own module; a failure
-    // there never loses the capture).
     if summary.error.is_none() {
-        // Transcripts are copied into the user's capture only if they are
-        // the user's own files (and, under sudo, read as the user: above).
-        crate::sessions::util::set_transcript_owner(user.as_ref().map(|u| u.uid));
-        let bind = crate::matching::BindOptions {
-            homes: user.iter().map(|u| PathBuf::from(&u.home)).collect(),
-            copy_transcripts: opts.copy_transcripts,
-            transcript_budget: opts.transcript_budget,
-            fd_observations: fd_obs,
-        };
-        let correlate = |c: &rusqlite::Connection, p: &str| {
-            crate::correlate::store_all(c, p).map_err(|e| e.to_string())
-        };
-        match crate::matching::bind_and_store(&opts.output, &bind, &correlate) {
-            Ok(b) => {
-                for n in &b.notes {
-                    tracing::warn!("{n}");
-                }
-            }
-            Err(e) => {
-                if !opts.quiet {
-                    crate::sayln!("agentsight: warning: sessions not bound: {e}");
-                }
-            }
-        }
+        bind_sessions(opts, target, fd_obs, notify);
     }
     detach_in_parallel();
     // The links are closed above; the rest (maps, programs) closes at exit.
@@ -526,7 +675,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         processes: summary.processes,
         lost,
         gap_missing,
-        failed_programs,
+        failed_programs: ended.failed_programs,
         end_reason,
         not_stored: summary.not_stored.values().sum(),
         store_error: summary.error,
@@ -535,6 +684,37 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         cpu,
         program_runs: program_runs.map(|(_, total)| total),
     })
+}
+
+/// Binds the trees to sessions and stores sessions, transcripts, bindings
+/// and correlations in the finished capture (a failure there never loses
+/// the capture).
+fn bind_sessions(
+    opts: &RecordOptions,
+    target: &Target,
+    fd_obs: Vec<crate::matching::FdObservation>,
+    notify: &mut dyn FnMut(Notice),
+) {
+    // Transcripts are copied into the user's capture only if they are the
+    // user's own files (and, under sudo, read as the user: see `finish`).
+    crate::sessions::util::set_transcript_owner(target.user.as_ref().map(|u| u.uid));
+    let bind = crate::matching::BindOptions {
+        homes: target.user.iter().map(|u| PathBuf::from(&u.home)).collect(),
+        copy_transcripts: opts.copy_transcripts,
+        transcript_budget: opts.transcript_budget,
+        fd_observations: fd_obs,
+    };
+    let correlate = |c: &rusqlite::Connection, p: &str| {
+        crate::correlate::store_all(c, p).map_err(|e| e.to_string())
+    };
+    match crate::matching::bind_and_store(&opts.output, &bind, &correlate) {
+        Ok(b) => {
+            for n in &b.notes {
+                tracing::warn!("{n}");
+            }
+        }
+        Err(e) => notify(Notice::Warning(format!("sessions not bound: {e}"))),
+    }
 }
 
 /// What the capture says about the run before anything is recorded.
@@ -603,7 +783,12 @@ fn check_pids(pids: &[u32], only_uid: Option<u32>) -> Result<(), RecordError> {
 
 /// A start that failed before anything was recorded: stop the writer and
 /// remove the capture and its sidecars (all created by us, O_EXCL).
-fn abandon(writer: Writer, output: &Path, creds: Option<&privileges::FileCreds>) {
+fn abandon(
+    writer: Writer,
+    output: &Path,
+    creds: Option<&privileges::FileCreds>,
+    notify: &mut dyn FnMut(Notice),
+) {
     let _ = writer.finish(&[], &[]);
     let _as_user = privileges::AsUser::maybe(creds).ok().flatten();
     for suffix in ["", "-wal", "-shm", "-journal"] {
@@ -611,10 +796,10 @@ fn abandon(writer: Writer, output: &Path, creds: Option<&privileges::FileCreds>)
         p.push(suffix);
         match std::fs::remove_file(&p) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                crate::sayln!(
-                    "agentsight: warning: could not remove {}: {e}",
+                notify(Notice::CleanupFailed(format!(
+                    "could not remove {}: {e}",
                     Path::new(&p).display()
-                );
+                )));
             }
             _ => {}
         }
@@ -679,7 +864,7 @@ fn tracked_count(probes: &Probes) -> usize {
     probes.tracked.keys().filter(|k| k.is_ok()).count()
 }
 
-fn fmt_elapsed(d: Duration) -> String {
+pub fn fmt_elapsed(d: Duration) -> String {
     let s = d.as_secs();
     format!("{:02}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)
 }
@@ -696,53 +881,91 @@ fn shell_status(status: std::process::ExitStatus) -> i32 {
 /// Other users' processes left out under sudo (`--all-users` keeps them).
 struct Skipped {
     only_uid: Option<u32>,
-    quiet: bool,
     pids: BTreeSet<u32>,
 }
 
 impl Skipped {
+    fn new(only_uid: Option<u32>) -> Self {
+        Self {
+            only_uid,
+            pids: BTreeSet::new(),
+        }
+    }
+
     /// The caller's own processes of `tree`; says when more were skipped.
-    fn keep_own(&mut self, tree: Vec<procinfo::ProcInfo>) -> Vec<procinfo::ProcInfo> {
+    fn keep_own(
+        &mut self,
+        tree: Vec<procinfo::ProcInfo>,
+        notify: &mut dyn FnMut(Notice),
+    ) -> Vec<procinfo::ProcInfo> {
         let (own, others) = procinfo::split_by_owner(tree, self.only_uid);
         let before = self.pids.len();
         self.pids.extend(others.iter().map(|p| p.pid));
-        if self.pids.len() > before && !self.quiet {
-            crate::sayln!(
-                "agentsight: skipped {} process(es) of other users so far (under sudo only yours are recorded; --all-users records them)",
-                self.pids.len()
-            );
+        if self.pids.len() > before {
+            notify(Notice::SkippedOtherUsers(self.pids.len()));
         }
         own
     }
 }
 
-fn adopt(
-    probes: &mut Probes,
-    tx: &std::sync::mpsc::SyncSender<StoreMsg>,
-    procs: &[procinfo::ProcInfo],
-    origin: &'static str,
-    known: &mut BTreeSet<u32>,
-    tmpdirs: &mut Vec<String>,
-) {
-    // The roots' TMPDIR (their environment as /proc shows it): an allowed
-    // root for `audit` by default.
-    let pids: BTreeSet<u32> = procs.iter().map(|p| p.pid).collect();
-    for p in procs.iter().filter(|p| !pids.contains(&p.ppid)) {
-        if !known.contains(&p.pid)
-            && let Some(t) = procinfo::env_var(p.pid, "TMPDIR")
-        {
-            note_tmpdir(tx, tmpdirs, &t);
+impl Tracker {
+    /// Tracks `procs` in the kernel and seeds their rows.
+    fn adopt(&mut self, procs: &[procinfo::ProcInfo], origin: &'static str) {
+        // The roots' TMPDIR (their environment as /proc shows it): an allowed
+        // root for `audit` by default.
+        let pids: BTreeSet<u32> = procs.iter().map(|p| p.pid).collect();
+        for p in procs.iter().filter(|p| !pids.contains(&p.ppid)) {
+            if !self.known.contains(&p.pid)
+                && let Some(t) = procinfo::env_var(p.pid, "TMPDIR")
+            {
+                self.note_tmpdir(&t);
+            }
+        }
+        for p in procs {
+            if !self.known.insert(p.pid) {
+                continue;
+            }
+            if let Err(e) = self.probes.track(p.pid) {
+                tracing::warn!("{e}");
+                continue;
+            }
+            let _ = self.tx.send(StoreMsg::Seed(p.seed(origin)));
         }
     }
-    for p in procs {
-        if !known.insert(p.pid) {
-            continue;
+
+    /// Adds a recorded command's TMPDIR to the capture's meta `tmpdirs` (a
+    /// JSON array of distinct paths, in the order seen).
+    fn note_tmpdir(&mut self, t: &str) {
+        let Some(t) = usable_tmpdir(t) else {
+            return;
+        };
+        if self.tmpdirs.contains(&t) {
+            return;
         }
-        if let Err(e) = probes.track(p.pid) {
-            tracing::warn!("{e}");
-            continue;
+        self.tmpdirs.push(t);
+        let json = serde_json::to_string(&self.tmpdirs).unwrap_or_default();
+        let _ = self.tx.send(StoreMsg::Meta("tmpdirs".into(), json));
+    }
+
+    /// Finds agent processes (and their trees) not yet tracked. Processes
+    /// the kernel already tracks (children of tracked ones) are skipped by
+    /// `known` only when we adopted them; the kernel map makes re-adding
+    /// harmless.
+    fn scan_agents(&mut self, agent: AgentName, notify: &mut dyn FnMut(Notice)) {
+        let procs = procinfo::snapshot();
+        let me = std::process::id();
+        let roots: BTreeSet<u32> = procs
+            .iter()
+            .filter(|p| p.pid != me && !self.known.contains(&p.pid) && agent.matches(p))
+            .map(|p| p.pid)
+            .collect();
+        if roots.is_empty() {
+            return;
         }
-        let _ = tx.send(StoreMsg::Seed(p.seed(origin)));
+        let tree = self
+            .skipped
+            .keep_own(procinfo::tree_of(&procs, &roots), notify);
+        self.adopt(&tree, "seeded");
     }
 }
 
@@ -762,112 +985,73 @@ pub fn usable_tmpdir(t: &str) -> Option<String> {
     Some(format!("/{}", parts.join("/")))
 }
 
-/// Adds a recorded command's TMPDIR to the capture's meta `tmpdirs` (a JSON
-/// array of distinct paths, in the order seen).
-fn note_tmpdir(tx: &std::sync::mpsc::SyncSender<StoreMsg>, seen: &mut Vec<String>, t: &str) {
-    let Some(t) = usable_tmpdir(t) else {
-        return;
-    };
-    if seen.contains(&t) {
-        return;
+impl Tracker {
+    /// Starts the command as `user`, tracked by the kernel before it executes.
+    fn spawn_tracked(
+        &mut self,
+        user: &TargetUser,
+        command: &[OsString],
+        env: &[crate::envreset::EnvArg],
+    ) -> Result<Child, RecordError> {
+        let map_fd = self.probes.tracked.map().fd().as_fd().as_raw_fd();
+        let (uid, gid, groups) = (user.uid, user.gid, user.groups.clone());
+        let id = crate::envreset::Identity {
+            name: &user.name,
+            home: &user.home,
+            shell: &user.shell,
+        };
+        // Like sudo's env_reset: none of root's environment beyond the terminal
+        // and locale; the program is looked up in the command's PATH.
+        let envs = crate::envreset::build(&id, std::env::vars_os(), env);
+        // Its TMPDIR, when its environment has one (`--env TMPDIR…`); a wrapper
+        // such as `env TMPDIR=… agent` is read from /proc/PID/environ later.
+        if let Some((_, t)) = envs.iter().find(|(k, _)| k == "TMPDIR") {
+            self.note_tmpdir(&t.to_string_lossy());
+        }
+        let mut cmd = Command::new(&command[0]);
+        cmd.args(&command[1..]).env_clear().envs(envs);
+        // Safety: the closure runs in the forked child before exec and only makes
+        // raw syscalls (bpf, setgroups, setgid, setuid), which are async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                track_self(map_fd)?;
+                let gids: Vec<libc::gid_t> = groups.clone();
+                if libc::setgroups(gids.len(), gids.as_ptr()) != 0
+                    || libc::setgid(gid) != 0
+                    || libc::setuid(uid) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let spawned_mono = mono_now_ns();
+        let child = cmd.spawn().map_err(|e| RecordError::Spawn {
+            program: command[0].to_string_lossy().into_owned(),
+            reason: e.to_string(),
+        })?;
+        let pid = child.id();
+        let info = procinfo::ProcInfo::read(pid);
+        let _ = self.tx.send(StoreMsg::Seed(ProcessSeed {
+            pid,
+            start_mono_ns: spawned_mono,
+            ppid: std::process::id(),
+            origin: "root",
+            comm: info.as_ref().map(|i| i.comm.clone()),
+            argv: Some(
+                command
+                    .iter()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .collect(),
+            ),
+            cwd: info.as_ref().and_then(|i| i.cwd.clone()),
+            exe: info.as_ref().and_then(|i| i.exe.clone()),
+            uid: Some(uid),
+            gid: Some(gid),
+            fds: info.as_ref().map(|i| i.fds.clone()).unwrap_or_default(),
+        }));
+        Ok(child)
     }
-    seen.push(t);
-    let json = serde_json::to_string(&*seen).unwrap_or_default();
-    let _ = tx.send(StoreMsg::Meta("tmpdirs".into(), json));
-}
-
-/// Finds agent processes (and their trees) not yet tracked. Processes the
-/// kernel already tracks (children of tracked ones) are skipped by `known`
-/// only when we adopted them; the kernel map makes re-adding harmless.
-fn scan_agents(
-    probes: &mut Probes,
-    tx: &std::sync::mpsc::SyncSender<StoreMsg>,
-    agent: AgentName,
-    known: &mut BTreeSet<u32>,
-    skipped: &mut Skipped,
-    tmpdirs: &mut Vec<String>,
-) {
-    let procs = procinfo::snapshot();
-    let me = std::process::id();
-    let roots: BTreeSet<u32> = procs
-        .iter()
-        .filter(|p| p.pid != me && !known.contains(&p.pid) && agent.matches(p))
-        .map(|p| p.pid)
-        .collect();
-    if roots.is_empty() {
-        return;
-    }
-    let tree = skipped.keep_own(procinfo::tree_of(&procs, &roots));
-    adopt(probes, tx, &tree, "seeded", known, tmpdirs);
-}
-
-/// Starts the command as `user`, tracked by the kernel before it executes.
-fn spawn_tracked(
-    probes: &Probes,
-    user: &TargetUser,
-    command: &[OsString],
-    env: &[crate::envreset::EnvArg],
-    tx: &std::sync::mpsc::SyncSender<StoreMsg>,
-    tmpdirs: &mut Vec<String>,
-) -> Result<Child, RecordError> {
-    let map_fd = probes.tracked.map().fd().as_fd().as_raw_fd();
-    let (uid, gid, groups) = (user.uid, user.gid, user.groups.clone());
-    let id = crate::envreset::Identity {
-        name: &user.name,
-        home: &user.home,
-        shell: &user.shell,
-    };
-    // Like sudo's env_reset: none of root's environment beyond the terminal
-    // and locale; the program is looked up in the command's PATH.
-    let envs = crate::envreset::build(&id, std::env::vars_os(), env);
-    // Its TMPDIR, when its environment has one (`--env TMPDIR…`); a wrapper
-    // such as `env TMPDIR=… agent` is read from /proc/PID/environ later.
-    if let Some((_, t)) = envs.iter().find(|(k, _)| k == "TMPDIR") {
-        note_tmpdir(tx, tmpdirs, &t.to_string_lossy());
-    }
-    let mut cmd = Command::new(&command[0]);
-    cmd.args(&command[1..]).env_clear().envs(envs);
-    // Safety: the closure runs in the forked child before exec and only makes
-    // raw syscalls (bpf, setgroups, setgid, setuid), which are async-signal-safe.
-    unsafe {
-        cmd.pre_exec(move || {
-            track_self(map_fd)?;
-            let gids: Vec<libc::gid_t> = groups.clone();
-            if libc::setgroups(gids.len(), gids.as_ptr()) != 0
-                || libc::setgid(gid) != 0
-                || libc::setuid(uid) != 0
-            {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let spawned_mono = mono_now_ns();
-    let child = cmd.spawn().map_err(|e| RecordError::Spawn {
-        program: command[0].to_string_lossy().into_owned(),
-        reason: e.to_string(),
-    })?;
-    let pid = child.id();
-    let info = procinfo::ProcInfo::read(pid);
-    let _ = tx.send(StoreMsg::Seed(ProcessSeed {
-        pid,
-        start_mono_ns: spawned_mono,
-        ppid: std::process::id(),
-        origin: "root",
-        comm: info.as_ref().map(|i| i.comm.clone()),
-        argv: Some(
-            command
-                .iter()
-                .map(|s| s.to_string_lossy().into_owned())
-                .collect(),
-        ),
-        cwd: info.as_ref().and_then(|i| i.cwd.clone()),
-        exe: info.as_ref().and_then(|i| i.exe.clone()),
-        uid: Some(uid),
-        gid: Some(gid),
-        fds: info.as_ref().map(|i| i.fds.clone()).unwrap_or_default(),
-    }));
-    Ok(child)
 }
 
 /// Closes the perf-event links of our tracepoints from many threads at once.

@@ -6,7 +6,7 @@ pub mod correlate;
 pub mod pid;
 pub mod sessions;
 
-use std::{ffi::OsString, io::Write, path::PathBuf, time::Duration};
+use std::{ffi::OsString, io::IsTerminal, io::Write, path::PathBuf, time::Duration};
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -343,6 +343,30 @@ fn write_stdout(bytes: &[u8]) -> Result<()> {
     }
 }
 
+/// Prints what the recorder reports: warnings unless `--quiet` (a file it
+/// could not clean up always), the status line only on a terminal.
+fn say_notice(n: &record::Notice, quiet: bool, tty: bool) {
+    use record::Notice;
+    match n {
+        Notice::Warning(w) if !quiet => crate::sayln!("agentsight: warning: {w}"),
+        Notice::SkippedOtherUsers(count) if !quiet => crate::sayln!(
+            "agentsight: skipped {count} process(es) of other users so far (under sudo only yours are recorded; --all-users records them)"
+        ),
+        Notice::Status {
+            elapsed,
+            processes,
+            events_per_s,
+            lost,
+        } if tty => crate::say!(
+            "\r\x1b[Kagentsight: recording {} | {processes} processes | {events_per_s:.0} events/s | lost {lost}",
+            record::fmt_elapsed(*elapsed)
+        ),
+        Notice::Stopped if tty => crate::say!("\r\x1b[K"),
+        Notice::CleanupFailed(w) => crate::sayln!("agentsight: warning: {w}"),
+        _ => {}
+    }
+}
+
 /// `record --audit`: the (device, inode) of the denied files that exist as
 /// recording starts, as meta `denied_inodes` (an open of the same file under
 /// another name, a hard link, is then a finding).
@@ -408,7 +432,6 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         env: a.env,
         duration: a.duration,
         ring_bytes: a.ring_mib * 1024 * 1024,
-        quiet: a.quiet,
         all_users: a.all_users,
         copy_transcripts: !a.no_transcripts,
         program_stats: a.program_stats,
@@ -416,7 +439,9 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         start_meta,
         transcript_budget: a.transcript_max_mib.saturating_mul(1024 * 1024),
     };
-    let outcome = match record::run(&opts) {
+    let quiet = a.quiet;
+    let tty = std::io::stderr().is_terminal() && !quiet;
+    let outcome = match record::run(&opts, &mut |n| say_notice(&n, quiet, tty)) {
         Ok(o) => o,
         Err(e) => {
             if let Some(f) = audit_out.take() {
@@ -426,7 +451,7 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
             return Err(e.into());
         }
     };
-    if !opts.quiet {
+    if !quiet {
         crate::say!("{}", record::summary_text(&outcome));
     } else if let Some(e) = &outcome.store_error {
         // Quiet silences the summary, never a failure to store.
