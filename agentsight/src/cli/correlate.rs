@@ -9,6 +9,7 @@ use crate::{
     correlate::{self, CaptureView, render},
     sessions::{self, AgentSession, DiscoveryOptions},
     store::Capture,
+    views::select,
 };
 
 /// Line up a session's tool calls with what its processes really did.
@@ -26,27 +27,6 @@ pub struct CorrelateArgs {
     /// Read live transcripts from this home instead of the invoking user's.
     #[arg(long)]
     pub home: Option<PathBuf>,
-}
-
-/// Captures in `dir`, newest first.
-pub fn captures_in(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(dir)
-        .map(|d| {
-            d.flatten()
-                .filter(|e| e.path().extension().is_some_and(|x| x == "db"))
-                // Regular files only (following a link): anyone can leave a
-                // FIFO named `x.db` in /tmp. `Capture::open` checks again on
-                // the opened file.
-                .filter_map(|e| {
-                    let m = std::fs::metadata(e.path()).ok()?;
-                    m.is_file().then_some(())?;
-                    Some((m.modified().ok()?, e.path()))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort_by_key(|b| std::cmp::Reverse(b.0));
-    v.into_iter().map(|(_, p)| p).collect()
 }
 
 fn live_session(home: Option<&Path>, id: &str) -> Option<AgentSession> {
@@ -70,22 +50,9 @@ pub fn run(a: &CorrelateArgs) -> Result<i32> {
             let stored = cap.stored_sessions(id)?;
             (cap, stored)
         }
-        None => {
-            let mut found = None;
-            for p in captures_in(Path::new(".")) {
-                let Ok(cap) = Capture::open_quick(&p) else {
-                    continue;
-                };
-                let stored = cap.stored_sessions(id).unwrap_or_default();
-                if !stored.is_empty() {
-                    found = Some((cap, stored));
-                    break;
-                }
-            }
-            found.with_context(|| {
-                format!("no capture in the current directory holds session {id}; pass --db FILE")
-            })?
-        }
+        None => select::newest_holding(Path::new("."), id).with_context(|| {
+            format!("no capture in the current directory holds session {id}; pass --db FILE")
+        })?,
     };
     super::say_note(&cap);
     if stored.len() > 1 {

@@ -1,5 +1,8 @@
-//! Views over a capture opened read-only: the summary (`show`) and the event
-//! stream (`export`). They only read; they never modify the file.
+//! Views over captures opened read-only: the summary (`show`), the event
+//! stream (`export`), which capture to read (`select`), and which session a
+//! live process belongs to (`pid`). They only read; they never modify a file.
 
 pub mod export;
+pub mod pid;
+pub mod select;
 pub mod show;
