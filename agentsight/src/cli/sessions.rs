@@ -195,7 +195,19 @@ fn write_usage(w: &mut impl Write, label: &str, u: &TokenUsage) -> std::io::Resu
     )
 }
 
+/// `session show` as text: the header, then one section per part of the
+/// session model.
 fn write_session(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
+    write_header(w, s)?;
+    write_usage_section(w, s)?;
+    write_prompts(w, s)?;
+    write_tools(w, s)?;
+    write_responses(w, s)?;
+    write_errors_subagents_plan(w, s)?;
+    write_bounds_and_notes(w, s)
+}
+
+fn write_header(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
     writeln!(w, "{} session {}", s.provider, s.session_id)?;
     if let Some(c) = &s.conversation_id
         && *c != s.session_id
@@ -233,14 +245,18 @@ fn write_session(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
         s.tool_count,
         s.errors.len(),
         s.subagents.len()
-    )?;
+    )
+}
 
+fn write_usage_section(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
     writeln!(w, "\nUsage per model")?;
     for (m, u) in &s.usage_by_model {
         write_usage(w, m, u)?;
     }
-    write_usage(w, "TOTAL", &s.usage)?;
+    write_usage(w, "TOTAL", &s.usage)
+}
 
+fn write_prompts(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
     writeln!(w, "\nPrompts")?;
     for p in &s.prompts {
         writeln!(
@@ -251,7 +267,10 @@ fn write_session(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
             clip(&p.text.replace('\n', " "), 120)
         )?;
     }
+    Ok(())
+}
 
+fn write_tools(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
     writeln!(w, "\nTool calls")?;
     for t in &s.tools {
         let status = match t.status {
@@ -291,7 +310,10 @@ fn write_session(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
             writeln!(w, "        domain      {d}")?;
         }
     }
+    Ok(())
+}
 
+fn write_responses(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
     writeln!(w, "\nResponses")?;
     for r in &s.responses {
         let tok = r
@@ -308,7 +330,10 @@ fn write_session(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
             clip(&r.text.replace('\n', " "), 80)
         )?;
     }
+    Ok(())
+}
 
+fn write_errors_subagents_plan(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
     if !s.errors.is_empty() {
         writeln!(w, "\nErrors")?;
         for e in &s.errors {
@@ -342,6 +367,11 @@ fn write_session(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
             writeln!(w, "  [{}] {}", p.status.as_deref().unwrap_or("-"), p.step)?;
         }
     }
+    Ok(())
+}
+
+/// What the reader bounded or could not read, said last.
+fn write_bounds_and_notes(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
     if !s.cut.is_empty() {
         let c = &s.cut;
         writeln!(
