@@ -107,6 +107,19 @@ pub fn build(
     env.into_iter().collect()
 }
 
+/// A TMPDIR worth allowing: absolute, without `.`/`..` components, not `/`;
+/// returned normalised (no repeated or trailing `/`).
+pub fn usable_tmpdir(t: &str) -> Option<String> {
+    if !t.starts_with('/') {
+        return None;
+    }
+    let parts: Vec<&str> = t.split('/').filter(|c| !c.is_empty()).collect();
+    if parts.is_empty() || parts.iter().any(|c| *c == "." || *c == "..") {
+        return None;
+    }
+    Some(format!("/{}", parts.join("/")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

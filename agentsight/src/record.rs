@@ -936,7 +936,7 @@ impl Tracker {
     /// Adds a recorded command's TMPDIR to the capture's meta `tmpdirs` (a
     /// JSON array of distinct paths, in the order seen).
     fn note_tmpdir(&mut self, t: &str) {
-        let Some(t) = usable_tmpdir(t) else {
+        let Some(t) = crate::envreset::usable_tmpdir(t) else {
             return;
         };
         if self.tmpdirs.contains(&t) {
@@ -971,19 +971,6 @@ impl Tracker {
 
 /// How long the root command's environment is watched for its TMPDIR.
 const TMPDIR_WINDOW: Duration = Duration::from_secs(1);
-
-/// A TMPDIR worth allowing: absolute, without `.`/`..` components, not `/`;
-/// returned normalised (no repeated or trailing `/`).
-pub fn usable_tmpdir(t: &str) -> Option<String> {
-    if !t.starts_with('/') {
-        return None;
-    }
-    let parts: Vec<&str> = t.split('/').filter(|c| !c.is_empty()).collect();
-    if parts.is_empty() || parts.iter().any(|c| *c == "." || *c == "..") {
-        return None;
-    }
-    Some(format!("/{}", parts.join("/")))
-}
 
 impl Tracker {
     /// Starts the command as `user`, tracked by the kernel before it executes.

@@ -19,6 +19,7 @@ mod bench_sessions;
 mod doctor;
 mod e2e_setup;
 mod fresh_setup;
+mod imports;
 mod toolchain;
 
 #[derive(Parser)]
@@ -43,6 +44,9 @@ enum Task {
     Demo,
     /// Set up, check formatting and lints, and run the whole test suite (as root).
     Test,
+    /// Print the import graph of the library's modules and check it against
+    /// the layers (no circle, no upward import).
+    Imports,
     /// Build the release binary and print benchmark figures.
     Bench {
         #[arg(value_enum)]
@@ -98,6 +102,7 @@ fn main() -> Result<()> {
             }
         }
         Task::FreshSetup => fresh_setup::check(),
+        Task::Imports => imports::check(&workspace_root()),
         Task::Build => {
             setup()?;
             build_release()

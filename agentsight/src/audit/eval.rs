@@ -224,7 +224,7 @@ fn tmpdirs_of(cap: &Capture) -> Result<Vec<String>, AuditError> {
         .unwrap_or_default();
     Ok(list
         .into_iter()
-        .filter_map(|t| crate::record::usable_tmpdir(&t))
+        .filter_map(|t| crate::envreset::usable_tmpdir(&t))
         .collect())
 }
 

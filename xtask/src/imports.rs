@@ -1,0 +1,240 @@
+//! `cargo xtask imports`: the import graph of the `agentsight` crate's
+//! top-level modules, checked against the layers ARCHITECTURE.md names.
+//!
+//! A module may import only modules of a lower layer (or itself); that rules
+//! out circles and upward imports at once. The graph is read from the source
+//! (`crate::X` paths, `use crate::{X, …}` groups, and `agentsight::X` in the
+//! binary's CLI), comments stripped; the compiler enforces the crate
+//! boundaries (`agentsight-sessions` cannot name `agentsight` at all).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+
+/// The layers, lowest first: data flows sources → model → store → views.
+/// Every top-level module of `agentsight/src` must be listed.
+pub const LAYERS: &[(&str, &[&str])] = &[
+    (
+        "foundations",
+        &[
+            "clock",
+            "rawtext",
+            "privileges",
+            "envreset",
+            "sessions",
+            "safefs",
+        ],
+    ),
+    ("sources", &["capture", "procinfo"]),
+    ("store", &["store"]),
+    ("model", &["matching"]),
+    ("views", &["correlate", "audit", "views"]),
+    ("enrichment", &["enrich"]),
+    ("commands", &["record"]),
+    ("cli", &["cli"]),
+];
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|(_, ms)| ms.contains(&module))
+}
+
+/// The top-level module a source file belongs to (`capture/reader.rs` →
+/// `capture`); `lib.rs`/`main.rs` are the crate root.
+fn module_of(rel: &Path) -> Option<String> {
+    let first = rel.components().next()?.as_os_str().to_str()?;
+    match first {
+        "lib.rs" | "main.rs" => None,
+        f => Some(f.trim_end_matches(".rs").to_string()),
+    }
+}
+
+/// Removes `//` comments (doc comments included) and string literals'
+/// contents, so prose that mentions a path is not read as an import.
+fn code_only(src: &str) -> String {
+    let mut out = String::with_capacity(src.len());
+    for line in src.lines() {
+        let mut in_str = false;
+        let mut prev = '\0';
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            if !in_str && c == '/' && chars.peek() == Some(&'/') {
+                break;
+            }
+            if c == '"' && prev != '\\' {
+                in_str = !in_str;
+            }
+            if !in_str || c == '"' {
+                out.push(c);
+            }
+            prev = c;
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The first identifier at the start of `s`.
+fn ident(s: &str) -> &str {
+    let end = s
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(s.len());
+    &s[..end]
+}
+
+/// The top-level items a brace group names: `{a::b, c, d::{e, f}}` → a, c, d.
+fn group_heads(group: &str) -> Vec<String> {
+    let mut heads = Vec::new();
+    let mut depth = 0usize;
+    let mut start = true;
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    break;
+                }
+            }
+            ',' if depth == 1 => start = true,
+            c if start && depth == 1 && (c.is_ascii_alphabetic() || c == '_') => {
+                heads.push(ident(&group[i..]).to_string());
+                start = false;
+            }
+            _ => {}
+        }
+    }
+    heads
+}
+
+/// The modules `code` names through `prefix` (`crate::` or `agentsight::`).
+fn imports(code: &str, prefix: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    for (i, _) in code.match_indices(prefix) {
+        // `agentsight_sessions::` or `foo::crate::` are not ours.
+        let before = code[..i].chars().next_back();
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        let rest = &code[i + prefix.len()..];
+        if rest.starts_with('{') {
+            found.extend(group_heads(rest));
+        } else {
+            let id = ident(rest);
+            if !id.is_empty() {
+                found.insert(id.to_string());
+            }
+        }
+    }
+    found
+}
+
+/// Edges module → modules it imports (crate root excluded, self-edges dropped).
+pub fn graph(src: &Path) -> Result<BTreeMap<String, BTreeSet<String>>> {
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
+            let p = e?.path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            if p.extension().is_none_or(|x| x != "rs") {
+                continue;
+            }
+            let rel = p.strip_prefix(src)?;
+            let Some(module) = module_of(rel) else {
+                continue;
+            };
+            let code = code_only(&std::fs::read_to_string(&p)?);
+            let mut names = imports(&code, "crate::");
+            if module == "cli" {
+                names.extend(imports(&code, "agentsight::"));
+            }
+            let entry = g.entry(module.clone()).or_default();
+            entry.extend(
+                names
+                    .into_iter()
+                    .filter(|n| *n != module && n != "say" && n != "sayln"),
+            );
+        }
+    }
+    Ok(g)
+}
+
+/// Imports that break the layering, as "from → to (why)".
+pub fn violations(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (from, tos) in g {
+        let Some(lf) = layer_of(from) else {
+            bad.push(format!("{from}: not in any layer (add it to LAYERS)"));
+            continue;
+        };
+        for to in tos {
+            match layer_of(to) {
+                None => bad.push(format!("{from} → {to}: {to} is not in any layer")),
+                Some(lt) if lt >= lf => bad.push(format!(
+                    "{from} ({}) → {to} ({}): imports must point to a lower layer",
+                    LAYERS[lf].0, LAYERS[lt].0
+                )),
+                _ => {}
+            }
+        }
+    }
+    bad
+}
+
+pub fn check(root: &Path) -> Result<()> {
+    let g = graph(&root.join("agentsight/src"))?;
+    for (from, tos) in &g {
+        let tos: Vec<&str> = tos.iter().map(String::as_str).collect();
+        println!("{from:>11} → {}", tos.join(", "));
+    }
+    let bad = violations(&g);
+    if !bad.is_empty() {
+        for b in &bad {
+            eprintln!("imports: {b}");
+        }
+        bail!(
+            "{} import(s) break the layers (see xtask/src/imports.rs)",
+            bad.len()
+        );
+    }
+    println!(
+        "imports: {} modules in {} layers, every import points down (no circle)",
+        g.len(),
+        LAYERS.len()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_paths_groups_and_skips_comments_and_strings() {
+        let code = code_only(
+            "use crate::{\n    capture::{a, b},\n    clock::Anchor,\n};\n// crate::views::x\nlet s = \"crate::audit\";\nlet x = crate::store::Capture::open(p);\nlet y = agentsight_sessions::crate_x;\n",
+        );
+        let got: Vec<String> = imports(&code, "crate::").into_iter().collect();
+        assert_eq!(got, ["capture", "clock", "store"]);
+    }
+
+    #[test]
+    fn an_upward_import_and_an_unknown_module_are_violations() {
+        let mut g = BTreeMap::new();
+        g.insert("capture".to_string(), BTreeSet::from(["store".to_string()]));
+        g.insert("views".to_string(), BTreeSet::from(["store".to_string()]));
+        g.insert("newthing".to_string(), BTreeSet::new());
+        let v = violations(&g);
+        assert_eq!(
+            v,
+            [
+                "capture (sources) → store (store): imports must point to a lower layer",
+                "newthing: not in any layer (add it to LAYERS)",
+            ]
+        );
+    }
+}
