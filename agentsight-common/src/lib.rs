@@ -5,6 +5,7 @@
 //! user space can read them straight from ring-buffer bytes.
 #![no_std]
 
+pub mod inet_sock_set_state_format;
 mod names;
 pub use names::*;
 

@@ -1,7 +1,12 @@
 //! The TCP outcome of a tracked process's connects, from the
 //! `sock:inet_sock_set_state` tracepoint.
 
-use agentsight_common::{EventKind, PROG_INET_SOCK_SET_STATE, SEQ_STREAM_TCP, TcpStateEvent};
+use agentsight_common::{
+    EventKind, PROG_INET_SOCK_SET_STATE, SEQ_STREAM_TCP, TcpStateEvent,
+    inet_sock_set_state_format::{
+        DADDR, DADDR_V6, DPORT, FAMILY, NEWSTATE, OLDSTATE, SADDR, SADDR_V6, SKADDR, SPORT,
+    },
+};
 use aya_ebpf::{
     helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns},
     macros::tracepoint,
@@ -13,30 +18,6 @@ use crate::{
     io::AF_INET6,
     maps::{EVENTS, TCP_SOCKS, current_tgid, is_tracked, named},
 };
-
-// Offsets of the record's fields, from
-// /sys/kernel/tracing/events/sock/inet_sock_set_state/format (a classic
-// tracepoint reads its record, not the TP_PROTO arguments).
-/// `const void * skaddr` (the `struct sock *`).
-const SKADDR: usize = 8;
-/// `int oldstate`.
-const OLDSTATE: usize = 16;
-/// `int newstate`.
-const NEWSTATE: usize = 20;
-/// `__u16 sport` (host order).
-const SPORT: usize = 24;
-/// `__u16 dport` (host order).
-const DPORT: usize = 26;
-/// `__u16 family`.
-const FAMILY: usize = 28;
-/// `__u8 saddr[4]` (IPv4).
-const SADDR: usize = 32;
-/// `__u8 daddr[4]` (IPv4).
-const DADDR: usize = 36;
-/// `__u8 saddr_v6[16]`.
-const SADDR_V6: usize = 40;
-/// `__u8 daddr_v6[16]`.
-const DADDR_V6: usize = 56;
 
 /// TCP states (include/net/tcp_states.h; the format file's `print fmt`
 /// lists them too).

@@ -316,12 +316,15 @@ fn full_chain(e: &dyn std::error::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
+    use std::{
+        collections::{BTreeMap, BTreeSet},
+        path::Path,
+    };
 
-    use agentsight_common::{MAP_NAMES, PROGRAM_NAMES};
+    use agentsight_common::{MAP_NAMES, PROGRAM_NAMES, inet_sock_set_state_format};
     use aya_obj::ProgramSection;
 
-    use super::{Hook, OBJECT, programs};
+    use super::{Hook, OBJECT, TRACEFS, programs};
 
     /// The kernel crate checks each map static's name against its constant at
     /// compile time; this checks the other way round, on the object user
@@ -356,5 +359,29 @@ mod tests {
             };
             assert!(kind_matches, "{name}: hook {hook:?}, section {section:?}");
         }
+    }
+
+    /// The offsets the TCP program reads must be the ones this machine's
+    /// format file gives (skipped where tracefs cannot be read).
+    #[test]
+    fn inet_sock_set_state_offsets_match_the_format_file() {
+        let path = Path::new(TRACEFS).join("events/sock/inet_sock_set_state/format");
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            eprintln!("format check skipped: {} is not readable", path.display());
+            return;
+        };
+        let offsets: BTreeMap<&str, usize> = text.lines().filter_map(field_offset).collect();
+        for (name, offset) in inet_sock_set_state_format::FIELDS {
+            assert_eq!(offsets.get(name), Some(&offset), "field {name} in {text}");
+        }
+    }
+
+    /// `field:__u8 saddr[4];\toffset:32;\tsize:4;\tsigned:0;` → ("saddr", 32).
+    fn field_offset(line: &str) -> Option<(&str, usize)> {
+        let mut parts = line.trim().split(';');
+        let declaration = parts.next()?.strip_prefix("field:")?;
+        let name = declaration.rsplit(' ').next()?.split('[').next()?;
+        let offset = parts.next()?.trim().strip_prefix("offset:")?.parse().ok()?;
+        Some((name, offset))
     }
 }
