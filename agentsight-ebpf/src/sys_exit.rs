@@ -304,7 +304,10 @@ unsafe fn fill_buffers(
                 }
                 (l1, 0, SYS_EVENT_ONE)
             }
-            op::SENDTO => sendto_buffers(a, dns_key, b1, b2)?,
+            // sendto's `dest_addr` and, for DNS, its buffer.
+            op::SENDTO => send_buffers(a[4], a[5], dns_key, b1, b2, |b2| {
+                user_bytes(a[1], a[2], SYS_BUF as u32, b2)
+            })?,
             op::SENDMSG | op::SENDMMSG => sendmsg_buffers(a, dns_key, b1, b2)?,
             op::WRITE => {
                 (*ev).op = op::DNS_WRITE;
@@ -316,39 +319,8 @@ unsafe fn fill_buffers(
     }
 }
 
-/// sendto: the address it names (if any) and, for DNS, the payload.
-#[inline(always)]
-unsafe fn sendto_buffers(
-    a: &[u64; 6],
-    dns_key: u64,
-    b1: *mut u8,
-    b2: *mut u8,
-) -> Option<(i32, i32, usize)> {
-    unsafe {
-        let dns_fd = is_dns_fd(dns_key);
-        let mut l1 = 0;
-        if a[4] != 0 {
-            l1 = user_bytes(a[4], a[5], SOCKADDR_MAX, b1);
-        }
-        let dns = dns_fd || (l1 >= 4 && is_dns_addr(b1));
-        if a[4] == 0 && !dns {
-            // A send on a connected socket: its peer is known from connect.
-            return None;
-        }
-        Some(if dns {
-            (
-                l1,
-                user_bytes(a[1], a[2], SYS_BUF as u32, b2),
-                SYS_EVENT_TWO,
-            )
-        } else {
-            (l1, 0, SYS_EVENT_ONE)
-        })
-    }
-}
-
-/// sendmsg/sendmmsg: the address the (first) message names (if any) and,
-/// for DNS, its first iovec.
+/// sendmsg/sendmmsg: the address the (first) message names (`msg_name`, if
+/// any) and, for DNS, its first iovec.
 #[inline(always)]
 unsafe fn sendmsg_buffers(
     a: &[u64; 6],
@@ -361,16 +333,37 @@ unsafe fn sendmsg_buffers(
         let msg = a[1];
         let name: u64 = bpf_probe_read_user((msg + MSGHDR_NAME) as *const u64).unwrap_or(0);
         let namelen: u32 = bpf_probe_read_user((msg + MSGHDR_NAMELEN) as *const u32).unwrap_or(0);
+        send_buffers(name, namelen as u64, dns_key, b1, b2, |b2| {
+            msghdr_payload(msg, b2)
+        })
+    }
+}
+
+/// A send that may name its peer: the address (`addr`, 0 for none) into
+/// `b1` and, when the send is DNS (a socket connected to port 53, or an
+/// address with port 53), the payload `payload` reads into `b2`. None: a
+/// send on a connected socket that is not DNS, whose peer is known from
+/// its connect.
+#[inline(always)]
+unsafe fn send_buffers(
+    addr: u64,
+    addr_len: u64,
+    dns_key: u64,
+    b1: *mut u8,
+    b2: *mut u8,
+    payload: impl FnOnce(*mut u8) -> i32,
+) -> Option<(i32, i32, usize)> {
+    unsafe {
         let mut l1 = 0;
-        if name != 0 {
-            l1 = user_bytes(name, namelen as u64, SOCKADDR_MAX, b1);
+        if addr != 0 {
+            l1 = user_bytes(addr, addr_len, SOCKADDR_MAX, b1);
         }
         let dns = is_dns_fd(dns_key) || (l1 >= 4 && is_dns_addr(b1));
-        if name == 0 && !dns {
+        if addr == 0 && !dns {
             return None;
         }
         Some(if dns {
-            (l1, msghdr_payload(msg, b2), SYS_EVENT_TWO)
+            (l1, payload(b2), SYS_EVENT_TWO)
         } else {
             (l1, 0, SYS_EVENT_ONE)
         })
