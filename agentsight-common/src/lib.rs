@@ -5,6 +5,10 @@
 //! user space can read them straight from ring-buffer bytes.
 #![no_std]
 
+pub mod inet_sock_set_state_format;
+mod names;
+pub use names::*;
+
 /// Bounds on what one exec record carries (stated in the README too): a
 /// failed exec's argv, read from the caller's pointer array, keeps at most
 /// this many arguments.
@@ -357,6 +361,11 @@ pub struct ArgvStage {
 
 /// Kernel struct offsets, read from BTF in user space at load time and
 /// handed to the programs as globals. Names follow `struct.member`.
+/// The sys_exit program copies this many 8-byte words from the start of
+/// `pt_regs` in one read; user space refuses offsets (`regs_args`, `regs_nr`)
+/// outside them.
+pub const PT_REGS_WORDS: usize = 16;
+
 #[repr(C)]
 #[derive(Clone, Copy, Default, Debug)]
 pub struct Offsets {

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use agentsight_common::Offsets;
+use agentsight_common::{Offsets, PT_REGS_WORDS};
 use btf_rs::{Btf, Type};
 
 #[derive(Debug, thiserror::Error)]
@@ -71,16 +71,16 @@ pub fn kernel_offsets(path: &Path) -> Result<Offsets, BtfError> {
         inode_sb: f("inode", "i_sb")?,
         sb_dev: f("super_block", "s_dev")?,
     };
-    // The sys_exit program copies pt_regs' first 16 words once and picks
-    // the registers from that copy.
+    // The sys_exit program copies pt_regs' first PT_REGS_WORDS words once
+    // and picks the registers from that copy.
     if let Some(o) = offsets
         .regs_args
         .iter()
         .chain([&offsets.regs_nr])
-        .find(|&&o| o % 8 != 0 || o >= 128)
+        .find(|&&o| o % 8 != 0 || o as usize >= PT_REGS_WORDS * 8)
     {
         return Err(BtfError::Parse(format!(
-            "pt_regs member at byte {o} is outside the 16 words the sys_exit program reads"
+            "pt_regs member at byte {o} is outside the {PT_REGS_WORDS} words the sys_exit program reads"
         )));
     }
     Ok(offsets)

@@ -2,7 +2,12 @@
 
 use std::path::Path;
 
-use agentsight_common::{EventKind, IoAgg, KIND_SLOTS, LOSS_SLOT_IO_FULL, LOSS_SLOT_TRACK_FULL};
+use agentsight_common::{
+    EventKind, GLOBAL_OFFSETS, IoAgg, KIND_SLOTS, LOSS_SLOT_IO_FULL, LOSS_SLOT_TRACK_FULL,
+    MAP_EVENTS, MAP_IO, MAP_LOSS, MAP_SEQ, MAP_TRACKED, PROG_INET_SOCK_SET_STATE,
+    PROG_SCHED_PROCESS_EXEC, PROG_SCHED_PROCESS_EXIT, PROG_SCHED_PROCESS_FORK, PROG_SYS_EXIT,
+    TRACEPOINT_CATEGORY_SOCK,
+};
 use aya::{
     Btf, Ebpf, EbpfLoader,
     maps::{HashMap, MapData, PerCpuArray, RingBuf},
@@ -49,17 +54,20 @@ pub enum Hook {
 /// process).
 pub fn programs() -> Vec<(String, Hook)> {
     let mut out: Vec<(String, Hook)> = [
-        "sched_process_fork",
-        "sched_process_exec",
-        "sched_process_exit",
+        PROG_SCHED_PROCESS_FORK,
+        PROG_SCHED_PROCESS_EXEC,
+        PROG_SCHED_PROCESS_EXIT,
     ]
     .into_iter()
     .map(|n| (n.to_owned(), Hook::BtfTracePoint(n)))
     .collect();
-    out.push(("sys_exit".to_owned(), Hook::RawTracePoint("sys_exit")));
+    out.push((PROG_SYS_EXIT.to_owned(), Hook::RawTracePoint(PROG_SYS_EXIT)));
     out.push((
-        "inet_sock_set_state".to_owned(),
-        Hook::TracePoint("sock", "inet_sock_set_state".to_owned()),
+        PROG_INET_SOCK_SET_STATE.to_owned(),
+        Hook::TracePoint(
+            TRACEPOINT_CATEGORY_SOCK,
+            PROG_INET_SOCK_SET_STATE.to_owned(),
+        ),
     ));
     out
 }
@@ -119,8 +127,8 @@ impl Probes {
         let btf = Btf::from_sys_fs().map_err(|e| LoadError::Load(format!("kernel BTF: {e}")))?;
         let mut ebpf = EbpfLoader::new()
             .btf(Some(&btf))
-            .override_global("OFFSETS", &offsets, true)
-            .map_max_entries("EVENTS", ring_bytes)
+            .override_global(GLOBAL_OFFSETS, &offsets, true)
+            .map_max_entries(MAP_EVENTS, ring_bytes)
             .load(OBJECT)
             .map_err(|e| LoadError::Load(error_chain(&e)))?;
 
@@ -152,19 +160,19 @@ impl Probes {
             return Err(LoadError::NothingAttached(why));
         }
 
-        let tracked = take_map(&mut ebpf, "TRACKED")?;
+        let tracked = take_map(&mut ebpf, MAP_TRACKED)?;
         let tracked = HashMap::try_from(tracked).map_err(|e| LoadError::Map {
-            name: "TRACKED",
+            name: MAP_TRACKED,
             reason: e.to_string(),
         })?;
-        let io = take_map(&mut ebpf, "IO")?;
+        let io = take_map(&mut ebpf, MAP_IO)?;
         let io = HashMap::try_from(io).map_err(|e| LoadError::Map {
-            name: "IO",
+            name: MAP_IO,
             reason: e.to_string(),
         })?;
-        let loss = take_map(&mut ebpf, "LOSS")?;
+        let loss = take_map(&mut ebpf, MAP_LOSS)?;
         let loss = PerCpuArray::try_from(loss).map_err(|e| LoadError::Map {
-            name: "LOSS",
+            name: MAP_LOSS,
             reason: e.to_string(),
         })?;
         Ok(Self {
@@ -180,25 +188,25 @@ impl Probes {
     /// The per-CPU sequence counters, taken once by the reader to find loss
     /// at the very end of a CPU's run (no later record reveals that gap).
     pub fn take_seq(&mut self) -> Result<PerCpuArray<MapData, u64>, LoadError> {
-        let map = take_map(&mut self.ebpf, "SEQ")?;
+        let map = take_map(&mut self.ebpf, MAP_SEQ)?;
         PerCpuArray::try_from(map).map_err(|e| LoadError::Map {
-            name: "SEQ",
+            name: MAP_SEQ,
             reason: e.to_string(),
         })
     }
 
     /// The ring buffer, taken once by the reader.
     pub fn take_ring(&mut self) -> Result<RingBuf<MapData>, LoadError> {
-        let map = take_map(&mut self.ebpf, "EVENTS")?;
+        let map = take_map(&mut self.ebpf, MAP_EVENTS)?;
         RingBuf::try_from(map).map_err(|e| LoadError::Map {
-            name: "EVENTS",
+            name: MAP_EVENTS,
             reason: e.to_string(),
         })
     }
 
     pub fn track(&mut self, pid: u32) -> Result<(), LoadError> {
         self.tracked.insert(pid, 1, 0).map_err(|e| LoadError::Map {
-            name: "TRACKED",
+            name: MAP_TRACKED,
             reason: format!("insert {pid}: {e}"),
         })
     }
@@ -304,4 +312,76 @@ fn full_chain(e: &dyn std::error::Error) -> String {
         cur = src.source();
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        collections::{BTreeMap, BTreeSet},
+        path::Path,
+    };
+
+    use agentsight_common::{MAP_NAMES, PROGRAM_NAMES, inet_sock_set_state_format};
+    use aya_obj::ProgramSection;
+
+    use super::{Hook, OBJECT, TRACEFS, programs};
+
+    /// The kernel crate checks each map static's name against its constant at
+    /// compile time; this checks the other way round, on the object user
+    /// space embeds: it holds exactly the maps and programs named in
+    /// agentsight-common, each program of the kind its hook attaches.
+    #[test]
+    fn object_holds_exactly_the_named_maps_and_programs() {
+        let hooked = programs();
+        let attached: BTreeSet<&str> = hooked.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(attached, BTreeSet::from(PROGRAM_NAMES));
+        if OBJECT.is_empty() {
+            eprintln!("object check skipped: built without the kernel programs (AYA_BUILD_SKIP)");
+            return;
+        }
+        let object = aya_obj::Object::parse(OBJECT).expect("the embedded kernel object parses");
+        // Sections holding globals (.rodata, .bss, .data) are maps to aya too.
+        let maps: BTreeSet<&str> = object
+            .maps
+            .keys()
+            .map(String::as_str)
+            .filter(|name| !name.starts_with('.'))
+            .collect();
+        assert_eq!(maps, BTreeSet::from(MAP_NAMES));
+        let in_object: BTreeSet<&str> = object.programs.keys().map(String::as_str).collect();
+        assert_eq!(in_object, BTreeSet::from(PROGRAM_NAMES));
+        for (name, hook) in programs() {
+            let section = &object.programs[&name].section;
+            let kind_matches = match hook {
+                Hook::TracePoint(..) => matches!(section, ProgramSection::TracePoint),
+                Hook::BtfTracePoint(_) => matches!(section, ProgramSection::BtfTracePoint),
+                Hook::RawTracePoint(_) => matches!(section, ProgramSection::RawTracePoint),
+            };
+            assert!(kind_matches, "{name}: hook {hook:?}, section {section:?}");
+        }
+    }
+
+    /// The offsets the TCP program reads must be the ones this machine's
+    /// format file gives (skipped where tracefs cannot be read).
+    #[test]
+    fn inet_sock_set_state_offsets_match_the_format_file() {
+        let path = Path::new(TRACEFS).join("events/sock/inet_sock_set_state/format");
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            eprintln!("format check skipped: {} is not readable", path.display());
+            return;
+        };
+        let offsets: BTreeMap<&str, usize> = text.lines().filter_map(field_offset).collect();
+        for (name, offset) in inet_sock_set_state_format::FIELDS {
+            assert_eq!(offsets.get(name), Some(&offset), "field {name} in {text}");
+        }
+    }
+
+    /// `field:__u8 saddr[4];\toffset:32;\tsize:4;\tsigned:0;` → ("saddr", 32).
+    fn field_offset(line: &str) -> Option<(&str, usize)> {
+        let mut parts = line.trim().split(';');
+        let declaration = parts.next()?.strip_prefix("field:")?;
+        let name = declaration.rsplit(' ').next()?.split('[').next()?;
+        let offset = parts.next()?.trim().strip_prefix("offset:")?.parse().ok()?;
+        Some((name, offset))
+    }
 }

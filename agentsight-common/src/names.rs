@@ -1,0 +1,74 @@
+//! Names user space finds the kernel object's maps, globals and programs by.
+//!
+//! The kernel crate's `#[map]` statics must be named by string literals (the
+//! macro emits `export_name`), so it checks at compile time that each static's
+//! name equals its constant here; user space looks everything up by these
+//! constants, and a unit test of `agentsight` checks that the built object
+//! holds exactly [`MAP_NAMES`] and [`PROGRAM_NAMES`].
+
+/// Tgids whose activity is recorded (user space inserts the recorded command).
+pub const MAP_TRACKED: &str = "TRACKED";
+/// The ring buffer every record goes through (user space sets its size).
+pub const MAP_EVENTS: &str = "EVENTS";
+/// Failed ring-buffer reserves, per CPU, indexed by event kind.
+pub const MAP_LOSS: &str = "LOSS";
+/// Per-CPU record sequence numbers, one per stream.
+pub const MAP_SEQ: &str = "SEQ";
+/// Per-CPU scratch for a failed exec's argv.
+pub const MAP_SCRATCH: &str = "SCRATCH";
+/// Per-CPU scratch for dentry walks into a `PathRecord`.
+pub const MAP_PATH_SCRATCH: &str = "PATH_SCRATCH";
+/// Per-CPU scratch for a packed walk (an opened file's kernel path).
+pub const MAP_PACKED_SCRATCH: &str = "PACKED_SCRATCH";
+/// Per-CPU space to build a `SysEvent` in.
+pub const MAP_SYS_SCRATCH: &str = "SYS_SCRATCH";
+/// Read/write aggregates per (tgid << 32 | fd).
+pub const MAP_IO: &str = "IO";
+/// The fds each tracked process has aggregates in `IO` for.
+pub const MAP_IO_FDS: &str = "IO_FDS";
+/// Sockets connected to port 53.
+pub const MAP_DNS_FDS: &str = "DNS_FDS";
+/// TCP sockets a tracked process is connecting.
+pub const MAP_TCP_SOCKS: &str = "TCP_SOCKS";
+
+/// Every map of the kernel object.
+pub const MAP_NAMES: [&str; 12] = [
+    MAP_TRACKED,
+    MAP_EVENTS,
+    MAP_LOSS,
+    MAP_SEQ,
+    MAP_SCRATCH,
+    MAP_PATH_SCRATCH,
+    MAP_PACKED_SCRATCH,
+    MAP_SYS_SCRATCH,
+    MAP_IO,
+    MAP_IO_FDS,
+    MAP_DNS_FDS,
+    MAP_TCP_SOCKS,
+];
+
+/// The global holding the kernel struct offsets ([`crate::Offsets`]) user
+/// space fills from BTF at load time.
+pub const GLOBAL_OFFSETS: &str = "OFFSETS";
+
+/// BTF tracepoint `sched_process_fork` (and the program's name).
+pub const PROG_SCHED_PROCESS_FORK: &str = "sched_process_fork";
+/// BTF tracepoint `sched_process_exec` (and the program's name).
+pub const PROG_SCHED_PROCESS_EXEC: &str = "sched_process_exec";
+/// BTF tracepoint `sched_process_exit` (and the program's name).
+pub const PROG_SCHED_PROCESS_EXIT: &str = "sched_process_exit";
+/// Raw tracepoint `sys_exit` (and the program's name).
+pub const PROG_SYS_EXIT: &str = "sys_exit";
+/// Tracepoint `sock:inet_sock_set_state` (and the program's name).
+pub const PROG_INET_SOCK_SET_STATE: &str = "inet_sock_set_state";
+/// Category of the `inet_sock_set_state` tracepoint.
+pub const TRACEPOINT_CATEGORY_SOCK: &str = "sock";
+
+/// Every program of the kernel object.
+pub const PROGRAM_NAMES: [&str; 5] = [
+    PROG_SCHED_PROCESS_FORK,
+    PROG_SCHED_PROCESS_EXEC,
+    PROG_SCHED_PROCESS_EXIT,
+    PROG_SYS_EXIT,
+    PROG_INET_SOCK_SET_STATE,
+];
