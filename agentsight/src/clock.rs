@@ -103,6 +103,21 @@ mod tests {
     }
 
     #[test]
+    fn formats_rfc3339_edges() {
+        // Leap day, all nine fractional digits kept (no rounding), the largest u64.
+        assert_eq!(
+            rfc3339_ns(1_709_164_800_000_000_000),
+            "2024-02-29T00:00:00.000000000Z"
+        );
+        assert_eq!(
+            rfc3339_ns(1_709_251_199_999_999_999),
+            "2024-02-29T23:59:59.999999999Z"
+        );
+        assert_eq!(rfc3339_ns(1), "1970-01-01T00:00:00.000000001Z");
+        assert_eq!(rfc3339_ns(u64::MAX), "2554-07-21T23:34:33.709551615Z");
+    }
+
+    #[test]
     fn civil_dates_round_trip() {
         for days in [-719_468, -1, 0, 11_016, 20_787, 2_932_896] {
             let (y, m, d) = civil_from_days(days);

@@ -540,4 +540,22 @@ mod tests {
         assert!(parse_duration("1e400").is_err());
         assert!(parse_duration("-1s").is_err());
     }
+
+    #[test]
+    fn durations_accepted_before_humantime_keep_their_value() {
+        // A bare number is seconds; fractions, days and weeks; blanks around.
+        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration(" 10m "), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1.5h"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("0.5"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration(".5s"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1.5ms"), Ok(Duration::from_micros(1500)));
+        assert_eq!(parse_duration("2d"), Ok(Duration::from_secs(172_800)));
+        assert_eq!(parse_duration("1w"), Ok(Duration::from_secs(604_800)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("s").is_err());
+        assert!(parse_duration("1.2.3s").is_err());
+    }
 }

@@ -572,6 +572,54 @@ mod tests {
     }
 
     #[test]
+    fn ts_edges() {
+        // Epoch, pre-1970, leap day, the last millisecond of year 9999, year 0.
+        assert_eq!(format_ts(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(format_ts(-1), "1969-12-31T23:59:59.999Z");
+        assert_eq!(parse_ts("1969-12-31T23:59:59.999Z"), Some(-1));
+        assert_eq!(
+            parse_ts("2024-02-29T12:34:56.789Z"),
+            Some(1_709_210_096_789)
+        );
+        assert_eq!(format_ts(1_709_210_096_789), "2024-02-29T12:34:56.789Z");
+        assert_eq!(
+            parse_ts("9999-12-31T23:59:59.999Z"),
+            Some(253_402_300_799_999)
+        );
+        assert_eq!(format_ts(253_402_300_799_999), "9999-12-31T23:59:59.999Z");
+        assert_eq!(parse_ts("0000-01-01T00:00:00Z"), Some(-62_167_219_200_000));
+        assert_eq!(format_ts(-62_167_219_200_000), "0000-01-01T00:00:00.000Z");
+        // Fractions past milliseconds are truncated, not rounded.
+        assert_eq!(parse_ts("1970-01-01T00:00:00.123999999Z"), Some(123));
+        assert_eq!(parse_ts("1970-01-01T00:00:00.5Z"), Some(500));
+        assert_eq!(parse_ts("1970-01-01T00:00:00.Z"), None);
+        // The tolerant shapes providers write: no zone (UTC), a space or `t`,
+        // offsets with or without a colon or minutes, surrounding blanks.
+        assert_eq!(parse_ts("1970-01-01 00:00:01"), Some(1000));
+        assert_eq!(parse_ts("1970-01-01t00:00:01z"), Some(1000));
+        assert_eq!(parse_ts(" 1970-01-01T01:00:00+0100 "), Some(0));
+        assert_eq!(parse_ts("1970-01-01T01:00:00+01"), Some(0));
+        assert_eq!(parse_ts("1969-12-31T23:30:00-00:30"), Some(0));
+        // Text after the zone is ignored; a day past the month's end and a
+        // leap second roll over rather than failing.
+        assert_eq!(parse_ts("1970-01-01T00:00:01Z[UTC]"), Some(1000));
+        assert_eq!(
+            parse_ts("2026-02-31T00:00:00Z"),
+            parse_ts("2026-03-03T00:00:00Z")
+        );
+        assert_eq!(parse_ts("1970-01-01T00:00:60Z"), Some(60_000));
+        // Malformed: None, never a panic.
+        assert_eq!(parse_ts("1970-01-01T00:00:00X"), None);
+        assert_eq!(parse_ts("1970-01-01T24:00:00Z"), None);
+        assert_eq!(parse_ts("1970-00-01T00:00:00Z"), None);
+        assert_eq!(parse_ts("1970-01-32T00:00:00Z"), None);
+        assert_eq!(parse_ts("1970-01-01T00:00:00+1"), None);
+        assert_eq!(parse_ts("+970-01-01T00:00:00Z"), None);
+        assert_eq!(parse_ts("1970-01-01T00:00"), None);
+        assert_eq!(parse_ts("１９７０-01-01T00:00:00Z"), None);
+    }
+
+    #[test]
     fn fnv_is_stable() {
         assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
         assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
