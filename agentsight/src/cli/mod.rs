@@ -150,34 +150,30 @@ pub struct ExportArgs {
     pub format: ExportFormat,
 }
 
+/// `--duration`/`--since` values: humantime's grammar (`30s`, `5m`, `1.5h`,
+/// `2d`, `1w`, `1h 30m`…), plus what was accepted before it: a bare number
+/// is seconds and a fraction may start with its point (`.5s`).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("bad duration {s:?}: use e.g. 30s, 5m, 1h"))?;
-    let secs = match unit {
-        "" | "s" => n,
-        "ms" => n / 1000.0,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        "d" => n * 86400.0,
-        "w" => n * 7.0 * 86400.0,
-        _ => {
-            return Err(format!(
-                "bad duration unit {unit:?}: use ms, s, m, h, d or w"
-            ));
-        }
+    let mut text = if s.starts_with('.') {
+        format!("0{s}")
+    } else {
+        s.to_owned()
     };
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("bad duration {s:?}"));
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        text.push('s');
     }
-    // A value past what a Duration holds (about 584 billion years) is an
-    // input error, not a panic.
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("duration {s:?} is too large"))
+    let too_large = || format!("duration {s:?} is too large");
+    let d = humantime::parse_duration(&text).map_err(|e| match e {
+        humantime::DurationError::NumberOverflow => too_large(),
+        e => format!("bad duration {s:?}: {e}; use e.g. 30s, 5m, 1h"),
+    })?;
+    // The bound from before humantime, kept so what was refused stays refused:
+    // seconds that reach 2^64 once taken as f64 (about 584 billion years).
+    if d.as_secs_f64() >= u64::MAX as f64 {
+        return Err(too_large());
+    }
+    Ok(d)
 }
 
 fn parse_env(s: &str) -> Result<crate::envreset::EnvArg, String> {

@@ -1035,7 +1035,7 @@ mod tests {
         ] {
             let f = dir.join(name);
             std::fs::write(&f, lines.join("\n") + "\n").unwrap();
-            let s = crate::sessions::parse_file(Provider::Codex, &f).unwrap();
+            let s = crate::parse_file(Provider::Codex, &f).unwrap();
             assert_eq!(s.prompt_count, n, "{name}");
             assert_eq!(s.prompts[0].text, "fix it", "{name}");
         }

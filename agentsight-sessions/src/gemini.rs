@@ -744,7 +744,7 @@ mod tests {
             r#"{"id":"u","timestamp":"2026-01-01T00:00:01.000Z","type":"user","content":[{"text":"list the files"}]}"#,
         ];
         std::fs::write(&f, lines.join("\n") + "\n").unwrap();
-        let s = crate::sessions::parse_file(Provider::Gemini, &f).unwrap();
+        let s = crate::parse_file(Provider::Gemini, &f).unwrap();
         assert_eq!(s.prompt_count, 1);
         assert_eq!(s.prompts[0].text, "list the files");
         let _ = std::fs::remove_dir_all(&dir);

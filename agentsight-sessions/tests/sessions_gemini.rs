@@ -1,7 +1,7 @@
 //! Gemini CLI chats: legacy .json, .jsonl event log with $set/$rewindTo.
 mod sessions_common;
 
-use agentsight::sessions::{PathAccess, Provider, TokenUsage, ToolStatus};
+use agentsight_sessions::{PathAccess, Provider, TokenUsage, ToolStatus};
 use sessions_common::{parse, ts};
 
 const LEGACY: &str = ".gemini/tmp/shop/chats/session-2026-01-10T08-00-5e1f0c2a.json";

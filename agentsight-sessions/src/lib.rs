@@ -1,7 +1,7 @@
 //! Native sessions: discovery and parsing of agent transcripts into one model.
 //!
 //! Claude Code, Codex CLI, Gemini CLI and Cursor each write their own
-//! transcript format (see `shared/docs/native-formats.md`). This module finds
+//! transcript format (see `shared/docs/native-formats.md`). This crate finds
 //! those files under provider-owned roots ([`discovery`]) and parses any of
 //! them into one intermediate representation, [`AgentSession`].
 //!
@@ -24,7 +24,10 @@ mod de;
 pub mod discovery;
 mod error;
 pub mod gemini;
-pub(crate) mod util;
+pub mod safefs;
+/// Helpers shared by the parsers; the library uses a few (opening a
+/// transcript, the transcript owner, argv display).
+pub mod util;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -521,8 +524,9 @@ impl AgentSession {
         }
     }
 
-    /// Adds a human prompt and returns its index.
-    pub(crate) fn push_prompt(&mut self, ts_ms: Option<i64>, text: String) -> usize {
+    /// Adds a human prompt and returns its index (public so sessions can be
+    /// built by hand, as the library's correlate tests do).
+    pub fn push_prompt(&mut self, ts_ms: Option<i64>, text: String) -> usize {
         let index = self.prompts.len();
         if self.preview.is_none() {
             self.preview = Some(util::preview(&text, 180));

@@ -5,7 +5,7 @@ mod sessions_common;
 use std::path::Path;
 use std::time::Duration;
 
-use agentsight::sessions::{
+use agentsight_sessions::{
     DiscoveryOptions, Provider, SessionIndex, TokenUsage, discover, find_by_id, provider_roots,
     session_id_for_path,
 };
@@ -315,7 +315,7 @@ fn lookup_outside_the_newest_25_and_after_a_move() {
         .expect("lookup")
         .expect("found");
     assert_eq!(second.path, dest);
-    let s = agentsight::sessions::parse_session(&second).expect("parse");
+    let s = agentsight_sessions::parse_session(&second).expect("parse");
     assert_eq!(s.session_id, "bbbbbbbb-0000-4000-8000-000000000002");
 }
 
