@@ -21,7 +21,7 @@ use super::de::{Content, Count, LBool, LStr, ObjOr, Prefix};
 use super::error::{Result, SessionError};
 use super::util::{self, jstr, parse_ts};
 use super::{
-    AgentSession, ErrorEvent, LlmResponse, PathAccess, PlanStep, Provider, SubagentInfo,
+    AgentSession, ErrorEvent, ErrorKind, LlmResponse, PathAccess, PlanStep, Provider, SubagentInfo,
     TokenUsage, ToolEvent, ToolPath, ToolStatus,
 };
 
@@ -437,12 +437,7 @@ impl Parser {
                         .filter(|m| !m.is_empty())
                         .or(l.content.map(|c| c.0))
                         .unwrap_or_default();
-                    let kind = if is_rate_limit(&msg) {
-                        "rate_limit"
-                    } else {
-                        "api_error"
-                    };
-                    self.push_error(ts, sub, kind, msg);
+                    self.push_error(ts, sub, api_error_kind(&msg), msg);
                 }
             }
             "progress" => {
@@ -477,12 +472,18 @@ impl Parser {
         }
     }
 
-    fn push_error(&mut self, ts: Option<i64>, sub: Option<usize>, kind: &str, message: String) {
+    fn push_error(
+        &mut self,
+        ts: Option<i64>,
+        sub: Option<usize>,
+        kind: ErrorKind,
+        message: String,
+    ) {
         self.s.errors.push(ErrorEvent {
             prompt_index: self.s.current_prompt(),
             subagent: sub,
             ts_ms: ts,
-            kind: kind.to_string(),
+            kind,
             message,
         });
     }
@@ -520,7 +521,7 @@ impl Parser {
         let text = texts.join("\n");
         let trimmed = text.trim_start();
         if trimmed.starts_with("[Request interrupted by user") {
-            self.push_error(ts, sub, "interrupted", trimmed.trim().to_string());
+            self.push_error(ts, sub, ErrorKind::Interrupted, trimmed.trim().to_string());
             return;
         }
         if sidechain
@@ -691,12 +692,7 @@ impl Parser {
         if text.is_empty() {
             text = error.map(|e| e.0).unwrap_or_default();
         }
-        let kind = if is_rate_limit(&text) {
-            "rate_limit"
-        } else {
-            "api_error"
-        };
-        self.push_error(ts, sub, kind, text);
+        self.push_error(ts, sub, api_error_kind(&text), text);
     }
 
     /// The index in `s.responses` of the response that split lines with this
@@ -854,6 +850,15 @@ impl Parser {
         for e in &mut self.s.errors {
             e.prompt_index = pick(e.subagent, e.ts_ms, e.prompt_index);
         }
+    }
+}
+
+/// An API error's kind from its text.
+fn api_error_kind(text: &str) -> ErrorKind {
+    if is_rate_limit(text) {
+        ErrorKind::RateLimit
+    } else {
+        ErrorKind::ApiError
     }
 }
 

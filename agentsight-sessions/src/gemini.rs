@@ -21,7 +21,7 @@ use super::de::{Content, Count, LBool, LStr, ObjOr};
 use super::error::{Result, SessionError};
 use super::util::{self, jstr, parse_ts};
 use super::{
-    AgentSession, ErrorEvent, LlmResponse, ParseStats, PathAccess, PlanStep, Provider,
+    AgentSession, ErrorEvent, ErrorKind, LlmResponse, ParseStats, PathAccess, PlanStep, Provider,
     SubagentInfo, TokenUsage, ToolEvent, ToolPath, ToolStatus,
 };
 
@@ -599,7 +599,7 @@ fn emit(
                     prompt_index: s.current_prompt(),
                     subagent: sub,
                     ts_ms: ts,
-                    kind: m.kind.0.clone().unwrap_or_default(),
+                    kind: ErrorKind::from_code(m.kind.0.clone().unwrap_or_default()),
                     message: text_of(&m.content),
                 });
             }

@@ -1,7 +1,7 @@
 //! Claude Code transcripts: split records, three subagent layouts, errors.
 mod sessions_common;
 
-use agentsight_sessions::{PathAccess, Provider, TokenUsage, ToolCategory, ToolStatus};
+use agentsight_sessions::{ErrorKind, PathAccess, Provider, TokenUsage, ToolCategory, ToolStatus};
 use sessions_common::{parse, ts};
 
 const SHOP: &str = ".claude/projects/-home-dev-shop/aaaaaaaa-0000-4000-8000-000000000001.jsonl";
@@ -219,7 +219,7 @@ fn v1_inline_sidechains() {
         [("/home/dev/legacy/tests/test_api.py", PathAccess::Write)]
     );
     assert_eq!(s.errors.len(), 1);
-    assert_eq!(s.errors[0].kind, "rate_limit");
+    assert_eq!(s.errors[0].kind, ErrorKind::RateLimit);
     assert_eq!(
         s.errors[0].message,
         "Claude AI usage limit reached|1755700000"
