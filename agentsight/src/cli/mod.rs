@@ -150,9 +150,12 @@ pub struct ExportArgs {
     pub format: ExportFormat,
 }
 
-/// `--duration`/`--since` values: humantime's grammar (`30s`, `5m`, `1.5h`,
-/// `2d`, `1w`, `1h 30m`…), plus what was accepted before it: a bare number
-/// is seconds and a fraction may start with its point (`.5s`).
+/// `record --duration` and `sessions --max-age`: humantime's grammar (`30s`,
+/// `5m`, `1.5h`, `2d`, `1w`, `1h 30m`…), plus what was accepted before it: a
+/// bare number is seconds and a fraction may start with its point (`.5s`).
+/// Narrower than before only in odd forms: a point with no digit after it
+/// (`1.s`), and fractions of an hour, day or week finer than a second, which
+/// humantime drops.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let mut text = if s.starts_with('.') {
