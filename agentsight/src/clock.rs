@@ -42,46 +42,13 @@ impl Anchor {
     }
 }
 
-/// RFC 3339 UTC with nanoseconds, e.g. `2026-11-30T01:02:03.123456789Z`.
+/// RFC 3339 UTC with nanoseconds, e.g. `2026-11-30T01:02:03.123456789Z`
+/// (always nine fractional digits).
 pub fn rfc3339_ns(wall_ns: u64) -> String {
-    let secs = (wall_ns / 1_000_000_000) as i64;
-    let nanos = wall_ns % 1_000_000_000;
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{nanos:09}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
-}
-
-/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian.
-/// Written out (Howard Hinnant's algorithm) to avoid a date crate for the
-/// two conversions the project needs; `sessions` uses these too.
-pub fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
-/// (year, month, day) → days since 1970-01-01; the inverse of [`civil_from_days`].
-pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    // Every u64 of nanoseconds (up to the year 2554) is inside jiff's range,
+    // so the fallback is never taken.
+    let at = jiff::Timestamp::from_nanosecond(i128::from(wall_ns)).unwrap_or(jiff::Timestamp::MAX);
+    format!("{at:.9}")
 }
 
 #[cfg(test)]
@@ -103,12 +70,18 @@ mod tests {
     }
 
     #[test]
-    fn civil_dates_round_trip() {
-        for days in [-719_468, -1, 0, 11_016, 20_787, 2_932_896] {
-            let (y, m, d) = civil_from_days(days);
-            assert_eq!(days_from_civil(y, m, d), days);
-        }
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
+    fn formats_rfc3339_edges() {
+        // Leap day, all nine fractional digits kept (no rounding), the largest u64.
+        assert_eq!(
+            rfc3339_ns(1_709_164_800_000_000_000),
+            "2024-02-29T00:00:00.000000000Z"
+        );
+        assert_eq!(
+            rfc3339_ns(1_709_251_199_999_999_999),
+            "2024-02-29T23:59:59.999999999Z"
+        );
+        assert_eq!(rfc3339_ns(1), "1970-01-01T00:00:00.000000001Z");
+        assert_eq!(rfc3339_ns(u64::MAX), "2554-07-21T23:34:33.709551615Z");
     }
 
     #[test]

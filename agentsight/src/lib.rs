@@ -33,7 +33,10 @@ pub mod privileges;
 pub mod procinfo;
 pub mod rawtext;
 pub mod record;
-pub mod safefs;
-pub mod sessions;
 pub mod store;
 pub mod views;
+
+// The native evidence layer is its own crate (it knows nothing of captures);
+// these keep the `crate::sessions::…` and `crate::safefs::…` paths.
+pub use agentsight_sessions as sessions;
+pub use agentsight_sessions::safefs;

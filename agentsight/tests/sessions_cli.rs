@@ -1,4 +1,6 @@
 //! The `sessions` / `session show` CLI functions, run against a fixture home.
+// The fixture helpers live with the session parsers' own tests.
+#[path = "../../agentsight-sessions/tests/sessions_common/mod.rs"]
 mod sessions_common;
 
 use agentsight::cli::sessions::{SessionShowArgs, SessionsArgs, run_session_show, run_sessions};

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use agentsight::sessions::{Provider, parse_file};
+use agentsight_sessions::{Provider, parse_file};
 
 pub fn run(provider: Provider, file_name: &str, data: &[u8]) {
     let dir = std::env::temp_dir().join(format!("agentsight-fuzz-{}", std::process::id()));

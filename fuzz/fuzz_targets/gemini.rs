@@ -12,5 +12,5 @@ fuzz_target!(|data: &[u8]| {
     } else {
         "session-f.jsonl"
     };
-    common::run(agentsight::sessions::Provider::Gemini, name, rest);
+    common::run(agentsight_sessions::Provider::Gemini, name, rest);
 });

@@ -150,34 +150,33 @@ pub struct ExportArgs {
     pub format: ExportFormat,
 }
 
+/// `record --duration` and `sessions --max-age`: humantime's grammar (`30s`,
+/// `5m`, `1.5h`, `2d`, `1w`, `1h 30m`…), plus what was accepted before it: a
+/// bare number is seconds and a fraction may start with its point (`.5s`).
+/// Narrower than before only in odd forms: a point with no digit after it
+/// (`1.s`), and fractions of an hour, day or week finer than a second, which
+/// humantime drops.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("bad duration {s:?}: use e.g. 30s, 5m, 1h"))?;
-    let secs = match unit {
-        "" | "s" => n,
-        "ms" => n / 1000.0,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        "d" => n * 86400.0,
-        "w" => n * 7.0 * 86400.0,
-        _ => {
-            return Err(format!(
-                "bad duration unit {unit:?}: use ms, s, m, h, d or w"
-            ));
-        }
+    let mut text = if s.starts_with('.') {
+        format!("0{s}")
+    } else {
+        s.to_owned()
     };
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("bad duration {s:?}"));
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        text.push('s');
     }
-    // A value past what a Duration holds (about 584 billion years) is an
-    // input error, not a panic.
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("duration {s:?} is too large"))
+    let too_large = || format!("duration {s:?} is too large");
+    let d = humantime::parse_duration(&text).map_err(|e| match e {
+        humantime::DurationError::NumberOverflow => too_large(),
+        e => format!("bad duration {s:?}: {e}; use e.g. 30s, 5m, 1h"),
+    })?;
+    // The bound from before humantime, kept so what was refused stays refused:
+    // seconds that reach 2^64 once taken as f64 (about 584 billion years).
+    if d.as_secs_f64() >= u64::MAX as f64 {
+        return Err(too_large());
+    }
+    Ok(d)
 }
 
 fn parse_env(s: &str) -> Result<crate::envreset::EnvArg, String> {
@@ -564,5 +563,23 @@ mod tests {
         assert!(parse_duration("18446744073709551615s").is_err());
         assert!(parse_duration("1e400").is_err());
         assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn durations_accepted_before_humantime_keep_their_value() {
+        // A bare number is seconds; fractions, days and weeks; blanks around.
+        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration(" 10m "), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1.5h"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("0.5"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration(".5s"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1.5ms"), Ok(Duration::from_micros(1500)));
+        assert_eq!(parse_duration("2d"), Ok(Duration::from_secs(172_800)));
+        assert_eq!(parse_duration("1w"), Ok(Duration::from_secs(604_800)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("s").is_err());
+        assert!(parse_duration("1.2.3s").is_err());
     }
 }

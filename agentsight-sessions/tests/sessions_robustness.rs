@@ -5,8 +5,9 @@ mod sessions_common;
 use std::io::Write;
 use std::path::Path;
 
-use agentsight::sessions::{
-    self, DiscoveryOptions, Provider, SessionError, SessionIndex, TokenUsage, parse_file,
+use agentsight_sessions::{
+    self as sessions, DiscoveryOptions, Provider, SessionError, SessionIndex, TokenUsage,
+    parse_file,
 };
 use sessions_common::{fixtures, home};
 

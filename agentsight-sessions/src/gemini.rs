@@ -21,7 +21,7 @@ use super::de::{Content, Count, LBool, LStr, ObjOr};
 use super::error::{Result, SessionError};
 use super::util::{self, jstr, parse_ts};
 use super::{
-    AgentSession, ErrorEvent, LlmResponse, ParseStats, PathAccess, PlanStep, Provider,
+    AgentSession, ErrorEvent, ErrorKind, LlmResponse, ParseStats, PathAccess, PlanStep, Provider,
     SubagentInfo, TokenUsage, ToolEvent, ToolPath, ToolStatus,
 };
 
@@ -599,7 +599,7 @@ fn emit(
                     prompt_index: s.current_prompt(),
                     subagent: sub,
                     ts_ms: ts,
-                    kind: m.kind.0.clone().unwrap_or_default(),
+                    kind: ErrorKind::from_code(m.kind.0.clone().unwrap_or_default()),
                     message: text_of(&m.content),
                 });
             }
@@ -744,7 +744,7 @@ mod tests {
             r#"{"id":"u","timestamp":"2026-01-01T00:00:01.000Z","type":"user","content":[{"text":"list the files"}]}"#,
         ];
         std::fs::write(&f, lines.join("\n") + "\n").unwrap();
-        let s = crate::sessions::parse_file(Provider::Gemini, &f).unwrap();
+        let s = crate::parse_file(Provider::Gemini, &f).unwrap();
         assert_eq!(s.prompt_count, 1);
         assert_eq!(s.prompts[0].text, "list the files");
         let _ = std::fs::remove_dir_all(&dir);

@@ -24,8 +24,8 @@ use super::de::{Content, Count, LBool, LStr, ObjOr};
 use super::error::{Result, SessionError};
 use super::util::{self, jstr, parse_ts};
 use super::{
-    AgentSession, ErrorEvent, LlmResponse, PathAccess, PlanStep, Provider, TokenUsage, ToolEvent,
-    ToolPath, ToolStatus,
+    AgentSession, ErrorEvent, ErrorKind, LlmResponse, PathAccess, PlanStep, Provider, TokenUsage,
+    ToolEvent, ToolPath, ToolStatus,
 };
 
 #[derive(Deserialize, Default)]
@@ -748,15 +748,17 @@ impl Parser {
             "token_count" => self.token_count(&p, ts, false, st),
             "error" => {
                 let kind = match p.codex_error_info.as_ref() {
-                    Some(Value::String(s)) => s.clone(),
-                    Some(Value::Object(m)) => m.keys().next().cloned().unwrap_or_default(),
-                    _ => "error".to_string(),
+                    Some(Value::String(s)) => ErrorKind::from_code(s.clone()),
+                    Some(Value::Object(m)) => {
+                        ErrorKind::from_code(m.keys().next().cloned().unwrap_or_default())
+                    }
+                    _ => ErrorKind::Error,
                 };
                 self.push_error(ts, kind, p.message.take().unwrap_or_default());
             }
             "turn_aborted" => {
                 let reason = p.reason.take().unwrap_or_default();
-                self.push_error(ts, "turn_aborted".into(), reason);
+                self.push_error(ts, ErrorKind::TurnAborted, reason);
             }
             "thread_name_updated" => {
                 if let Some(n) = p.thread_name.take() {
@@ -817,7 +819,7 @@ impl Parser {
         self.s.push_prompt(ts, text);
     }
 
-    fn push_error(&mut self, ts: Option<i64>, kind: String, message: String) {
+    fn push_error(&mut self, ts: Option<i64>, kind: ErrorKind, message: String) {
         self.s.errors.push(ErrorEvent {
             prompt_index: self.s.current_prompt(),
             subagent: None,
@@ -1035,7 +1037,7 @@ mod tests {
         ] {
             let f = dir.join(name);
             std::fs::write(&f, lines.join("\n") + "\n").unwrap();
-            let s = crate::sessions::parse_file(Provider::Codex, &f).unwrap();
+            let s = crate::parse_file(Provider::Codex, &f).unwrap();
             assert_eq!(s.prompt_count, n, "{name}");
             assert_eq!(s.prompts[0].text, "fix it", "{name}");
         }

@@ -1,7 +1,7 @@
 //! Codex rollouts: new and legacy layouts, cumulative usage, subagent replay.
 mod sessions_common;
 
-use agentsight::sessions::{PathAccess, PlanStep, Provider, TokenUsage, ToolStatus};
+use agentsight_sessions::{PathAccess, PlanStep, Provider, TokenUsage, ToolStatus};
 use sessions_common::{parse, ts};
 
 const PARENT: &str = ".codex/sessions/2026/03/02/rollout-2026-03-02T11-00-00-019c0000-0000-7000-8000-00000000abcd.jsonl";

@@ -1,14 +1,14 @@
 //! Claude Code transcripts: split records, three subagent layouts, errors.
 mod sessions_common;
 
-use agentsight::sessions::{PathAccess, Provider, TokenUsage, ToolCategory, ToolStatus};
+use agentsight_sessions::{ErrorKind, PathAccess, Provider, TokenUsage, ToolCategory, ToolStatus};
 use sessions_common::{parse, ts};
 
 const SHOP: &str = ".claude/projects/-home-dev-shop/aaaaaaaa-0000-4000-8000-000000000001.jsonl";
 const LEGACY: &str = ".claude/projects/-home-dev-legacy/bbbbbbbb-0000-4000-8000-000000000002.jsonl";
 const MID: &str = ".claude/projects/-home-dev-mid/cccccccc-0000-4000-8000-000000000003.jsonl";
 
-fn paths(t: &agentsight::sessions::ToolEvent) -> Vec<(&str, PathAccess)> {
+fn paths(t: &agentsight_sessions::ToolEvent) -> Vec<(&str, PathAccess)> {
     t.paths
         .iter()
         .map(|p| (p.path.as_str(), p.access))
@@ -219,7 +219,7 @@ fn v1_inline_sidechains() {
         [("/home/dev/legacy/tests/test_api.py", PathAccess::Write)]
     );
     assert_eq!(s.errors.len(), 1);
-    assert_eq!(s.errors[0].kind, "rate_limit");
+    assert_eq!(s.errors[0].kind, ErrorKind::RateLimit);
     assert_eq!(
         s.errors[0].message,
         "Claude AI usage limit reached|1755700000"
@@ -255,6 +255,6 @@ fn v2_0_project_level_agent_file() {
 fn serde_round_trip() {
     let s = parse(Provider::Claude, SHOP);
     let j = serde_json::to_string(&s).expect("serialize");
-    let back: agentsight::sessions::AgentSession = serde_json::from_str(&j).expect("deserialize");
+    let back: agentsight_sessions::AgentSession = serde_json::from_str(&j).expect("deserialize");
     assert_eq!(back, s);
 }

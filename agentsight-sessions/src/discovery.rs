@@ -490,9 +490,20 @@ pub struct SessionSummary {
     pub prompts: Option<usize>,
     pub tools: Option<usize>,
     pub usage: Option<TokenUsage>,
-    /// `parsed`, `codex_sqlite`, or `error`.
-    pub source: String,
+    pub source: SummarySource,
     pub error: Option<String>,
+}
+
+/// Where a [`SessionSummary`] came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SummarySource {
+    /// The transcript was parsed.
+    Parsed,
+    /// A Codex `state_*.sqlite` row (with the rollout's tail).
+    CodexSqlite,
+    /// The transcript could not be read or parsed (see `error`).
+    Error,
 }
 
 impl SessionSummary {
@@ -528,7 +539,7 @@ impl SessionSummary {
             prompts: Some(s.prompt_count),
             tools: Some(s.tool_count),
             usage: Some(s.usage),
-            source: "parsed".into(),
+            source: SummarySource::Parsed,
             error: None,
         }
     }
@@ -771,7 +782,7 @@ impl SessionIndex {
             prompts: None,
             tools: None,
             usage,
-            source: "codex_sqlite".into(),
+            source: SummarySource::CodexSqlite,
             error: None,
         }
     }
@@ -1149,7 +1160,7 @@ fn parse_many(
                     prompts: None,
                     tools: None,
                     usage: None,
-                    source: "error".into(),
+                    source: SummarySource::Error,
                     error: Some(e.to_string()),
                 },
             ),

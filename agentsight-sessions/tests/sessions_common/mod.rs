@@ -5,7 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use agentsight::sessions::{self, AgentSession, Provider};
+use agentsight_sessions::{self as sessions, AgentSession, Provider};
 
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/sessions/home")

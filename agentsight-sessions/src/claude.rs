@@ -21,7 +21,7 @@ use super::de::{Content, Count, LBool, LStr, ObjOr, Prefix};
 use super::error::{Result, SessionError};
 use super::util::{self, jstr, parse_ts};
 use super::{
-    AgentSession, ErrorEvent, LlmResponse, PathAccess, PlanStep, Provider, SubagentInfo,
+    AgentSession, ErrorEvent, ErrorKind, LlmResponse, PathAccess, PlanStep, Provider, SubagentInfo,
     TokenUsage, ToolEvent, ToolPath, ToolStatus,
 };
 
@@ -206,6 +206,14 @@ struct Parser {
     sub_by_agent: HashMap<String, usize>,
     /// A `custom-title` (user-set) outranks later `ai-title` records.
     saw_custom_title: bool,
+}
+
+/// Where a tool call sits: its prompt, subagent, time and the line's cwd.
+struct ToolAt<'a> {
+    prompt_index: Option<usize>,
+    sub: Option<usize>,
+    ts: Option<i64>,
+    cwd: Option<&'a str>,
 }
 
 /// Where lines come from while parsing.
@@ -429,12 +437,7 @@ impl Parser {
                         .filter(|m| !m.is_empty())
                         .or(l.content.map(|c| c.0))
                         .unwrap_or_default();
-                    let kind = if is_rate_limit(&msg) {
-                        "rate_limit"
-                    } else {
-                        "api_error"
-                    };
-                    self.push_error(ts, sub, kind, msg);
+                    self.push_error(ts, sub, api_error_kind(&msg), msg);
                 }
             }
             "progress" => {
@@ -469,12 +472,18 @@ impl Parser {
         }
     }
 
-    fn push_error(&mut self, ts: Option<i64>, sub: Option<usize>, kind: &str, message: String) {
+    fn push_error(
+        &mut self,
+        ts: Option<i64>,
+        sub: Option<usize>,
+        kind: ErrorKind,
+        message: String,
+    ) {
         self.s.errors.push(ErrorEvent {
             prompt_index: self.s.current_prompt(),
             subagent: sub,
             ts_ms: ts,
-            kind: kind.to_string(),
+            kind,
             message,
         });
     }
@@ -512,7 +521,7 @@ impl Parser {
         let text = texts.join("\n");
         let trimmed = text.trim_start();
         if trimmed.starts_with("[Request interrupted by user") {
-            self.push_error(ts, sub, "interrupted", trimmed.trim().to_string());
+            self.push_error(ts, sub, ErrorKind::Interrupted, trimmed.trim().to_string());
             return;
         }
         if sidechain
@@ -589,6 +598,8 @@ impl Parser {
         }
     }
 
+    /// An assistant line: an API error marker, or one split part of a model
+    /// response (text, tool calls, usage) merged into its response.
     fn on_assistant(
         &mut self,
         mut l: Line,
@@ -601,23 +612,7 @@ impl Parser {
             return;
         };
         if l.is_api_error.0 == Some(true) {
-            let mut text = String::new();
-            if let Content::Blocks(bs) = &msg.content {
-                for b in bs {
-                    if let Some(t) = b.text.as_deref() {
-                        text.push_str(t);
-                    }
-                }
-            }
-            if text.is_empty() {
-                text = l.error.map(|e| e.0).unwrap_or_default();
-            }
-            let kind = if is_rate_limit(&text) {
-                "rate_limit"
-            } else {
-                "api_error"
-            };
-            self.push_error(ts, sub, kind, text);
+            self.on_api_error(&msg, l.error.take(), ts, sub);
             return;
         }
         let msg_id = msg.id.take();
@@ -638,35 +633,11 @@ impl Parser {
         if !sidechain && let Some(id) = &msg_id {
             self.main_msg_ids.insert(id.clone());
         }
-        let key = msg_id
-            .clone()
-            .map(|m| (m, req_id.clone().unwrap_or_default()));
-        let ri = match key.as_ref().and_then(|k| self.resp_keys.get(k)) {
-            Some(&i) => i,
-            None => {
-                self.s.responses.push(LlmResponse {
-                    prompt_index: self.s.current_prompt(),
-                    subagent: sub,
-                    ts_ms: ts,
-                    model: msg.model.0.clone(),
-                    native_id: msg_id.clone(),
-                    request_id: req_id.clone(),
-                    phase: None,
-                    text: String::new(),
-                    text_truncated: false,
-                    tokens: None,
-                });
-                let i = self.s.responses.len() - 1;
-                if let Some(k) = key {
-                    self.resp_keys.insert(k, i);
-                }
-                i
-            }
-        };
+        let ri = self.response_index(msg_id, req_id, msg.model.0.clone(), ts, sub);
         let prompt_index = self.s.current_prompt();
         let cwd = l.cwd.0.clone();
         let mut new_tools = Vec::new();
-        if let Content::Blocks(blocks) = msg.content {
+        if let Content::Blocks(blocks) = std::mem::take(&mut msg.content) {
             for mut b in blocks {
                 match b.kind.as_deref() {
                     Some("text") => {
@@ -678,72 +649,149 @@ impl Parser {
                         }
                     }
                     Some("tool_use") => {
-                        let name = b.name.take().unwrap_or_default();
-                        let input = b.input.take().unwrap_or(Value::Null);
-                        let call_id = b.id.take();
-                        if let Some(id) = &call_id
-                            && self.pending.contains_key(id)
-                        {
-                            continue; // duplicated line
-                        }
-                        if name == "TodoWrite"
-                            && let Some(todos) = input.get("todos").and_then(|t| t.as_array())
-                        {
-                            self.s.plan = todos
-                                .iter()
-                                .filter_map(|t| {
-                                    Some(PlanStep {
-                                        step: jstr(t, "content")
-                                            .or(jstr(t, "subject"))?
-                                            .to_string(),
-                                        status: jstr(t, "status").map(str::to_string),
-                                    })
-                                })
-                                .collect();
-                        }
-                        let d = describe_tool(&name, &input);
-                        new_tools.push(ToolEvent {
+                        let at = ToolAt {
                             prompt_index,
-                            subagent: sub,
-                            category: util::tool_category(&name),
-                            name,
-                            call_id,
-                            command: d.command,
-                            command_truncated: false,
-                            cwd: d.cwd.or_else(|| cwd.clone()),
-                            status: ToolStatus::Unknown,
-                            exit_code: None,
-                            start_ms: ts,
-                            end_ms: None,
-                            paths: d.paths,
-                            domains: d.domains,
-                        });
+                            sub,
+                            ts,
+                            cwd: cwd.as_deref(),
+                        };
+                        new_tools.extend(self.tool_call(b, &at));
                     }
                     _ => {}
                 }
             }
         }
+        // Registered only after the whole message, so the duplicate check in
+        // `tool_call` looks at earlier lines only.
         for t in new_tools {
             if let Some(id) = &t.call_id {
                 self.pending.insert(id.clone(), self.s.tools.len());
             }
             self.s.tools.push(t);
         }
-        if let Some(r) = self.s.responses.get_mut(ri) {
-            if let Some(u) = msg.usage.as_ref().and_then(|u| u.obj()) {
-                let t = u.to_tokens();
-                // Later split lines repeat input/cache and grow output: keep
-                // the largest (ccusage's rule, equivalent to "last line").
-                if r.tokens.is_none_or(|old| t.total >= old.total) {
-                    r.tokens = Some(t);
+        self.merge_response_meta(ri, msg);
+    }
+
+    /// An assistant line flagged `isApiErrorMessage`: an error event whose
+    /// text is the message's text blocks, else the line's `error`.
+    fn on_api_error(
+        &mut self,
+        msg: &Message,
+        error: Option<Prefix>,
+        ts: Option<i64>,
+        sub: Option<usize>,
+    ) {
+        let mut text = String::new();
+        if let Content::Blocks(bs) = &msg.content {
+            for b in bs {
+                if let Some(t) = b.text.as_deref() {
+                    text.push_str(t);
                 }
             }
-            if let Some(sr) = msg.stop_reason.take() {
-                r.phase = Some(sr);
+        }
+        if text.is_empty() {
+            text = error.map(|e| e.0).unwrap_or_default();
+        }
+        self.push_error(ts, sub, api_error_kind(&text), text);
+    }
+
+    /// The index in `s.responses` of the response that split lines with this
+    /// (message.id, requestId) belong to, creating it on first sight.
+    fn response_index(
+        &mut self,
+        msg_id: Option<String>,
+        req_id: Option<String>,
+        model: Option<String>,
+        ts: Option<i64>,
+        sub: Option<usize>,
+    ) -> usize {
+        let key = msg_id
+            .clone()
+            .map(|m| (m, req_id.clone().unwrap_or_default()));
+        if let Some(&i) = key.as_ref().and_then(|k| self.resp_keys.get(k)) {
+            return i;
+        }
+        self.s.responses.push(LlmResponse {
+            prompt_index: self.s.current_prompt(),
+            subagent: sub,
+            ts_ms: ts,
+            model,
+            native_id: msg_id,
+            request_id: req_id,
+            phase: None,
+            text: String::new(),
+            text_truncated: false,
+            tokens: None,
+        });
+        let i = self.s.responses.len() - 1;
+        if let Some(k) = key {
+            self.resp_keys.insert(k, i);
+        }
+        i
+    }
+
+    /// A `tool_use` block as a tool event; `None` for a call id already seen
+    /// (a duplicated line). A `TodoWrite` call also replaces the plan.
+    fn tool_call(&mut self, mut b: Block, at: &ToolAt<'_>) -> Option<ToolEvent> {
+        let name = b.name.take().unwrap_or_default();
+        let input = b.input.take().unwrap_or(Value::Null);
+        let call_id = b.id.take();
+        if let Some(id) = &call_id
+            && self.pending.contains_key(id)
+        {
+            return None;
+        }
+        if name == "TodoWrite"
+            && let Some(todos) = input.get("todos").and_then(|t| t.as_array())
+        {
+            self.s.plan = todos
+                .iter()
+                .filter_map(|t| {
+                    Some(PlanStep {
+                        step: jstr(t, "content").or(jstr(t, "subject"))?.to_string(),
+                        status: jstr(t, "status").map(str::to_string),
+                    })
+                })
+                .collect();
+        }
+        let d = describe_tool(&name, &input);
+        Some(ToolEvent {
+            prompt_index: at.prompt_index,
+            subagent: at.sub,
+            category: util::tool_category(&name),
+            name,
+            call_id,
+            command: d.command,
+            command_truncated: false,
+            cwd: d.cwd.or_else(|| at.cwd.map(str::to_string)),
+            status: ToolStatus::Unknown,
+            exit_code: None,
+            start_ms: at.ts,
+            end_ms: None,
+            paths: d.paths,
+            domains: d.domains,
+        })
+    }
+
+    /// What the last split line of a response says about the whole of it:
+    /// usage (the largest seen), stop reason, model.
+    fn merge_response_meta(&mut self, ri: usize, mut msg: Message) {
+        let Some(r) = self.s.responses.get_mut(ri) else {
+            return;
+        };
+        if let Some(u) = msg.usage.as_ref().and_then(|u| u.obj()) {
+            let t = u.to_tokens();
+            // Later split lines repeat input/cache and grow output: keep
+            // the largest (ccusage's rule, equivalent to "last line").
+            if r.tokens.is_none_or(|old| t.total >= old.total) {
+                r.tokens = Some(t);
             }
-            if r.model.is_none() {
-                r.model = msg.model.0;
-            }
+        }
+        if let Some(sr) = msg.stop_reason.take() {
+            r.phase = Some(sr);
+        }
+        if r.model.is_none() {
+            r.model = msg.model.0;
         }
     }
 
@@ -802,6 +850,15 @@ impl Parser {
         for e in &mut self.s.errors {
             e.prompt_index = pick(e.subagent, e.ts_ms, e.prompt_index);
         }
+    }
+}
+
+/// An API error's kind from its text.
+fn api_error_kind(text: &str) -> ErrorKind {
+    if is_rate_limit(text) {
+        ErrorKind::RateLimit
+    } else {
+        ErrorKind::ApiError
     }
 }
 

@@ -18,8 +18,8 @@ use super::de::{Content, LStr, ObjOr};
 use super::error::{Result, SessionError};
 use super::util;
 use super::{
-    AgentSession, ErrorEvent, LlmResponse, ParseStats, Provider, SubagentInfo, TokenUsage,
-    ToolEvent, ToolStatus,
+    AgentSession, ErrorEvent, ErrorKind, LlmResponse, ParseStats, Provider, SubagentInfo,
+    TokenUsage, ToolEvent, ToolStatus,
 };
 
 #[derive(Deserialize, Default)]
@@ -147,7 +147,7 @@ fn on_line(s: &mut AgentSession, mut l: Line, sub: Option<usize>, st: &mut Parse
                 },
                 subagent: sub,
                 ts_ms: None,
-                kind: "error".into(),
+                kind: ErrorKind::Error,
                 message: l.error.take().unwrap_or_default(),
             });
         }

@@ -1,6 +1,5 @@
 //! Shared helpers: line streaming, timestamps, hashing, tool classification.
 
-use crate::clock::{civil_from_days, days_from_civil};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -230,8 +229,13 @@ pub fn read_tail(path: &Path, cap: u64) -> Result<Vec<u8>> {
 // Time: all timestamps are i64 milliseconds since the Unix epoch, UTC.
 
 /// Parses an RFC 3339 / ISO-8601 timestamp (`2026-03-01T09:00:02.100Z`,
-/// offsets allowed) into UTC epoch milliseconds. Hand-written because every
-/// provider uses this one shape and a date crate would be the only user.
+/// offsets allowed) into UTC epoch milliseconds.
+///
+/// The shape is read here and the calendar is jiff's. jiff's own RFC 3339
+/// parser is not used because it is stricter than what transcripts have
+/// always been read with: it rejects a missing zone (providers mean UTC), text
+/// after the zone, and a day past the month's end, and it clamps a leap second
+/// to `:59`; here those roll over as they always did (the tests pin them).
 pub fn parse_ts(s: &str) -> Option<i64> {
     let b = s.trim().as_bytes();
     if b.len() < 19 {
@@ -292,24 +296,36 @@ pub fn parse_ts(s: &str) -> Option<i64> {
         }
         Some(_) => return None,
     };
-    let days = days_from_civil(y, mo, d);
-    let secs = days * 86_400 + h * 3600 + mi * 60 + se - offset_min * 60;
+    // The first of the month from jiff, then the day as an offset from it: a
+    // day past the month's end rolls into the next month.
+    let year = i16::try_from(y).ok()?;
+    let month = i8::try_from(mo).ok()?;
+    let first_of_month = jiff::civil::Date::new(year, month, 1)
+        .ok()?
+        .to_datetime(jiff::civil::Time::midnight());
+    let month_start = first_of_month.duration_since(UNIX_EPOCH_UTC).as_secs();
+    let secs = month_start + (d - 1) * 86_400 + h * 3600 + mi * 60 + se - offset_min * 60;
     Some(secs * 1000 + ms)
 }
 
-/// Formats epoch milliseconds as RFC 3339 UTC with milliseconds.
+/// The Unix epoch as a UTC civil time: transcripts' times are all UTC, so no
+/// time zone (or zone database) is involved.
+const UNIX_EPOCH_UTC: jiff::civil::DateTime =
+    jiff::civil::DateTime::constant(1970, 1, 1, 0, 0, 0, 0);
+
+/// Formats epoch milliseconds as RFC 3339 UTC with milliseconds
+/// (`2026-03-01T09:00:02.100Z`). A time past jiff's range (years beyond
+/// ±9999, which no transcript or file time holds) is shown as that range's
+/// end rather than failing.
 pub fn format_ts(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let milli = ms.rem_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{milli:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    let at = UNIX_EPOCH_UTC
+        .checked_add(jiff::SignedDuration::from_millis(ms))
+        .unwrap_or(if ms < 0 {
+            jiff::civil::DateTime::MIN
+        } else {
+            jiff::civil::DateTime::MAX
+        });
+    format!("{at:.3}Z")
 }
 
 /// Converts a file modification time to epoch milliseconds.
@@ -569,6 +585,69 @@ mod tests {
         assert_eq!(parse_ts("1970-01-01T00:00:00Z"), Some(0));
         assert_eq!(parse_ts("garbage"), None);
         assert_eq!(parse_ts("2026-13-01T00:00:00Z"), None);
+    }
+
+    #[test]
+    fn civil_dates_round_trip() {
+        // Moved from `clock` with the hand-written calendar it tested: the same
+        // days (year 0, around the epoch, 2000, 2026, 9999-12-31) round-trip.
+        for days in [-719_468, -1, 0, 11_016, 20_787, 2_932_896] {
+            let ms = days * 86_400_000;
+            assert_eq!(parse_ts(&format_ts(ms)), Some(ms));
+        }
+        assert_eq!(format_ts(-719_468 * 86_400_000), "0000-03-01T00:00:00.000Z");
+        assert_eq!(
+            format_ts(2_932_896 * 86_400_000),
+            "9999-12-31T00:00:00.000Z"
+        );
+    }
+
+    #[test]
+    fn ts_edges() {
+        // Epoch, pre-1970, leap day, the last millisecond of year 9999, year 0.
+        assert_eq!(format_ts(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(format_ts(-1), "1969-12-31T23:59:59.999Z");
+        assert_eq!(parse_ts("1969-12-31T23:59:59.999Z"), Some(-1));
+        assert_eq!(
+            parse_ts("2024-02-29T12:34:56.789Z"),
+            Some(1_709_210_096_789)
+        );
+        assert_eq!(format_ts(1_709_210_096_789), "2024-02-29T12:34:56.789Z");
+        assert_eq!(
+            parse_ts("9999-12-31T23:59:59.999Z"),
+            Some(253_402_300_799_999)
+        );
+        assert_eq!(format_ts(253_402_300_799_999), "9999-12-31T23:59:59.999Z");
+        assert_eq!(parse_ts("0000-01-01T00:00:00Z"), Some(-62_167_219_200_000));
+        assert_eq!(format_ts(-62_167_219_200_000), "0000-01-01T00:00:00.000Z");
+        // Fractions past milliseconds are truncated, not rounded.
+        assert_eq!(parse_ts("1970-01-01T00:00:00.123999999Z"), Some(123));
+        assert_eq!(parse_ts("1970-01-01T00:00:00.5Z"), Some(500));
+        assert_eq!(parse_ts("1970-01-01T00:00:00.Z"), None);
+        // The tolerant shapes providers write: no zone (UTC), a space or `t`,
+        // offsets with or without a colon or minutes, surrounding blanks.
+        assert_eq!(parse_ts("1970-01-01 00:00:01"), Some(1000));
+        assert_eq!(parse_ts("1970-01-01t00:00:01z"), Some(1000));
+        assert_eq!(parse_ts(" 1970-01-01T01:00:00+0100 "), Some(0));
+        assert_eq!(parse_ts("1970-01-01T01:00:00+01"), Some(0));
+        assert_eq!(parse_ts("1969-12-31T23:30:00-00:30"), Some(0));
+        // Text after the zone is ignored; a day past the month's end and a
+        // leap second roll over rather than failing.
+        assert_eq!(parse_ts("1970-01-01T00:00:01Z[UTC]"), Some(1000));
+        assert_eq!(
+            parse_ts("2026-02-31T00:00:00Z"),
+            parse_ts("2026-03-03T00:00:00Z")
+        );
+        assert_eq!(parse_ts("1970-01-01T00:00:60Z"), Some(60_000));
+        // Malformed: None, never a panic.
+        assert_eq!(parse_ts("1970-01-01T00:00:00X"), None);
+        assert_eq!(parse_ts("1970-01-01T24:00:00Z"), None);
+        assert_eq!(parse_ts("1970-00-01T00:00:00Z"), None);
+        assert_eq!(parse_ts("1970-01-32T00:00:00Z"), None);
+        assert_eq!(parse_ts("1970-01-01T00:00:00+1"), None);
+        assert_eq!(parse_ts("+970-01-01T00:00:00Z"), None);
+        assert_eq!(parse_ts("1970-01-01T00:00"), None);
+        assert_eq!(parse_ts("１９７０-01-01T00:00:00Z"), None);
     }
 
     #[test]

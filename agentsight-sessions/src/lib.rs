@@ -1,7 +1,7 @@
 //! Native sessions: discovery and parsing of agent transcripts into one model.
 //!
 //! Claude Code, Codex CLI, Gemini CLI and Cursor each write their own
-//! transcript format (see `shared/docs/native-formats.md`). This module finds
+//! transcript format (see `shared/docs/native-formats.md`). This crate finds
 //! those files under provider-owned roots ([`discovery`]) and parses any of
 //! them into one intermediate representation, [`AgentSession`].
 //!
@@ -24,7 +24,10 @@ mod de;
 pub mod discovery;
 mod error;
 pub mod gemini;
-pub(crate) mod util;
+pub mod safefs;
+/// Helpers shared by the parsers; the library uses a few (opening a
+/// transcript, the transcript owner, argv display).
+pub mod util;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -32,8 +35,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use discovery::{
-    DiscoveryOptions, SessionIndex, SessionRef, SessionSummary, discover, find_by_id,
-    provider_roots, session_id_for_path,
+    DiscoveryOptions, SessionIndex, SessionRef, SessionSummary, SummarySource, discover,
+    find_by_id, provider_roots, session_id_for_path,
 };
 pub use error::{Result, SessionError};
 pub use util::{format_ts, parse_ts};
@@ -321,10 +324,58 @@ pub struct ErrorEvent {
     pub prompt_index: Option<usize>,
     pub subagent: Option<usize>,
     pub ts_ms: Option<i64>,
-    /// `api_error`, `rate_limit`, `interrupted`, `turn_aborted`, `error`,
-    /// `warning`, or a provider code such as Codex `codex_error_info`.
-    pub kind: String,
+    pub kind: ErrorKind,
     pub message: String,
+}
+
+/// What an [`ErrorEvent`] is; serialized as the bare name (`"rate_limit"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    ApiError,
+    RateLimit,
+    Interrupted,
+    TurnAborted,
+    Error,
+    Warning,
+    /// A provider's own code (Codex `codex_error_info`), kept verbatim.
+    #[serde(untagged)]
+    Provider(String),
+}
+
+impl ErrorKind {
+    /// A provider's code: one of the names above when it is one (so a code
+    /// reads back as the same value), else kept as [`ErrorKind::Provider`].
+    pub fn from_code(code: String) -> Self {
+        match code.as_str() {
+            "api_error" => Self::ApiError,
+            "rate_limit" => Self::RateLimit,
+            "interrupted" => Self::Interrupted,
+            "turn_aborted" => Self::TurnAborted,
+            "error" => Self::Error,
+            "warning" => Self::Warning,
+            _ => Self::Provider(code),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::ApiError => "api_error",
+            Self::RateLimit => "rate_limit",
+            Self::Interrupted => "interrupted",
+            Self::TurnAborted => "turn_aborted",
+            Self::Error => "error",
+            Self::Warning => "warning",
+            Self::Provider(code) => code,
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `pad` so width and alignment (`{:<12}`) apply as to a string.
+        f.pad(self.as_str())
+    }
 }
 
 /// A subagent/sidechain whose events are folded into this session.
@@ -521,8 +572,9 @@ impl AgentSession {
         }
     }
 
-    /// Adds a human prompt and returns its index.
-    pub(crate) fn push_prompt(&mut self, ts_ms: Option<i64>, text: String) -> usize {
+    /// Adds a human prompt and returns its index (public so sessions can be
+    /// built by hand, as the library's correlate tests do).
+    pub fn push_prompt(&mut self, ts_ms: Option<i64>, text: String) -> usize {
         let index = self.prompts.len();
         if self.preview.is_none() {
             self.preview = Some(util::preview(&text, 180));
@@ -657,4 +709,41 @@ pub fn parse_session(r: &SessionRef) -> Result<AgentSession> {
         cursor::enrich_from_state(&mut s, r.home.as_deref());
     }
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vocabularies_serialize_as_their_bare_names() {
+        let kinds = [
+            (ErrorKind::ApiError, "\"api_error\""),
+            (ErrorKind::RateLimit, "\"rate_limit\""),
+            (ErrorKind::Interrupted, "\"interrupted\""),
+            (ErrorKind::TurnAborted, "\"turn_aborted\""),
+            (ErrorKind::Error, "\"error\""),
+            (ErrorKind::Warning, "\"warning\""),
+            (
+                ErrorKind::Provider("context_window_exceeded".into()),
+                "\"context_window_exceeded\"",
+            ),
+        ];
+        for (kind, json) in kinds {
+            assert_eq!(serde_json::to_string(&kind).ok().as_deref(), Some(json));
+            assert_eq!(
+                serde_json::from_str::<ErrorKind>(json).ok(),
+                Some(kind.clone())
+            );
+            assert_eq!(ErrorKind::from_code(kind.as_str().to_string()), kind);
+        }
+        assert_eq!(format!("[{:<12}]", ErrorKind::RateLimit), "[rate_limit  ]");
+        for (source, json) in [
+            (SummarySource::Parsed, "\"parsed\""),
+            (SummarySource::CodexSqlite, "\"codex_sqlite\""),
+            (SummarySource::Error, "\"error\""),
+        ] {
+            assert_eq!(serde_json::to_string(&source).ok().as_deref(), Some(json));
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! Cursor transcripts and read-only state.vscdb enrichment.
 mod sessions_common;
 
-use agentsight::sessions::{self, PathAccess, Provider, TokenUsage, ToolStatus, cursor};
+use agentsight_sessions::{self as sessions, PathAccess, Provider, TokenUsage, ToolStatus, cursor};
 use sessions_common::parse;
 
 const WEB: &str =

@@ -1,7 +1,7 @@
 //! Gemini CLI chats: legacy .json, .jsonl event log with $set/$rewindTo.
 mod sessions_common;
 
-use agentsight::sessions::{PathAccess, Provider, TokenUsage, ToolStatus};
+use agentsight_sessions::{ErrorKind, PathAccess, Provider, TokenUsage, ToolStatus};
 use sessions_common::{parse, ts};
 
 const LEGACY: &str = ".gemini/tmp/shop/chats/session-2026-01-10T08-00-5e1f0c2a.json";
@@ -56,7 +56,7 @@ fn legacy_json_record() {
     );
     assert_eq!(s.tools[1].end_ms, ts("2026-01-10T08:00:33.200Z"));
     assert_eq!(s.errors.len(), 1);
-    assert_eq!(s.errors[0].kind, "error");
+    assert_eq!(s.errors[0].kind, ErrorKind::Error);
     assert!(s.errors[0].message.starts_with("Quota exceeded"));
 }
 

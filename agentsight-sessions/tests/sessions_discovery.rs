@@ -5,9 +5,9 @@ mod sessions_common;
 use std::path::Path;
 use std::time::Duration;
 
-use agentsight::sessions::{
-    DiscoveryOptions, Provider, SessionIndex, TokenUsage, discover, find_by_id, provider_roots,
-    session_id_for_path,
+use agentsight_sessions::{
+    DiscoveryOptions, Provider, SessionIndex, SummarySource, TokenUsage, discover, find_by_id,
+    provider_roots, session_id_for_path,
 };
 use sessions_common::{home, set_mtime};
 
@@ -103,7 +103,7 @@ fn list_is_sorted_deduplicated_and_preferring() {
     );
     assert!(
         rows.iter()
-            .all(|r| r.source == "parsed" && r.error.is_none())
+            .all(|r| r.source == SummarySource::Parsed && r.error.is_none())
     );
 }
 
@@ -199,7 +199,7 @@ fn codex_sqlite_fast_path() {
         ]
     );
     let r = &l.sessions[0];
-    assert_eq!(r.source, "codex_sqlite");
+    assert_eq!(r.source, SummarySource::CodexSqlite);
     assert_eq!(r.title.as_deref(), Some("Fix failing API test"));
     assert_eq!(r.model.as_deref(), Some("gpt-5.2"));
     assert_eq!(r.cwd.as_deref(), Some("/home/dev/api"));
@@ -207,7 +207,7 @@ fn codex_sqlite_fast_path() {
     assert_eq!(r.prompts, None, "not counted on the fast path");
     // From the rollout tail: the last cumulative total, normalized.
     assert_eq!(r.usage, Some(TokenUsage::new(8000, 1100, 33000, 0, 360)));
-    assert_eq!(l.sessions[1].source, "parsed");
+    assert_eq!(l.sessions[1].source, SummarySource::Parsed);
     // Warm call: served from the tail cache, same answer.
     let again = idx.list().expect("list");
     assert_eq!(again.sessions, l.sessions);
@@ -224,7 +224,7 @@ fn corrupt_codex_db_falls_back_to_scanning() {
     .list()
     .expect("list must not fail");
     assert_eq!(l.sessions.len(), 5);
-    assert!(l.sessions.iter().all(|r| r.source == "parsed"));
+    assert!(l.sessions.iter().all(|r| r.source == SummarySource::Parsed));
     assert_eq!(l.notes.len(), 1);
     assert!(
         l.notes[0].starts_with("codex state database not used"),
@@ -315,7 +315,7 @@ fn lookup_outside_the_newest_25_and_after_a_move() {
         .expect("lookup")
         .expect("found");
     assert_eq!(second.path, dest);
-    let s = agentsight::sessions::parse_session(&second).expect("parse");
+    let s = agentsight_sessions::parse_session(&second).expect("parse");
     assert_eq!(s.session_id, "bbbbbbbb-0000-4000-8000-000000000002");
 }
 
