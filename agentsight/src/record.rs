@@ -22,13 +22,14 @@ use aya::maps::IterableMap;
 
 use crate::{
     capture::{
+        ProcessOrigin, ProcessSeed,
         loader::Probes,
         reader::{self, ReaderStats},
     },
     clock::{Anchor, mono_now_ns, rfc3339_ns},
     privileges::{self, TargetUser},
     procinfo::{self, AgentName},
-    store::{ProcessSeed, StoreMsg, Writer},
+    store::{StoreMsg, Writer},
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -294,7 +295,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
             &mut probes,
             &tx,
             &tree,
-            "seeded",
+            ProcessOrigin::Seeded,
             &mut agent_known,
             &mut tmpdirs,
         );
@@ -720,7 +721,7 @@ fn adopt(
     probes: &mut Probes,
     tx: &std::sync::mpsc::SyncSender<StoreMsg>,
     procs: &[procinfo::ProcInfo],
-    origin: &'static str,
+    origin: ProcessOrigin,
     known: &mut BTreeSet<u32>,
     tmpdirs: &mut Vec<String>,
 ) {
@@ -798,7 +799,7 @@ fn scan_agents(
         return;
     }
     let tree = skipped.keep_own(procinfo::tree_of(&procs, &roots));
-    adopt(probes, tx, &tree, "seeded", known, tmpdirs);
+    adopt(probes, tx, &tree, ProcessOrigin::Seeded, known, tmpdirs);
 }
 
 /// Starts the command as `user`, tracked by the kernel before it executes.
@@ -853,7 +854,7 @@ fn spawn_tracked(
         pid,
         start_mono_ns: spawned_mono,
         ppid: std::process::id(),
-        origin: "root",
+        origin: ProcessOrigin::Root,
         comm: info.as_ref().map(|i| i.comm.clone()),
         argv: Some(
             command

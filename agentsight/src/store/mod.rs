@@ -14,9 +14,10 @@ use std::path::Path;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 pub use layout::EventsLayout;
+pub(crate) use layout::{ColumnType, exported_columns};
 pub(crate) use writer::put_meta;
 pub use writer::{
-    EventSender, MAX_SIZE_LOSS_PREFIX, ProcessSeed, StoreMsg, Writer, WriterStopped, WriterSummary,
+    EventSender, MAX_SIZE_LOSS_PREFIX, StoreMsg, Writer, WriterStopped, WriterSummary,
 };
 
 /// Written to `meta.format`; a file without it is not a capture.
