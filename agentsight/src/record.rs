@@ -486,7 +486,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         // Transcripts are copied into the user's capture only if they are
         // the user's own files (and, under sudo, read as the user: above).
         crate::sessions::util::set_transcript_owner(user.as_ref().map(|u| u.uid));
-        let bind = crate::matching::BindOptions {
+        let bind = crate::enrich::BindOptions {
             homes: user.iter().map(|u| PathBuf::from(&u.home)).collect(),
             copy_transcripts: opts.copy_transcripts,
             transcript_budget: opts.transcript_budget,
@@ -495,7 +495,7 @@ pub fn run(opts: &RecordOptions) -> Result<RecordOutcome, RecordError> {
         let correlate = |c: &rusqlite::Connection, p: &str| {
             crate::correlate::store_all(c, p).map_err(|e| e.to_string())
         };
-        match crate::matching::bind_and_store(&opts.output, &bind, &correlate) {
+        match crate::enrich::bind_and_store(&opts.output, &bind, &correlate) {
             Ok(b) => {
                 for n in &b.notes {
                     tracing::warn!("{n}");

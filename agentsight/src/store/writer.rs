@@ -17,7 +17,7 @@ use std::{
 use rusqlite::{Connection, Transaction, params};
 
 use super::{
-    StoreError, create,
+    CaptureRw, StoreError,
     intern::{INSERT_STRING, Interner},
     layout::{StoredRow, Value, insert_row_sql, row_values},
 };
@@ -186,7 +186,7 @@ impl Writer {
         anchor: Anchor,
         creds: Option<crate::privileges::FileCreds>,
     ) -> Result<Self, StoreError> {
-        let conn = create(path)?;
+        let conn = CaptureRw::create(path)?.into_conn();
         let (tx, rx) = sync_channel(QUEUE);
         let backlog = Arc::new(Backlog::default());
         let thread_backlog = backlog.clone();
