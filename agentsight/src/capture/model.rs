@@ -755,15 +755,11 @@ mod tests {
         );
     }
 
-    #[test]
-    fn fork_copies_cwd_and_fds_chdir_dup_close_and_exec_follow() {
-        let mut m = ProcessModel::default();
-        assert!(matches!(
-            m.seed(&seed()),
-            ProcessChange::Insert(NewProcess { id: 1, .. })
-        ));
+    /// A seeded `sh` in /w: cd sub, write a.txt, fork; the child dups the
+    /// fd, closes it, opens b, execs ls, truncates through the dup, exits.
+    fn fork_scenario() -> Vec<Event> {
         let o_wronly_creat = 0o101;
-        let events = vec![
+        vec![
             sys(10, 10, op::CHDIR, 0, [0; 6], "sub"),
             sys(
                 10,
@@ -809,8 +805,22 @@ mod tests {
                     core_dumped: false,
                 },
             },
-        ];
-        let steps = m.steps(&events);
+        ]
+    }
+
+    fn fork_scenario_steps(events: &[Event]) -> Vec<Step<'_>> {
+        let mut m = ProcessModel::default();
+        assert!(matches!(
+            m.seed(&seed()),
+            ProcessChange::Insert(NewProcess { id: 1, .. })
+        ));
+        m.steps(events)
+    }
+
+    #[test]
+    fn fork_copies_the_parent_s_row_and_exec_and_exit_change_the_child_s() {
+        let events = fork_scenario();
+        let steps = fork_scenario_steps(&events);
         let ls = r#"["ls"]"#.to_string();
         assert_eq!(
             changes(&steps),
@@ -848,6 +858,13 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn fork_copies_cwd_and_fds_chdir_dup_close_and_exec_follow() {
+        let events = fork_scenario();
+        let steps = fork_scenario_steps(&events);
+        let ls = r#"["ls"]"#.to_string();
         let mut open_a = resolved(file("openat", 3, Some(3), "/w/sub/a.txt"), "a.txt");
         open_a.sys.flags = Some("write,create".into());
         open_a.sys.mode = Some(0o644);

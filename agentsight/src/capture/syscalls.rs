@@ -280,7 +280,6 @@ impl FsState {
 
     /// Interprets one syscall and updates the state it changes.
     pub fn apply(&mut self, raw: &SysRaw) -> SysRecord {
-        let a = raw.args;
         let ok = raw.ret >= 0;
         let mut r = SysRecord {
             kind: op_name(raw.op),
@@ -288,58 +287,96 @@ impl FsState {
             errno: (!ok).then(|| errno_name((-raw.ret) as i32)),
             ..Default::default()
         };
-        let dfd = |i: usize| a[i] as i32;
         match raw.op {
             op::OPEN | op::OPENAT | op::OPENAT2 | op::CREAT => self.apply_open(raw, &mut r),
-            op::UNLINK | op::RMDIR | op::MKDIR | op::TRUNCATE | op::CHDIR => {
-                let (abs, as_given, status) = self.path_arg(AT_FDCWD, &raw.buf1, raw.len1);
-                if raw.op == op::MKDIR {
-                    r.mode = Some((a[1] & 0o7777) as i64);
-                }
-                if raw.op == op::CHDIR && ok && abs.is_some() {
-                    self.cwd = abs.clone();
-                }
-                (r.path, r.path_as_given, r.path_status) = (abs, as_given, Some(status));
-            }
-            op::UNLINKAT | op::MKDIRAT => {
-                let (abs, as_given, status) = self.path_arg(dfd(0), &raw.buf1, raw.len1);
-                if raw.op == op::UNLINKAT && a[2] & 0x200 != 0 {
-                    r.flags = Some("removedir".into());
-                }
-                if raw.op == op::MKDIRAT {
-                    r.mode = Some((a[2] & 0o7777) as i64);
-                }
-                (r.path, r.path_as_given, r.path_status) = (abs, as_given, Some(status));
-            }
+            op::UNLINK
+            | op::RMDIR
+            | op::MKDIR
+            | op::TRUNCATE
+            | op::CHDIR
+            | op::UNLINKAT
+            | op::MKDIRAT => self.apply_one_path(raw, &mut r),
             op::RENAME | op::RENAMEAT | op::RENAMEAT2 | op::LINK | op::LINKAT => {
-                let (d1, d2) = match raw.op {
-                    op::RENAME | op::LINK => (AT_FDCWD, AT_FDCWD),
-                    _ => (dfd(0), dfd(2)),
-                };
-                let (o, og, s1) = self.path_arg(d1, &raw.buf1, raw.len1);
-                let (n, ng, s2) = self.path_arg(d2, &raw.buf2, raw.len2);
-                r.path_status = Some(if s1 != "resolved" { s1 } else { s2 });
-                (r.old_path, r.old_path_as_given) = (o, og);
-                (r.new_path, r.new_path_as_given) = (n, ng);
-                r.path = r.new_path.clone();
-                r.path_as_given = r.new_path_as_given.clone();
+                self.apply_two_paths(raw, &mut r)
             }
-            op::SYMLINK | op::SYMLINKAT => {
-                // The target is stored as text in the link: never resolved.
-                let d = if raw.op == op::SYMLINK {
-                    AT_FDCWD
-                } else {
-                    dfd(1)
-                };
-                let (target, _) = given(&raw.buf1, raw.len1);
-                let (n, ng, status) = self.path_arg(d, &raw.buf2, raw.len2);
-                r.old_path_as_given = target;
-                (r.new_path, r.new_path_as_given) = (n.clone(), ng.clone());
-                (r.path, r.path_as_given, r.path_status) = (n, ng, Some(status));
+            op::SYMLINK | op::SYMLINKAT => self.apply_symlink(raw, &mut r),
+            op::FTRUNCATE | op::FCHDIR | op::CLOSE | op::DUP | op::DUP2 | op::DUP3 | op::FCNTL => {
+                self.apply_fd(raw, &mut r)
             }
+            op::SOCKET => self.apply_socket(raw, &mut r),
+            op::CONNECT
+            | op::BIND
+            | op::ACCEPT
+            | op::ACCEPT4
+            | op::SENDTO
+            | op::SENDMSG
+            | op::SENDMMSG
+            | op::LISTEN
+            | op::DNS_WRITE => self.apply_net(raw, &mut r),
+            _ => {}
+        }
+        r
+    }
+
+    /// A call on one path (its dirfd, if any, is the first argument).
+    fn apply_one_path(&mut self, raw: &SysRaw, r: &mut SysRecord) {
+        let a = raw.args;
+        let ok = raw.ret >= 0;
+        let dirfd = match raw.op {
+            op::UNLINKAT | op::MKDIRAT => a[0] as i32,
+            _ => AT_FDCWD,
+        };
+        let (abs, as_given, status) = self.path_arg(dirfd, &raw.buf1, raw.len1);
+        match raw.op {
+            op::MKDIR => r.mode = Some((a[1] & 0o7777) as i64),
+            op::MKDIRAT => r.mode = Some((a[2] & 0o7777) as i64),
+            op::UNLINKAT if a[2] & 0x200 != 0 => r.flags = Some("removedir".into()),
+            op::CHDIR if ok && abs.is_some() => self.cwd = abs.clone(),
+            _ => {}
+        }
+        (r.path, r.path_as_given, r.path_status) = (abs, as_given, Some(status));
+    }
+
+    /// rename/link: the old and the new path; `path` is the new one.
+    fn apply_two_paths(&mut self, raw: &SysRaw, r: &mut SysRecord) {
+        let a = raw.args;
+        let (d1, d2) = match raw.op {
+            op::RENAME | op::LINK => (AT_FDCWD, AT_FDCWD),
+            _ => (a[0] as i32, a[2] as i32),
+        };
+        let (o, og, s1) = self.path_arg(d1, &raw.buf1, raw.len1);
+        let (n, ng, s2) = self.path_arg(d2, &raw.buf2, raw.len2);
+        r.path_status = Some(if s1 != "resolved" { s1 } else { s2 });
+        (r.old_path, r.old_path_as_given) = (o, og);
+        (r.new_path, r.new_path_as_given) = (n, ng);
+        r.path = r.new_path.clone();
+        r.path_as_given = r.new_path_as_given.clone();
+    }
+
+    fn apply_symlink(&mut self, raw: &SysRaw, r: &mut SysRecord) {
+        // The target is stored as text in the link: never resolved.
+        let d = if raw.op == op::SYMLINK {
+            AT_FDCWD
+        } else {
+            raw.args[1] as i32
+        };
+        let (target, _) = given(&raw.buf1, raw.len1);
+        let (n, ng, status) = self.path_arg(d, &raw.buf2, raw.len2);
+        r.old_path_as_given = target;
+        (r.new_path, r.new_path_as_given) = (n.clone(), ng.clone());
+        (r.path, r.path_as_given, r.path_status) = (n, ng, Some(status));
+    }
+
+    /// Calls on an fd: ftruncate/fchdir (its path), close and dup (the fd
+    /// table follows).
+    fn apply_fd(&mut self, raw: &SysRaw, r: &mut SysRecord) {
+        let a = raw.args;
+        let ok = raw.ret >= 0;
+        let fd = a[0] as i32;
+        match raw.op {
             op::FTRUNCATE | op::FCHDIR => {
-                r.fd = Some(a[0] as i32 as i64);
-                match self.fds.get(&(a[0] as i32)) {
+                r.fd = Some(fd as i64);
+                match self.fds.get(&fd) {
                     Some(f) if f.is_path => {
                         r.path = Some(f.target.clone());
                         r.path_status = Some("resolved");
@@ -351,19 +388,19 @@ impl FsState {
                 }
             }
             op::CLOSE => {
-                r.fd = Some(a[0] as i32 as i64);
+                r.fd = Some(fd as i64);
                 let gone = if ok {
-                    self.fds.remove(&(a[0] as i32))
+                    self.fds.remove(&fd)
                 } else {
-                    self.fds.get(&(a[0] as i32)).cloned()
+                    self.fds.get(&fd).cloned()
                 };
                 if let Some(f) = gone.filter(|f| f.is_path) {
                     r.path = Some(f.target);
                 }
             }
-            op::DUP | op::DUP2 | op::DUP3 | op::FCNTL => {
+            _ => {
                 r.fd = Some(raw.ret);
-                if ok && let Some(f) = self.fds.get(&(a[0] as i32)).cloned() {
+                if ok && let Some(f) = self.fds.get(&fd).cloned() {
                     let cloexec = match raw.op {
                         op::DUP3 => a[2] & 0o2000000 != 0,
                         op::FCNTL => a[1] == 1030,
@@ -375,70 +412,67 @@ impl FsState {
                     }
                 }
             }
-            op::SOCKET => {
-                let family = family_name(a[0] as u16);
-                r.family = family;
-                let kind = match a[1] & 0xf {
-                    1 => "tcp",
-                    2 => "udp",
-                    _ => "socket",
-                };
-                r.flags = Some(kind.into());
-                if ok {
-                    r.fd = Some(raw.ret);
-                    let desc = format!("{kind}:{}", family.unwrap_or("?"));
-                    self.set_fd(raw.ret, desc, false, a[1] & 0o2000000 != 0);
-                }
-            }
-            op::CONNECT
-            | op::BIND
-            | op::ACCEPT
-            | op::ACCEPT4
-            | op::SENDTO
-            | op::SENDMSG
-            | op::SENDMMSG
-            | op::LISTEN
-            | op::DNS_WRITE => {
-                let fd = a[0] as i32;
-                r.fd = Some(fd as i64);
-                if let Some(sa) = SockAddr::parse(&raw.buf1) {
-                    r.family = Some(sa.family);
-                    r.addr = Some(sa.addr.clone());
-                    r.port = sa.port.map(|p| p as i64);
-                    let connects = raw.op == op::CONNECT;
-                    if connects || (raw.op == op::BIND && ok) {
-                        self.note_sock(fd, sa, connects);
-                    }
-                } else if let Some(f) = self.fds.get(&fd).filter(|f| !f.is_path) {
-                    // listen / a send on a connected socket: its peer (or bound
-                    // address), in the same fields a sendto fills.
-                    if let Some(sa) = &f.sock {
-                        r.family = Some(sa.family);
-                        r.addr = Some(sa.addr.clone());
-                        r.port = sa.port.map(|p| p as i64);
-                    }
-                }
-                if matches!(raw.op, op::ACCEPT | op::ACCEPT4) && ok {
-                    r.fd = Some(raw.ret);
-                    let peer = SockAddr::parse(&raw.buf1);
-                    let desc = peer.as_ref().map(|s| s.display()).unwrap_or_default();
-                    self.set_fd(
-                        raw.ret,
-                        format!("tcp peer {desc}"),
-                        false,
-                        raw.op == op::ACCEPT4 && a[3] & 0o2000000 != 0,
-                    );
-                    if let Some(f) = self.fds.get_mut(&(raw.ret as i32)) {
-                        f.sock = peer;
-                    }
-                }
-                if !raw.buf2.is_empty() {
-                    r.query = dns_query_names(&raw.buf2);
-                }
-            }
-            _ => {}
         }
-        r
+    }
+
+    fn apply_socket(&mut self, raw: &SysRaw, r: &mut SysRecord) {
+        let a = raw.args;
+        let family = family_name(a[0] as u16);
+        r.family = family;
+        let kind = match a[1] & 0xf {
+            1 => "tcp",
+            2 => "udp",
+            _ => "socket",
+        };
+        r.flags = Some(kind.into());
+        if raw.ret >= 0 {
+            r.fd = Some(raw.ret);
+            let desc = format!("{kind}:{}", family.unwrap_or("?"));
+            self.set_fd(raw.ret, desc, false, a[1] & 0o2000000 != 0);
+        }
+    }
+
+    /// connect, bind, listen, accept, sends and DNS: the address (given, or
+    /// the socket's known peer), the fd an accept made, DNS names.
+    fn apply_net(&mut self, raw: &SysRaw, r: &mut SysRecord) {
+        let a = raw.args;
+        let ok = raw.ret >= 0;
+        let fd = a[0] as i32;
+        r.fd = Some(fd as i64);
+        if let Some(sa) = SockAddr::parse(&raw.buf1) {
+            r.family = Some(sa.family);
+            r.addr = Some(sa.addr.clone());
+            r.port = sa.port.map(|p| p as i64);
+            let connects = raw.op == op::CONNECT;
+            if connects || (raw.op == op::BIND && ok) {
+                self.note_sock(fd, sa, connects);
+            }
+        } else if let Some(f) = self.fds.get(&fd).filter(|f| !f.is_path) {
+            // listen / a send on a connected socket: its peer (or bound
+            // address), in the same fields a sendto fills.
+            if let Some(sa) = &f.sock {
+                r.family = Some(sa.family);
+                r.addr = Some(sa.addr.clone());
+                r.port = sa.port.map(|p| p as i64);
+            }
+        }
+        if matches!(raw.op, op::ACCEPT | op::ACCEPT4) && ok {
+            r.fd = Some(raw.ret);
+            let peer = SockAddr::parse(&raw.buf1);
+            let desc = peer.as_ref().map(|s| s.display()).unwrap_or_default();
+            self.set_fd(
+                raw.ret,
+                format!("tcp peer {desc}"),
+                false,
+                raw.op == op::ACCEPT4 && a[3] & 0o2000000 != 0,
+            );
+            if let Some(f) = self.fds.get_mut(&(raw.ret as i32)) {
+                f.sock = peer;
+            }
+        }
+        if !raw.buf2.is_empty() {
+            r.query = dns_query_names(&raw.buf2);
+        }
     }
 }
 
