@@ -158,6 +158,9 @@ pub struct EventRow<'a> {
 }
 
 /// What to store, in order.
+// Nearly every step is an event row: boxing it would cost an allocation
+// per row on the writer's hot path for no memory saved.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step<'a> {
     Process(ProcessChange),
