@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use super::{
-    decode::{Detail, Event, EventHeader, IoAggregate, errno_name},
-    syscalls::{FdInfo, FsState, SockAddr, SysRecord},
+    decode::{Detail, Event, EventHeader, IoAggregate, WalkStatus, errno_name},
+    syscalls::{FdInfo, FsState, PathStatus, SockAddr, SysRecord},
 };
 
 /// How a process row came to be (`processes.origin`).
@@ -132,9 +132,9 @@ pub struct EventFields {
     pub argv_truncated: Option<bool>,
     pub argv_incomplete: Option<bool>,
     pub cwd: Option<String>,
-    pub cwd_status: Option<&'static str>,
+    pub cwd_status: Option<WalkStatus>,
     pub exe: Option<String>,
-    pub exe_status: Option<&'static str>,
+    pub exe_status: Option<WalkStatus>,
     pub result: Option<i64>,
     pub errno: Option<String>,
     pub exit_code: Option<i32>,
@@ -143,7 +143,24 @@ pub struct EventFields {
     /// File/socket columns (also an exec's `real_path`, dev, ino).
     pub sys: SysRecord,
     pub io: Option<IoAggregate>,
-    pub tcp_state: Option<&'static str>,
+    pub tcp_state: Option<TcpOutcome>,
+}
+
+/// Where a connect's TCP socket went (`tcp_state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TcpOutcome {
+    Established,
+    Closed,
+}
+
+impl TcpOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Established => "established",
+            Self::Closed => "closed",
+        }
+    }
 }
 
 /// One row of `events`, as the model built it.
@@ -562,7 +579,11 @@ impl ProcessModel {
                     .as_ref()
                     .filter(|t| t.is_path)
                     .map(|t| t.target.clone()),
-                path_status: Some(if is_path { "resolved" } else { "fd_unknown" }),
+                path_status: Some(if is_path {
+                    PathStatus::Resolved
+                } else {
+                    PathStatus::FdUnknown
+                }),
                 addr: target.filter(|t| !t.is_path).map(|t| t.target),
                 ..Default::default()
             },
@@ -592,9 +613,9 @@ fn tcp_fields(newstate: i32, family: u16, dport: u16, daddr: &[u8; 16]) -> Event
             ..Default::default()
         },
         tcp_state: Some(if newstate == 1 {
-            "established"
+            TcpOutcome::Established
         } else {
-            "closed"
+            TcpOutcome::Closed
         }),
         ..Default::default()
     }
@@ -651,7 +672,7 @@ mod tests {
     fn complete(path: &str) -> KernelPath {
         KernelPath {
             path: path.into(),
-            status: "complete",
+            status: WalkStatus::Complete,
         }
     }
 
@@ -708,7 +729,7 @@ mod tests {
 
     fn resolved(mut f: EventFields, as_given: &str) -> EventFields {
         f.sys.path_as_given = Some(as_given.into());
-        f.sys.path_status = Some("resolved");
+        f.sys.path_status = Some(PathStatus::Resolved);
         f
     }
 
@@ -874,7 +895,7 @@ mod tests {
         let mut open_b = resolved(file("openat", 3, Some(3), "/w/sub/b"), "b");
         open_b.sys.flags = Some("read".into());
         let mut truncate = file("ftruncate", 0, Some(5), "/w/sub/a.txt");
-        truncate.sys.path_status = Some("resolved");
+        truncate.sys.path_status = Some(PathStatus::Resolved);
         let exec = EventFields {
             filename: Some("/bin/ls".into()),
             argv: Some(ls),
@@ -882,13 +903,13 @@ mod tests {
             argv_truncated: Some(false),
             argv_incomplete: Some(false),
             cwd: Some("/w/sub".into()),
-            cwd_status: Some("complete"),
+            cwd_status: Some(WalkStatus::Complete),
             exe: Some("/usr/bin/ls".into()),
-            exe_status: Some("complete"),
+            exe_status: Some(WalkStatus::Complete),
             result: Some(0),
             sys: SysRecord {
                 real_path: Some("/usr/bin/ls".into()),
-                real_path_status: Some("complete"),
+                real_path_status: Some(WalkStatus::Complete),
                 dev: Some(8),
                 ino: Some(99),
                 ..Default::default()

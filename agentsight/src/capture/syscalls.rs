@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use agentsight_common::{PATH_WALKED, SYS_BUF, op};
 
-use super::decode::{SysRaw, errno_name, packed_path};
+use super::decode::{SysRaw, WalkStatus, errno_name, packed_path};
 
 const AT_FDCWD: i32 = -100;
 
@@ -46,6 +46,36 @@ impl FsState {
     }
 }
 
+/// Whether a path argument was made absolute, or why not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathStatus {
+    Resolved,
+    /// Relative, and the process's cwd is not known.
+    CwdUnknown,
+    /// Relative to a dirfd we did not see being made.
+    DirfdUnknown,
+    /// Through an fd (`/proc/self/fd/N`, ftruncate…) we did not see being made.
+    FdUnknown,
+    /// The kernel copy filled its buffer: the path may be longer.
+    Cut,
+    /// The kernel could not read it.
+    Unreadable,
+}
+
+impl PathStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Resolved => "resolved",
+            Self::CwdUnknown => "cwd_unknown",
+            Self::DirfdUnknown => "dirfd_unknown",
+            Self::FdUnknown => "fd_unknown",
+            Self::Cut => "cut",
+            Self::Unreadable => "unreadable",
+        }
+    }
+}
+
 /// One syscall as stored: every field optional, filled per kind.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SysRecord {
@@ -55,8 +85,7 @@ pub struct SysRecord {
     pub fd: Option<i64>,
     pub path: Option<String>,
     pub path_as_given: Option<String>,
-    /// `resolved`, or why not: `cwd_unknown`, `dirfd_unknown`, `cut`, `unreadable`.
-    pub path_status: Option<&'static str>,
+    pub path_status: Option<PathStatus>,
     pub flags: Option<String>,
     pub mode: Option<i64>,
     pub old_path: Option<String>,
@@ -72,7 +101,7 @@ pub struct SysRecord {
     /// ended (`complete`, `too_deep`, `name_cut`, `detached`,
     /// `read_failed`), and the file's device and inode.
     pub real_path: Option<String>,
-    pub real_path_status: Option<&'static str>,
+    pub real_path_status: Option<WalkStatus>,
     pub dev: Option<i64>,
     pub ino: Option<i64>,
 }
@@ -177,7 +206,7 @@ fn given(buf: &[u8], len: i32) -> (Option<String>, bool) {
 
 impl FsState {
     /// Resolves `path` (as given) relative to `dirfd`.
-    fn resolve(&self, dirfd: i32, path: &str) -> (Option<String>, &'static str) {
+    fn resolve(&self, dirfd: i32, path: &str) -> (Option<String>, PathStatus) {
         // `/proc/self/fd/N/name` names `name` inside whatever fd N is (Claude
         // Code writes files this way through a directory fd): resolve it
         // through the fd table, or say the fd is unknown.
@@ -188,32 +217,36 @@ impl FsState {
             let (num, tail) = rest.split_once('/').unwrap_or((rest, ""));
             if let Ok(fd) = num.parse::<i32>() {
                 return match self.fds.get(&fd) {
-                    Some(f) if f.is_path => {
-                        (Some(normalize(&format!("{}/{tail}", f.target))), "resolved")
-                    }
-                    _ => (None, "fd_unknown"),
+                    Some(f) if f.is_path => (
+                        Some(normalize(&format!("{}/{tail}", f.target))),
+                        PathStatus::Resolved,
+                    ),
+                    _ => (None, PathStatus::FdUnknown),
                 };
             }
         }
         if path.starts_with('/') {
-            return (Some(normalize(path)), "resolved");
+            return (Some(normalize(path)), PathStatus::Resolved);
         }
         let base = if dirfd == AT_FDCWD {
             match &self.cwd {
                 Some(c) => c.clone(),
-                None => return (None, "cwd_unknown"),
+                None => return (None, PathStatus::CwdUnknown),
             }
         } else {
             match self.fds.get(&dirfd) {
                 Some(f) if f.is_path => f.target.clone(),
-                _ => return (None, "dirfd_unknown"),
+                _ => return (None, PathStatus::DirfdUnknown),
             }
         };
         if path.is_empty() {
             // AT_EMPTY_PATH style: the dirfd itself.
-            return (Some(base), "resolved");
+            return (Some(base), PathStatus::Resolved);
         }
-        (Some(normalize(&format!("{base}/{path}"))), "resolved")
+        (
+            Some(normalize(&format!("{base}/{path}"))),
+            PathStatus::Resolved,
+        )
     }
 
     fn path_arg(
@@ -221,13 +254,13 @@ impl FsState {
         dirfd: i32,
         buf: &[u8],
         len: i32,
-    ) -> (Option<String>, Option<String>, &'static str) {
+    ) -> (Option<String>, Option<String>, PathStatus) {
         let (as_given, cut) = given(buf, len);
         let Some(g) = as_given else {
-            return (None, None, "unreadable");
+            return (None, None, PathStatus::Unreadable);
         };
         if cut {
-            return (None, Some(g), "cut");
+            return (None, Some(g), PathStatus::Cut);
         }
         let (abs, status) = self.resolve(dirfd, &g);
         (abs, Some(g), status)
@@ -346,7 +379,7 @@ impl FsState {
         };
         let (o, og, s1) = self.path_arg(d1, &raw.buf1, raw.len1);
         let (n, ng, s2) = self.path_arg(d2, &raw.buf2, raw.len2);
-        r.path_status = Some(if s1 != "resolved" { s1 } else { s2 });
+        r.path_status = Some(if s1 != PathStatus::Resolved { s1 } else { s2 });
         (r.old_path, r.old_path_as_given) = (o, og);
         (r.new_path, r.new_path_as_given) = (n, ng);
         r.path = r.new_path.clone();
@@ -379,9 +412,9 @@ impl FsState {
                 match self.fds.get(&fd) {
                     Some(f) if f.is_path => {
                         r.path = Some(f.target.clone());
-                        r.path_status = Some("resolved");
+                        r.path_status = Some(PathStatus::Resolved);
                     }
-                    _ => r.path_status = Some("fd_unknown"),
+                    _ => r.path_status = Some(PathStatus::FdUnknown),
                 }
                 if raw.op == op::FCHDIR && ok && r.path.is_some() {
                     self.cwd = r.path.clone();
@@ -664,7 +697,10 @@ mod tests {
         let rec = st.apply(&r);
         assert_eq!(rec.path.as_deref(), Some("/home/u/innocent.txt"));
         assert_eq!(rec.real_path.as_deref(), Some("/home/u/.ssh/id_rsa"));
-        assert_eq!(rec.real_path_status, Some("complete"));
+        assert_eq!(
+            rec.real_path_status.map(WalkStatus::as_str),
+            Some("complete")
+        );
         assert_eq!((rec.dev, rec.ino), (Some(0x800001), Some(4242)));
         // Cut by the byte limit: the partial last name is dropped, and the
         // value says it is not whole.
@@ -672,7 +708,10 @@ mod tests {
         r.path_flags = PATH_WALKED | agentsight_common::PATH_TOO_DEEP;
         let rec = st.apply(&r);
         assert_eq!(rec.real_path.as_deref(), Some("…/mid/leaf"));
-        assert_eq!(rec.real_path_status, Some("too_deep"));
+        assert_eq!(
+            rec.real_path_status.map(WalkStatus::as_str),
+            Some("too_deep")
+        );
         // A failed open has none.
         let failed = st.apply(&raw(
             op::OPENAT,
@@ -716,7 +755,11 @@ mod tests {
         // An unknown dirfd is said, not guessed.
         let r = st.apply(&raw(op::OPENAT, -2, [9, 0, 0, 0, 0, 0], "x", ""));
         assert_eq!(
-            (r.path, r.path_status, r.errno.as_deref()),
+            (
+                r.path,
+                r.path_status.map(PathStatus::as_str),
+                r.errno.as_deref()
+            ),
             (None, Some("dirfd_unknown"), Some("ENOENT"))
         );
         // dup2 then fchdir through the copy.
@@ -743,7 +786,10 @@ mod tests {
         assert_eq!(r.old_path.as_deref(), Some("/home/u/proj2/src/x.tmp"));
         assert_eq!(r.new_path.as_deref(), Some("/home/u/proj2/src/x"));
         let r = st.apply(&raw(op::UNLINK, 0, [0; 6], "/proc/self/fd/42/y", ""));
-        assert_eq!((r.path, r.path_status), (None, Some("fd_unknown")));
+        assert_eq!(
+            (r.path, r.path_status.map(PathStatus::as_str)),
+            (None, Some("fd_unknown"))
+        );
     }
 
     #[test]

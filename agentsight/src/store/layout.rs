@@ -15,7 +15,11 @@
 
 use rusqlite::Connection;
 
-use crate::capture::model::EventRow;
+use crate::capture::{
+    decode::WalkStatus,
+    model::{EventRow, TcpOutcome},
+    syscalls::PathStatus,
+};
 
 /// A value to bind, before its text is interned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,7 +173,7 @@ pub(crate) const COLUMNS: [Column; 54] = [
         text(r.event.fields.sys.path_as_given.as_deref())
     }),
     col("path_status", Text, 32, |r| {
-        text(r.event.fields.sys.path_status)
+        text(r.event.fields.sys.path_status.map(PathStatus::as_str))
     }),
     col("errno", Text, 25, |r| text(r.event.fields.errno.as_deref())),
     col("flags", Text, 33, |r| {
@@ -180,7 +184,7 @@ pub(crate) const COLUMNS: [Column; 54] = [
         text(r.event.fields.sys.real_path.as_deref())
     }),
     col("real_path_status", Text, 50, |r| {
-        text(r.event.fields.sys.real_path_status)
+        text(r.event.fields.sys.real_path_status.map(WalkStatus::as_str))
     }),
     col("dev", Int, 51, |r| int(r.event.fields.sys.dev)),
     col("ino", Int, 52, |r| int(r.event.fields.sys.ino)),
@@ -217,7 +221,9 @@ pub(crate) const COLUMNS: [Column; 54] = [
     col("query", Text, 46, |r| {
         text(r.event.fields.sys.query.as_deref())
     }),
-    col("tcp_state", Text, 47, |r| text(r.event.fields.tcp_state)),
+    col("tcp_state", Text, 47, |r| {
+        text(r.event.fields.tcp_state.map(TcpOutcome::as_str))
+    }),
     col("child_pid", Int, 13, |r| int(r.event.fields.child_pid)),
     Column {
         name: "child_process_id",
@@ -238,9 +244,13 @@ pub(crate) const COLUMNS: [Column; 54] = [
         int(r.event.fields.argv_incomplete)
     }),
     col("cwd", Text, 20, |r| text(r.event.fields.cwd.as_deref())),
-    col("cwd_status", Text, 21, |r| text(r.event.fields.cwd_status)),
+    col("cwd_status", Text, 21, |r| {
+        text(r.event.fields.cwd_status.map(WalkStatus::as_str))
+    }),
     col("exe", Text, 22, |r| text(r.event.fields.exe.as_deref())),
-    col("exe_status", Text, 23, |r| text(r.event.fields.exe_status)),
+    col("exe_status", Text, 23, |r| {
+        text(r.event.fields.exe_status.map(WalkStatus::as_str))
+    }),
     col("exit_code", Int, 26, |r| int(r.event.fields.exit_code)),
     col("signal", Int, 27, |r| int(r.event.fields.signal)),
     col("core_dumped", Bool, 28, |r| int(r.event.fields.core_dumped)),
