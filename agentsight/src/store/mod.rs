@@ -375,6 +375,11 @@ impl CaptureRw {
         &self.conn
     }
 
+    /// Sets a `meta` key (the recorder's usage, added after it finished).
+    pub fn put_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        put_meta(&self.conn, key, value).map_err(|e| self.query_err(e))
+    }
+
     pub fn into_conn(self) -> Connection {
         self.conn
     }
