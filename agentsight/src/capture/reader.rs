@@ -1,6 +1,6 @@
 //! The ring-buffer reader: drains kernel records, finds sequence gaps, and
-//! hands the raw records in batches to the store writer, which decodes them.
-//! It runs at normal priority, so it does as little as possible: copy bytes,
+//! hands the raw records in batches to a `capture::Sink` (the store
+//! writer, which decodes them). It runs at normal priority, so it does as little as possible: copy bytes,
 //! read headers, flush I/O aggregates at exec/exit. It never touches SQLite.
 
 use std::{
