@@ -1,7 +1,8 @@
 //! The ring-buffer reader: drains kernel records, finds sequence gaps, and
 //! hands the raw records in batches to a `capture::Sink` (the store
-//! writer, which decodes them). It runs at normal priority, so it does as little as possible: copy bytes,
-//! read headers, flush I/O aggregates at exec/exit. It never touches SQLite.
+//! writer, which decodes them). It runs at normal priority, so it does as
+//! little as possible: copy bytes, read headers, flush I/O aggregates at
+//! exec/exit. It never touches SQLite.
 
 use std::{
     collections::BTreeMap,
