@@ -95,3 +95,34 @@ mod tests {
         assert_eq!(a.wall_of(500), 9_500);
     }
 }
+
+/// The capture's monotonic↔wall anchors, (mono_ns, wall_ns) by mono_ns
+/// (loaded by `store::read`).
+#[derive(Debug, Clone, Default)]
+pub struct Anchors(pub Vec<(u64, i64)>);
+
+impl Anchors {
+    /// Wall time (ns since the epoch) of a monotonic time, from the newest
+    /// anchor at or before it (the first anchor for earlier times).
+    pub fn wall_ns(&self, mono_ns: u64) -> i64 {
+        let i = self.0.partition_point(|(m, _)| *m <= mono_ns);
+        let Some(&(m, w)) = self.0.get(i.saturating_sub(1)) else {
+            return mono_ns as i64;
+        };
+        w + (mono_ns as i64 - m as i64)
+    }
+
+    pub fn wall_ms(&self, mono_ns: u64) -> i64 {
+        self.wall_ns(mono_ns).div_euclid(1_000_000)
+    }
+
+    /// Monotonic time of a wall time in ms.
+    pub fn mono_of_ms(&self, wall_ms: i64) -> u64 {
+        let wall_ns = wall_ms.saturating_mul(1_000_000);
+        let i = self.0.partition_point(|(_, w)| *w <= wall_ns);
+        let Some(&(m, w)) = self.0.get(i.saturating_sub(1)) else {
+            return 0;
+        };
+        (m as i64 + (wall_ns - w)).max(0) as u64
+    }
+}

@@ -27,6 +27,7 @@ pub mod capture;
 pub mod cli;
 pub mod clock;
 pub mod correlate;
+pub mod enrich;
 pub mod envreset;
 pub mod matching;
 pub mod privileges;

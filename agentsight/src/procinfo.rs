@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use procfs::process::{Process, all_processes};
 
-use crate::store::ProcessSeed;
+use crate::capture::{ProcessOrigin, ProcessSeed};
 
 /// One process as /proc shows it.
 #[derive(Clone, Debug)]
@@ -70,7 +70,7 @@ impl ProcInfo {
         self.uids.is_some_and(|u| u.iter().all(|&x| x == uid))
     }
 
-    pub fn seed(&self, origin: &'static str) -> ProcessSeed {
+    pub fn seed(&self, origin: ProcessOrigin) -> ProcessSeed {
         ProcessSeed {
             pid: self.pid,
             start_mono_ns: self.start_ns,

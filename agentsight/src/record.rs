@@ -22,13 +22,14 @@ use aya::maps::IterableMap;
 
 use crate::{
     capture::{
+        ProcessOrigin, ProcessSeed,
         loader::Probes,
         reader::{self, ReaderStats},
     },
     clock::{Anchor, mono_now_ns, rfc3339_ns},
     privileges::{self, TargetUser},
     procinfo::{self, AgentName},
-    store::{ProcessSeed, StoreMsg, Writer},
+    store::{StoreMsg, Writer},
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -405,7 +406,7 @@ impl Tracker {
             let tree = self
                 .skipped
                 .keep_own(procinfo::tree_of(&procs, &roots), notify);
-            self.adopt(&tree, "seeded");
+            self.adopt(&tree, ProcessOrigin::Seeded);
         }
         if let Some(agent) = opts.agent {
             self.scan_agents(agent, notify);
@@ -698,7 +699,7 @@ fn bind_sessions(
     // Transcripts are copied into the user's capture only if they are the
     // user's own files (and, under sudo, read as the user: see `finish`).
     crate::sessions::util::set_transcript_owner(target.user.as_ref().map(|u| u.uid));
-    let bind = crate::matching::BindOptions {
+    let bind = crate::enrich::BindOptions {
         homes: target.user.iter().map(|u| PathBuf::from(&u.home)).collect(),
         copy_transcripts: opts.copy_transcripts,
         transcript_budget: opts.transcript_budget,
@@ -707,7 +708,7 @@ fn bind_sessions(
     let correlate = |c: &rusqlite::Connection, p: &str| {
         crate::correlate::store_all(c, p).map_err(|e| e.to_string())
     };
-    match crate::matching::bind_and_store(&opts.output, &bind, &correlate) {
+    match crate::enrich::bind_and_store(&opts.output, &bind, &correlate) {
         Ok(b) => {
             for n in &b.notes {
                 tracing::warn!("{n}");
@@ -910,7 +911,7 @@ impl Skipped {
 
 impl Tracker {
     /// Tracks `procs` in the kernel and seeds their rows.
-    fn adopt(&mut self, procs: &[procinfo::ProcInfo], origin: &'static str) {
+    fn adopt(&mut self, procs: &[procinfo::ProcInfo], origin: ProcessOrigin) {
         // The roots' TMPDIR (their environment as /proc shows it): an allowed
         // root for `audit` by default.
         let pids: BTreeSet<u32> = procs.iter().map(|p| p.pid).collect();
@@ -965,7 +966,7 @@ impl Tracker {
         let tree = self
             .skipped
             .keep_own(procinfo::tree_of(&procs, &roots), notify);
-        self.adopt(&tree, "seeded");
+        self.adopt(&tree, ProcessOrigin::Seeded);
     }
 }
 
@@ -1023,7 +1024,7 @@ impl Tracker {
             pid,
             start_mono_ns: spawned_mono,
             ppid: std::process::id(),
-            origin: "root",
+            origin: ProcessOrigin::Root,
             comm: info.as_ref().map(|i| i.comm.clone()),
             argv: Some(
                 command

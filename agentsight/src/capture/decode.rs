@@ -28,13 +28,36 @@ pub struct KernelPath {
     /// The absolute path when complete; otherwise the part that was read,
     /// prefixed with `…` where the top is missing.
     pub path: String,
-    /// `complete`, or why not: `too_deep`, `name_cut`, `detached`, `read_failed`.
-    pub status: &'static str,
+    pub status: WalkStatus,
 }
 
 impl KernelPath {
     pub fn is_complete(&self) -> bool {
-        self.status == "complete"
+        self.status == WalkStatus::Complete
+    }
+}
+
+/// How the kernel's walk of a path ended (`*_status` columns of a walked
+/// path: `cwd_status`, `exe_status`, `real_path_status`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WalkStatus {
+    Complete,
+    TooDeep,
+    NameCut,
+    Detached,
+    ReadFailed,
+}
+
+impl WalkStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Complete => "complete",
+            Self::TooDeep => "too_deep",
+            Self::NameCut => "name_cut",
+            Self::Detached => "detached",
+            Self::ReadFailed => "read_failed",
+        }
     }
 }
 
@@ -249,19 +272,19 @@ fn path_from_names(names: &[String], flags: u32) -> KernelPath {
         path.push_str(name);
     }
     let status = if flags & PATH_READ_FAILED != 0 {
-        "read_failed"
+        WalkStatus::ReadFailed
     } else if flags & PATH_DETACHED != 0 {
-        "detached"
+        WalkStatus::Detached
     } else if flags & PATH_TOO_DEEP != 0 {
-        "too_deep"
+        WalkStatus::TooDeep
     } else if flags & PATH_NAME_CUT != 0 {
-        "name_cut"
+        WalkStatus::NameCut
     } else if flags & PATH_COMPLETE != 0 {
-        "complete"
+        WalkStatus::Complete
     } else {
-        "read_failed"
+        WalkStatus::ReadFailed
     };
-    if status == "complete" {
+    if status == WalkStatus::Complete {
         if path.is_empty() {
             path.push('/');
         }
@@ -478,7 +501,7 @@ mod tests {
     fn path_is_rebuilt_leaf_first() {
         let p = kernel_path(&path_rec(&["c", "b", "a"], PATH_COMPLETE));
         assert_eq!(p.path, "/a/b/c");
-        assert_eq!(p.status, "complete");
+        assert_eq!(p.status.as_str(), "complete");
         let root = kernel_path(&path_rec(&[], PATH_COMPLETE));
         assert_eq!(root.path, "/");
     }
@@ -487,7 +510,7 @@ mod tests {
     fn partial_path_is_marked() {
         let p = kernel_path(&path_rec(&["c", "b"], PATH_TOO_DEEP));
         assert_eq!(p.path, "…/b/c");
-        assert_eq!(p.status, "too_deep");
+        assert_eq!(p.status.as_str(), "too_deep");
     }
 
     #[test]

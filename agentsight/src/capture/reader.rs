@@ -1,7 +1,8 @@
 //! The ring-buffer reader: drains kernel records, finds sequence gaps, and
-//! hands the raw records in batches to the store writer, which decodes them.
-//! It runs at normal priority, so it does as little as possible: copy bytes,
-//! read headers, flush I/O aggregates at exec/exit. It never touches SQLite.
+//! hands the raw records in batches to a `capture::Sink` (the store
+//! writer, which decodes them). It runs at normal priority, so it does as
+//! little as possible: copy bytes, read headers, flush I/O aggregates at
+//! exec/exit. It never touches SQLite.
 
 use std::{
     collections::BTreeMap,
@@ -18,10 +19,10 @@ use aya::maps::{HashMap, MapData, PerCpuArray, RingBuf};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use super::{
+    Sink,
     decode::{DecodeError, Detail, Event, EventHeader, decode, exit_flags, header, raw_header},
     loader::drain_io,
 };
-use crate::store::EventSender;
 
 /// A run of missing sequence numbers on one CPU.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -282,7 +283,7 @@ pub fn spawn(
     mut ring: RingBuf<MapData>,
     mut io: Option<HashMap<MapData, u64, IoAgg>>,
     seq: Option<PerCpuArray<MapData, u64>>,
-    tx: EventSender,
+    tx: impl Sink,
     stop: Arc<AtomicBool>,
     stats: Arc<ReaderStats>,
 ) -> std::io::Result<JoinHandle<Vec<Gap>>> {
@@ -336,7 +337,7 @@ fn drain_ring(
     io: &mut Option<HashMap<MapData, u64, IoAgg>>,
     gaps: &mut GapTracker,
     batch: &mut RecordBatch,
-    tx: &EventSender,
+    tx: &impl Sink,
     stats: &ReaderStats,
 ) {
     while let Some(item) = ring.next() {
@@ -401,7 +402,7 @@ fn io_events(items: Vec<(u32, i32, IoAgg)>, exit: &EventHeader) -> Vec<Event> {
         .collect()
 }
 
-fn flush(tx: &EventSender, batch: &mut RecordBatch, stats: &ReaderStats) {
+fn flush(tx: &impl Sink, batch: &mut RecordBatch, stats: &ReaderStats) {
     if batch.is_empty() {
         return;
     }

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use agentsight_common::{PATH_WALKED, SYS_BUF, op};
 
-use super::decode::{SysRaw, errno_name, packed_path};
+use super::decode::{SysRaw, WalkStatus, errno_name, packed_path};
 
 const AT_FDCWD: i32 = -100;
 
@@ -46,6 +46,36 @@ impl FsState {
     }
 }
 
+/// Whether a path argument was made absolute, or why not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathStatus {
+    Resolved,
+    /// Relative, and the process's cwd is not known.
+    CwdUnknown,
+    /// Relative to a dirfd we did not see being made.
+    DirfdUnknown,
+    /// Through an fd (`/proc/self/fd/N`, ftruncate…) we did not see being made.
+    FdUnknown,
+    /// The kernel copy filled its buffer: the path may be longer.
+    Cut,
+    /// The kernel could not read it.
+    Unreadable,
+}
+
+impl PathStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Resolved => "resolved",
+            Self::CwdUnknown => "cwd_unknown",
+            Self::DirfdUnknown => "dirfd_unknown",
+            Self::FdUnknown => "fd_unknown",
+            Self::Cut => "cut",
+            Self::Unreadable => "unreadable",
+        }
+    }
+}
+
 /// One syscall as stored: every field optional, filled per kind.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SysRecord {
@@ -55,8 +85,7 @@ pub struct SysRecord {
     pub fd: Option<i64>,
     pub path: Option<String>,
     pub path_as_given: Option<String>,
-    /// `resolved`, or why not: `cwd_unknown`, `dirfd_unknown`, `cut`, `unreadable`.
-    pub path_status: Option<&'static str>,
+    pub path_status: Option<PathStatus>,
     pub flags: Option<String>,
     pub mode: Option<i64>,
     pub old_path: Option<String>,
@@ -72,7 +101,7 @@ pub struct SysRecord {
     /// ended (`complete`, `too_deep`, `name_cut`, `detached`,
     /// `read_failed`), and the file's device and inode.
     pub real_path: Option<String>,
-    pub real_path_status: Option<&'static str>,
+    pub real_path_status: Option<WalkStatus>,
     pub dev: Option<i64>,
     pub ino: Option<i64>,
 }
@@ -177,7 +206,7 @@ fn given(buf: &[u8], len: i32) -> (Option<String>, bool) {
 
 impl FsState {
     /// Resolves `path` (as given) relative to `dirfd`.
-    fn resolve(&self, dirfd: i32, path: &str) -> (Option<String>, &'static str) {
+    fn resolve(&self, dirfd: i32, path: &str) -> (Option<String>, PathStatus) {
         // `/proc/self/fd/N/name` names `name` inside whatever fd N is (Claude
         // Code writes files this way through a directory fd): resolve it
         // through the fd table, or say the fd is unknown.
@@ -188,32 +217,36 @@ impl FsState {
             let (num, tail) = rest.split_once('/').unwrap_or((rest, ""));
             if let Ok(fd) = num.parse::<i32>() {
                 return match self.fds.get(&fd) {
-                    Some(f) if f.is_path => {
-                        (Some(normalize(&format!("{}/{tail}", f.target))), "resolved")
-                    }
-                    _ => (None, "fd_unknown"),
+                    Some(f) if f.is_path => (
+                        Some(normalize(&format!("{}/{tail}", f.target))),
+                        PathStatus::Resolved,
+                    ),
+                    _ => (None, PathStatus::FdUnknown),
                 };
             }
         }
         if path.starts_with('/') {
-            return (Some(normalize(path)), "resolved");
+            return (Some(normalize(path)), PathStatus::Resolved);
         }
         let base = if dirfd == AT_FDCWD {
             match &self.cwd {
                 Some(c) => c.clone(),
-                None => return (None, "cwd_unknown"),
+                None => return (None, PathStatus::CwdUnknown),
             }
         } else {
             match self.fds.get(&dirfd) {
                 Some(f) if f.is_path => f.target.clone(),
-                _ => return (None, "dirfd_unknown"),
+                _ => return (None, PathStatus::DirfdUnknown),
             }
         };
         if path.is_empty() {
             // AT_EMPTY_PATH style: the dirfd itself.
-            return (Some(base), "resolved");
+            return (Some(base), PathStatus::Resolved);
         }
-        (Some(normalize(&format!("{base}/{path}"))), "resolved")
+        (
+            Some(normalize(&format!("{base}/{path}"))),
+            PathStatus::Resolved,
+        )
     }
 
     fn path_arg(
@@ -221,13 +254,13 @@ impl FsState {
         dirfd: i32,
         buf: &[u8],
         len: i32,
-    ) -> (Option<String>, Option<String>, &'static str) {
+    ) -> (Option<String>, Option<String>, PathStatus) {
         let (as_given, cut) = given(buf, len);
         let Some(g) = as_given else {
-            return (None, None, "unreadable");
+            return (None, None, PathStatus::Unreadable);
         };
         if cut {
-            return (None, Some(g), "cut");
+            return (None, Some(g), PathStatus::Cut);
         }
         let (abs, status) = self.resolve(dirfd, &g);
         (abs, Some(g), status)
@@ -280,7 +313,6 @@ impl FsState {
 
     /// Interprets one syscall and updates the state it changes.
     pub fn apply(&mut self, raw: &SysRaw) -> SysRecord {
-        let a = raw.args;
         let ok = raw.ret >= 0;
         let mut r = SysRecord {
             kind: op_name(raw.op),
@@ -288,82 +320,120 @@ impl FsState {
             errno: (!ok).then(|| errno_name((-raw.ret) as i32)),
             ..Default::default()
         };
-        let dfd = |i: usize| a[i] as i32;
         match raw.op {
             op::OPEN | op::OPENAT | op::OPENAT2 | op::CREAT => self.apply_open(raw, &mut r),
-            op::UNLINK | op::RMDIR | op::MKDIR | op::TRUNCATE | op::CHDIR => {
-                let (abs, as_given, status) = self.path_arg(AT_FDCWD, &raw.buf1, raw.len1);
-                if raw.op == op::MKDIR {
-                    r.mode = Some((a[1] & 0o7777) as i64);
-                }
-                if raw.op == op::CHDIR && ok && abs.is_some() {
-                    self.cwd = abs.clone();
-                }
-                (r.path, r.path_as_given, r.path_status) = (abs, as_given, Some(status));
-            }
-            op::UNLINKAT | op::MKDIRAT => {
-                let (abs, as_given, status) = self.path_arg(dfd(0), &raw.buf1, raw.len1);
-                if raw.op == op::UNLINKAT && a[2] & 0x200 != 0 {
-                    r.flags = Some("removedir".into());
-                }
-                if raw.op == op::MKDIRAT {
-                    r.mode = Some((a[2] & 0o7777) as i64);
-                }
-                (r.path, r.path_as_given, r.path_status) = (abs, as_given, Some(status));
-            }
+            op::UNLINK
+            | op::RMDIR
+            | op::MKDIR
+            | op::TRUNCATE
+            | op::CHDIR
+            | op::UNLINKAT
+            | op::MKDIRAT => self.apply_one_path(raw, &mut r),
             op::RENAME | op::RENAMEAT | op::RENAMEAT2 | op::LINK | op::LINKAT => {
-                let (d1, d2) = match raw.op {
-                    op::RENAME | op::LINK => (AT_FDCWD, AT_FDCWD),
-                    _ => (dfd(0), dfd(2)),
-                };
-                let (o, og, s1) = self.path_arg(d1, &raw.buf1, raw.len1);
-                let (n, ng, s2) = self.path_arg(d2, &raw.buf2, raw.len2);
-                r.path_status = Some(if s1 != "resolved" { s1 } else { s2 });
-                (r.old_path, r.old_path_as_given) = (o, og);
-                (r.new_path, r.new_path_as_given) = (n, ng);
-                r.path = r.new_path.clone();
-                r.path_as_given = r.new_path_as_given.clone();
+                self.apply_two_paths(raw, &mut r)
             }
-            op::SYMLINK | op::SYMLINKAT => {
-                // The target is stored as text in the link: never resolved.
-                let d = if raw.op == op::SYMLINK {
-                    AT_FDCWD
-                } else {
-                    dfd(1)
-                };
-                let (target, _) = given(&raw.buf1, raw.len1);
-                let (n, ng, status) = self.path_arg(d, &raw.buf2, raw.len2);
-                r.old_path_as_given = target;
-                (r.new_path, r.new_path_as_given) = (n.clone(), ng.clone());
-                (r.path, r.path_as_given, r.path_status) = (n, ng, Some(status));
+            op::SYMLINK | op::SYMLINKAT => self.apply_symlink(raw, &mut r),
+            op::FTRUNCATE | op::FCHDIR | op::CLOSE | op::DUP | op::DUP2 | op::DUP3 | op::FCNTL => {
+                self.apply_fd(raw, &mut r)
             }
+            op::SOCKET => self.apply_socket(raw, &mut r),
+            op::CONNECT
+            | op::BIND
+            | op::ACCEPT
+            | op::ACCEPT4
+            | op::SENDTO
+            | op::SENDMSG
+            | op::SENDMMSG
+            | op::LISTEN
+            | op::DNS_WRITE => self.apply_net(raw, &mut r),
+            _ => {}
+        }
+        r
+    }
+
+    /// A call on one path (its dirfd, if any, is the first argument).
+    fn apply_one_path(&mut self, raw: &SysRaw, r: &mut SysRecord) {
+        let a = raw.args;
+        let ok = raw.ret >= 0;
+        let dirfd = match raw.op {
+            op::UNLINKAT | op::MKDIRAT => a[0] as i32,
+            _ => AT_FDCWD,
+        };
+        let (abs, as_given, status) = self.path_arg(dirfd, &raw.buf1, raw.len1);
+        match raw.op {
+            op::MKDIR => r.mode = Some((a[1] & 0o7777) as i64),
+            op::MKDIRAT => r.mode = Some((a[2] & 0o7777) as i64),
+            op::UNLINKAT if a[2] & 0x200 != 0 => r.flags = Some("removedir".into()),
+            op::CHDIR if ok && abs.is_some() => self.cwd = abs.clone(),
+            _ => {}
+        }
+        (r.path, r.path_as_given, r.path_status) = (abs, as_given, Some(status));
+    }
+
+    /// rename/link: the old and the new path; `path` is the new one.
+    fn apply_two_paths(&mut self, raw: &SysRaw, r: &mut SysRecord) {
+        let a = raw.args;
+        let (d1, d2) = match raw.op {
+            op::RENAME | op::LINK => (AT_FDCWD, AT_FDCWD),
+            _ => (a[0] as i32, a[2] as i32),
+        };
+        let (o, og, s1) = self.path_arg(d1, &raw.buf1, raw.len1);
+        let (n, ng, s2) = self.path_arg(d2, &raw.buf2, raw.len2);
+        r.path_status = Some(if s1 != PathStatus::Resolved { s1 } else { s2 });
+        (r.old_path, r.old_path_as_given) = (o, og);
+        (r.new_path, r.new_path_as_given) = (n, ng);
+        r.path = r.new_path.clone();
+        r.path_as_given = r.new_path_as_given.clone();
+    }
+
+    fn apply_symlink(&mut self, raw: &SysRaw, r: &mut SysRecord) {
+        // The target is stored as text in the link: never resolved.
+        let d = if raw.op == op::SYMLINK {
+            AT_FDCWD
+        } else {
+            raw.args[1] as i32
+        };
+        let (target, _) = given(&raw.buf1, raw.len1);
+        let (n, ng, status) = self.path_arg(d, &raw.buf2, raw.len2);
+        r.old_path_as_given = target;
+        (r.new_path, r.new_path_as_given) = (n.clone(), ng.clone());
+        (r.path, r.path_as_given, r.path_status) = (n, ng, Some(status));
+    }
+
+    /// Calls on an fd: ftruncate/fchdir (its path), close and dup (the fd
+    /// table follows).
+    fn apply_fd(&mut self, raw: &SysRaw, r: &mut SysRecord) {
+        let a = raw.args;
+        let ok = raw.ret >= 0;
+        let fd = a[0] as i32;
+        match raw.op {
             op::FTRUNCATE | op::FCHDIR => {
-                r.fd = Some(a[0] as i32 as i64);
-                match self.fds.get(&(a[0] as i32)) {
+                r.fd = Some(fd as i64);
+                match self.fds.get(&fd) {
                     Some(f) if f.is_path => {
                         r.path = Some(f.target.clone());
-                        r.path_status = Some("resolved");
+                        r.path_status = Some(PathStatus::Resolved);
                     }
-                    _ => r.path_status = Some("fd_unknown"),
+                    _ => r.path_status = Some(PathStatus::FdUnknown),
                 }
                 if raw.op == op::FCHDIR && ok && r.path.is_some() {
                     self.cwd = r.path.clone();
                 }
             }
             op::CLOSE => {
-                r.fd = Some(a[0] as i32 as i64);
+                r.fd = Some(fd as i64);
                 let gone = if ok {
-                    self.fds.remove(&(a[0] as i32))
+                    self.fds.remove(&fd)
                 } else {
-                    self.fds.get(&(a[0] as i32)).cloned()
+                    self.fds.get(&fd).cloned()
                 };
                 if let Some(f) = gone.filter(|f| f.is_path) {
                     r.path = Some(f.target);
                 }
             }
-            op::DUP | op::DUP2 | op::DUP3 | op::FCNTL => {
+            _ => {
                 r.fd = Some(raw.ret);
-                if ok && let Some(f) = self.fds.get(&(a[0] as i32)).cloned() {
+                if ok && let Some(f) = self.fds.get(&fd).cloned() {
                     let cloexec = match raw.op {
                         op::DUP3 => a[2] & 0o2000000 != 0,
                         op::FCNTL => a[1] == 1030,
@@ -375,70 +445,67 @@ impl FsState {
                     }
                 }
             }
-            op::SOCKET => {
-                let family = family_name(a[0] as u16);
-                r.family = family;
-                let kind = match a[1] & 0xf {
-                    1 => "tcp",
-                    2 => "udp",
-                    _ => "socket",
-                };
-                r.flags = Some(kind.into());
-                if ok {
-                    r.fd = Some(raw.ret);
-                    let desc = format!("{kind}:{}", family.unwrap_or("?"));
-                    self.set_fd(raw.ret, desc, false, a[1] & 0o2000000 != 0);
-                }
-            }
-            op::CONNECT
-            | op::BIND
-            | op::ACCEPT
-            | op::ACCEPT4
-            | op::SENDTO
-            | op::SENDMSG
-            | op::SENDMMSG
-            | op::LISTEN
-            | op::DNS_WRITE => {
-                let fd = a[0] as i32;
-                r.fd = Some(fd as i64);
-                if let Some(sa) = SockAddr::parse(&raw.buf1) {
-                    r.family = Some(sa.family);
-                    r.addr = Some(sa.addr.clone());
-                    r.port = sa.port.map(|p| p as i64);
-                    let connects = raw.op == op::CONNECT;
-                    if connects || (raw.op == op::BIND && ok) {
-                        self.note_sock(fd, sa, connects);
-                    }
-                } else if let Some(f) = self.fds.get(&fd).filter(|f| !f.is_path) {
-                    // listen / a send on a connected socket: its peer (or bound
-                    // address), in the same fields a sendto fills.
-                    if let Some(sa) = &f.sock {
-                        r.family = Some(sa.family);
-                        r.addr = Some(sa.addr.clone());
-                        r.port = sa.port.map(|p| p as i64);
-                    }
-                }
-                if matches!(raw.op, op::ACCEPT | op::ACCEPT4) && ok {
-                    r.fd = Some(raw.ret);
-                    let peer = SockAddr::parse(&raw.buf1);
-                    let desc = peer.as_ref().map(|s| s.display()).unwrap_or_default();
-                    self.set_fd(
-                        raw.ret,
-                        format!("tcp peer {desc}"),
-                        false,
-                        raw.op == op::ACCEPT4 && a[3] & 0o2000000 != 0,
-                    );
-                    if let Some(f) = self.fds.get_mut(&(raw.ret as i32)) {
-                        f.sock = peer;
-                    }
-                }
-                if !raw.buf2.is_empty() {
-                    r.query = dns_query_names(&raw.buf2);
-                }
-            }
-            _ => {}
         }
-        r
+    }
+
+    fn apply_socket(&mut self, raw: &SysRaw, r: &mut SysRecord) {
+        let a = raw.args;
+        let family = family_name(a[0] as u16);
+        r.family = family;
+        let kind = match a[1] & 0xf {
+            1 => "tcp",
+            2 => "udp",
+            _ => "socket",
+        };
+        r.flags = Some(kind.into());
+        if raw.ret >= 0 {
+            r.fd = Some(raw.ret);
+            let desc = format!("{kind}:{}", family.unwrap_or("?"));
+            self.set_fd(raw.ret, desc, false, a[1] & 0o2000000 != 0);
+        }
+    }
+
+    /// connect, bind, listen, accept, sends and DNS: the address (given, or
+    /// the socket's known peer), the fd an accept made, DNS names.
+    fn apply_net(&mut self, raw: &SysRaw, r: &mut SysRecord) {
+        let a = raw.args;
+        let ok = raw.ret >= 0;
+        let fd = a[0] as i32;
+        r.fd = Some(fd as i64);
+        if let Some(sa) = SockAddr::parse(&raw.buf1) {
+            r.family = Some(sa.family);
+            r.addr = Some(sa.addr.clone());
+            r.port = sa.port.map(|p| p as i64);
+            let connects = raw.op == op::CONNECT;
+            if connects || (raw.op == op::BIND && ok) {
+                self.note_sock(fd, sa, connects);
+            }
+        } else if let Some(f) = self.fds.get(&fd).filter(|f| !f.is_path) {
+            // listen / a send on a connected socket: its peer (or bound
+            // address), in the same fields a sendto fills.
+            if let Some(sa) = &f.sock {
+                r.family = Some(sa.family);
+                r.addr = Some(sa.addr.clone());
+                r.port = sa.port.map(|p| p as i64);
+            }
+        }
+        if matches!(raw.op, op::ACCEPT | op::ACCEPT4) && ok {
+            r.fd = Some(raw.ret);
+            let peer = SockAddr::parse(&raw.buf1);
+            let desc = peer.as_ref().map(|s| s.display()).unwrap_or_default();
+            self.set_fd(
+                raw.ret,
+                format!("tcp peer {desc}"),
+                false,
+                raw.op == op::ACCEPT4 && a[3] & 0o2000000 != 0,
+            );
+            if let Some(f) = self.fds.get_mut(&(raw.ret as i32)) {
+                f.sock = peer;
+            }
+        }
+        if !raw.buf2.is_empty() {
+            r.query = dns_query_names(&raw.buf2);
+        }
     }
 }
 
@@ -630,7 +697,10 @@ mod tests {
         let rec = st.apply(&r);
         assert_eq!(rec.path.as_deref(), Some("/home/u/innocent.txt"));
         assert_eq!(rec.real_path.as_deref(), Some("/home/u/.ssh/id_rsa"));
-        assert_eq!(rec.real_path_status, Some("complete"));
+        assert_eq!(
+            rec.real_path_status.map(WalkStatus::as_str),
+            Some("complete")
+        );
         assert_eq!((rec.dev, rec.ino), (Some(0x800001), Some(4242)));
         // Cut by the byte limit: the partial last name is dropped, and the
         // value says it is not whole.
@@ -638,7 +708,10 @@ mod tests {
         r.path_flags = PATH_WALKED | agentsight_common::PATH_TOO_DEEP;
         let rec = st.apply(&r);
         assert_eq!(rec.real_path.as_deref(), Some("…/mid/leaf"));
-        assert_eq!(rec.real_path_status, Some("too_deep"));
+        assert_eq!(
+            rec.real_path_status.map(WalkStatus::as_str),
+            Some("too_deep")
+        );
         // A failed open has none.
         let failed = st.apply(&raw(
             op::OPENAT,
@@ -682,7 +755,11 @@ mod tests {
         // An unknown dirfd is said, not guessed.
         let r = st.apply(&raw(op::OPENAT, -2, [9, 0, 0, 0, 0, 0], "x", ""));
         assert_eq!(
-            (r.path, r.path_status, r.errno.as_deref()),
+            (
+                r.path,
+                r.path_status.map(PathStatus::as_str),
+                r.errno.as_deref()
+            ),
             (None, Some("dirfd_unknown"), Some("ENOENT"))
         );
         // dup2 then fchdir through the copy.
@@ -709,7 +786,10 @@ mod tests {
         assert_eq!(r.old_path.as_deref(), Some("/home/u/proj2/src/x.tmp"));
         assert_eq!(r.new_path.as_deref(), Some("/home/u/proj2/src/x"));
         let r = st.apply(&raw(op::UNLINK, 0, [0; 6], "/proc/self/fd/42/y", ""));
-        assert_eq!((r.path, r.path_status), (None, Some("fd_unknown")));
+        assert_eq!(
+            (r.path, r.path_status.map(PathStatus::as_str)),
+            (None, Some("fd_unknown"))
+        );
     }
 
     #[test]

@@ -15,196 +15,329 @@
 
 use rusqlite::Connection;
 
-/// How an `events` column is stored in `event_rows`.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Col {
-    /// Same column, same value.
-    Plain,
-    /// A `strings` id, or the text inline.
-    Text,
+use crate::capture::{
+    decode::WalkStatus,
+    model::{EventRow, TcpOutcome},
+    syscalls::PathStatus,
+};
+
+/// A value to bind, before its text is interned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Value<'a> {
+    Null,
+    Int(i64),
+    Text(&'a str),
 }
 
-/// `event_rows`, in storage order: the columns most rows fill first, so
-/// that the NULLs at the end of a row cost nothing.
-const ROW_COLUMNS: [(&str, Col); 53] = [
-    ("mono_ns", Col::Plain),
-    ("anchor", Col::Plain),
-    ("wall_ns", Col::Plain),
-    ("kind", Col::Text),
-    ("cpu", Col::Plain),
-    ("seq", Col::Plain),
-    ("pid", Col::Plain),
-    ("tid", Col::Plain),
-    ("ppid", Col::Plain),
-    ("uid", Col::Plain),
-    ("gid", Col::Plain),
-    ("comm", Col::Text),
-    ("process_id", Col::Plain),
-    ("result", Col::Plain),
-    ("fd", Col::Plain),
-    ("path", Col::Text),
-    ("path_as_given", Col::Text),
-    ("path_status", Col::Text),
-    ("errno", Col::Text),
-    ("flags", Col::Text),
-    ("mode", Col::Plain),
-    ("real_path", Col::Text),
-    ("real_path_status", Col::Text),
-    ("dev", Col::Plain),
-    ("ino", Col::Plain),
-    ("repeat", Col::Plain),
-    ("bytes", Col::Plain),
-    ("count", Col::Plain),
-    ("read_bytes", Col::Plain),
-    ("read_count", Col::Plain),
-    ("old_path", Col::Text),
-    ("old_path_as_given", Col::Text),
-    ("new_path", Col::Text),
-    ("new_path_as_given", Col::Text),
-    ("family", Col::Text),
-    ("addr", Col::Text),
-    ("port", Col::Plain),
-    ("query", Col::Text),
-    ("tcp_state", Col::Text),
-    ("child_pid", Col::Plain),
-    ("child_process_id", Col::Plain),
-    ("filename", Col::Text),
-    ("argv", Col::Text),
-    ("argc", Col::Plain),
-    ("argv_truncated", Col::Plain),
-    ("argv_incomplete", Col::Plain),
-    ("cwd", Col::Text),
-    ("cwd_status", Col::Text),
-    ("exe", Col::Text),
-    ("exe_status", Col::Text),
-    ("exit_code", Col::Plain),
-    ("signal", Col::Plain),
-    ("core_dumped", Col::Plain),
+fn int<T: Into<i64>>(v: Option<T>) -> Value<'static> {
+    v.map_or(Value::Null, |x| Value::Int(x.into()))
+}
+
+fn text(v: Option<&str>) -> Value<'_> {
+    v.map_or(Value::Null, Value::Text)
+}
+
+/// One row as the recorder stores it: the model's row under the newest
+/// clock anchor.
+pub(crate) struct StoredRow<'a> {
+    pub anchor: i64,
+    pub event: &'a EventRow<'a>,
+}
+
+/// What the recorder binds in a column for one row.
+type Get = for<'r> fn(&StoredRow<'r>) -> Value<'r>;
+
+/// A column's type in `event_rows`, which also says how it is bound and
+/// exported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ColumnType {
+    Key,
+    Int,
+    IntNotNull,
+    /// 0/1, exported as a JSON boolean.
+    Bool,
+    /// A `strings` id, or the text inline (no declared type).
+    Text,
+    TextNotNull,
+}
+
+impl ColumnType {
+    fn ddl(self) -> &'static str {
+        match self {
+            Self::Key => " INTEGER PRIMARY KEY",
+            Self::Int | Self::Bool => " INTEGER",
+            Self::IntNotNull => " INTEGER NOT NULL",
+            Self::Text => "",
+            Self::TextNotNull => " NOT NULL",
+        }
+    }
+
+    pub(crate) fn is_text(self) -> bool {
+        matches!(self, Self::Text | Self::TextNotNull)
+    }
+}
+
+/// One column of `event_rows` and of the `events` view.
+pub(crate) struct Column {
+    pub name: &'static str,
+    pub ty: ColumnType,
+    /// Position in `events` (the view, and the table of earlier captures);
+    /// None for a column of the layout only.
+    view: Option<u8>,
+    /// A field of `export`'s JSON lines.
+    pub exported: bool,
+    /// What the recorder binds; None: SQLite's (`id`) or the view's (`wall_ns`).
+    get: Option<Get>,
+}
+
+const fn col(name: &'static str, ty: ColumnType, view: u8, get: Get) -> Column {
+    Column {
+        name,
+        ty,
+        view: Some(view),
+        exported: true,
+        get: Some(get),
+    }
+}
+
+use ColumnType::{Bool, Int, IntNotNull, Key, Text, TextNotNull};
+
+/// The one list of event columns, in `event_rows` storage order: the columns
+/// most rows fill first, so that the NULLs at the end of a row cost nothing.
+/// The `event_rows` DDL, the `events` view and its triggers, the recorder's
+/// INSERT and `export`'s fields are all built from it.
+pub(crate) const COLUMNS: [Column; 54] = [
+    Column {
+        name: "id",
+        ty: Key,
+        view: Some(0),
+        exported: false,
+        get: None,
+    },
+    col("mono_ns", IntNotNull, 1, |r| {
+        Value::Int(r.event.header.mono_ns as i64)
+    }),
+    Column {
+        name: "anchor",
+        ty: Int,
+        view: None,
+        exported: false,
+        get: Some(|r| Value::Int(r.anchor)),
+    },
+    Column {
+        name: "wall_ns",
+        ty: Int,
+        view: Some(2),
+        exported: false,
+        get: None,
+    },
+    col("kind", TextNotNull, 3, |r| Value::Text(r.event.kind)),
+    col("cpu", IntNotNull, 4, |r| {
+        Value::Int(r.event.header.cpu.into())
+    }),
+    col("seq", IntNotNull, 5, |r| {
+        Value::Int(r.event.header.seq as i64)
+    }),
+    col("pid", IntNotNull, 6, |r| {
+        Value::Int(r.event.header.pid.into())
+    }),
+    col("tid", Int, 7, |r| {
+        let h = r.event.header;
+        int((h.tid != h.pid).then_some(h.tid))
+    }),
+    col("ppid", IntNotNull, 8, |r| {
+        Value::Int(r.event.header.ppid.into())
+    }),
+    col("uid", IntNotNull, 9, |r| {
+        Value::Int(r.event.header.uid.into())
+    }),
+    col("gid", IntNotNull, 10, |r| {
+        Value::Int(r.event.header.gid.into())
+    }),
+    col("comm", TextNotNull, 11, |r| {
+        Value::Text(&r.event.header.comm)
+    }),
+    Column {
+        name: "process_id",
+        ty: Int,
+        view: Some(12),
+        exported: false,
+        get: Some(|r| Value::Int(r.event.process_id)),
+    },
+    col("result", Int, 24, |r| int(r.event.fields.result)),
+    col("fd", Int, 29, |r| int(r.event.fields.sys.fd)),
+    col("path", Text, 30, |r| {
+        text(r.event.fields.sys.path.as_deref())
+    }),
+    col("path_as_given", Text, 31, |r| {
+        text(r.event.fields.sys.path_as_given.as_deref())
+    }),
+    col("path_status", Text, 32, |r| {
+        text(r.event.fields.sys.path_status.map(PathStatus::as_str))
+    }),
+    col("errno", Text, 25, |r| text(r.event.fields.errno.as_deref())),
+    col("flags", Text, 33, |r| {
+        text(r.event.fields.sys.flags.as_deref())
+    }),
+    col("mode", Int, 34, |r| int(r.event.fields.sys.mode)),
+    col("real_path", Text, 49, |r| {
+        text(r.event.fields.sys.real_path.as_deref())
+    }),
+    col("real_path_status", Text, 50, |r| {
+        text(r.event.fields.sys.real_path_status.map(WalkStatus::as_str))
+    }),
+    col("dev", Int, 51, |r| int(r.event.fields.sys.dev)),
+    col("ino", Int, 52, |r| int(r.event.fields.sys.ino)),
+    col("repeat", Int, 48, |r| int(r.event.repeat)),
+    col("bytes", Int, 39, |r| {
+        int(r.event.fields.io.map(|i| i.write_bytes as i64))
+    }),
+    col("count", Int, 40, |r| {
+        int(r.event.fields.io.map(|i| i.write_calls as i64))
+    }),
+    col("read_bytes", Int, 41, |r| {
+        int(r.event.fields.io.map(|i| i.read_bytes as i64))
+    }),
+    col("read_count", Int, 42, |r| {
+        int(r.event.fields.io.map(|i| i.read_calls as i64))
+    }),
+    col("old_path", Text, 35, |r| {
+        text(r.event.fields.sys.old_path.as_deref())
+    }),
+    col("old_path_as_given", Text, 36, |r| {
+        text(r.event.fields.sys.old_path_as_given.as_deref())
+    }),
+    col("new_path", Text, 37, |r| {
+        text(r.event.fields.sys.new_path.as_deref())
+    }),
+    col("new_path_as_given", Text, 38, |r| {
+        text(r.event.fields.sys.new_path_as_given.as_deref())
+    }),
+    col("family", Text, 43, |r| text(r.event.fields.sys.family)),
+    col("addr", Text, 44, |r| {
+        text(r.event.fields.sys.addr.as_deref())
+    }),
+    col("port", Int, 45, |r| int(r.event.fields.sys.port)),
+    col("query", Text, 46, |r| {
+        text(r.event.fields.sys.query.as_deref())
+    }),
+    col("tcp_state", Text, 47, |r| {
+        text(r.event.fields.tcp_state.map(TcpOutcome::as_str))
+    }),
+    col("child_pid", Int, 13, |r| int(r.event.fields.child_pid)),
+    Column {
+        name: "child_process_id",
+        ty: Int,
+        view: Some(14),
+        exported: false,
+        get: Some(|r| int(r.event.fields.child_process_id)),
+    },
+    col("filename", Text, 15, |r| {
+        text(r.event.fields.filename.as_deref())
+    }),
+    col("argv", Text, 16, |r| text(r.event.fields.argv.as_deref())),
+    col("argc", Int, 17, |r| int(r.event.fields.argc)),
+    col("argv_truncated", Bool, 18, |r| {
+        int(r.event.fields.argv_truncated)
+    }),
+    col("argv_incomplete", Bool, 19, |r| {
+        int(r.event.fields.argv_incomplete)
+    }),
+    col("cwd", Text, 20, |r| text(r.event.fields.cwd.as_deref())),
+    col("cwd_status", Text, 21, |r| {
+        text(r.event.fields.cwd_status.map(WalkStatus::as_str))
+    }),
+    col("exe", Text, 22, |r| text(r.event.fields.exe.as_deref())),
+    col("exe_status", Text, 23, |r| {
+        text(r.event.fields.exe_status.map(WalkStatus::as_str))
+    }),
+    col("exit_code", Int, 26, |r| int(r.event.fields.exit_code)),
+    col("signal", Int, 27, |r| int(r.event.fields.signal)),
+    col("core_dumped", Bool, 28, |r| int(r.event.fields.core_dumped)),
 ];
 
 /// The columns of `events` (the view, and the table of earlier captures),
 /// in their order.
-const EVENT_COLUMNS: [&str; 53] = [
-    "id",
-    "mono_ns",
-    "wall_ns",
-    "kind",
-    "cpu",
-    "seq",
-    "pid",
-    "tid",
-    "ppid",
-    "uid",
-    "gid",
-    "comm",
-    "process_id",
-    "child_pid",
-    "child_process_id",
-    "filename",
-    "argv",
-    "argc",
-    "argv_truncated",
-    "argv_incomplete",
-    "cwd",
-    "cwd_status",
-    "exe",
-    "exe_status",
-    "result",
-    "errno",
-    "exit_code",
-    "signal",
-    "core_dumped",
-    "fd",
-    "path",
-    "path_as_given",
-    "path_status",
-    "flags",
-    "mode",
-    "old_path",
-    "old_path_as_given",
-    "new_path",
-    "new_path_as_given",
-    "bytes",
-    "count",
-    "read_bytes",
-    "read_count",
-    "family",
-    "addr",
-    "port",
-    "query",
-    "tcp_state",
-    "repeat",
-    "real_path",
-    "real_path_status",
-    "dev",
-    "ino",
-];
-
-fn stored(name: &str) -> Col {
-    ROW_COLUMNS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map_or(Col::Plain, |(_, c)| *c)
+pub(crate) fn event_columns() -> Vec<&'static Column> {
+    let mut cols: Vec<&Column> = COLUMNS.iter().filter(|c| c.view.is_some()).collect();
+    cols.sort_by_key(|c| c.view);
+    cols
 }
 
-/// Physical columns the recorder writes (all but `id` and `wall_ns`), in
-/// `ROW_COLUMNS` order.
-pub(crate) fn recorder_columns() -> impl Iterator<Item = &'static str> {
-    ROW_COLUMNS
-        .iter()
-        .map(|(n, _)| *n)
-        .filter(|n| *n != "wall_ns")
+/// The columns of `export`'s JSON lines, in `events` order.
+pub(crate) fn exported_columns() -> impl Iterator<Item = &'static Column> {
+    event_columns().into_iter().filter(|c| c.exported)
+}
+
+/// The columns the recorder binds, in storage order.
+fn recorder_columns() -> impl Iterator<Item = &'static Column> {
+    COLUMNS.iter().filter(|c| c.get.is_some())
+}
+
+/// `INSERT INTO event_rows` with the columns the recorder writes, in
+/// storage order.
+pub(crate) fn insert_row_sql() -> String {
+    let cols: Vec<&str> = recorder_columns().map(|c| c.name).collect();
+    let params: Vec<String> = (1..=cols.len()).map(|i| format!("?{i}")).collect();
+    format!(
+        "INSERT INTO event_rows ({}) VALUES ({})",
+        cols.join(", "),
+        params.join(", ")
+    )
+}
+
+/// Each value of the recorder's INSERT (`insert_row_sql`), by parameter
+/// number (from 1), with whether it is text to intern.
+pub(crate) fn row_values<'r>(
+    row: &'r StoredRow<'r>,
+) -> impl Iterator<Item = (usize, Value<'r>)> + 'r {
+    recorder_columns().enumerate().filter_map(move |(i, c)| {
+        let get = c.get?;
+        Some((i + 1, get(row)))
+    })
 }
 
 /// What a reader of `events` sees for one column.
-fn view_expr(name: &str) -> String {
-    match (name, stored(name)) {
-        ("id", _) => "r.id".into(),
-        ("wall_ns", _) => "COALESCE(r.wall_ns, r.mono_ns + \
+fn view_expr(c: &Column) -> String {
+    match c.name {
+        "wall_ns" => "COALESCE(r.wall_ns, r.mono_ns + \
              (SELECT a.wall_ns - a.mono_ns FROM clock_anchors a WHERE a.id = r.anchor))"
             .into(),
-        ("tid", _) => "COALESCE(r.tid, r.pid)".into(),
-        (n, Col::Text) => format!(
+        "tid" => "COALESCE(r.tid, r.pid)".into(),
+        n if c.ty.is_text() => format!(
             "CASE typeof(r.{n}) WHEN 'integer' THEN (SELECT CASE WHEN p.prefix IS NULL THEN p.s \
              ELSE (SELECT q.s FROM strings q WHERE q.id = p.prefix) || p.s END \
              FROM strings p WHERE p.id = r.{n}) ELSE r.{n} END"
         ),
-        (n, Col::Plain) => format!("r.{n}"),
+        n => format!("r.{n}"),
     }
 }
 
 /// `event_rows`, the `events` view over it, and the triggers that let rows
 /// be written and changed through the view.
 pub(crate) fn schema() -> String {
-    let mut sql = String::from("CREATE TABLE event_rows (\n    id INTEGER PRIMARY KEY");
-    for (name, col) in ROW_COLUMNS {
-        // Text columns have no type: they hold an id or the text itself.
-        let ty = match (name, col) {
-            ("mono_ns" | "cpu" | "seq" | "pid" | "ppid" | "uid" | "gid", _) => " INTEGER NOT NULL",
-            ("kind" | "comm", _) => " NOT NULL",
-            (_, Col::Text) => "",
-            (_, Col::Plain) => " INTEGER",
-        };
-        sql.push_str(&format!(",\n    {name}{ty}"));
+    let mut sql = String::from("CREATE TABLE event_rows (");
+    for (i, c) in COLUMNS.iter().enumerate() {
+        let sep = if i == 0 { "" } else { "," };
+        sql.push_str(&format!("{sep}\n    {}{}", c.name, c.ty.ddl()));
     }
     sql.push_str("\n);\nCREATE VIEW events AS SELECT\n    ");
-    let exprs: Vec<String> = EVENT_COLUMNS
+    let view = event_columns();
+    let exprs: Vec<String> = view
         .iter()
-        .map(|c| format!("{} AS {c}", view_expr(c)))
+        .map(|c| format!("{} AS {}", view_expr(c), c.name))
         .collect();
     sql.push_str(&exprs.join(",\n    "));
     sql.push_str("\nFROM event_rows r;\n");
-    let cols = EVENT_COLUMNS.join(", ");
-    let news: Vec<String> = EVENT_COLUMNS.iter().map(|c| format!("NEW.{c}")).collect();
+    let names: Vec<&str> = view.iter().map(|c| c.name).collect();
+    let cols = names.join(", ");
+    let news: Vec<String> = names.iter().map(|c| format!("NEW.{c}")).collect();
     sql.push_str(&format!(
         "CREATE TRIGGER events_insert INSTEAD OF INSERT ON events BEGIN\n    \
          INSERT INTO event_rows ({cols}) VALUES ({});\nEND;\n",
         news.join(", ")
     ));
-    let sets: Vec<String> = EVENT_COLUMNS
-        .iter()
-        .map(|c| format!("{c} = NEW.{c}"))
-        .collect();
+    let sets: Vec<String> = names.iter().map(|c| format!("{c} = NEW.{c}")).collect();
     sql.push_str(&format!(
         "CREATE TRIGGER events_update INSTEAD OF UPDATE ON events BEGIN\n    \
          UPDATE event_rows SET anchor = NULL, {} WHERE id = OLD.id;\nEND;\n",
@@ -248,18 +381,49 @@ mod tests {
         c
     }
 
+    /// The capture format: what `store::create` executes must stay this,
+    /// byte for byte (captures of every earlier build read the same).
+    #[test]
+    fn the_schema_is_the_capture_format_byte_for_byte() {
+        let ddl = format!(
+            "{}{}{}",
+            crate::store::SCHEMA,
+            schema(),
+            crate::store::sessions::SCHEMA
+        );
+        assert_eq!(ddl, include_str!("capture-format.sql"));
+    }
+
+    #[test]
+    fn the_recorder_inserts_every_stored_column_but_the_view_s_own() {
+        let cols = "mono_ns,anchor,kind,cpu,seq,pid,tid,ppid,uid,gid,comm,process_id,result,fd,path,path_as_given,path_status,errno,flags,mode,real_path,real_path_status,dev,ino,repeat,bytes,count,read_bytes,read_count,old_path,old_path_as_given,new_path,new_path_as_given,family,addr,port,query,tcp_state,child_pid,child_process_id,filename,argv,argc,argv_truncated,argv_incomplete,cwd,cwd_status,exe,exe_status,exit_code,signal,core_dumped";
+        let params: Vec<String> = (1..=52).map(|i| format!("?{i}")).collect();
+        assert_eq!(
+            insert_row_sql(),
+            format!(
+                "INSERT INTO event_rows ({}) VALUES ({})",
+                cols.replace(',', ", "),
+                params.join(", ")
+            )
+        );
+    }
+
     #[test]
     fn the_view_has_the_columns_of_the_old_table() {
         let c = capture();
         let st = c.prepare("SELECT * FROM events").unwrap();
         let names: Vec<String> = st.column_names().iter().map(|s| s.to_string()).collect();
-        assert_eq!(names, EVENT_COLUMNS);
+        let view: Vec<&str> = event_columns().iter().map(|c| c.name).collect();
+        assert_eq!(names, view);
         drop(st);
         // Every stored column is an `events` column or one of the layout's own.
-        for (n, _) in ROW_COLUMNS {
-            assert!(EVENT_COLUMNS.contains(&n) || n == "anchor", "{n}");
+        for c in &COLUMNS {
+            assert!(c.view.is_some() || c.name == "anchor", "{}", c.name);
         }
-        assert_eq!(ROW_COLUMNS.len(), EVENT_COLUMNS.len());
+        // View positions are 0..n, each once.
+        let mut pos: Vec<u8> = COLUMNS.iter().filter_map(|c| c.view).collect();
+        pos.sort();
+        assert_eq!(pos, (0..53).collect::<Vec<u8>>());
         assert_eq!(EventsLayout::detect(&c).unwrap(), EventsLayout::Interned);
     }
 

@@ -1,4 +1,6 @@
-//! The SQLite capture: schema, the writer thread, and read-only access.
+//! The SQLite capture: the store owns its schema (one column list for the
+//! events, `layout`), the writer thread, the read API (`read`), read-only
+//! access (`Capture`) and the one read-write handle (`CaptureRw`).
 //!
 //! One file holds one recording. The writer batches events into
 //! transactions; readers open the file read-only and never modify it.
@@ -6,6 +8,7 @@
 
 mod intern;
 mod layout;
+pub mod read;
 pub mod sessions;
 mod writer;
 
@@ -14,9 +17,10 @@ use std::path::Path;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 pub use layout::EventsLayout;
+pub(crate) use layout::{ColumnType, exported_columns};
 pub(crate) use writer::put_meta;
 pub use writer::{
-    EventSender, MAX_SIZE_LOSS_PREFIX, ProcessSeed, StoreMsg, Writer, WriterStopped, WriterSummary,
+    EventSender, MAX_SIZE_LOSS_PREFIX, StoreMsg, Writer, WriterStopped, WriterSummary,
 };
 
 /// Written to `meta.format`; a file without it is not a capture.
@@ -333,6 +337,58 @@ impl Capture {
                 r.get(0)
             })
             .map_err(|e| self.query_err(e))
+    }
+}
+
+/// A capture opened for writing: the recorder's writer (a new file), and
+/// the enrichment after it (sessions, transcripts, trees, bindings,
+/// correlations). Everything that writes a capture goes through one.
+pub struct CaptureRw {
+    conn: Connection,
+    pub path: String,
+}
+
+impl CaptureRw {
+    /// Creates a new capture file with the schema, mode 0600. Fails if it
+    /// exists.
+    pub fn create(path: &Path) -> Result<Self, StoreError> {
+        Ok(Self {
+            conn: create(path)?,
+            path: path.display().to_string(),
+        })
+    }
+
+    /// Opens an existing capture read-write.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let shown = path.display().to_string();
+        let conn =
+            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_WRITE).map_err(|e| {
+                StoreError::Open {
+                    path: shown.clone(),
+                    reason: e.to_string(),
+                }
+            })?;
+        Ok(Self { conn, path: shown })
+    }
+
+    pub fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// Sets a `meta` key (the recorder's usage, added after it finished).
+    pub fn put_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        put_meta(&self.conn, key, value).map_err(|e| self.query_err(e))
+    }
+
+    pub fn into_conn(self) -> Connection {
+        self.conn
+    }
+
+    pub fn query_err(&self, e: rusqlite::Error) -> StoreError {
+        StoreError::Query {
+            path: self.path.clone(),
+            reason: e.to_string(),
+        }
     }
 }
 

@@ -1,10 +1,9 @@
 //! The store writer: one thread owning the SQLite connection. It holds the
-//! event batches of a burst (see `Held`), then turns them into rows in one
-//! transaction per batch and keeps the processes table (one row per process,
-//! keyed by pid and start time) up to date.
+//! event batches of a burst (see `Held`), then decodes them, asks the process
+//! model (`capture::model`) what to store, and writes that in one
+//! transaction per batch. It implements `capture::Sink`.
 
 use std::{
-    collections::HashMap,
     path::{Path, PathBuf},
     sync::{
         Arc,
@@ -18,35 +17,18 @@ use std::{
 use rusqlite::{Connection, Transaction, params};
 
 use super::{
-    StoreError, create,
+    CaptureRw, StoreError,
     intern::{INSERT_STRING, Interner},
+    layout::{StoredRow, Value, insert_row_sql, row_values},
 };
+pub use crate::capture::SinkClosed as WriterStopped;
 use crate::capture::{
-    decode::{Detail, Event, errno_name},
+    ProcessSeed, Sink,
+    decode::Event,
+    model::{EventRow, ProcessChange, ProcessModel, ProcessOrigin, Step},
     reader::{Gap, RecordBatch},
-    syscalls::{FdInfo, FsState, SockAddr, SysRecord},
 };
 use crate::clock::Anchor;
-
-/// A process that existed before recording started (the command we launched,
-/// or one seeded from /proc).
-#[derive(Clone, Debug)]
-pub struct ProcessSeed {
-    pub pid: u32,
-    pub start_mono_ns: u64,
-    pub ppid: u32,
-    /// `root` (the command agentsight started) or `seeded` (found in /proc).
-    pub origin: &'static str,
-    pub comm: Option<String>,
-    pub argv: Option<Vec<String>>,
-    pub cwd: Option<String>,
-    pub exe: Option<String>,
-    pub uid: Option<u32>,
-    pub gid: Option<u32>,
-    /// Open fds and what they point to (from /proc/PID/fd), for resolving
-    /// `*at` calls and writes on fds opened before recording.
-    pub fds: Vec<(i32, String)>,
-}
 
 pub enum StoreMsg {
     /// Raw ring records (decoded here, off the reader's thread).
@@ -178,19 +160,15 @@ pub struct EventSender {
     backlog: Arc<Backlog>,
 }
 
-impl EventSender {
+impl Sink for EventSender {
     /// Blocks only when the writer is a full queue behind.
-    pub fn send(&self, events: RecordBatch) -> Result<(), WriterStopped> {
+    fn send(&self, events: RecordBatch) -> Result<(), WriterStopped> {
         self.backlog.queued_one();
         self.tx
             .send(StoreMsg::Events(events))
             .map_err(|_| WriterStopped)
     }
 }
-
-#[derive(Debug, thiserror::Error)]
-#[error("the store writer has stopped")]
-pub struct WriterStopped;
 
 impl Writer {
     /// Creates the capture file (0600) and starts the writer thread.
@@ -208,7 +186,7 @@ impl Writer {
         anchor: Anchor,
         creds: Option<crate::privileges::FileCreds>,
     ) -> Result<Self, StoreError> {
-        let conn = create(path)?;
+        let conn = CaptureRw::create(path)?.into_conn();
         let (tx, rx) = sync_channel(QUEUE);
         let backlog = Arc::new(Backlog::default());
         let thread_backlog = backlog.clone();
@@ -314,44 +292,9 @@ pub(crate) fn put_meta(t: &Connection, key: &str, value: &str) -> rusqlite::Resu
     Ok(())
 }
 
-/// Live state of one process, to attach events to its row.
-struct Live {
-    row: i64,
-    argv: Option<String>,
-    cwd: Option<String>,
-    exe: Option<String>,
-    /// cwd and fd table for resolving paths of file syscalls.
-    fs: FsState,
-}
-
-fn seed_fs(s: &ProcessSeed) -> FsState {
-    FsState {
-        cwd: s.cwd.clone(),
-        fds: s
-            .fds
-            .iter()
-            .map(|(fd, target)| {
-                let is_path = target.starts_with('/');
-                (
-                    *fd,
-                    FdInfo {
-                        target: target.clone(),
-                        is_path,
-                        cloexec: false,
-                        sock: None,
-                    },
-                )
-            })
-            .collect(),
-    }
-}
-
 struct State {
-    /// pid → the newest process row with that pid.
-    live: HashMap<u32, Live>,
-    /// pid → row of a process that already exited, for a seed that arrives
-    /// after its process's whole life (a command that exits at once).
-    exited: HashMap<u32, i64>,
+    /// Which process and event rows to write.
+    model: ProcessModel,
     summary: WriterSummary,
     /// `--max-size` and whether it was reached.
     max_bytes: Option<u64>,
@@ -419,8 +362,7 @@ fn run(
     backlog: &Backlog,
 ) -> (Connection, WriterSummary) {
     let mut st = State {
-        live: HashMap::new(),
-        exited: HashMap::new(),
+        model: ProcessModel::default(),
         summary: WriterSummary::default(),
         max_bytes: None,
         capped: false,
@@ -568,93 +510,99 @@ fn write_loss(conn: &mut Connection, counts: &[(&'static str, u64)]) -> rusqlite
 }
 
 fn write_seed(conn: &Connection, st: &mut State, s: &ProcessSeed) -> rusqlite::Result<()> {
-    let argv = s.argv.as_ref().map(|a| json_array(a));
-    let known = st
-        .live
-        .get(&s.pid)
-        .map(|l| l.row)
-        .or_else(|| st.exited.get(&s.pid).copied());
-    if let Some(row) = known {
-        // Its events arrived first (the command can exec, or even exit,
-        // before we learn its pid): complete that row instead of adding a
-        // second one. Fields set by its own events win over what we knew.
-        conn.execute(
-            "UPDATE processes SET origin = ?1, ppid = ?2, start_mono_ns = MIN(start_mono_ns, ?3),
-                argv = COALESCE(argv, ?4), cwd = COALESCE(cwd, ?5), exe = COALESCE(exe, ?6),
-                uid = COALESCE(uid, ?7), gid = COALESCE(gid, ?8) WHERE id = ?9",
-            params![
-                s.origin,
-                s.ppid,
-                s.start_mono_ns as i64,
-                argv,
-                s.cwd,
-                s.exe,
-                s.uid,
-                s.gid,
-                row
-            ],
-        )?;
-        if let Some(l) = st.live.get_mut(&s.pid) {
-            l.argv = l.argv.take().or(argv);
-            l.cwd = l.cwd.take().or_else(|| s.cwd.clone());
-            l.exe = l.exe.take().or_else(|| s.exe.clone());
-            let seeded = seed_fs(s);
-            l.fs.cwd = l.fs.cwd.take().or(seeded.cwd);
-            for (fd, info) in seeded.fds {
-                l.fs.fds.entry(fd).or_insert(info);
-            }
+    let change = st.model.seed(s);
+    write_process(conn, st, &change)
+}
+
+/// Writes one change to `processes`.
+fn write_process(conn: &Connection, st: &mut State, c: &ProcessChange) -> rusqlite::Result<()> {
+    match c {
+        ProcessChange::Insert(p) => {
+            // A fork whose (pid, start) is already stored adds nothing.
+            let on_conflict = if p.origin == ProcessOrigin::Fork {
+                " ON CONFLICT(pid, start_mono_ns) DO NOTHING"
+            } else {
+                ""
+            };
+            conn.execute(
+                &format!(
+                    "INSERT INTO processes (id, pid, start_mono_ns, parent_id, ppid, origin, comm, argv, cwd, exe, uid, gid)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12){on_conflict}"
+                ),
+                params![
+                    p.id,
+                    p.pid,
+                    p.start_mono_ns as i64,
+                    p.parent_id,
+                    p.ppid,
+                    p.origin.as_str(),
+                    p.comm,
+                    p.argv,
+                    p.cwd,
+                    p.exe,
+                    p.uid,
+                    p.gid
+                ],
+            )?;
+            st.summary.processes += 1;
         }
-        return Ok(());
-    }
-    let parent = st.live.get(&s.ppid).map(|l| l.row);
-    conn.execute(
-        "INSERT INTO processes (pid, start_mono_ns, parent_id, ppid, origin, comm, argv, cwd, exe, uid, gid)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-        params![s.pid, s.start_mono_ns as i64, parent, s.ppid, s.origin, s.comm, argv, s.cwd, s.exe, s.uid, s.gid],
-    )?;
-    let row = conn.last_insert_rowid();
-    st.summary.processes += 1;
-    st.live.insert(
-        s.pid,
-        Live {
-            row,
+        ProcessChange::CompleteFromSeed {
+            id,
+            origin,
+            ppid,
+            start_mono_ns,
             argv,
-            cwd: s.cwd.clone(),
-            exe: s.exe.clone(),
-            fs: seed_fs(s),
-        },
-    );
-    Ok(())
-}
-
-fn json_array(items: &[String]) -> String {
-    serde_json::to_string(items).unwrap_or_else(|_| "[]".into())
-}
-
-/// A failed syscall held back while the same process keeps repeating it.
-struct Repeat<'a> {
-    ev: &'a Event,
-    count: i64,
-}
-
-/// Failed calls a process repeats back to back (same syscall, same
-/// arguments as given, same error) become one row with `repeat` = N: a
-/// program probing a path in a loop must not cost a row per try. Any other
-/// event of that process ends the run.
-/// (syscall, first buffer, second buffer, dirfd/fd and flags arguments, result)
-type RepeatKey<'a> = (u32, &'a [u8], &'a [u8], [u64; 2], i64);
-
-fn repeat_key(ev: &Event) -> Option<RepeatKey<'_>> {
-    match &ev.detail {
-        Detail::Sys(raw) if raw.ret < 0 && raw.op != agentsight_common::op::CLOSE => Some((
-            raw.op,
-            &raw.buf1,
-            &raw.buf2,
-            [raw.args[0], raw.args[2]],
-            raw.ret,
-        )),
-        _ => None,
+            cwd,
+            exe,
+            uid,
+            gid,
+        } => {
+            conn.execute(
+                "UPDATE processes SET origin = ?1, ppid = ?2, start_mono_ns = MIN(start_mono_ns, ?3),
+                    argv = COALESCE(argv, ?4), cwd = COALESCE(cwd, ?5), exe = COALESCE(exe, ?6),
+                    uid = COALESCE(uid, ?7), gid = COALESCE(gid, ?8) WHERE id = ?9",
+                params![
+                    origin.as_str(),
+                    ppid,
+                    *start_mono_ns as i64,
+                    argv,
+                    cwd,
+                    exe,
+                    uid,
+                    gid,
+                    id
+                ],
+            )?;
+        }
+        ProcessChange::Exec {
+            id,
+            argv,
+            argv_truncated,
+            cwd,
+            exe,
+            comm,
+            uid,
+            gid,
+        } => {
+            conn.execute(
+                "UPDATE processes SET argv = ?1, argv_truncated = ?2, cwd = ?3, exe = ?4, comm = ?5, uid = ?6, gid = ?7, exec_count = exec_count + 1 WHERE id = ?8",
+                params![argv, argv_truncated, cwd, exe, comm, uid, gid, id],
+            )?;
+        }
+        ProcessChange::Exit {
+            id,
+            end_mono_ns,
+            exit_code,
+            signal,
+            core_dumped,
+        } => {
+            conn.execute(
+                "UPDATE processes SET end_mono_ns = ?1, exit_code = ?2, signal = ?3, core_dumped = ?4 WHERE id = ?5",
+                params![*end_mono_ns as i64, exit_code, signal, core_dumped, id],
+            )?;
+        }
     }
+    Ok(())
 }
 
 /// The statements a batch's rows are written with.
@@ -664,8 +612,9 @@ struct Stmts<'t> {
 }
 
 fn write_events(conn: &mut Connection, st: &mut State, events: &[Event]) -> rusqlite::Result<()> {
+    let steps = st.model.steps(events);
     let t = conn.transaction()?;
-    let written = write_batch(&t, st, events).and_then(|()| t.commit());
+    let written = write_steps(&t, st, &steps).and_then(|()| t.commit());
     if written.is_err() {
         // Ids handed out in a transaction that did not commit name no row.
         st.strings.clear();
@@ -675,414 +624,43 @@ fn write_events(conn: &mut Connection, st: &mut State, events: &[Event]) -> rusq
     Ok(())
 }
 
-fn write_batch(t: &Transaction, st: &mut State, events: &[Event]) -> rusqlite::Result<()> {
+fn write_steps(t: &Transaction, st: &mut State, steps: &[Step]) -> rusqlite::Result<()> {
     // Prepared once per batch: the statement is long, and looking it up
     // in the cache per event cost more than the insert itself.
     let mut stmts = Stmts {
         row: t.prepare_cached(&st.insert_row)?,
         string: t.prepare_cached(INSERT_STRING)?,
     };
-    let mut held: HashMap<u32, Repeat> = HashMap::new();
-    for ev in events {
-        let pid = ev.header.pid;
-        let key = repeat_key(ev);
-        if let (Some(k), Some(r)) = (&key, held.get_mut(&pid))
-            && repeat_key(r.ev).as_ref() == Some(k)
-        {
-            r.count += 1;
-            continue;
+    for step in steps {
+        match step {
+            Step::Process(c) => write_process(t, st, c)?,
+            Step::Event(row) => write_event(&mut stmts, st, row)?,
         }
-        if let Some(r) = held.remove(&pid) {
-            write_event(t, &mut stmts, st, r.ev, (r.count > 1).then_some(r.count))?;
-        }
-        if key.is_some() {
-            held.insert(pid, Repeat { ev, count: 1 });
-            continue;
-        }
-        write_event(t, &mut stmts, st, ev, None)?;
-    }
-    // A batch boundary ends every run: rows never wait for a later batch.
-    let mut rest: Vec<Repeat> = held.into_values().collect();
-    rest.sort_by_key(|r| r.ev.header.mono_ns);
-    for r in rest {
-        write_event(t, &mut stmts, st, r.ev, (r.count > 1).then_some(r.count))?;
     }
     Ok(())
-}
-
-/// Row of the process an event belongs to, creating one when the process was
-/// never seen starting (it then has no start time of its own: we use the
-/// first event's).
-fn process_row(t: &Transaction, st: &mut State, ev: &Event) -> rusqlite::Result<i64> {
-    let h = &ev.header;
-    if let Some(l) = st.live.get(&h.pid) {
-        return Ok(l.row);
-    }
-    let parent = st.live.get(&h.ppid).map(|l| l.row);
-    t.execute(
-        "INSERT INTO processes (pid, start_mono_ns, parent_id, ppid, origin, comm, uid, gid)
-         VALUES (?1, ?2, ?3, ?4, 'unseen_start', ?5, ?6, ?7)",
-        params![
-            h.pid,
-            h.mono_ns as i64,
-            parent,
-            h.ppid,
-            h.comm,
-            h.uid,
-            h.gid
-        ],
-    )?;
-    let row = t.last_insert_rowid();
-    st.summary.processes += 1;
-    st.live.insert(
-        h.pid,
-        Live {
-            row,
-            argv: None,
-            cwd: None,
-            exe: None,
-            fs: FsState::default(),
-        },
-    );
-    Ok(row)
-}
-
-/// `INSERT INTO event_rows` with the columns the recorder writes, in
-/// storage order (`layout::recorder_columns`).
-fn insert_row_sql() -> String {
-    let cols: Vec<&str> = super::layout::recorder_columns().collect();
-    let params: Vec<String> = (1..=cols.len()).map(|i| format!("?{i}")).collect();
-    format!(
-        "INSERT INTO event_rows ({}) VALUES ({})",
-        cols.join(", "),
-        params.join(", ")
-    )
-}
-
-/// Columns (and parameters) the recorder writes per row.
-const ROW_VALUES: usize = 52;
-
-/// The kind-specific columns of one event row.
-#[derive(Default)]
-struct Fields {
-    child_pid: Option<u32>,
-    child_row: Option<i64>,
-    filename: Option<String>,
-    argv: Option<String>,
-    argc: Option<u32>,
-    argv_trunc: Option<bool>,
-    argv_incomplete: Option<bool>,
-    cwd: Option<String>,
-    cwd_status: Option<&'static str>,
-    exe: Option<String>,
-    exe_status: Option<&'static str>,
-    result: Option<i64>,
-    errno: Option<String>,
-    exit_code: Option<i32>,
-    signal: Option<i32>,
-    core: Option<bool>,
-    sys: SysRecord,
-    io: Option<crate::capture::decode::IoAggregate>,
-    tcp_state: Option<&'static str>,
-}
-
-/// A column value before its text is interned.
-#[derive(Clone, Copy)]
-enum V<'a> {
-    Null,
-    Int(i64),
-    Text(&'a str),
-}
-
-fn int<T: Into<i64>>(v: Option<T>) -> V<'static> {
-    v.map_or(V::Null, |x| V::Int(x.into()))
-}
-
-fn text(v: Option<&str>) -> V<'_> {
-    v.map_or(V::Null, V::Text)
-}
-
-fn write_event(
-    t: &Transaction,
-    stmts: &mut Stmts,
-    st: &mut State,
-    ev: &Event,
-    repeat: Option<i64>,
-) -> rusqlite::Result<()> {
-    let h = &ev.header;
-    let row = process_row(t, st, ev)?;
-    let f = match &ev.detail {
-        Detail::Fork { child_pid, .. } => fork_fields(t, st, ev, row, *child_pid)?,
-        Detail::Exec { .. } => exec_fields(t, st, ev, row)?,
-        Detail::Sys(raw) => {
-            let sys = match st.live.get_mut(&h.pid) {
-                Some(l) => l.fs.apply(raw),
-                None => FsState::default().apply(raw),
-            };
-            Fields {
-                result: Some(sys.result),
-                errno: sys.errno.clone(),
-                sys,
-                ..Default::default()
-            }
-        }
-        Detail::Io { fd, agg } => io_fields(st, h.pid, *fd, *agg),
-        Detail::TcpState {
-            newstate,
-            family,
-            dport,
-            daddr,
-            ..
-        } => tcp_fields(*newstate, *family, *dport, daddr),
-        Detail::Exit {
-            exit_code,
-            signal,
-            core_dumped,
-        } => {
-            t.execute(
-                "UPDATE processes SET end_mono_ns = ?1, exit_code = ?2, signal = ?3, core_dumped = ?4 WHERE id = ?5",
-                params![h.mono_ns as i64, exit_code, signal, core_dumped, row],
-            )?;
-            if let Some(l) = st.live.remove(&h.pid) {
-                st.exited.insert(h.pid, l.row);
-            }
-            Fields {
-                exit_code: *exit_code,
-                signal: *signal,
-                core: Some(*core_dumped),
-                ..Default::default()
-            }
-        }
-    };
-    let kind = match &ev.detail {
-        Detail::Sys(_) | Detail::Io { .. } | Detail::TcpState { .. } => f.sys.kind,
-        _ => h.kind.name(),
-    };
-    let (sys, io) = (&f.sys, f.io);
-    let values: [V; ROW_VALUES] = [
-        V::Int(h.mono_ns as i64),
-        V::Int(st.anchor_row),
-        V::Text(kind),
-        V::Int(h.cpu.into()),
-        V::Int(h.seq as i64),
-        V::Int(h.pid.into()),
-        int((h.tid != h.pid).then_some(h.tid)),
-        V::Int(h.ppid.into()),
-        V::Int(h.uid.into()),
-        V::Int(h.gid.into()),
-        V::Text(&h.comm),
-        V::Int(row),
-        int(f.result),
-        int(sys.fd),
-        text(sys.path.as_deref()),
-        text(sys.path_as_given.as_deref()),
-        text(sys.path_status),
-        text(f.errno.as_deref()),
-        text(sys.flags.as_deref()),
-        int(sys.mode),
-        text(sys.real_path.as_deref()),
-        text(sys.real_path_status),
-        int(sys.dev),
-        int(sys.ino),
-        int(repeat),
-        int(io.map(|i| i.write_bytes as i64)),
-        int(io.map(|i| i.write_calls as i64)),
-        int(io.map(|i| i.read_bytes as i64)),
-        int(io.map(|i| i.read_calls as i64)),
-        text(sys.old_path.as_deref()),
-        text(sys.old_path_as_given.as_deref()),
-        text(sys.new_path.as_deref()),
-        text(sys.new_path_as_given.as_deref()),
-        text(sys.family),
-        text(sys.addr.as_deref()),
-        int(sys.port),
-        text(sys.query.as_deref()),
-        text(f.tcp_state),
-        int(f.child_pid),
-        int(f.child_row),
-        text(f.filename.as_deref()),
-        text(f.argv.as_deref()),
-        int(f.argc),
-        int(f.argv_trunc),
-        int(f.argv_incomplete),
-        text(f.cwd.as_deref()),
-        text(f.cwd_status),
-        text(f.exe.as_deref()),
-        text(f.exe_status),
-        int(f.exit_code),
-        int(f.signal),
-        int(f.core),
-    ];
-    insert_row(stmts, &mut st.strings, &values)
 }
 
 /// Binds a row's non-NULL values (unbound parameters are NULL, and binding
 /// dozens of NULLs per row cost as much as the insert itself), text as its
 /// `strings` id, and inserts it.
-fn insert_row(stmts: &mut Stmts, strings: &mut Interner, values: &[V]) -> rusqlite::Result<()> {
+fn write_event(stmts: &mut Stmts, st: &mut State, row: &EventRow) -> rusqlite::Result<()> {
+    let stored = StoredRow {
+        anchor: st.anchor_row,
+        event: row,
+    };
     stmts.row.clear_bindings();
-    for (i, v) in values.iter().enumerate() {
-        match *v {
-            V::Null => {}
-            V::Int(x) => stmts.row.raw_bind_parameter(i + 1, x)?,
-            V::Text(s) => {
-                let id = strings.id(&mut stmts.string, s)?;
-                stmts.row.raw_bind_parameter(i + 1, id)?;
+    for (i, v) in row_values(&stored) {
+        match v {
+            Value::Null => {}
+            Value::Int(x) => stmts.row.raw_bind_parameter(i, x)?,
+            Value::Text(s) => {
+                let id = st.strings.id(&mut stmts.string, s)?;
+                stmts.row.raw_bind_parameter(i, id)?;
             }
         }
     }
     stmts.row.raw_execute()?;
     Ok(())
-}
-
-/// A fork: the child's process row, a copy of its parent's (same argv, cwd,
-/// exe, fd table).
-fn fork_fields(
-    t: &Transaction,
-    st: &mut State,
-    ev: &Event,
-    row: i64,
-    c: u32,
-) -> rusqlite::Result<Fields> {
-    let h = &ev.header;
-    let parent = st.live.get(&h.pid);
-    let (p_argv, p_cwd, p_exe, p_fs) = parent
-        .map(|l| (l.argv.clone(), l.cwd.clone(), l.exe.clone(), l.fs.clone()))
-        .unwrap_or_default();
-    t.execute(
-        "INSERT INTO processes (pid, start_mono_ns, parent_id, ppid, origin, comm, argv, cwd, exe, uid, gid)
-         VALUES (?1, ?2, ?3, ?4, 'fork', ?5, ?6, ?7, ?8, ?9, ?10)
-         ON CONFLICT(pid, start_mono_ns) DO NOTHING",
-        params![c, h.mono_ns as i64, row, h.pid, h.comm, p_argv, p_cwd, p_exe, h.uid, h.gid],
-    )?;
-    let crow = t.last_insert_rowid();
-    st.summary.processes += 1;
-    st.exited.remove(&c);
-    st.live.insert(
-        c,
-        Live {
-            row: crow,
-            argv: p_argv,
-            cwd: p_cwd,
-            exe: p_exe,
-            fs: p_fs,
-        },
-    );
-    Ok(Fields {
-        child_row: Some(crow),
-        child_pid: Some(c),
-        ..Default::default()
-    })
-}
-
-fn exec_fields(t: &Transaction, st: &mut State, ev: &Event, row: i64) -> rusqlite::Result<Fields> {
-    let h = &ev.header;
-    let Detail::Exec {
-        ok,
-        errno: e,
-        filename,
-        argc,
-        argv,
-        argv_truncated,
-        argv_incomplete,
-        cwd: c,
-        exe: x,
-        exe_dev,
-        exe_ino,
-        ..
-    } = &ev.detail
-    else {
-        return Ok(Fields::default());
-    };
-    let a_json = json_array(argv);
-    let exe = x.as_ref().map(|p| p.path.clone());
-    let mut f = Fields {
-        filename: Some(filename.clone()),
-        argv: Some(a_json.clone()),
-        argc: ok.then_some(*argc),
-        argv_trunc: Some(*argv_truncated),
-        argv_incomplete: Some(*argv_incomplete),
-        cwd: Some(c.path.clone()),
-        cwd_status: Some(c.status),
-        exe: exe.clone(),
-        exe_status: x.as_ref().map(|p| p.status),
-        ..Default::default()
-    };
-    if *ok {
-        f.result = Some(0);
-        // The file the kernel ran, in the same columns an open's uses.
-        if let Some(p) = x {
-            f.sys.real_path = Some(p.path.clone());
-            f.sys.real_path_status = Some(p.status);
-        }
-        if *exe_ino != 0 {
-            f.sys.dev = Some(i64::from(*exe_dev));
-            f.sys.ino = Some(*exe_ino as i64);
-        }
-        t.execute(
-            "UPDATE processes SET argv = ?1, argv_truncated = ?2, cwd = ?3, exe = ?4, comm = ?5, uid = ?6, gid = ?7, exec_count = exec_count + 1 WHERE id = ?8",
-            params![a_json, argv_truncated, c.path, exe, h.comm, h.uid, h.gid, row],
-        )?;
-        if let Some(l) = st.live.get_mut(&h.pid) {
-            l.argv = Some(a_json);
-            l.cwd = Some(c.path.clone());
-            l.exe = exe;
-            l.fs.on_exec(c.is_complete().then(|| c.path.clone()));
-        }
-    } else {
-        f.result = Some(-(*e as i64));
-        f.errno = Some(errno_name(*e));
-    }
-    Ok(f)
-}
-
-/// An fd's summed reads and writes, with what the fd refers to.
-fn io_fields(st: &State, pid: u32, fd: i32, agg: crate::capture::decode::IoAggregate) -> Fields {
-    let target = st.live.get(&pid).and_then(|l| l.fs.fds.get(&fd)).cloned();
-    let is_path = target.as_ref().is_some_and(|t| t.is_path);
-    Fields {
-        sys: SysRecord {
-            kind: "io",
-            fd: Some(fd as i64),
-            path: target
-                .as_ref()
-                .filter(|t| t.is_path)
-                .map(|t| t.target.clone()),
-            path_status: Some(if is_path { "resolved" } else { "fd_unknown" }),
-            addr: target.filter(|t| !t.is_path).map(|t| t.target),
-            ..Default::default()
-        },
-        io: Some(agg),
-        ..Default::default()
-    }
-}
-
-/// The TCP outcome of a connect.
-fn tcp_fields(newstate: i32, family: u16, dport: u16, daddr: &[u8; 16]) -> Fields {
-    let mut b = vec![0u8; 24];
-    b[..2].copy_from_slice(&family.to_le_bytes());
-    b[2..4].copy_from_slice(&dport.to_be_bytes());
-    if family == 10 {
-        b[8..24].copy_from_slice(daddr);
-    } else {
-        b[4..8].copy_from_slice(&daddr[..4]);
-    }
-    let sa = SockAddr::parse(&b);
-    Fields {
-        sys: SysRecord {
-            kind: "tcp_state",
-            family: sa.as_ref().map(|s| s.family),
-            addr: sa.as_ref().map(|s| s.addr.clone()),
-            port: Some(dport as i64),
-            ..Default::default()
-        },
-        tcp_state: Some(if newstate == 1 {
-            "established"
-        } else {
-            "closed"
-        }),
-        ..Default::default()
-    }
 }
 
 #[cfg(test)]
@@ -1116,11 +694,6 @@ mod tests {
             .unwrap()
             .map(|r| r.unwrap())
             .collect()
-    }
-
-    #[test]
-    fn a_row_binds_one_value_per_stored_column() {
-        assert_eq!(super::super::layout::recorder_columns().count(), ROW_VALUES);
     }
 
     #[test]

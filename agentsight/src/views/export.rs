@@ -9,7 +9,7 @@ use serde_json::{Map, Value as Json, json};
 use crate::{
     clock::rfc3339_ns,
     rawtext,
-    store::{Capture, StoreError},
+    store::{Capture, ColumnType, StoreError, exported_columns},
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -20,30 +20,26 @@ pub enum ExportError {
     Io(#[from] std::io::Error),
 }
 
-const COLUMNS: &str = "mono_ns, wall_ns, kind, pid, ppid, tid, comm, uid, gid, cpu, seq,
-    child_pid, filename, argv, argc, argv_truncated, argv_incomplete, cwd, cwd_status, exe,
-    exe_status, result, errno, exit_code, signal, core_dumped, fd, path, path_as_given,
-    path_status, flags, mode, old_path, old_path_as_given, new_path, new_path_as_given, bytes,
-    count, read_bytes, read_count, family, addr, port, query, tcp_state, repeat, real_path,
-    real_path_status, dev, ino";
-
 /// Writes every event as one JSON line, ordered by monotonic time.
 pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
-    let sql = format!("SELECT {COLUMNS} FROM events ORDER BY mono_ns, cpu, seq");
+    // `wall_ns` first: it becomes `ts`, the exported columns follow.
+    let columns: Vec<_> = exported_columns().collect();
+    let names: Vec<&str> = columns.iter().map(|c| c.name).collect();
+    let sql = format!(
+        "SELECT wall_ns, {} FROM events ORDER BY mono_ns, cpu, seq",
+        names.join(", ")
+    );
     let mut st = cap.conn.prepare(&sql).map_err(|e| cap.query_err(e))?;
-    let names: Vec<String> = st.column_names().iter().map(|s| s.to_string()).collect();
     let mut rows = st.query([]).map_err(|e| cap.query_err(e))?;
     let mut n = 0u64;
     while let Some(row) = rows.next().map_err(|e| cap.query_err(e))? {
         let mut obj = Map::new();
-        let wall: i64 = row.get(1).map_err(|e| cap.query_err(e))?;
+        let wall: i64 = row.get(0).map_err(|e| cap.query_err(e))?;
         obj.insert("ts".into(), json!(rfc3339_ns(wall.max(0) as u64)));
-        for (i, name) in names.iter().enumerate() {
-            if name == "wall_ns" {
-                continue;
-            }
-            let v: Value = row.get(i).map_err(|e| cap.query_err(e))?;
-            let j = match (name.as_str(), v) {
+        for (i, column) in columns.iter().enumerate() {
+            let name = column.name;
+            let v: Value = row.get(i + 1).map_err(|e| cap.query_err(e))?;
+            let j = match (name, v) {
                 (_, Value::Null) => continue,
                 ("argv", Value::Text(t)) => {
                     let argv: Vec<String> = serde_json::from_str(&t).unwrap_or_default();
@@ -62,15 +58,13 @@ pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
                     obj.insert(format!("{name}_hex"), json!(rawtext::hex(&t)));
                     json!(rawtext::escaped(&t))
                 }
-                ("argv_truncated" | "argv_incomplete" | "core_dumped", Value::Integer(b)) => {
-                    json!(b != 0)
-                }
+                (_, Value::Integer(b)) if column.ty == ColumnType::Bool => json!(b != 0),
                 (_, Value::Integer(x)) => json!(x),
                 (_, Value::Real(x)) => json!(x),
                 (_, Value::Text(t)) => json!(t),
                 (_, Value::Blob(b)) => json!(String::from_utf8_lossy(&b)),
             };
-            obj.insert(name.clone(), j);
+            obj.insert(name.to_owned(), j);
         }
         serde_json::to_writer(&mut *out, &Json::Object(obj)).map_err(std::io::Error::from)?;
         out.write_all(b"\n")?;

@@ -3,44 +3,7 @@
 
 use std::{collections::HashMap, fmt::Write as _};
 
-use rusqlite::Row;
-
-use crate::store::{Capture, StoreError};
-
-struct Proc {
-    id: i64,
-    pid: i64,
-    parent: Option<i64>,
-    origin: String,
-    argv: Vec<String>,
-    comm: String,
-    cwd: Option<String>,
-    start: i64,
-    end: Option<i64>,
-    exit_code: Option<i64>,
-    signal: Option<i64>,
-    exec_count: i64,
-}
-
-fn proc_from(r: &Row) -> rusqlite::Result<Proc> {
-    let argv: Option<String> = r.get(4)?;
-    Ok(Proc {
-        id: r.get(0)?,
-        pid: r.get(1)?,
-        parent: r.get(2)?,
-        origin: r.get(3)?,
-        argv: argv
-            .and_then(|a| serde_json::from_str(&a).ok())
-            .unwrap_or_default(),
-        comm: r.get::<_, Option<String>>(5)?.unwrap_or_default(),
-        cwd: r.get(6)?,
-        start: r.get(7)?,
-        end: r.get(8)?,
-        exit_code: r.get(9)?,
-        signal: r.get(10)?,
-        exec_count: r.get(11)?,
-    })
-}
+use crate::store::{Capture, StoreError, read::ProcessRecord};
 
 fn signal_name(sig: i64) -> String {
     nix::sys::signal::Signal::try_from(sig as i32)
@@ -83,6 +46,31 @@ pub fn unknown_after(cap: &Capture) -> Result<String, StoreError> {
 
 pub fn summary(cap: &Capture) -> Result<String, StoreError> {
     let mut s = String::new();
+    let complete = run_facts(cap, &mut s)?;
+    // Loss first and prominently: an incomplete capture must not look whole.
+    let exits_known = loss_line(cap, complete, &mut s)?;
+    programs_line(cap, &mut s)?;
+    let counts = cap.event_counts()?;
+    let total: i64 = counts.iter().map(|(_, n)| n).sum();
+    let _ = writeln!(
+        s,
+        "events    {total} ({})",
+        counts
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let procs = cap.processes()?;
+    let _ = writeln!(s, "processes {}", procs.len());
+    activity(cap, &mut s)?;
+    process_tree(&procs, exits_known, &mut s);
+    Ok(s)
+}
+
+/// Capture, recording times, command and end reason; whether the capture
+/// is complete.
+fn run_facts(cap: &Capture, s: &mut String) -> Result<bool, StoreError> {
     let m = |k: &str| cap.meta(k).map(|v| v.unwrap_or_default());
     let _ = writeln!(s, "capture   {}", cap.path);
     let complete = m("complete")? == "true";
@@ -121,8 +109,12 @@ pub fn summary(cap: &Capture) -> Result<String, StoreError> {
     if !reason.is_empty() {
         let _ = writeln!(s, "ended     {reason}");
     }
+    Ok(complete)
+}
 
-    // Loss first and prominently: an incomplete capture must not look whole.
+/// The LOSS line (always, zero included); whether every exit record is
+/// known to be there.
+fn loss_line(cap: &Capture, complete: bool, s: &mut String) -> Result<bool, StoreError> {
     let all_loss = cap.loss()?;
     let (loss, not_stored): (Vec<_>, Vec<_>) = all_loss
         .iter()
@@ -156,9 +148,13 @@ pub fn summary(cap: &Capture) -> Result<String, StoreError> {
         }
     );
     // Without every exit record, "no exit seen" does not mean "still running".
-    let exits_known = complete && !loss.iter().any(|(k, n)| k == "exit" && *n > 0) && missing == 0;
+    Ok(complete && !loss.iter().any(|(k, n)| k == "exit" && *n > 0) && missing == 0)
+}
+
+/// Kernel programs attached and failed.
+fn programs_line(cap: &Capture, s: &mut String) -> Result<(), StoreError> {
     let programs: Vec<serde_json::Value> =
-        serde_json::from_str(&m("programs")?).unwrap_or_default();
+        serde_json::from_str(&cap.meta("programs")?.unwrap_or_default()).unwrap_or_default();
     let failed: Vec<String> = programs
         .iter()
         .filter(|p| p["attached"] == false)
@@ -181,54 +177,27 @@ pub fn summary(cap: &Capture) -> Result<String, StoreError> {
             format!(": {}", failed.join("; "))
         }
     );
+    Ok(())
+}
 
-    let mut counts = cap
-        .conn
-        .prepare("SELECT kind, COUNT(*) FROM events GROUP BY kind ORDER BY kind")
-        .map_err(|e| cap.query_err(e))?;
-    let counts: Vec<(String, i64)> = counts
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .and_then(|r| r.collect())
-        .map_err(|e| cap.query_err(e))?;
-    let total: i64 = counts.iter().map(|(_, n)| n).sum();
-    let _ = writeln!(
-        s,
-        "events    {total} ({})",
-        counts
-            .iter()
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-
-    let mut st = cap
-        .conn
-        .prepare(
-            "SELECT id, pid, parent_id, origin, argv, comm, cwd, start_mono_ns, end_mono_ns, exit_code, signal, exec_count
-             FROM processes ORDER BY start_mono_ns, id",
-        )
-        .map_err(|e| cap.query_err(e))?;
-    let procs: Vec<Proc> = st
-        .query_map([], proc_from)
-        .and_then(|r| r.collect())
-        .map_err(|e| cap.query_err(e))?;
-    let _ = writeln!(s, "processes {}", procs.len());
-    activity(cap, &mut s)?;
+/// The process tree, one line per process: argv, duration, outcome,
+/// origin, and the cwd where it differs from its parent's.
+fn process_tree(procs: &[ProcessRecord], exits_known: bool, s: &mut String) {
     let ids: std::collections::HashSet<i64> = procs.iter().map(|p| p.id).collect();
-    let mut kids: HashMap<Option<i64>, Vec<&Proc>> = HashMap::new();
-    for p in &procs {
-        let parent = p.parent.filter(|id| ids.contains(id));
+    let mut kids: HashMap<Option<i64>, Vec<&ProcessRecord>> = HashMap::new();
+    for p in procs {
+        let parent = p.parent_id.filter(|id| ids.contains(id));
         kids.entry(parent).or_default().push(p);
     }
     let _ = writeln!(s, "\nprocess tree");
-    let mut stack: Vec<(&Proc, usize)> = kids
+    let mut stack: Vec<(&ProcessRecord, usize)> = kids
         .get(&None)
         .map(|v| v.iter().rev().map(|p| (*p, 0)).collect())
         .unwrap_or_default();
     let mut last_cwd: HashMap<usize, Option<String>> = HashMap::new();
     while let Some((p, depth)) = stack.pop() {
         let cmd = if p.argv.is_empty() {
-            format!("[{}]", p.comm)
+            format!("[{}]", p.comm.as_deref().unwrap_or_default())
         } else {
             p.argv
                 .iter()
@@ -243,8 +212,8 @@ pub fn summary(cap: &Capture) -> Result<String, StoreError> {
             _ => "no exit seen (the capture may have lost it)".to_owned(),
         };
         let dur = p
-            .end
-            .map(|e| fmt_duration(e - p.start))
+            .end_mono_ns
+            .map(|e| fmt_duration(e - p.start_mono_ns))
             .unwrap_or_else(|| "—".into());
         let cwd_note = match (&p.cwd, last_cwd.get(&depth.saturating_sub(1))) {
             (Some(c), Some(Some(pc))) if c == pc => String::new(),
@@ -271,7 +240,6 @@ pub fn summary(cap: &Capture) -> Result<String, StoreError> {
             }
         }
     }
-    Ok(s)
 }
 
 /// Top files written and read, network destinations and DNS names.

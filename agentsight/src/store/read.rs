@@ -1,0 +1,271 @@
+//! The read API of a capture: what matching, `show`, correlate and audit
+//! load, queried in one place. Readers query the `events` view, never
+//! `event_rows`/`strings` (see `layout`).
+
+use rusqlite::Connection;
+
+use super::{Capture, StoreError};
+use crate::clock::Anchors;
+
+/// One row of `processes`, as stored (integers as SQLite holds them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcessRecord {
+    pub id: i64,
+    pub pid: i64,
+    pub start_mono_ns: i64,
+    pub parent_id: Option<i64>,
+    /// `root`, `seeded`, `fork` or `unseen_start` (`capture::ProcessOrigin`);
+    /// kept as text: synthetic captures may hold other words.
+    pub origin: String,
+    pub comm: Option<String>,
+    /// The stored JSON array, parsed (empty when absent or not an array).
+    pub argv: Vec<String>,
+    pub cwd: Option<String>,
+    pub uid: Option<i64>,
+    pub exec_count: i64,
+    pub end_mono_ns: Option<i64>,
+    pub exit_code: Option<i64>,
+    pub signal: Option<i64>,
+}
+
+/// Every process, by start time (then row id).
+pub fn processes(conn: &Connection) -> rusqlite::Result<Vec<ProcessRecord>> {
+    let mut st = conn.prepare(
+        "SELECT id, pid, start_mono_ns, parent_id, origin, comm, argv, cwd, uid, exec_count,
+                end_mono_ns, exit_code, signal
+         FROM processes ORDER BY start_mono_ns, id",
+    )?;
+    st.query_map([], |r| {
+        let argv: Option<String> = r.get(6)?;
+        Ok(ProcessRecord {
+            id: r.get(0)?,
+            pid: r.get(1)?,
+            start_mono_ns: r.get(2)?,
+            parent_id: r.get(3)?,
+            origin: r.get(4)?,
+            comm: r.get(5)?,
+            argv: argv
+                .and_then(|a| serde_json::from_str(&a).ok())
+                .unwrap_or_default(),
+            cwd: r.get(7)?,
+            uid: r.get(8)?,
+            exec_count: r.get(9)?,
+            end_mono_ns: r.get(10)?,
+            exit_code: r.get(11)?,
+            signal: r.get(12)?,
+        })
+    })?
+    .collect()
+}
+
+impl Anchors {
+    /// The capture's clock anchors.
+    pub fn load(conn: &Connection) -> rusqlite::Result<Self> {
+        let mut st = conn.prepare("SELECT mono_ns, wall_ns FROM clock_anchors ORDER BY mono_ns")?;
+        let v = st
+            .query_map([], |r| {
+                Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)?))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(Anchors(v))
+    }
+}
+
+/// Successful writes of one path by one process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileWrite {
+    pub process_id: i64,
+    pub path: String,
+    pub first_mono_ns: i64,
+    pub count: i64,
+}
+
+/// Successful writes (an open for writing, create or truncate; a rename
+/// or link to it; a truncate) of `.json`/`.jsonl` paths, the shapes of
+/// session transcripts, per process and path. The LIKE filters keep this
+/// to a handful of rows on large captures.
+pub fn transcript_like_writes(conn: &Connection) -> rusqlite::Result<Vec<FileWrite>> {
+    let mut st = conn.prepare(
+        "SELECT process_id, path, MIN(mono_ns), COUNT(*) FROM events
+         WHERE kind IN ('open','openat','openat2','creat','rename','renameat','renameat2','link','linkat','truncate')
+           AND result >= 0 AND process_id IS NOT NULL
+           AND (path LIKE '%.jsonl' OR path LIKE '%.json')
+           AND (kind NOT IN ('open','openat','openat2')
+                OR flags LIKE '%write%' OR flags LIKE '%create%' OR flags LIKE '%trunc%')
+         GROUP BY process_id, path",
+    )?;
+    st.query_map([], |r| {
+        Ok(FileWrite {
+            process_id: r.get(0)?,
+            path: r.get(1)?,
+            first_mono_ns: r.get(2)?,
+            count: r.get(3)?,
+        })
+    })?
+    .collect()
+}
+
+/// The columns of one event that correlation and audit look at.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EventRecord {
+    pub id: i64,
+    pub mono_ns: i64,
+    pub wall_ns: i64,
+    pub kind: String,
+    pub pid: i64,
+    pub process_id: Option<i64>,
+    pub comm: Option<String>,
+    /// The stored JSON array (an exec's).
+    pub argv: Option<String>,
+    pub path: Option<String>,
+    pub old_path: Option<String>,
+    pub flags: Option<String>,
+    pub result: Option<i64>,
+    pub errno: Option<String>,
+    pub family: Option<String>,
+    pub addr: Option<String>,
+    pub port: Option<i64>,
+    pub real_path: Option<String>,
+}
+
+/// Events of `kinds` with `mono_ns` in `from..=to`, by time then id, each
+/// handed to `visit` as it is read (a window of a large capture is never
+/// held whole); `visit` returns false to stop.
+pub fn events_in_window(
+    conn: &Connection,
+    from_mono_ns: u64,
+    to_mono_ns: u64,
+    kinds: &[&str],
+    mut visit: impl FnMut(EventRecord) -> bool,
+) -> rusqlite::Result<()> {
+    let marks: Vec<String> = (0..kinds.len()).map(|i| format!("?{}", i + 3)).collect();
+    let sql = format!(
+        "SELECT id, mono_ns, wall_ns, kind, pid, process_id, comm, argv, path, old_path, flags,
+                result, errno, family, addr, port, real_path
+         FROM events WHERE mono_ns BETWEEN ?1 AND ?2 AND kind IN ({}) ORDER BY mono_ns, id",
+        marks.join(", ")
+    );
+    let mut st = conn.prepare(&sql)?;
+    let clamp = |v: u64| v.min(i64::MAX as u64) as i64;
+    let mut params: Vec<&dyn rusqlite::ToSql> = Vec::with_capacity(kinds.len() + 2);
+    let (lo, hi) = (clamp(from_mono_ns), clamp(to_mono_ns));
+    params.push(&lo);
+    params.push(&hi);
+    for k in kinds {
+        params.push(k);
+    }
+    let mut rows = st.query(params.as_slice())?;
+    while let Some(r) = rows.next()? {
+        let ev = EventRecord {
+            id: r.get(0)?,
+            mono_ns: r.get(1)?,
+            wall_ns: r.get(2)?,
+            kind: r.get(3)?,
+            pid: r.get(4)?,
+            process_id: r.get(5)?,
+            comm: r.get(6)?,
+            argv: r.get(7)?,
+            path: r.get(8)?,
+            old_path: r.get(9)?,
+            flags: r.get(10)?,
+            result: r.get(11)?,
+            errno: r.get(12)?,
+            family: r.get(13)?,
+            addr: r.get(14)?,
+            port: r.get(15)?,
+            real_path: r.get(16)?,
+        };
+        if !visit(ev) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+impl Capture {
+    /// Every process, by start time (then row id).
+    pub fn processes(&self) -> Result<Vec<ProcessRecord>, StoreError> {
+        processes(&self.conn).map_err(|e| self.query_err(e))
+    }
+
+    /// The capture's clock anchors.
+    pub fn anchors(&self) -> Result<Anchors, StoreError> {
+        Anchors::load(&self.conn).map_err(|e| self.query_err(e))
+    }
+
+    /// Events per kind, by kind.
+    pub fn event_counts(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT kind, COUNT(*) FROM events GROUP BY kind ORDER BY kind")
+            .map_err(|e| self.query_err(e))?;
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .and_then(|r| r.collect())
+            .map_err(|e| self.query_err(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn capture() -> Connection {
+        let c = Connection::open_in_memory().unwrap();
+        c.execute_batch(crate::store::SCHEMA).unwrap();
+        c.execute_batch(&super::super::layout::schema()).unwrap();
+        c.execute_batch(
+            "INSERT INTO clock_anchors (id, label, mono_ns, wall_ns) VALUES (1, 'start', 0, 1000);
+             INSERT INTO processes (id, pid, start_mono_ns, parent_id, origin, argv, exec_count)
+                 VALUES (1, 10, 5, NULL, 'root', '[\"sh\"]', 1),
+                        (2, 11, 3, 1, 'fork', NULL, 0);
+             INSERT INTO events (mono_ns, wall_ns, kind, cpu, seq, pid, ppid, uid, gid, comm,
+                 process_id, path, result)
+             VALUES (10, 1010, 'openat', 0, 1, 10, 1, 0, 0, 'sh', 1, '/a.json', 3),
+                    (20, 1020, 'connect', 0, 2, 10, 1, 0, 0, 'sh', 1, NULL, 0),
+                    (30, 1030, 'openat', 0, 3, 11, 10, 0, 0, 'sh', 2, '/b', 3),
+                    (40, 1040, 'openat', 0, 4, 11, 10, 0, 0, 'sh', 2, '/c', 3);",
+        )
+        .unwrap();
+        c
+    }
+
+    #[test]
+    fn processes_come_by_start_time_with_argv_parsed() {
+        let c = capture();
+        let p = processes(&c).unwrap();
+        assert_eq!(
+            p.iter()
+                .map(|p| (p.id, p.parent_id, p.origin.as_str(), p.argv.clone()))
+                .collect::<Vec<_>>(),
+            vec![
+                (2, Some(1), "fork", vec![]),
+                (1, None, "root", vec!["sh".to_string()])
+            ]
+        );
+    }
+
+    #[test]
+    fn a_window_holds_the_kinds_asked_for_between_its_ends() {
+        let c = capture();
+        let mut seen = Vec::new();
+        events_in_window(&c, 10, 30, &["openat"], |e| {
+            seen.push((e.mono_ns, e.wall_ns, e.path));
+            true
+        })
+        .unwrap();
+        assert_eq!(
+            seen,
+            vec![
+                (10, 1010, Some("/a.json".to_string())),
+                (30, 1030, Some("/b".to_string()))
+            ]
+        );
+        let mut first = 0;
+        events_in_window(&c, 0, u64::MAX, &["openat", "connect"], |e| {
+            first = e.mono_ns;
+            false
+        })
+        .unwrap();
+        assert_eq!(first, 10);
+    }
+}
