@@ -831,11 +831,14 @@ fn program_stats(probes: &Probes) -> (String, (u64, Duration)) {
 }
 
 /// Adds the recorder's own usage to the finished capture's meta table.
-fn store_recorder_usage(path: &Path, peak_rss_kib: u64, cpu: Duration) -> rusqlite::Result<()> {
-    let conn = rusqlite::Connection::open(path)?;
-    crate::store::put_meta(&conn, "recorder_peak_rss_kib", &peak_rss_kib.to_string())?;
-    crate::store::put_meta(
-        &conn,
+fn store_recorder_usage(
+    path: &Path,
+    peak_rss_kib: u64,
+    cpu: Duration,
+) -> Result<(), crate::store::StoreError> {
+    let cap = crate::store::CaptureRw::open(path)?;
+    cap.put_meta("recorder_peak_rss_kib", &peak_rss_kib.to_string())?;
+    cap.put_meta(
         "recorder_cpu_seconds",
         &format!("{:.3}", cpu.as_secs_f64()),
     )

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::{
-    matching::{CWD_START_SLACK_MS, Evidence},
+    matching::{CWD_START_SLACK_MS, Evidence, TreeStatus},
     procinfo::{self, ProcInfo},
     sessions::{self, DiscoveryOptions},
     store::Capture,
@@ -134,7 +134,7 @@ fn by_sticky(dbs: &[PathBuf], chain: &[&ProcInfo], ans: &mut PidAnswer) -> bool 
             let Some(t) = trees.iter().find(|t| {
                 t.root_pid == p.pid as i64
                     && (t.root_start_mono_ns - start_mono).abs() < 100_000_000
-                    && t.status == "bound"
+                    && t.status == TreeStatus::Bound.as_str()
             }) else {
                 continue;
             };
