@@ -13,7 +13,9 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 
 /// The layers, lowest first: data flows sources → model → store → views.
-/// Every top-level module of `agentsight/src` must be listed.
+/// Every top-level module of `agentsight/src` must be listed. `sessions` and
+/// `safefs` are the `agentsight-sessions` crate, re-exported; `procinfo`
+/// sits above `capture` because it builds the capture's process seeds.
 pub const LAYERS: &[(&str, &[&str])] = &[
     (
         "foundations",
@@ -26,7 +28,8 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "safefs",
         ],
     ),
-    ("sources", &["capture", "procinfo"]),
+    ("capture", &["capture"]),
+    ("live processes", &["procinfo"]),
     ("store", &["store"]),
     ("model", &["matching"]),
     ("views", &["correlate", "audit", "views"]),
@@ -232,7 +235,7 @@ mod tests {
         assert_eq!(
             v,
             [
-                "capture (sources) → store (store): imports must point to a lower layer",
+                "capture (capture) → store (store): imports must point to a lower layer",
                 "newthing: not in any layer (add it to LAYERS)",
             ]
         );

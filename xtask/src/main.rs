@@ -281,6 +281,8 @@ fn test() -> Result<()> {
     run(cargo()
         .current_dir(&root)
         .args(["fmt", "--all", "--", "--check"]))?;
+    // The layering ARCHITECTURE.md states: no circle, no upward import.
+    imports::check(&root)?;
     run(cargo().current_dir(&root).args([
         "clippy",
         "--workspace",
