@@ -37,3 +37,4 @@ pub mod safefs;
 pub mod sessions;
 pub mod store;
 pub mod views;
+mod vocabulary;

@@ -4,7 +4,6 @@
 //! the findings are rendered as text, JSON, SARIF 2.1.0 or JUnit XML
 //! (`render`). See `docs/audit.md`.
 
-pub mod bench;
 pub mod eval;
 pub mod fold;
 pub mod inodes;
