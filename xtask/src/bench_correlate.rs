@@ -94,11 +94,7 @@ pub fn run(bin: &Path) -> Result<()> {
                 .sum()
         })
         .unwrap_or(0);
-    let (naive_wall, naive_out) = timed(
-        Command::new(&tool)
-            .args(["naive", "--db"])
-            .arg(&db),
-    )?;
+    let (naive_wall, naive_out) = timed(Command::new(&tool).args(["naive", "--db"]).arg(&db))?;
     let naive_scan: f64 = naive_out
         .split_whitespace()
         .next()
