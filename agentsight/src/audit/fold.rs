@@ -13,7 +13,7 @@ use std::{
 
 use serde::Serialize;
 
-use super::eval::{Ev, Finding};
+use super::{context::Ev, report::Finding};
 
 /// Distinct findings of a group reported in full; a group with more is
 /// folded into one finding that carries these as examples.

@@ -4,8 +4,8 @@
 use serde_json::{Value, json};
 
 use super::{
-    eval::{Finding, Report},
     policy::Severity,
+    report::{Finding, Report},
 };
 
 fn argv_line(argv: &[String]) -> String {
