@@ -10,21 +10,21 @@ use super::{
     context::{Ctx, Ev, argv_of, q},
     fold::{Pending, TcpRef},
     policy::RuleMeta,
-    report::{ChainEntry, Evidence, Finding, ProcessInfo, Strategy},
+    report::{Access, ChainEntry, Evidence, Finding, FindingKind, ProcessInfo, Strategy},
 };
 use crate::{clock, store::Capture};
 
 impl Ctx<'_> {
     /// A finding for `ev` under `meta`; its process chain (and a connect's
     /// TCP outcome) is filled in by [`Ctx::complete`] if it is kept.
-    pub fn base(&self, ev: &Ev, meta: &RuleMeta, message: String, access: &str) -> Pending {
+    pub fn base(&self, ev: &Ev, meta: &RuleMeta, message: String, access: Access) -> Pending {
         Pending {
             finding: Finding {
                 rule: meta.id.clone(),
                 severity: meta.severity,
                 message,
-                kind: ev.kind.clone(),
-                access: Some(access.to_string()),
+                kind: FindingKind::Event(ev.kind.clone()),
+                access: Some(access),
                 path: None,
                 addr: None,
                 port: None,

@@ -10,7 +10,7 @@ use rusqlite::OptionalExtension;
 use super::{
     AuditError,
     policy::Policy,
-    report::{Strategy, ToolRef},
+    report::{Role, Strategy, ToolRef},
 };
 use crate::store::Capture;
 
@@ -221,7 +221,12 @@ fn load_correlations(cap: &Capture) -> Result<Correlations, AuditError> {
         .map_err(|e| q(cap, e))?;
     let rows = st
         .query_map([], |r| {
-            Ok(CorrRow {
+            let role: String = r.get(6)?;
+            let Some(role) = Role::from_word(&role) else {
+                tracing::warn!(%role, "{}: unknown correlation role, row skipped", cap.path);
+                return Ok(None);
+            };
+            Ok(Some(CorrRow {
                 event_id: r.get(0)?,
                 process_id: r.get(1)?,
                 tool: ToolRef {
@@ -229,16 +234,18 @@ fn load_correlations(cap: &Capture) -> Result<Correlations, AuditError> {
                     session_id: r.get(3)?,
                     tool_index: r.get(4)?,
                     call_id: r.get(5)?,
-                    role: r.get(6)?,
+                    role,
                     reason: r.get(7)?,
                 },
-            })
+            }))
         })
         .map_err(|e| q(cap, e))?;
     for row in rows {
-        let row = row.map_err(|e| q(cap, e))?;
+        let Some(row) = row.map_err(|e| q(cap, e))? else {
+            continue;
+        };
         if let Some(eid) = row.event_id {
-            let better = row.tool.role == "attributed" || !tool_of.contains_key(&eid);
+            let better = row.tool.role == Role::Attributed || !tool_of.contains_key(&eid);
             if better {
                 tool_of.insert(eid, row.tool.clone());
             }

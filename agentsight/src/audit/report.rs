@@ -4,6 +4,100 @@
 use serde::Serialize;
 
 use super::{fold::Folded, policy::Severity};
+use crate::vocabulary::vocabulary;
+
+vocabulary! {
+    /// What a correlation row of the capture says of its event or call
+    /// (`correlations.role`, written by `correlate::store_all`).
+    Role {
+        /// Activity attributed to a tool call.
+        Attributed => "attributed",
+        ObservedNotClaimed => "observed_not_claimed",
+        ClaimedNotObserved => "claimed_not_observed",
+        Mismatch => "mismatch",
+    }
+}
+
+/// What a finding is about: the event kind it was judged on, or what a
+/// finding without an event stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FindingKind {
+    /// The `events.kind` (`openat`, `exec`, `connect`, …).
+    Event(String),
+    /// Records lost in the kernel.
+    Loss,
+    /// Per-CPU sequence gaps.
+    Gap,
+    /// The recorder did not finish.
+    Incomplete,
+    /// What the audit could not check.
+    Note,
+    /// A correlate flag with no event (`claimed_not_observed`, `mismatch`).
+    Correlation(Role),
+}
+
+impl FindingKind {
+    pub fn as_str(&self) -> &str {
+        match self {
+            FindingKind::Event(kind) => kind,
+            FindingKind::Loss => "loss",
+            FindingKind::Gap => "gap",
+            FindingKind::Incomplete => "incomplete",
+            FindingKind::Note => "note",
+            FindingKind::Correlation(role) => role.as_str(),
+        }
+    }
+}
+
+/// How a finding's subject was accessed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+    Delete,
+    Exec,
+    Connect,
+    /// `sendto`/`sendmsg`/`sendmmsg` to a destination.
+    Send,
+    /// A DNS name asked.
+    Dns,
+    /// A correlate-derived finding: the event's kind as it is.
+    Event(String),
+}
+
+impl Access {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Access::Read => "read",
+            Access::Write => "write",
+            Access::Delete => "delete",
+            Access::Exec => "exec",
+            Access::Connect => "connect",
+            Access::Send => "send",
+            Access::Dns => "dns",
+            Access::Event(kind) => kind,
+        }
+    }
+}
+
+/// `Display` and `Serialize` as the word `as_str` gives (JSON and text
+/// say the same).
+macro_rules! as_word {
+    ($($name:ident),+) => {$(
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.pad(self.as_str())
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+    )+};
+}
+as_word!(FindingKind, Access);
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ChainEntry {
@@ -27,7 +121,7 @@ pub struct ToolRef {
     pub session_id: String,
     pub tool_index: Option<i64>,
     pub call_id: Option<String>,
-    pub role: String,
+    pub role: Role,
     pub reason: Option<String>,
 }
 
@@ -51,10 +145,8 @@ pub struct Finding {
     pub rule: String,
     pub severity: Severity,
     pub message: String,
-    /// The event kind (`openat`, `exec`, `connect`, …) or `loss`/`gap`/`incomplete`.
-    pub kind: String,
-    /// `read`, `write`, `delete`, `exec`, `connect`, `send`, `dns`, …
-    pub access: Option<String>,
+    pub kind: FindingKind,
+    pub access: Option<Access>,
     pub path: Option<String>,
     pub addr: Option<String>,
     pub port: Option<u16>,

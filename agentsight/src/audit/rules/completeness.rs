@@ -3,7 +3,7 @@
 
 use super::{Rules, add_plain, plain};
 use crate::{
-    audit::{AuditError, context::q, fold::Collector, policy::Policy},
+    audit::{AuditError, context::q, fold::Collector, policy::Policy, report::FindingKind},
     store::Capture,
 };
 
@@ -17,7 +17,7 @@ pub(in crate::audit) fn completeness(
     if !policy.loss.enabled {
         return Ok(());
     }
-    let mk = |kind: &str, message: String, detail: String| {
+    let mk = |kind: FindingKind, message: String, detail: String| {
         let mut f = plain(&policy.loss.id, rules.loss_severity, kind, message);
         f.evidence.detail = Some(detail);
         f
@@ -25,7 +25,7 @@ pub(in crate::audit) fn completeness(
     for (kind, lost) in cap.loss().map_err(AuditError::Store)? {
         if lost > 0 {
             let f = mk(
-                "loss",
+                FindingKind::Loss,
                 format!("{lost} {kind} record(s) lost in the kernel (loss table)"),
                 format!("loss.kind = {kind}, lost = {lost}"),
             );
@@ -39,7 +39,7 @@ pub(in crate::audit) fn completeness(
             .query_row("SELECT COUNT(DISTINCT cpu) FROM gaps", [], |r| r.get(0))
             .map_err(|e| q(cap, e))?;
         let f = mk(
-            "gap",
+            FindingKind::Gap,
             format!("{missing} record(s) missing in per-CPU sequence gaps"),
             format!("gaps on {cpus} CPU(s), {missing} sequence numbers"),
         );
@@ -49,7 +49,7 @@ pub(in crate::audit) fn completeness(
     if complete.as_deref() != Some("true") {
         let reason = cap.meta("end_reason").map_err(AuditError::Store)?;
         let f = mk(
-            "incomplete",
+            FindingKind::Incomplete,
             "the capture is not complete (the recorder was killed or crashed)".into(),
             format!(
                 "meta.complete = {}, end_reason = {}",

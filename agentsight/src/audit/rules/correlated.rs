@@ -6,6 +6,7 @@ use crate::audit::{
     AuditError,
     context::{CorrRow, Ctx, Ev, argv_of, load_event},
     fold::{Collector, Pending},
+    report::{Access, FindingKind, Role},
 };
 
 /// Correlate-derived rules: `observed_not_claimed` rows are unexplained
@@ -26,9 +27,9 @@ pub(in crate::audit) fn correlated(
         );
     }
     for row in rows {
-        let meta = match row.tool.role.as_str() {
-            "observed_not_claimed" if unexplained.enabled => unexplained,
-            "claimed_not_observed" | "mismatch" if claims.enabled => claims,
+        let meta = match row.tool.role {
+            Role::ObservedNotClaimed if unexplained.enabled => unexplained,
+            Role::ClaimedNotObserved | Role::Mismatch if claims.enabled => claims,
             _ => continue,
         };
         let ev = match row.event_id {
@@ -36,12 +37,12 @@ pub(in crate::audit) fn correlated(
             None => None,
         };
         let what = row.tool.reason.clone().unwrap_or_default();
-        let message = match row.tool.role.as_str() {
-            "observed_not_claimed" => format!(
+        let message = match row.tool.role {
+            Role::ObservedNotClaimed => format!(
                 "activity no tool call explains: {}",
                 ev.as_ref().map(describe).unwrap_or_else(|| what.clone())
             ),
-            "claimed_not_observed" => format!(
+            Role::ClaimedNotObserved => format!(
                 "tool call #{} claimed but not observed: {what}",
                 row.tool.tool_index.unwrap_or(-1)
             ),
@@ -52,7 +53,7 @@ pub(in crate::audit) fn correlated(
         };
         let mut p = match &ev {
             Some(ev) => {
-                let mut p = ctx.base(ev, meta, message, &ev.kind);
+                let mut p = ctx.base(ev, meta, message, Access::Event(ev.kind.clone()));
                 let f = &mut p.finding;
                 f.path = ev.path.clone();
                 f.addr = ev.addr.clone();
@@ -61,7 +62,12 @@ pub(in crate::audit) fn correlated(
                 p
             }
             None => {
-                let mut f = plain(&meta.id, meta.severity, &row.tool.role, message);
+                let mut f = plain(
+                    &meta.id,
+                    meta.severity,
+                    FindingKind::Correlation(row.tool.role),
+                    message,
+                );
                 f.process = ctx.process_info(row.process_id, None);
                 Pending {
                     finding: f,

@@ -7,6 +7,7 @@ use crate::audit::{
     context::{Ctx, Ev, argv_of},
     fold::Collector,
     policy::{ExePattern, ExecutablesRule, Policy},
+    report::Access,
 };
 
 pub(in crate::audit) fn exec_event(
@@ -36,7 +37,7 @@ pub(in crate::audit) fn exec_event(
         ))
     };
     if let Some((message, matched)) = exe_verdict(x, ev, &argv).or_else(by_inode) {
-        let mut p = ctx.base(ev, &x.meta, message, "exec");
+        let mut p = ctx.base(ev, &x.meta, message, Access::Exec);
         p.finding.path = ev.exe.clone().or(ev.filename.clone());
         p.finding.argv = Some(argv);
         p.finding.evidence.matched = matched;

@@ -8,6 +8,7 @@ use crate::audit::{
     context::{Ctx, Ev},
     fold::Collector,
     policy::Policy,
+    report::Access,
 };
 
 /// File syscalls: (access, path) pairs; a rename deletes its old name and
@@ -15,8 +16,8 @@ use crate::audit::{
 /// and, when it names another file (a symlink, a bind mount,
 /// `/proc/self/fd/N`), by the file the kernel opened too: a path trick
 /// never hides a read of a denied file nor a write outside the roots.
-fn accesses(ev: &Ev) -> Vec<(&'static str, &str)> {
-    let mut acc: Vec<(&str, &str)> = Vec::new();
+fn accesses(ev: &Ev) -> Vec<(Access, &str)> {
+    let mut acc: Vec<(Access, &str)> = Vec::new();
     let p = ev.path.as_deref();
     match ev.kind.as_str() {
         "open" | "openat" | "openat2" | "creat" => {
@@ -24,9 +25,9 @@ fn accesses(ev: &Ev) -> Vec<(&'static str, &str)> {
             let writes = fl
                 .split(',')
                 .any(|f| matches!(f, "write" | "create" | "truncate" | "append"));
-            let access = if writes { "write" } else { "read" };
+            let access = if writes { Access::Write } else { Access::Read };
             if let Some(p) = p {
-                acc.push((access, p));
+                acc.push((access.clone(), p));
             }
             if let Some(real) = ev.real_path.as_deref()
                 && Some(real) != p
@@ -35,12 +36,12 @@ fn accesses(ev: &Ev) -> Vec<(&'static str, &str)> {
                 acc.push((access, real));
             }
         }
-        "unlink" | "unlinkat" | "rmdir" => acc.extend(p.map(|p| ("delete", p))),
+        "unlink" | "unlinkat" | "rmdir" => acc.extend(p.map(|p| (Access::Delete, p))),
         "rename" | "renameat" | "renameat2" => {
-            acc.extend(ev.old_path.as_deref().map(|p| ("delete", p)));
-            acc.extend(p.map(|p| ("write", p)));
+            acc.extend(ev.old_path.as_deref().map(|p| (Access::Delete, p)));
+            acc.extend(p.map(|p| (Access::Write, p)));
         }
-        _ => acc.extend(p.map(|p| ("write", p))),
+        _ => acc.extend(p.map(|p| (Access::Write, p))),
     }
     acc
 }
@@ -56,7 +57,8 @@ pub(in crate::audit) fn file_event(
     let failed = ev.result.is_some_and(|r| r < 0);
     let mut denied_found = false;
     let accessed = accesses(ev);
-    for &(access, path) in &accessed {
+    for (access, path) in &accessed {
+        let path: &str = path;
         // A cut path cannot be judged as a whole; `…` marks it.
         if !path.starts_with('/') {
             continue;
@@ -65,7 +67,7 @@ pub(in crate::audit) fn file_event(
         if failed && ev.errno.as_deref() == Some("ENOENT") {
             continue;
         }
-        let is_write = access != "read";
+        let is_write = *access != Access::Read;
         let verb = if failed { "attempted " } else { "" };
         if d.meta.enabled && (!failed || d.include_failed) {
             let hit = if is_write {
@@ -75,7 +77,7 @@ pub(in crate::audit) fn file_event(
             };
             if let Some(m) = hit {
                 let message = format!("{verb}{access} of denied path {path}");
-                let mut p = ctx.base(ev, &d.meta, message, access);
+                let mut p = ctx.base(ev, &d.meta, message, access.clone());
                 p.finding.path = Some(path.to_string());
                 p.finding.evidence.matched = Some(m.to_string());
                 ctx.prepare(&mut p)?;
@@ -90,7 +92,7 @@ pub(in crate::audit) fn file_event(
             && !sets.write_allowed(ev, path)
         {
             let message = format!("{verb}{access} outside the allowed roots: {path}");
-            let mut p = ctx.base(ev, &w.meta, message, access);
+            let mut p = ctx.base(ev, &w.meta, message, access.clone());
             p.finding.path = Some(path.to_string());
             ctx.prepare(&mut p)?;
             out.add(p, Some(ev));
@@ -103,14 +105,18 @@ pub(in crate::audit) fn file_event(
         && d.meta.enabled
         && let (Some(dev), Some(ino)) = (ev.dev, ev.ino)
         && let Some(df) = sets.denied_inodes.get(&(dev, ino))
-        && let Some(&(access, path)) = accessed.first()
-        && (if access == "read" { df.read } else { df.write })
+        && let Some((access, path)) = accessed.first()
+        && (if *access == Access::Read {
+            df.read
+        } else {
+            df.write
+        })
     {
         let message = format!(
             "{access} of denied path {} through {path} (the same file: device {dev}, inode {ino})",
             df.path
         );
-        let mut p = ctx.base(ev, &d.meta, message, access);
+        let mut p = ctx.base(ev, &d.meta, message, access.clone());
         p.finding.path = Some(df.path.clone());
         p.finding.evidence.matched = Some(format!("{} (by inode)", df.path));
         ctx.prepare(&mut p)?;

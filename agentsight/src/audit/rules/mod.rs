@@ -12,7 +12,7 @@ pub(in crate::audit) mod paths;
 use super::{
     fold::{Collector, Pending},
     policy::{Policy, RuleMeta, Severity},
-    report::{Evidence, Finding, RuleInfo},
+    report::{Evidence, Finding, FindingKind, RuleInfo},
 };
 
 /// The rules as reported, and the metas the phases fire under.
@@ -121,14 +121,14 @@ impl Rules {
 pub(in crate::audit) fn plain(
     meta_id: &str,
     severity: Severity,
-    kind: &str,
+    kind: FindingKind,
     message: String,
 ) -> Finding {
     Finding {
         rule: meta_id.to_string(),
         severity,
         message,
-        kind: kind.into(),
+        kind,
         access: None,
         path: None,
         addr: None,
@@ -155,5 +155,8 @@ pub(in crate::audit) fn add_plain(out: &mut Collector, f: Finding) {
 }
 
 pub(in crate::audit) fn note(out: &mut Collector, rules: &Rules, message: String) {
-    add_plain(out, plain(&rules.notes.id, Severity::Note, "note", message));
+    add_plain(
+        out,
+        plain(&rules.notes.id, Severity::Note, FindingKind::Note, message),
+    );
 }

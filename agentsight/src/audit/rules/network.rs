@@ -7,6 +7,7 @@ use crate::audit::{
     context::{Ctx, Ev},
     fold::{Collector, TcpRef},
     policy::{Destination, NetworkRule, Policy, RuleMeta, is_loopback, parse_addr},
+    report::Access,
 };
 
 pub(in crate::audit) fn net_event(
@@ -22,11 +23,11 @@ pub(in crate::audit) fn net_event(
     }
     for (meta, message, matched, is_dns_name) in net_verdicts(n, &rules.denied, ev) {
         let access = if is_dns_name {
-            "dns"
+            Access::Dns
         } else if ev.kind == "connect" {
-            "connect"
+            Access::Connect
         } else {
-            "send"
+            Access::Send
         };
         let mut p = ctx.base(ev, &meta, message, access);
         // A non-blocking connect's outcome is a later tcp_state event: say
