@@ -152,6 +152,18 @@ fn tool(
     }
 }
 
+/// Process row 1's tree, bound from the capture's start on.
+fn bound_from_start(view: &CaptureView) -> [BoundTree; 1] {
+    [BoundTree {
+        root: view.procs.by_id[&1],
+        evidence: crate::matching::Evidence::TranscriptWrite,
+        evidence_count: 1,
+        evidence_path: None,
+        from_mono_ns: MONO0 as u64,
+        to_mono_ns: None,
+    }]
+}
+
 /// (op, what, reason or `by`) of activities.
 fn summary(acts: &[Activity]) -> Vec<(&'static str, String, &'static str)> {
     acts.iter()
@@ -244,14 +256,7 @@ fn temp_file_writes_renamed_onto_a_claimed_path_are_the_calls() {
     session.tool_count = 2;
 
     let view = CaptureView::load(&cap.conn, "c.db").unwrap();
-    let bound = [BoundTree {
-        root: view.procs.by_id[&1],
-        evidence: crate::matching::Evidence::TranscriptWrite,
-        evidence_count: 1,
-        evidence_path: None,
-        from_mono_ns: MONO0 as u64,
-        to_mono_ns: None,
-    }];
+    let bound = bound_from_start(&view);
     let r = correlate(&view, &session, SessionSource::Capture, &bound, Vec::new()).unwrap();
 
     let tools = &r.prompts[0].tools;
@@ -413,14 +418,7 @@ fn only_activity_inside_the_measured_window_is_attributed() {
     ];
     session.tool_count = 2;
     let view = CaptureView::load(&cap.conn, "c.db").unwrap();
-    let bound = [BoundTree {
-        root: view.procs.by_id[&1],
-        evidence: crate::matching::Evidence::TranscriptWrite,
-        evidence_count: 1,
-        evidence_path: None,
-        from_mono_ns: MONO0 as u64,
-        to_mono_ns: None,
-    }];
+    let bound = bound_from_start(&view);
     let r = correlate(&view, &session, SessionSource::Capture, &bound, Vec::new()).unwrap();
     let s = |x: &str| x.to_string();
     let tools = &r.prompts[0].tools;
