@@ -200,3 +200,30 @@ fn activity_of_row(
         proc_ix: pi,
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_kinds_map_to_ops() {
+        assert_eq!(op_of("openat", Some("read,cloexec")), Some(Op::Read));
+        assert_eq!(op_of("openat", Some("write,create")), Some(Op::Write));
+        assert_eq!(op_of("open", Some("rdwr,trunc")), Some(Op::Write));
+        assert_eq!(op_of("renameat2", None), Some(Op::Rename));
+        assert_eq!(op_of("symlink", None), Some(Op::Link));
+        assert_eq!(op_of("rmdir", None), Some(Op::Delete));
+        assert_eq!(op_of("listen", None), Some(Op::Listen));
+        assert_eq!(op_of("close", None), None);
+        assert!(noise_path("/proc/self/fd/3") && noise_path("/dev"));
+        assert!(!noise_path("/devices.txt"));
+    }
+
+    #[test]
+    fn system_reads_are_skipped_unless_a_call_names_one() {
+        let none = HashSet::new();
+        assert!(skip_system_reads(&none).contains("path LIKE '/usr/%'"));
+        let claimed: HashSet<&str> = ["/etc/hosts"].into_iter().collect();
+        assert_eq!(skip_system_reads(&claimed), "");
+    }
+}

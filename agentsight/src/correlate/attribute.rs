@@ -265,3 +265,21 @@ impl Attribution<'_> {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_agent_state_dir_is_found_above_the_transcript() {
+        assert_eq!(
+            agent_state_dir(Path::new("/h/.claude/projects/-w/s1.jsonl")),
+            Some(PathBuf::from("/h/.claude"))
+        );
+        assert_eq!(
+            agent_state_dir(Path::new("/h/.codex/sessions/2026/01/02/r.jsonl")),
+            Some(PathBuf::from("/h/.codex"))
+        );
+        assert_eq!(agent_state_dir(Path::new("/tmp/s.jsonl")), None);
+    }
+}

@@ -144,3 +144,49 @@ pub(super) fn window_call(calls: &[Call], mono: u64) -> Option<usize> {
         .max_by_key(|(_, c)| c.start_ms)
         .map(|(ci, _)| ci)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(idx: usize, start_ms: i64, (win_lo, win_hi): (u64, u64), paths: &[&str]) -> Call {
+        Call {
+            idx,
+            lo_mono: 0,
+            hi_mono: u64::MAX,
+            win_lo,
+            win_hi,
+            start_ms,
+            end_ms: None,
+            script: None,
+            paths: paths
+                .iter()
+                .map(|p| (p.to_string(), PathAccess::Write))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn paths_are_made_absolute_lexically() {
+        assert_eq!(absolute("../b/./c.txt", Some("/w/a")), "/w/b/c.txt");
+        assert_eq!(absolute("/etc/x", Some("/w")), "/etc/x");
+        assert_eq!(absolute("x", None), "x");
+    }
+
+    #[test]
+    fn the_latest_call_naming_a_path_in_its_window_claims_it() {
+        let calls = [
+            call(0, 10, (100, 200), &["/w/a.txt"]),
+            call(1, 20, (150, 300), &["/w/a.txt", "/w/data/n.txt"]),
+        ];
+        assert_eq!(claiming_call(&calls, 160, "/w/a.txt", Op::Write), Some(1));
+        assert_eq!(claiming_call(&calls, 120, "/w/a.txt", Op::Write), Some(0));
+        assert_eq!(claiming_call(&calls, 400, "/w/a.txt", Op::Write), None);
+        // A directory made for a named file is the call's; other ops on it are not.
+        assert_eq!(claiming_call(&calls, 160, "/w/data", Op::Mkdir), Some(1));
+        assert_eq!(claiming_call(&calls, 160, "/w/data", Op::Write), None);
+        assert_eq!(claiming_call(&calls, 160, "/w/dat", Op::Mkdir), None);
+        assert_eq!(window_call(&calls, 160), Some(1));
+        assert_eq!(window_call(&calls, 50), None);
+    }
+}
