@@ -31,6 +31,15 @@ macro_rules! vocabulary {
             }
         }
 
+        $crate::vocabulary::as_word!($name);
+    };
+}
+pub(crate) use vocabulary;
+
+/// `Display` and `Serialize` of a type as the word its `as_str` gives (for
+/// vocabularies with an open variant, such as an event kind as read).
+macro_rules! as_word {
+    ($($name:ident),+) => {$(
         impl std::fmt::Display for $name {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.pad(self.as_str())
@@ -42,6 +51,6 @@ macro_rules! vocabulary {
                 s.serialize_str(self.as_str())
             }
         }
-    };
+    )+};
 }
-pub(crate) use vocabulary;
+pub(crate) use as_word;

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::{fold::Folded, policy::Severity};
-use crate::vocabulary::vocabulary;
+use crate::vocabulary::{as_word, vocabulary};
 
 vocabulary! {
     /// What a correlation row of the capture says of its event or call
@@ -80,23 +80,6 @@ impl Access {
     }
 }
 
-/// `Display` and `Serialize` as the word `as_str` gives (JSON and text
-/// say the same).
-macro_rules! as_word {
-    ($($name:ident),+) => {$(
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.pad(self.as_str())
-            }
-        }
-
-        impl Serialize for $name {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(self.as_str())
-            }
-        }
-    )+};
-}
 as_word!(FindingKind, Access);
 
 #[derive(Debug, Clone, Serialize)]
