@@ -23,6 +23,8 @@ macro_rules! sayln {
 }
 
 pub mod audit;
+#[doc(hidden)]
+pub mod bench;
 pub mod capture;
 pub mod cli;
 pub mod clock;
@@ -36,6 +38,7 @@ pub mod rawtext;
 pub mod record;
 pub mod store;
 pub mod views;
+mod vocabulary;
 
 // The native evidence layer is its own crate (it knows nothing of captures);
 // these keep the `crate::sessions::…` and `crate::safefs::…` paths.

@@ -30,24 +30,13 @@ use crate::{
     store::read,
 };
 
-/// Evidence kinds, strongest first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Evidence {
-    TranscriptWrite,
-    ProcFd,
-    Sticky,
-    CwdFallback,
-}
-
-impl Evidence {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Evidence::TranscriptWrite => "transcript_write",
-            Evidence::ProcFd => "proc_fd",
-            Evidence::Sticky => "sticky",
-            Evidence::CwdFallback => "cwd_fallback",
-        }
+crate::vocabulary::vocabulary! {
+    /// Evidence kinds, strongest first.
+    Evidence {
+        TranscriptWrite => "transcript_write",
+        ProcFd => "proc_fd",
+        Sticky => "sticky",
+        CwdFallback => "cwd_fallback",
     }
 }
 
@@ -252,29 +241,13 @@ pub struct Binding {
     pub to_mono_ns: Option<u64>,
 }
 
-/// What matching concluded for a tree.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TreeStatus {
-    Bound,
-    Unmatched,
-    /// Several cwd candidates: left unbound.
-    Ambiguous,
-}
-
-impl TreeStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Bound => "bound",
-            Self::Unmatched => "unmatched",
-            Self::Ambiguous => "ambiguous",
-        }
-    }
-}
-
-impl std::fmt::Display for TreeStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+crate::vocabulary::vocabulary! {
+    /// What matching concluded for a tree.
+    TreeStatus {
+        Bound => "bound",
+        Unmatched => "unmatched",
+        /// Several cwd candidates: left unbound.
+        Ambiguous => "ambiguous",
     }
 }
 

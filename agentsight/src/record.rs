@@ -838,10 +838,7 @@ fn store_recorder_usage(
 ) -> Result<(), crate::store::StoreError> {
     let cap = crate::store::CaptureRw::open(path)?;
     cap.put_meta("recorder_peak_rss_kib", &peak_rss_kib.to_string())?;
-    cap.put_meta(
-        "recorder_cpu_seconds",
-        &format!("{:.3}", cpu.as_secs_f64()),
-    )
+    cap.put_meta("recorder_cpu_seconds", &format!("{:.3}", cpu.as_secs_f64()))
 }
 
 /// The recorder's own peak RSS (VmHWM) and CPU time so far.

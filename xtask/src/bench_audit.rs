@@ -3,7 +3,7 @@
 //! reads turned into writes outside the allowed roots (the event count stays
 //! the same), audited with the default policy by the release binary's
 //! `audit` and, in the same run, by the approach before (queries per finding
-//! and chain entry, every finding kept: `bench-audit --baseline`). Two
+//! and chain entry, every finding kept: `agentsight-bench audit-baseline`). Two
 //! layouts: every write by one shell process (issue 18 point 8: findings ×
 //! events per process) and writes spread over the run's processes. Prints
 //! time and peak RSS of each. Target: `audit` with 100,000 findings < 5 s.
@@ -133,12 +133,13 @@ pub fn run(bin: &Path) -> Result<()> {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(120);
+    let tool = super::bench_correlate::bench_tool()?;
     let base = dir.join("audit-base.db");
     let _ = std::fs::remove_file(&base);
     let t = Instant::now();
     output_of(
-        Command::new(bin)
-            .args(["bench-correlate", "--events", &EVENTS.to_string()])
+        Command::new(&tool)
+            .args(["synthesize", "--events", &EVENTS.to_string()])
             .args(["--calls", &CALLS.to_string(), "--db"])
             .arg(&base),
     )?;
@@ -163,8 +164,8 @@ pub fn run(bin: &Path) -> Result<()> {
         for n in FINDINGS {
             let db = dir.join("audit-run.db");
             std::fs::copy(&base, &db).context("copy the base capture")?;
-            let mut inject = Command::new(bin);
-            inject.args(["bench-audit", "--inject", &n.to_string(), "--db"]);
+            let mut inject = Command::new(&tool);
+            inject.args(["inject", "--n", &n.to_string(), "--db"]);
             inject.arg(&db);
             if spread {
                 inject.arg("--spread");
@@ -183,10 +184,10 @@ pub fn run(bin: &Path) -> Result<()> {
             )?;
             let (listed, writes) = summarise(&report)?;
             let old = measure(
-                Command::new(bin)
-                    .args(["bench-audit", "--db"])
+                Command::new(&tool)
+                    .args(["audit-baseline", "--db"])
                     .arg(&db)
-                    .arg("--baseline")
+                    .arg("--policy")
                     .arg(&policy)
                     .arg("-o")
                     .arg(dir.join("baseline-report.json")),

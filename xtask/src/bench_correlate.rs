@@ -3,7 +3,9 @@
 //! processes, library reads, work-file writes, transcript appends and API
 //! connections) and times the release binary's `correlate` on it, next to a
 //! naive baseline (read every event, test every call against every event)
-//! measured in the same run. Target: correlate under 1 s.
+//! measured in the same run. Target: correlate under 1 s. The capture and
+//! the baseline come from `agentsight-bench` (not part of the shipped
+//! binary), built here in release.
 //!
 //! `AGENTSIGHT_BENCH_DIR` chooses where the capture goes;
 //! `AGENTSIGHT_BENCH_KEEP=1` keeps it.
@@ -32,7 +34,21 @@ fn timed(cmd: &mut Command) -> Result<(Duration, String)> {
     Ok((d, String::from_utf8_lossy(&out.stdout).into_owned()))
 }
 
+/// Builds `agentsight-bench` in release (the library part is the one
+/// `build_release` just built) and returns its path.
+pub fn bench_tool() -> Result<PathBuf> {
+    let root = crate::workspace_root();
+    crate::run(crate::cargo().current_dir(&root).args([
+        "build",
+        "--release",
+        "-p",
+        "agentsight-bench",
+    ]))?;
+    Ok(root.join("target/release/agentsight-bench"))
+}
+
 pub fn run(bin: &Path) -> Result<()> {
+    let tool = bench_tool()?;
     let dir = std::env::var_os("AGENTSIGHT_BENCH_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| std::env::temp_dir().join("agentsight-bench-correlate"));
@@ -41,8 +57,8 @@ pub fn run(bin: &Path) -> Result<()> {
     let _ = std::fs::remove_file(&db);
 
     let (made, out) = timed(
-        Command::new(bin)
-            .args(["bench-correlate", "--events", &EVENTS.to_string()])
+        Command::new(&tool)
+            .args(["synthesize", "--events", &EVENTS.to_string()])
             .args(["--calls", &CALLS.to_string(), "--db"])
             .arg(&db),
     )?;
@@ -78,11 +94,7 @@ pub fn run(bin: &Path) -> Result<()> {
                 .sum()
         })
         .unwrap_or(0);
-    let (naive_wall, naive_out) = timed(
-        Command::new(bin)
-            .args(["bench-correlate", "--naive", "--db"])
-            .arg(&db),
-    )?;
+    let (naive_wall, naive_out) = timed(Command::new(&tool).args(["naive", "--db"]).arg(&db))?;
     let naive_scan: f64 = naive_out
         .split_whitespace()
         .next()

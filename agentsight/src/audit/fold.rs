@@ -13,7 +13,10 @@ use std::{
 
 use serde::Serialize;
 
-use super::eval::{Ev, Finding};
+use super::{
+    context::Ev,
+    report::{Access, Finding},
+};
 
 /// Distinct findings of a group reported in full; a group with more is
 /// folded into one finding that carries these as examples.
@@ -94,12 +97,12 @@ fn finding_key(f: &Finding, process_id: Option<i64>, ev: Option<&Ev>) -> String 
         + &f.port.map(|p| format!(":{p}")).unwrap_or_default()
         + &f.argv.as_ref().map(|a| a.join(" ")).unwrap_or_default()
         + "|"
-        + &f.kind
+        + f.kind.as_str()
         + &ev.map_or_else(|| format!("|{}", f.message), |_| String::new());
     join(&[
         &f.rule,
         &process_id.map(|p| p.to_string()).unwrap_or_default(),
-        f.access.as_deref().unwrap_or(""),
+        f.access.as_ref().map_or("", Access::as_str),
         &target,
     ])
 }
@@ -107,7 +110,7 @@ fn finding_key(f: &Finding, process_id: Option<i64>, ev: Option<&Ev>) -> String 
 /// (pattern, whether it is a path glob): the parent directory for file
 /// findings, the executable for execs, the destination or name otherwise.
 fn pattern_of(f: &Finding) -> (String, bool) {
-    if f.access.as_deref() == Some("exec") {
+    if f.access == Some(Access::Exec) {
         let exe = f.path.clone().or_else(|| f.argv.as_ref()?.first().cloned());
         return (exe.unwrap_or_default(), false);
     }
@@ -122,7 +125,7 @@ fn pattern_of(f: &Finding) -> (String, bool) {
         return (q.clone(), false);
     }
     let first = f.argv.as_ref().and_then(|a| a.first().cloned());
-    (first.unwrap_or_else(|| f.kind.clone()), false)
+    (first.unwrap_or_else(|| f.kind.as_str().to_string()), false)
 }
 
 /// The rule, access and tool call a group belongs to.
@@ -140,7 +143,12 @@ fn family_key(f: &Finding, ev: Option<&Ev>) -> String {
         })
         .unwrap_or_default();
     let own = ev.map_or_else(|| format!("{}|{}", f.kind, f.message), |_| String::new());
-    join(&[&f.rule, f.access.as_deref().unwrap_or(""), &session, &own])
+    join(&[
+        &f.rule,
+        f.access.as_ref().map_or("", Access::as_str),
+        &session,
+        &own,
+    ])
 }
 
 fn hash_of(s: &str) -> u64 {

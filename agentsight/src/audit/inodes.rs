@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::{
     AuditError,
     policy::Policy,
-    scan::{PathSet, Places},
+    rules::paths::{PathSet, Places},
 };
 use crate::store::Capture;
 

@@ -1,19 +1,24 @@
 //! `agentsight audit`: policy checks over a capture, for CI gates.
 //!
-//! A policy (`policy`) is checked against a read-only capture (`eval`) and
-//! the findings are rendered as text, JSON, SARIF 2.1.0 or JUnit XML
-//! (`render`). See `docs/audit.md`.
+//! A policy (`policy`) is checked against a read-only capture (`eval`, in
+//! phases: `context`, `rules` by family, the `scan` over the events,
+//! `complete`, `fold`) and the findings (`report`) are rendered as text,
+//! JSON, SARIF 2.1.0 or JUnit XML (`render`). See `docs/audit.md`.
 
-pub mod bench;
+mod complete;
+mod context;
 pub mod eval;
 pub mod fold;
 pub mod inodes;
 pub mod policy;
 pub mod render;
+pub mod report;
+mod rules;
 mod scan;
 
-pub use eval::{Finding, Report, Strategy, audit, audit_with};
+pub use eval::{audit, audit_with};
 pub use policy::{Policy, PolicyError, Severity};
+pub use report::{Finding, Report, Strategy};
 
 use crate::store::StoreError;
 

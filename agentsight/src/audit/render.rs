@@ -4,8 +4,8 @@
 use serde_json::{Value, json};
 
 use super::{
-    eval::{Finding, Report},
     policy::Severity,
+    report::{Access, Finding, Report},
 };
 
 fn argv_line(argv: &[String]) -> String {
@@ -216,7 +216,7 @@ pub fn sarif(r: &Report) -> Value {
         .map(|f| {
             let rule_index = r.rules.iter().position(|x| x.id == f.rule);
             let (uri, what) = match &f.path {
-                Some(p) if p.starts_with('/') && f.access.as_deref() != Some("exec") => {
+                Some(p) if p.starts_with('/') && f.access != Some(Access::Exec) => {
                     (file_uri(p), "path")
                 }
                 _ => (file_uri(&capture_abs), "capture"),

@@ -70,8 +70,17 @@ fn capture(dir: &Path, loss: i64) -> std::path::PathBuf {
         "fork",
         &["curl", "http://127.0.0.1:9/"],
     );
+    file_events(&c);
+    exec_and_network_events(&c);
+    drop(c);
+    db
+}
+
+/// Events 1–6 of [`capture`]: the root's writes inside and outside the
+/// workspace, a library read, and `cat` reading a key.
+fn file_events(c: &Connection) {
     ev(
-        &c,
+        c,
         1,
         "openat",
         1,
@@ -83,7 +92,7 @@ fn capture(dir: &Path, loss: i64) -> std::path::PathBuf {
         None,
     );
     ev(
-        &c,
+        c,
         2,
         "openat",
         1,
@@ -95,7 +104,7 @@ fn capture(dir: &Path, loss: i64) -> std::path::PathBuf {
         None,
     );
     ev(
-        &c,
+        c,
         3,
         "exec",
         2,
@@ -107,7 +116,7 @@ fn capture(dir: &Path, loss: i64) -> std::path::PathBuf {
         None,
     );
     ev(
-        &c,
+        c,
         4,
         "openat",
         2,
@@ -119,7 +128,7 @@ fn capture(dir: &Path, loss: i64) -> std::path::PathBuf {
         None,
     );
     ev(
-        &c,
+        c,
         5,
         "openat",
         1,
@@ -131,7 +140,7 @@ fn capture(dir: &Path, loss: i64) -> std::path::PathBuf {
         None,
     );
     ev(
-        &c,
+        c,
         6,
         "openat",
         1,
@@ -142,8 +151,13 @@ fn capture(dir: &Path, loss: i64) -> std::path::PathBuf {
         4,
         None,
     );
+}
+
+/// Events 7–11 of [`capture`]: `curl` and the root connecting, and a
+/// failed read of a denied path.
+fn exec_and_network_events(c: &Connection) {
     ev(
-        &c,
+        c,
         7,
         "exec",
         3,
@@ -155,7 +169,7 @@ fn capture(dir: &Path, loss: i64) -> std::path::PathBuf {
         None,
     );
     ev(
-        &c,
+        c,
         8,
         "connect",
         3,
@@ -167,7 +181,7 @@ fn capture(dir: &Path, loss: i64) -> std::path::PathBuf {
         Some("ECONNREFUSED"),
     );
     ev(
-        &c,
+        c,
         9,
         "connect",
         1,
@@ -179,7 +193,7 @@ fn capture(dir: &Path, loss: i64) -> std::path::PathBuf {
         None,
     );
     ev(
-        &c,
+        c,
         10,
         "connect",
         1,
@@ -191,7 +205,7 @@ fn capture(dir: &Path, loss: i64) -> std::path::PathBuf {
         None,
     );
     ev(
-        &c,
+        c,
         11,
         "openat",
         1,
@@ -202,8 +216,6 @@ fn capture(dir: &Path, loss: i64) -> std::path::PathBuf {
         -2,
         Some("ENOENT"),
     );
-    drop(c);
-    db
 }
 
 const POLICY: &str = r#"

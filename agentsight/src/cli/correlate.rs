@@ -72,8 +72,8 @@ pub fn run(a: &CorrelateArgs) -> Result<i32> {
                 &a.db,
                 live_session(a.home.as_deref(), &s.session.session_id),
             ) {
-                (None, Some(live)) => (live, "home"),
-                _ => (s.session, "capture"),
+                (None, Some(live)) => (live, correlate::SessionSource::Home),
+                _ => (s.session, correlate::SessionSource::Capture),
             };
             correlate::correlate(&view, &session, source, &bound, unmatched)?
         }
@@ -87,7 +87,13 @@ pub fn run(a: &CorrelateArgs) -> Result<i32> {
                 )
             })?;
             let (bound, unmatched) = view.match_now(&session)?;
-            correlate::correlate(&view, &session, "home", &bound, unmatched)?
+            correlate::correlate(
+                &view,
+                &session,
+                correlate::SessionSource::Home,
+                &bound,
+                unmatched,
+            )?
         }
     };
     // Bytes that were not UTF-8 are shown `\xNN` (see rawtext).
@@ -100,46 +106,5 @@ pub fn run(a: &CorrelateArgs) -> Result<i32> {
         crate::rawtext::escaped(&render::text(&report, colour))
     };
     super::write_stdout(out.as_bytes())?;
-    Ok(0)
-}
-
-/// Hidden helper of `cargo xtask bench correlate`: writes a synthetic
-/// capture, or times the naive baseline on one.
-#[derive(clap::Args, Debug, Clone)]
-pub struct BenchArgs {
-    /// The capture to write (synthesize) or read (--naive).
-    #[arg(long)]
-    pub db: PathBuf,
-    #[arg(long, default_value_t = 1_000_000)]
-    pub events: u64,
-    #[arg(long, default_value_t = 500)]
-    pub calls: usize,
-    /// Time the naive full-scan baseline on an existing capture instead.
-    #[arg(long)]
-    pub naive: bool,
-}
-
-pub fn run_bench(a: &BenchArgs) -> Result<i32> {
-    if !a.naive {
-        let n = correlate::bench::synthesize(&a.db, a.events, a.calls)?;
-        {
-            use std::io::Write as _;
-            let _ = writeln!(std::io::stdout(), "{} {n}", correlate::bench::SESSION_ID);
-        }
-        return Ok(0);
-    }
-    let cap = Capture::open_quick(&a.db)?;
-    let s = cap
-        .stored_sessions(correlate::bench::SESSION_ID)?
-        .into_iter()
-        .next()
-        .context("no bench session in the capture")?;
-    let t = std::time::Instant::now();
-    let n = correlate::bench::naive(&cap.conn, &s.session)
-        .with_context(|| format!("naive scan of {}", a.db.display()))?;
-    {
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), "{} {n}", t.elapsed().as_secs_f64());
-    }
     Ok(0)
 }

@@ -51,12 +51,6 @@ pub enum Cmd {
     Pid(pid::PidArgs),
     /// Check a capture against a policy (exit 0 pass, 1 error-level findings, 2 bad input).
     Audit(audit::AuditArgs),
-    /// Benchmark helper for `cargo xtask bench correlate`.
-    #[command(hide = true)]
-    BenchCorrelate(correlate::BenchArgs),
-    /// Benchmark helper for `cargo xtask bench audit`.
-    #[command(hide = true)]
-    BenchAudit(audit::BenchAuditArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -289,8 +283,6 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Correlate(a) => correlate::run(&a),
         Cmd::Pid(a) => pid::run(&a),
         Cmd::Audit(a) => audit::run(&a),
-        Cmd::BenchCorrelate(a) => correlate::run_bench(&a),
-        Cmd::BenchAudit(a) => audit::run_bench(&a),
         Cmd::Show(a) => {
             let cap = Capture::open(&a.db)?;
             say_note(&cap);

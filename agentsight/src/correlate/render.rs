@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::{Activity, Report, describe};
+use super::report::{Activity, Flags, PromptReport, Report, ToolReport, describe};
 
 struct Style {
     on: bool,
@@ -57,11 +57,11 @@ fn activity_line(st: &Style, a: &Activity) -> String {
     let mut line = format!(
         "{}  {:<7} pid {:<7} {}",
         hms(&a.ts),
-        a.op,
+        a.op.as_str(),
         a.pid,
         one_line(&describe(a), 100)
     );
-    if a.op == "exec"
+    if a.op == super::Op::Exec
         && let Some(c) = a.exit_code
     {
         let _ = write!(line, "  → exit {c}");
@@ -79,6 +79,18 @@ fn activity_line(st: &Style, a: &Activity) -> String {
 pub fn text(r: &Report, colour: bool) -> String {
     let st = Style { on: colour };
     let mut o = String::new();
+    header(&mut o, &st, r);
+    clock(&mut o, &st, r);
+    for p in &r.prompts {
+        prompt(&mut o, &st, p);
+    }
+    flags(&mut o, &st, &r.flags);
+    bookkeeping_and_trees(&mut o, &st, r);
+    o
+}
+
+/// The session, the capture and the trees bound to the session.
+fn header(o: &mut String, st: &Style, r: &Report) {
     let s = &r.session;
     let _ = writeln!(
         o,
@@ -110,7 +122,7 @@ pub fn text(r: &Report, colour: bool) -> String {
             "  tree pid {} ({}) bound by {} ×{}{}",
             b.root_pid,
             one_line(&crate::sessions::util::join_argv(&b.root_argv), 60),
-            st.green(&b.evidence),
+            st.green(b.evidence.as_str()),
             b.evidence_count,
             b.evidence_path
                 .as_deref()
@@ -118,6 +130,9 @@ pub fn text(r: &Report, colour: bool) -> String {
                 .unwrap_or_default()
         );
     }
+}
+
+fn clock(o: &mut String, st: &Style, r: &Report) {
     let c = &r.clock;
     let _ = writeln!(
         o,
@@ -140,66 +155,76 @@ pub fn text(r: &Report, colour: bool) -> String {
             st.yellow("skew exceeds the tolerance: windows may miss activity")
         );
     }
-    for p in &r.prompts {
-        let _ = writeln!(o);
-        match p.index {
-            Some(i) => {
-                let _ = writeln!(
-                    o,
-                    "{} {}  {}",
-                    st.bold(&format!("▸ prompt {i}")),
-                    p.ts.as_deref().map(hms).unwrap_or("?"),
-                    one_line(&p.text, 100)
-                );
-            }
-            None => {
-                let _ = writeln!(o, "{}", st.bold("▸ before the first prompt"));
-            }
-        }
-        for t in &p.tools {
-            let mut status = format!("{:?}", t.status).to_lowercase();
-            let failed = status == "failed";
-            // The transcript's own exit code, where it states one.
-            if let Some(c) = t.exit_code {
-                let _ = write!(status, " exit {c}");
-            }
+}
+
+/// One prompt of the timeline with its calls.
+fn prompt(o: &mut String, st: &Style, p: &PromptReport) {
+    let _ = writeln!(o);
+    match p.index {
+        Some(i) => {
             let _ = writeln!(
                 o,
-                "  ● {} {}  {} → {}{}  {}",
-                st.cyan(&t.name),
-                st.dim(t.call_id.as_deref().unwrap_or("")),
-                t.start.as_deref().map(hms).unwrap_or("?"),
-                t.end.as_deref().map(hms).unwrap_or("?"),
-                t.duration_ms
-                    .map(|d| format!(" ({d} ms)"))
-                    .unwrap_or_default(),
-                if failed { st.red(&status) } else { status }
+                "{} {}  {}",
+                st.bold(&format!("▸ prompt {i}")),
+                p.ts.as_deref().map(hms).unwrap_or("?"),
+                one_line(&p.text, 100)
             );
-            if let Some(cmd) = &t.command {
-                let _ = writeln!(o, "      $ {}", one_line(cmd, 100));
-            }
-            for tp in &t.paths {
-                let _ = writeln!(o, "      {} {}", tp.access.as_str(), tp.path);
-            }
-            if t.activity.is_empty() {
-                let _ = writeln!(o, "      {}", st.dim("(no activity attributed)"));
-            }
-            for a in &t.activity {
-                let _ = writeln!(o, "      {}", activity_line(&st, a));
-            }
+        }
+        None => {
+            let _ = writeln!(o, "{}", st.bold("▸ before the first prompt"));
         }
     }
-    let f = &r.flags;
-    let _ = writeln!(o);
-    let _ = writeln!(o, "{}", st.bold("flagged"));
+    for t in &p.tools {
+        tool(o, st, t);
+    }
+}
+
+/// One call: its line, command, paths and attributed activity.
+fn tool(o: &mut String, st: &Style, t: &ToolReport) {
+    let mut status = format!("{:?}", t.status).to_lowercase();
+    let failed = status == "failed";
+    // The transcript's own exit code, where it states one.
+    if let Some(c) = t.exit_code {
+        let _ = write!(status, " exit {c}");
+    }
     let _ = writeln!(
         o,
-        "  claimed but not observed: {}",
-        if f.claimed_not_observed.is_empty() {
-            "none".to_string()
-        } else {
-            String::new()
-        }
+        "  ● {} {}  {} → {}{}  {}",
+        st.cyan(&t.name),
+        st.dim(t.call_id.as_deref().unwrap_or("")),
+        t.start.as_deref().map(hms).unwrap_or("?"),
+        t.end.as_deref().map(hms).unwrap_or("?"),
+        t.duration_ms
+            .map(|d| format!(" ({d} ms)"))
+            .unwrap_or_default(),
+        if failed { st.red(&status) } else { status }
+    );
+    if let Some(cmd) = &t.command {
+        let _ = writeln!(o, "      $ {}", one_line(cmd, 100));
+    }
+    for tp in &t.paths {
+        let _ = writeln!(o, "      {} {}", tp.access.as_str(), tp.path);
+    }
+    if t.activity.is_empty() {
+        let _ = writeln!(o, "      {}", st.dim("(no activity attributed)"));
+    }
+    for a in &t.activity {
+        let _ = writeln!(o, "      {}", activity_line(st, a));
+    }
+}
+
+/// A flag section's heading: `none` when it is empty.
+fn flag_heading(o: &mut String, title: &str, empty: bool) {
+    let _ = writeln!(o, "  {title}: {}", if empty { "none" } else { "" });
+}
+
+fn flags(o: &mut String, st: &Style, f: &Flags) {
+    let _ = writeln!(o);
+    let _ = writeln!(o, "{}", st.bold("flagged"));
+    flag_heading(
+        o,
+        "claimed but not observed",
+        f.claimed_not_observed.is_empty(),
     );
     for c in &f.claimed_not_observed {
         let _ = writeln!(
@@ -211,33 +236,21 @@ pub fn text(r: &Report, colour: bool) -> String {
             c.detail
         );
     }
-    let _ = writeln!(
+    flag_heading(
         o,
-        "  observed but not claimed: {}",
-        if f.observed_not_claimed.is_empty() {
-            "none".to_string()
-        } else {
-            String::new()
-        }
+        "observed but not claimed",
+        f.observed_not_claimed.is_empty(),
     );
     for a in &f.observed_not_claimed {
         let _ = writeln!(
             o,
             "    {} {}  ({})",
             st.red("?"),
-            activity_line(&st, a),
-            a.by.unwrap_or("")
+            activity_line(st, a),
+            a.by.map(|b| b.as_str()).unwrap_or("")
         );
     }
-    let _ = writeln!(
-        o,
-        "  mismatches: {}",
-        if f.mismatches.is_empty() {
-            "none".to_string()
-        } else {
-            String::new()
-        }
-    );
+    flag_heading(o, "mismatches", f.mismatches.is_empty());
     for m in &f.mismatches {
         let _ = writeln!(
             o,
@@ -249,15 +262,7 @@ pub fn text(r: &Report, colour: bool) -> String {
             m.detail
         );
     }
-    let _ = writeln!(
-        o,
-        "  late activity: {}",
-        if f.late.is_empty() {
-            "none".to_string()
-        } else {
-            String::new()
-        }
-    );
+    flag_heading(o, "late activity", f.late.is_empty());
     for l in &f.late {
         let _ = writeln!(
             o,
@@ -270,6 +275,9 @@ pub fn text(r: &Report, colour: bool) -> String {
             one_line(&l.detail, 80)
         );
     }
+}
+
+fn bookkeeping_and_trees(o: &mut String, st: &Style, r: &Report) {
     if !r.agent_bookkeeping.is_empty() {
         let _ = writeln!(o, "{}", st.bold("agent bookkeeping (not flagged)"));
         for b in &r.agent_bookkeeping {
@@ -292,5 +300,4 @@ pub fn text(r: &Report, colour: bool) -> String {
             );
         }
     }
-    o
 }

@@ -7,6 +7,14 @@
 //! "… eval 'npm test' …"]` (Claude Code's snapshot wrapper), or, for a simple
 //! command, `["ls","-la"]`. Codex records `bash -lc CMD` but runs `bash -c CMD`
 //! under a re-exec of itself, so wrappers are unwrapped on both sides.
+//!
+//! Why [`split`] is hand-written: `shell-words` (1.x) splits on blanks only,
+//! so the operators argv matching cuts scripts at stay glued to words —
+//! `split("echo ok>x")` gives `["echo", "ok>x"]`, `"cd /w&&npm test"` gives
+//! `["cd", "/w&&npm", "test"]`, `"a|b"` one word — and a newline is a blank
+//! to it, not a command separator. `brush-parser` parses whole bash
+//! programs into an AST (expansions, compound commands); matching needs
+//! only words and operators, so it was not adopted.
 
 /// Splits a command line into words the way a POSIX shell would for simple
 /// commands: quotes and backslashes are honoured, unquoted operators

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use rusqlite::{Connection, params};
 
 use super::*;
-use crate::sessions::{Provider, ToolEvent};
+use crate::sessions::{PathAccess, Provider, ToolCategory, ToolEvent, ToolPath, ToolStatus};
 
 const MONO0: i64 = 1_000_000_000_000;
 const WALL0: i64 = 1_800_000_000_000_000_000;
@@ -152,10 +152,25 @@ fn tool(
     }
 }
 
+/// Process row 1's tree, bound from the capture's start on.
+fn bound_from_start(view: &CaptureView) -> [BoundTree; 1] {
+    [BoundTree {
+        root: view.procs.by_id[&1],
+        evidence: crate::matching::Evidence::TranscriptWrite,
+        evidence_count: 1,
+        evidence_path: None,
+        from_mono_ns: MONO0 as u64,
+        to_mono_ns: None,
+    }]
+}
+
 /// (op, what, reason or `by`) of activities.
 fn summary(acts: &[Activity]) -> Vec<(&'static str, String, &'static str)> {
     acts.iter()
-        .map(|a| (a.op, describe(a), a.reason.or(a.by).unwrap_or("")))
+        .map(|a| {
+            let why = a.reason.map(Reason::as_str).or(a.by.map(By::as_str));
+            (a.op.as_str(), describe(a), why.unwrap_or(""))
+        })
         .collect()
 }
 
@@ -241,15 +256,8 @@ fn temp_file_writes_renamed_onto_a_claimed_path_are_the_calls() {
     session.tool_count = 2;
 
     let view = CaptureView::load(&cap.conn, "c.db").unwrap();
-    let bound = [BoundTree {
-        root: view.procs.by_id[&1],
-        evidence: "transcript_write".into(),
-        evidence_count: 1,
-        evidence_path: None,
-        from_mono_ns: MONO0 as u64,
-        to_mono_ns: None,
-    }];
-    let r = correlate(&view, &session, "capture", &bound, Vec::new()).unwrap();
+    let bound = bound_from_start(&view);
+    let r = correlate(&view, &session, SessionSource::Capture, &bound, Vec::new()).unwrap();
 
     let tools = &r.prompts[0].tools;
     let s = |x: &str| x.to_string();
@@ -303,7 +311,7 @@ fn temp_file_writes_renamed_onto_a_claimed_path_are_the_calls() {
             tool_index: 1,
             call_id: Some("toolu_Bash".into()),
             name: "Bash".into(),
-            kind: "exit_code",
+            kind: MismatchKind::ExitCode,
             detail: "exited with status 2, transcript says exit code 3".into(),
         }]
     );
@@ -410,15 +418,8 @@ fn only_activity_inside_the_measured_window_is_attributed() {
     ];
     session.tool_count = 2;
     let view = CaptureView::load(&cap.conn, "c.db").unwrap();
-    let bound = [BoundTree {
-        root: view.procs.by_id[&1],
-        evidence: "transcript_write".into(),
-        evidence_count: 1,
-        evidence_path: None,
-        from_mono_ns: MONO0 as u64,
-        to_mono_ns: None,
-    }];
-    let r = correlate(&view, &session, "capture", &bound, Vec::new()).unwrap();
+    let bound = bound_from_start(&view);
+    let r = correlate(&view, &session, SessionSource::Capture, &bound, Vec::new()).unwrap();
     let s = |x: &str| x.to_string();
     let tools = &r.prompts[0].tools;
     assert_eq!(
@@ -447,12 +448,12 @@ fn only_activity_inside_the_measured_window_is_attributed() {
         (
             r.clock.skew_ms,
             r.clock.tolerance_ms,
-            r.clock.tolerance_basis
+            r.clock.tolerance_basis.as_str()
         ),
         (0, 1, "measured skew + 1 ms")
     );
     assert_eq!(
-        window_tolerance(&[]),
+        (window_tolerance(&[]).0, window_tolerance(&[]).1.as_str()),
         (100, "default (no argv match to measure the skew)")
     );
     assert_eq!(window_tolerance(&[-300, 40]).0, 301);

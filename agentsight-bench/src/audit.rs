@@ -1,13 +1,17 @@
 //! Findings for `cargo xtask bench audit`: turns library reads of the
-//! synthetic 1M-event correlate capture (`correlate::bench::synthesize`)
+//! synthetic 1M-event correlate capture (`correlate::synthesize`)
 //! into writes outside the allowed roots, so the event count stays the same
 //! and exactly `n` findings appear.
 
 use std::path::Path;
 
+use anyhow::Context;
 use rusqlite::{Connection, params};
 
-use crate::store::StoreError;
+use agentsight::{
+    audit::{self, Policy, Strategy},
+    store::{Capture, StoreError},
+};
 
 /// Where the injected findings go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,4 +95,28 @@ pub fn inject_findings(path: &Path, n: u64, layout: Layout) -> Result<u64, Store
     drop(st);
     conn.execute_batch("COMMIT").map_err(&e)?;
     Ok(chosen.len() as u64)
+}
+
+/// Audits `db` under `policy` the way the audit worked before (two queries
+/// per finding occurrence and chain entry, every finding kept): the
+/// baseline `bench audit` times; the JSON report goes to `output` or stdout.
+pub fn baseline(
+    db: &Path,
+    policy: &Path,
+    output: Option<std::path::PathBuf>,
+) -> anyhow::Result<()> {
+    let policy = Policy::load(policy)?;
+    let cap = Capture::open(db)?;
+    let report = audit::audit_with(&cap, &policy, Strategy::PerFindingQueries)?;
+    let mut json = serde_json::to_string_pretty(&audit::render::json(&report))?;
+    json.push('\n');
+    match output {
+        Some(p) => std::fs::write(&p, json).with_context(|| format!("write {}", p.display())),
+        None => {
+            use std::io::Write as _;
+            std::io::stdout()
+                .write_all(json.as_bytes())
+                .context("write to stdout")
+        }
+    }
 }

@@ -1,0 +1,95 @@
+//! `unexplained-activity` and `claims-mismatch`: the flags correlate
+//! stored for the capture's sessions, as findings.
+
+use super::{Rules, note, plain};
+use crate::audit::{
+    AuditError,
+    context::{CorrRow, Ctx, Ev, argv_of, load_event},
+    fold::{Collector, Pending},
+    report::{Access, FindingKind, Role},
+};
+
+/// Correlate-derived rules: `observed_not_claimed` rows are unexplained
+/// activity; `claimed_not_observed` and `mismatch` rows are claims mismatches.
+pub(in crate::audit) fn correlated(
+    ctx: &Ctx,
+    rules: &Rules,
+    correlations: bool,
+    rows: &[CorrRow],
+    out: &mut Collector,
+) -> Result<(), AuditError> {
+    let (unexplained, claims) = (&rules.unexplained, &rules.claims);
+    if (unexplained.enabled || claims.enabled) && !correlations {
+        note(
+            out,
+            rules,
+            "the capture holds no session bindings or correlations: unexplained-activity and claims-mismatch were not checked".into(),
+        );
+    }
+    for row in rows {
+        let meta = match row.tool.role {
+            Role::ObservedNotClaimed if unexplained.enabled => unexplained,
+            Role::ClaimedNotObserved | Role::Mismatch if claims.enabled => claims,
+            _ => continue,
+        };
+        let ev = match row.event_id {
+            Some(id) => load_event(ctx.cap, id)?,
+            None => None,
+        };
+        let what = row.tool.reason.clone().unwrap_or_default();
+        let message = match row.tool.role {
+            Role::ObservedNotClaimed => format!(
+                "activity no tool call explains: {}",
+                ev.as_ref().map(describe).unwrap_or_else(|| what.clone())
+            ),
+            Role::ClaimedNotObserved => format!(
+                "tool call #{} claimed but not observed: {what}",
+                row.tool.tool_index.unwrap_or(-1)
+            ),
+            _ => format!(
+                "tool call #{} outcome does not match: {what}",
+                row.tool.tool_index.unwrap_or(-1)
+            ),
+        };
+        let mut p = match &ev {
+            Some(ev) => {
+                let mut p = ctx.base(ev, meta, message, Access::Event(ev.kind.clone()));
+                let f = &mut p.finding;
+                f.path = ev.path.clone();
+                f.addr = ev.addr.clone();
+                f.port = ev.port.and_then(|p| u16::try_from(p).ok());
+                f.argv = ev.argv.as_deref().map(|a| argv_of(Some(a)));
+                p
+            }
+            None => {
+                let mut f = plain(
+                    &meta.id,
+                    meta.severity,
+                    FindingKind::Correlation(row.tool.role),
+                    message,
+                );
+                f.process = ctx.process_info(row.process_id, None);
+                Pending {
+                    finding: f,
+                    process: None,
+                    tcp: None,
+                }
+            }
+        };
+        p.finding.session = Some(row.tool.clone());
+        p.finding.evidence.detail = row.tool.reason.clone();
+        ctx.prepare(&mut p)?;
+        out.add(p, ev.as_ref());
+    }
+    Ok(())
+}
+
+fn describe(ev: &Ev) -> String {
+    if let Some(p) = &ev.path {
+        format!("{} {p}", ev.kind)
+    } else if let Some(a) = &ev.addr {
+        format!("{} {a}:{}", ev.kind, ev.port.unwrap_or(0))
+    } else {
+        format!("{} {}", ev.kind, argv_of(ev.argv.as_deref()).join(" "))
+    }
+}

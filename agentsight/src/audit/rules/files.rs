@@ -1,0 +1,126 @@
+//! `denied-path` and `write-outside-allowed`: each file syscall's
+//! accesses (by the path asked for and the file the kernel opened, and by
+//! inode for denied files under another name).
+
+use super::paths::PathSets;
+use crate::audit::{
+    AuditError,
+    context::{Ctx, Ev},
+    fold::Collector,
+    policy::Policy,
+    report::Access,
+};
+
+/// File syscalls: (access, path) pairs; a rename deletes its old name and
+/// writes its new one. An open is judged by the path the process asked for
+/// and, when it names another file (a symlink, a bind mount,
+/// `/proc/self/fd/N`), by the file the kernel opened too: a path trick
+/// never hides a read of a denied file nor a write outside the roots.
+fn accesses(ev: &Ev) -> Vec<(Access, &str)> {
+    let mut acc: Vec<(Access, &str)> = Vec::new();
+    let p = ev.path.as_deref();
+    match ev.kind.as_str() {
+        "open" | "openat" | "openat2" | "creat" => {
+            let fl = ev.flags.as_deref().unwrap_or("write");
+            let writes = fl
+                .split(',')
+                .any(|f| matches!(f, "write" | "create" | "truncate" | "append"));
+            let access = if writes { Access::Write } else { Access::Read };
+            if let Some(p) = p {
+                acc.push((access.clone(), p));
+            }
+            if let Some(real) = ev.real_path.as_deref()
+                && Some(real) != p
+                && real.starts_with('/')
+            {
+                acc.push((access, real));
+            }
+        }
+        "unlink" | "unlinkat" | "rmdir" => acc.extend(p.map(|p| (Access::Delete, p))),
+        "rename" | "renameat" | "renameat2" => {
+            acc.extend(ev.old_path.as_deref().map(|p| (Access::Delete, p)));
+            acc.extend(p.map(|p| (Access::Write, p)));
+        }
+        _ => acc.extend(p.map(|p| (Access::Write, p))),
+    }
+    acc
+}
+
+pub(in crate::audit) fn file_event(
+    ctx: &Ctx,
+    policy: &Policy,
+    sets: &PathSets,
+    ev: &Ev,
+    out: &mut Collector,
+) -> Result<(), AuditError> {
+    let (w, d) = (&policy.writes, &policy.denied_paths);
+    let failed = ev.result.is_some_and(|r| r < 0);
+    let mut denied_found = false;
+    let accessed = accesses(ev);
+    for (access, path) in &accessed {
+        let path: &str = path;
+        // A cut path cannot be judged as a whole; `…` marks it.
+        if !path.starts_with('/') {
+            continue;
+        }
+        // Nothing was there to read or change.
+        if failed && ev.errno.as_deref() == Some("ENOENT") {
+            continue;
+        }
+        let is_write = *access != Access::Read;
+        let verb = if failed { "attempted " } else { "" };
+        if d.meta.enabled && (!failed || d.include_failed) {
+            let hit = if is_write {
+                sets.deny_write.first_match(path)
+            } else {
+                sets.deny_read.first_match(path)
+            };
+            if let Some(m) = hit {
+                let message = format!("{verb}{access} of denied path {path}");
+                let mut p = ctx.base(ev, &d.meta, message, access.clone());
+                p.finding.path = Some(path.to_string());
+                p.finding.evidence.matched = Some(m.to_string());
+                ctx.prepare(&mut p)?;
+                out.add(p, Some(ev));
+                denied_found = true;
+                continue;
+            }
+        }
+        if is_write
+            && w.meta.enabled
+            && (!failed || w.include_failed)
+            && !sets.write_allowed(ev, path)
+        {
+            let message = format!("{verb}{access} outside the allowed roots: {path}");
+            let mut p = ctx.base(ev, &w.meta, message, access.clone());
+            p.finding.path = Some(path.to_string());
+            ctx.prepare(&mut p)?;
+            out.add(p, Some(ev));
+        }
+    }
+    // The same file as a denied one under another name (a hard link): known
+    // by the (device, inode) `record --audit` noted when recording started.
+    if !denied_found
+        && !failed
+        && d.meta.enabled
+        && let (Some(dev), Some(ino)) = (ev.dev, ev.ino)
+        && let Some(df) = sets.denied_inodes.get(&(dev, ino))
+        && let Some((access, path)) = accessed.first()
+        && (if *access == Access::Read {
+            df.read
+        } else {
+            df.write
+        })
+    {
+        let message = format!(
+            "{access} of denied path {} through {path} (the same file: device {dev}, inode {ino})",
+            df.path
+        );
+        let mut p = ctx.base(ev, &d.meta, message, access.clone());
+        p.finding.path = Some(df.path.clone());
+        p.finding.evidence.matched = Some(format!("{} (by inode)", df.path));
+        ctx.prepare(&mut p)?;
+        out.add(p, Some(ev));
+    }
+    Ok(())
+}

@@ -1,0 +1,285 @@
+//! Phase 4, attribution: argv matches (which measure the clock skew and so
+//! the calls' own windows), the agent's own processes, each process's owning
+//! call, then each activity's call and reason — or agent bookkeeping, or
+//! unclaimed.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use super::{
+    ARGV_SEARCH_MS,
+    calls::{Call, claiming_call, window_call},
+    report::{Activity, By, Op, Reason},
+    shell,
+    view::BoundTree,
+};
+use crate::{
+    matching::{Anchors, ProcTable},
+    sessions::AgentSession,
+};
+
+/// The argv matches: the first exec of each process that runs a call's
+/// command inside the call's argv search window.
+pub(super) struct ArgvMatches {
+    /// Each process's first exec (mono).
+    pub first_exec: HashMap<usize, u64>,
+    /// Process → (call, exec time).
+    pub matched: HashMap<usize, (usize, u64)>,
+}
+
+impl ArgvMatches {
+    pub fn find(acts: &[Activity], calls: &[Call]) -> Self {
+        let mut first_exec: HashMap<usize, u64> = HashMap::new();
+        let mut matched: HashMap<usize, (usize, u64)> = HashMap::new();
+        let mut used_call: Vec<bool> = vec![false; calls.len()];
+        for a in acts.iter().filter(|a| a.op == Op::Exec) {
+            first_exec.entry(a.proc_ix).or_insert(a.mono_ns);
+            if matched.contains_key(&a.proc_ix) {
+                continue;
+            }
+            let Some(argv) = &a.argv else { continue };
+            // Prefer a call not yet matched, then the latest started.
+            let best = calls
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.lo_mono <= a.mono_ns && a.mono_ns <= c.hi_mono)
+                .filter(|(_, c)| {
+                    c.script
+                        .as_deref()
+                        .is_some_and(|s| shell::argv_matches(argv, s).is_some())
+                })
+                .max_by_key(|(ci, c)| (!used_call[*ci], c.start_ms));
+            if let Some((ci, _)) = best {
+                used_call[ci] = true;
+                matched.insert(a.proc_ix, (ci, a.mono_ns));
+            }
+        }
+        ArgvMatches {
+            first_exec,
+            matched,
+        }
+    }
+
+    /// Exec − call start (ms) of every match: the skew samples.
+    pub fn delays(&self, calls: &[Call], anchors: &Anchors) -> Vec<i64> {
+        self.matched
+            .values()
+            .map(|&(ci, at)| anchors.wall_ms(at) - calls[ci].start_ms)
+            .collect()
+    }
+}
+
+/// The agent itself: each tree's root and every process that wrote the
+/// transcript, with its ancestors (a launcher such as Codex's node shim or
+/// Gemini CLI's relaunch parent sits above the writer). These are never
+/// owned by a call's window, or every tool process they start later would
+/// become that call's descendant.
+pub(super) fn agent_processes(
+    bound: &[BoundTree],
+    acts: &[Activity],
+    procs: &ProcTable,
+    session: &AgentSession,
+) -> HashSet<usize> {
+    let transcript_path = session.source_path.display().to_string();
+    let mut roots: HashSet<usize> = bound.iter().map(|b| b.root).collect();
+    for a in acts {
+        if a.op != Op::Exec && a.path.as_deref() == Some(transcript_path.as_str()) {
+            let mut p = Some(a.proc_ix);
+            while let Some(i) = p {
+                if !roots.insert(i) {
+                    break;
+                }
+                p = procs.procs[i].parent;
+            }
+        }
+    }
+    roots
+}
+
+/// Process → (call, how, since when): in start order (parents before
+/// children), a process is its parent's call's descendant, else the call
+/// whose command it runs, else (not the agent's own) the call whose window
+/// its first exec falls in.
+pub(super) fn owners(
+    members: impl Iterator<Item = usize>,
+    procs: &ProcTable,
+    argv: &ArgvMatches,
+    agent: &HashSet<usize>,
+    calls: &[Call],
+) -> HashMap<usize, (usize, Reason, u64)> {
+    let mut order: Vec<usize> = members.collect();
+    order.sort_by_key(|&i| (procs.procs[i].start_mono_ns, i));
+    let mut owner: HashMap<usize, (usize, Reason, u64)> = HashMap::new();
+    for &p in &order {
+        let start = procs.procs[p].start_mono_ns;
+        let parent_owner = procs.procs[p]
+            .parent
+            .and_then(|pp| owner.get(&pp).copied())
+            .filter(|(_, _, since)| start >= *since);
+        if let Some((c, _, _)) = parent_owner {
+            owner.insert(p, (c, Reason::Descendant, start));
+        } else if let Some(&(c, at)) = argv.matched.get(&p) {
+            owner.insert(p, (c, Reason::ArgvMatch, at));
+        } else if !agent.contains(&p)
+            && let Some(&at) = argv.first_exec.get(&p)
+            && let Some(ci) = window_call(calls, at)
+        {
+            owner.insert(p, (ci, Reason::TimeWindow, at));
+        }
+    }
+    owner
+}
+
+/// The directory an agent keeps its own state in, from its transcript path
+/// (`~/.claude`, `~/.codex`, `~/.gemini`, `~/.cursor`).
+fn agent_state_dir(source: &Path) -> Option<PathBuf> {
+    let mut cur = source.parent();
+    while let Some(d) = cur {
+        if d.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| matches!(n, ".claude" | ".codex" | ".gemini" | ".cursor" | "claude"))
+        {
+            return Some(d.to_path_buf());
+        }
+        cur = d.parent();
+    }
+    None
+}
+
+/// Renames onto a path a call names, inside its window, by source path:
+/// (process, rename time, call). A file event on that source path by the
+/// same process before the rename is the call's too (`via_rename`).
+type RenamedOnto = HashMap<String, Vec<(usize, u64, usize)>>;
+
+fn renamed_onto(acts: &[Activity], calls: &[Call]) -> RenamedOnto {
+    let mut out: RenamedOnto = HashMap::new();
+    for a in acts.iter().filter(|a| a.op == Op::Rename) {
+        if let (Some(from), Some(to)) = (a.old_path.as_deref(), a.path.as_deref())
+            && let Some(ci) = claiming_call(calls, a.mono_ns, to, a.op)
+        {
+            out.entry(from.to_string())
+                .or_default()
+                .push((a.proc_ix, a.mono_ns, ci));
+        }
+    }
+    out
+}
+
+/// Where every activity went.
+pub(super) struct Attributed {
+    /// Per call (index into the calls), in time order.
+    pub per_call: Vec<Vec<Activity>>,
+    pub unclaimed: Vec<Activity>,
+    /// (path, op word) → (op, count) of the agent's writes to its own
+    /// state; keyed by the word so the listing is in the order the words sort.
+    pub books: BTreeMap<(String, &'static str), (Op, u64)>,
+}
+
+/// What attribution reads besides the activities.
+pub(super) struct Attribution<'a> {
+    pub calls: &'a [Call],
+    pub owner: &'a HashMap<usize, (usize, Reason, u64)>,
+    pub agent: &'a HashSet<usize>,
+    pub procs: &'a ProcTable,
+    pub session: &'a AgentSession,
+}
+
+impl Attribution<'_> {
+    /// Attributes each activity: to its process's owning call, else to the
+    /// call naming its path (directly or through a rename), else it is the
+    /// agent's bookkeeping or unclaimed (claimed reads no call names are
+    /// dropped).
+    pub fn run(&self, acts: Vec<Activity>) -> Attributed {
+        let calls = self.calls;
+        let renamed = renamed_onto(&acts, calls);
+        let state_dir = agent_state_dir(&self.session.source_path);
+        let transcript = self.session.source_path.display().to_string();
+        let mut out = Attributed {
+            per_call: vec![Vec::new(); calls.len()],
+            unclaimed: Vec::new(),
+            books: BTreeMap::new(),
+        };
+        for mut a in acts {
+            let own = self
+                .owner
+                .get(&a.proc_ix)
+                .copied()
+                .filter(|(_, _, since)| a.mono_ns >= *since);
+            if let Some((ci, how, _)) = own {
+                a.reason = Some(how);
+                if a.op == Op::Exec {
+                    let p = &self.procs.procs[a.proc_ix];
+                    a.exit_code = p.exit_code.or(p.signal.map(|s| 128 + s));
+                }
+                a.late = calls[ci]
+                    .end_ms
+                    .is_some_and(|e| a.wall_ms > e + ARGV_SEARCH_MS);
+                out.per_call[ci].push(a);
+                continue;
+            }
+            if let Some(p) = a.path.as_deref()
+                && let Some(ci) = claiming_call(calls, a.mono_ns, p, a.op)
+            {
+                a.reason = Some(Reason::PathMatch);
+                out.per_call[ci].push(a);
+                continue;
+            }
+            if a.op != Op::Exec
+                && let Some(p) = a.path.as_deref()
+                && let Some(&(_, _, ci)) = renamed.get(p).and_then(|v| {
+                    v.iter().find(|&&(proc_ix, at, ci)| {
+                        proc_ix == a.proc_ix && a.mono_ns <= at && calls[ci].win_lo <= a.mono_ns
+                    })
+                })
+            {
+                a.reason = Some(Reason::ViaRename);
+                out.per_call[ci].push(a);
+                continue;
+            }
+            if a.op == Op::Read {
+                continue;
+            }
+            if let Some(p) = a.path.as_deref()
+                && (p == transcript
+                    || state_dir
+                        .as_deref()
+                        .is_some_and(|d| Path::new(p).starts_with(d)))
+            {
+                out.books
+                    .entry((p.to_string(), a.op.as_str()))
+                    .or_insert((a.op, 0))
+                    .1 += 1;
+                continue;
+            }
+            // The agent's own start (the exec of the tree's root) is not news.
+            if a.op == Op::Exec && self.agent.contains(&a.proc_ix) {
+                continue;
+            }
+            a.by = Some(if self.agent.contains(&a.proc_ix) {
+                By::Runtime
+            } else {
+                By::Child
+            });
+            out.unclaimed.push(a);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_agent_state_dir_is_found_above_the_transcript() {
+        assert_eq!(
+            agent_state_dir(Path::new("/h/.claude/projects/-w/s1.jsonl")),
+            Some(PathBuf::from("/h/.claude"))
+        );
+        assert_eq!(
+            agent_state_dir(Path::new("/h/.codex/sessions/2026/01/02/r.jsonl")),
+            Some(PathBuf::from("/h/.codex"))
+        );
+        assert_eq!(agent_state_dir(Path::new("/tmp/s.jsonl")), None);
+    }
+}
