@@ -12,13 +12,12 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, Statement, params};
 
 use agentsight::{
-    bench::{CAPTURE_INDEXES, create_capture},
     correlate::{ARGV_SEARCH_MS, shell},
     sessions::{
         AgentSession, PathAccess, Prompt, Provider, ToolCategory, ToolEvent, ToolPath, ToolStatus,
     },
     store::{
-        StoreError,
+        CaptureRw, StoreError,
         sessions::{self as stored, BindingRow, TreeRow},
     },
 };
@@ -143,12 +142,13 @@ struct Synth<'c> {
 /// Writes a capture of about `events` events with `calls` tool calls;
 /// returns the number of events written.
 pub fn synthesize(path: &Path, events: u64, calls: usize) -> Result<u64, StoreError> {
-    let conn = create_capture(path)?;
+    let cap = CaptureRw::create(path)?;
+    let conn = cap.conn();
     let e = qe(path);
     conn.execute_batch("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; BEGIN")
         .map_err(&e)?;
     let duration = calls as i64 * CALL_GAP_NS + CALL_GAP_NS;
-    write_anchors(&conn, duration).map_err(&e)?;
+    write_anchors(conn, duration).map_err(&e)?;
     let transcript = format!("{HOME}/.claude/projects/-home-dev-proj/{SESSION_ID}.jsonl");
     let mut session = AgentSession::new(
         Provider::Claude,
@@ -159,7 +159,7 @@ pub fn synthesize(path: &Path, events: u64, calls: usize) -> Result<u64, StoreEr
     session.start_ms = Some(WALL0 / 1_000_000);
     session.end_ms = Some((WALL0 + duration) / 1_000_000);
     let mut synth = Synth {
-        w: Writer::new(&conn).map_err(&e)?,
+        w: Writer::new(conn).map_err(&e)?,
         session,
         transcript,
         // Every fifth call is a Write done by the runtime, with no processes.
@@ -194,8 +194,8 @@ pub fn synthesize(path: &Path, events: u64, calls: usize) -> Result<u64, StoreEr
     drop(w);
     session.prompt_count = session.prompts.len();
     session.tool_count = session.tools.len();
-    store_binding(&conn, path, &session, &transcript, calls, duration)?;
-    conn.execute_batch(CAPTURE_INDEXES).map_err(&e)?;
+    store_binding(conn, path, &session, &transcript, calls, duration)?;
+    cap.create_indexes()?;
     conn.execute(
         "INSERT OR REPLACE INTO meta (key, value) VALUES ('complete', 'true')",
         [],

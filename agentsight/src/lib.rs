@@ -23,8 +23,6 @@ macro_rules! sayln {
 }
 
 pub mod audit;
-#[doc(hidden)]
-pub mod bench;
 pub mod capture;
 pub mod cli;
 pub mod clock;

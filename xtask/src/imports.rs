@@ -24,6 +24,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "rawtext",
             "privileges",
             "envreset",
+            "vocabulary",
             "sessions",
             "safefs",
         ],

@@ -375,6 +375,14 @@ impl CaptureRw {
         &self.conn
     }
 
+    /// Creates the readers' indexes, as the writer does when a recording
+    /// finishes (for captures written in one go, such as the benchmarks').
+    pub fn create_indexes(&self) -> Result<(), StoreError> {
+        self.conn
+            .execute_batch(INDEXES)
+            .map_err(|e| self.query_err(e))
+    }
+
     /// Sets a `meta` key (the recorder's usage, added after it finished).
     pub fn put_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
         put_meta(&self.conn, key, value).map_err(|e| self.query_err(e))
