@@ -24,7 +24,7 @@ macro_rules! sayln {
 
 pub mod audit;
 pub mod capture;
-pub mod cli;
+
 pub mod clock;
 pub mod correlate;
 pub mod enrich;

@@ -146,15 +146,16 @@ pub fn split_by_owner(
     }
 }
 
-/// Agents `--agent` knows how to recognise.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum AgentName {
-    Claude,
-    Codex,
-    Gemini,
-    Cursor,
-    /// Any of the above.
-    Auto,
+crate::vocabulary::vocabulary! {
+    /// Agents `--agent` knows how to recognise.
+    AgentName {
+        Claude => "claude",
+        Codex => "codex",
+        Gemini => "gemini",
+        Cursor => "cursor",
+        /// Any of the above.
+        Auto => "auto",
+    }
 }
 
 impl AgentName {

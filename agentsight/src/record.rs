@@ -750,7 +750,7 @@ fn start_meta(
     meta(
         "target_agent",
         opts.agent
-            .map(|a| format!("{a:?}").to_lowercase())
+            .map(|a| a.as_str().to_owned())
             .unwrap_or_default(),
     );
     if let Some(u) = user {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use clap::ValueEnum;
 
-use crate::{
+use agentsight::{
     audit::{self, Policy, Report},
     store::Capture,
 };
@@ -39,7 +39,7 @@ pub struct AuditArgs {
 
 pub fn render(report: &Report, format: AuditFormat) -> Result<String> {
     // Bytes that were not UTF-8 are shown `\xNN` (see rawtext).
-    use crate::rawtext::{escaped, escaped_json};
+    use agentsight::rawtext::{escaped, escaped_json};
     Ok(match format {
         AuditFormat::Text => escaped(&audit::render::text(report)),
         AuditFormat::Json => {
@@ -69,7 +69,7 @@ pub fn emit(report: &Report, format: AuditFormat, output: Option<&Path>) -> Resu
             // As the invoking user (the caller dropped to them under sudo),
             // never through a link, 0600 if new.
             super::UserFile::open(path)?.replace_with(text.as_bytes())?;
-            crate::sayln!("{}", audit::render::summary_line(report));
+            agentsight::sayln!("{}", audit::render::summary_line(report));
         }
         None => super::write_stdout(text.as_bytes())?,
     }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-use crate::{
+use agentsight::{
     correlate::{self, CaptureView, render},
     sessions::{self, AgentSession, DiscoveryOptions},
     store::Capture,
@@ -100,10 +100,10 @@ pub fn run(a: &CorrelateArgs) -> Result<i32> {
     let out = if a.json {
         let mut s = serde_json::to_string_pretty(&report)?;
         s.push('\n');
-        crate::rawtext::escaped_json(&s)
+        agentsight::rawtext::escaped_json(&s)
     } else {
         let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-        crate::rawtext::escaped(&render::text(&report, colour))
+        agentsight::rawtext::escaped(&render::text(&report, colour))
     };
     super::write_stdout(out.as_bytes())?;
     Ok(0)

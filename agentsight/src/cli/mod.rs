@@ -11,7 +11,7 @@ use std::{ffi::OsString, io::IsTerminal, io::Write, path::PathBuf, time::Duratio
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 
-use crate::{
+use agentsight::{
     procinfo::AgentName,
     record::{self, RecordOptions},
     store::Capture,
@@ -68,7 +68,7 @@ pub struct RecordArgs {
     #[arg(long = "pid")]
     pub pids: Vec<u32>,
     /// Track every process of this agent, running now or started later.
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = agent_name())]
     pub agent: Option<AgentName>,
     /// Under sudo, also record other users' processes with --pid/--agent
     /// (by default only the caller's own are; meant for an administrator,
@@ -83,7 +83,7 @@ pub struct RecordArgs {
     /// the command gets only the terminal/locale variables, HOME, USER,
     /// LOGNAME, SHELL and PATH=/usr/local/bin:/usr/bin:/bin.
     #[arg(long = "env", value_name = "NAME[=VALUE]", value_parser = parse_env)]
-    pub env: Vec<crate::envreset::EnvArg>,
+    pub env: Vec<agentsight::envreset::EnvArg>,
     /// Stop after this long, e.g. 30s, 5m, 1h.
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
@@ -173,8 +173,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-fn parse_env(s: &str) -> Result<crate::envreset::EnvArg, String> {
-    crate::envreset::EnvArg::parse(std::ffi::OsStr::new(s)).map_err(|e| e.to_string())
+fn parse_env(s: &str) -> Result<agentsight::envreset::EnvArg, String> {
+    agentsight::envreset::EnvArg::parse(std::ffi::OsStr::new(s)).map_err(|e| e.to_string())
 }
 
 /// `N`, `NK`, `NM`, `NG` (powers of 1024) → bytes.
@@ -232,7 +232,7 @@ pub fn main() -> i32 {
             // (the "try --help" hint after it is left out).
             let text = e.render().to_string();
             let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-            crate::sayln!("agentsight: {}", line.trim_start_matches("error: "));
+            agentsight::sayln!("agentsight: {}", line.trim_start_matches("error: "));
             return 2;
         }
         // --help / --version: print and exit 0 (a closed stdout is ignored).
@@ -245,7 +245,7 @@ pub fn main() -> i32 {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            crate::sayln!("agentsight: error: {e:#}");
+            agentsight::sayln!("agentsight: error: {e:#}");
             2
         }
     }
@@ -255,7 +255,7 @@ fn run(cli: Cli) -> Result<i32> {
     // Only `record` needs root. Under sudo every other command runs wholly
     // as the invoking user, so it reads and writes only what they could.
     if !matches!(cli.command, Cmd::Record(_)) {
-        crate::privileges::drop_to_invoking_user()?;
+        agentsight::privileges::drop_to_invoking_user()?;
     }
     // Transcripts are read only from an existing home and only if they are
     // its owner's files; a --home that does not exist is an error.
@@ -267,12 +267,12 @@ fn run(cli: Cli) -> Result<i32> {
     };
     match home {
         Some(Some(h)) => {
-            crate::sessions::discovery::read_home_of_owner(Some(h))
+            agentsight::sessions::discovery::read_home_of_owner(Some(h))
                 .map_err(|e| anyhow::anyhow!("--home: {e}"))?;
         }
         Some(None) => {
             // The default home: when there is none, discovery says so itself.
-            let _ = crate::sessions::discovery::read_home_of_owner(None);
+            let _ = agentsight::sessions::discovery::read_home_of_owner(None);
         }
         None => {}
     }
@@ -287,7 +287,7 @@ fn run(cli: Cli) -> Result<i32> {
             let cap = Capture::open(&a.db)?;
             say_note(&cap);
             // Bytes that were not UTF-8 are shown `\xNN` (see rawtext).
-            let text = crate::rawtext::escaped(&views::show::summary(&cap)?);
+            let text = agentsight::rawtext::escaped(&views::show::summary(&cap)?);
             write_stdout(text.as_bytes())?;
             Ok(0)
         }
@@ -295,7 +295,7 @@ fn run(cli: Cli) -> Result<i32> {
             let cap = Capture::open(&a.db)?;
             say_note(&cap);
             if cap.meta("complete")?.as_deref() != Some("true") {
-                crate::say!(
+                agentsight::say!(
                     "agentsight: warning: {} is incomplete; loss {}\n",
                     a.db.display(),
                     views::show::unknown_after(&cap)?
@@ -319,10 +319,17 @@ fn run(cli: Cli) -> Result<i32> {
     }
 }
 
+/// `--agent`'s words, from the library's vocabulary.
+fn agent_name() -> impl clap::builder::TypedValueParser<Value = AgentName> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(AgentName::ALL.iter().map(|a| a.as_str()))
+        .try_map(|s| AgentName::from_word(&s).ok_or_else(|| format!("unknown agent {s}")))
+}
+
 /// Tells the reader once how a capture that was not closed cleanly was read.
 pub(crate) fn say_note(cap: &Capture) {
     if let Some(n) = &cap.note {
-        crate::sayln!("agentsight: note: {n}");
+        agentsight::sayln!("agentsight: note: {n}");
     }
 }
 
@@ -339,8 +346,8 @@ fn write_stdout(bytes: &[u8]) -> Result<()> {
 fn say_notice(n: &record::Notice, quiet: bool, tty: bool) {
     use record::Notice;
     match n {
-        Notice::Warning(w) if !quiet => crate::sayln!("agentsight: warning: {w}"),
-        Notice::SkippedOtherUsers(count) if !quiet => crate::sayln!(
+        Notice::Warning(w) if !quiet => agentsight::sayln!("agentsight: warning: {w}"),
+        Notice::SkippedOtherUsers(count) if !quiet => agentsight::sayln!(
             "agentsight: skipped {count} process(es) of other users so far (under sudo only yours are recorded; --all-users records them)"
         ),
         Notice::Status {
@@ -348,12 +355,12 @@ fn say_notice(n: &record::Notice, quiet: bool, tty: bool) {
             processes,
             events_per_s,
             lost,
-        } if tty => crate::say!(
+        } if tty => agentsight::say!(
             "\r\x1b[Kagentsight: recording {} | {processes} processes | {events_per_s:.0} events/s | lost {lost}",
             record::fmt_elapsed(*elapsed)
         ),
-        Notice::Stopped if tty => crate::say!("\r\x1b[K"),
-        Notice::CleanupFailed(w) => crate::sayln!("agentsight: warning: {w}"),
+        Notice::Stopped if tty => agentsight::say!("\r\x1b[K"),
+        Notice::CleanupFailed(w) => agentsight::sayln!("agentsight: warning: {w}"),
         _ => {}
     }
 }
@@ -361,18 +368,20 @@ fn say_notice(n: &record::Notice, quiet: bool, tty: bool) {
 /// `record --audit`: the (device, inode) of the denied files that exist as
 /// recording starts, as meta `denied_inodes` (an open of the same file under
 /// another name, a hard link, is then a finding).
-fn denied_inodes_now(policy: &crate::audit::Policy, user: Option<&str>) -> Result<String> {
-    let home = policy
-        .home
-        .clone()
-        .or_else(|| crate::privileges::target_user(user).ok().map(|u| u.home));
+fn denied_inodes_now(policy: &agentsight::audit::Policy, user: Option<&str>) -> Result<String> {
+    let home = policy.home.clone().or_else(|| {
+        agentsight::privileges::target_user(user)
+            .ok()
+            .map(|u| u.home)
+    });
     let workspace = policy.workspace.clone().or_else(|| {
         std::env::current_dir()
             .ok()
             .map(|d| d.display().to_string())
     });
-    let files = crate::audit::inodes::denied_files(policy, home.as_deref(), workspace.as_deref())
-        .context("noting the denied files' inodes")?;
+    let files =
+        agentsight::audit::inodes::denied_files(policy, home.as_deref(), workspace.as_deref())
+            .context("noting the denied files' inodes")?;
     Ok(serde_json::to_string(&files)?)
 }
 
@@ -384,16 +393,16 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
     let policy = a
         .audit
         .as_deref()
-        .map(crate::audit::Policy::load)
+        .map(agentsight::audit::Policy::load)
         .transpose()?;
     // The report file too is the user's and is opened now, before anything
     // is loaded: a path the user could not write fails here.
-    let creds = crate::privileges::FileCreds::invoking_user();
+    let creds = agentsight::privileges::FileCreds::invoking_user();
     // The denied files are looked up as the user, like everything read on
     // their behalf.
     let start_meta = match &policy {
         Some(p) => {
-            let _as_user = crate::privileges::AsUser::maybe(creds.as_ref())?;
+            let _as_user = agentsight::privileges::AsUser::maybe(creds.as_ref())?;
             vec![
                 (
                     "denied_inodes".to_string(),
@@ -401,7 +410,7 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
                 ),
                 (
                     "denied_exe_inodes".to_string(),
-                    serde_json::to_string(&crate::audit::inodes::denied_executables(p))?,
+                    serde_json::to_string(&agentsight::audit::inodes::denied_executables(p))?,
                 ),
             ]
         }
@@ -409,7 +418,7 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
     };
     let mut audit_out = match &a.audit_output {
         Some(p) => {
-            let _as_user = crate::privileges::AsUser::maybe(creds.as_ref())?;
+            let _as_user = agentsight::privileges::AsUser::maybe(creds.as_ref())?;
             Some(UserFile::open(p)?)
         }
         None => None,
@@ -436,17 +445,17 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         Ok(o) => o,
         Err(e) => {
             if let Some(f) = audit_out.take() {
-                let _as_user = crate::privileges::AsUser::maybe(creds.as_ref())?;
+                let _as_user = agentsight::privileges::AsUser::maybe(creds.as_ref())?;
                 f.abandon();
             }
             return Err(e.into());
         }
     };
     if !quiet {
-        crate::say!("{}", record::summary_text(&outcome));
+        agentsight::say!("{}", record::summary_text(&outcome));
     } else if let Some(e) = &outcome.store_error {
         // Quiet silences the summary, never a failure to store.
-        crate::sayln!(
+        agentsight::sayln!(
             "agentsight: storing stopped early: {e} (what was written before stays readable)"
         );
     }
@@ -456,17 +465,17 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
     let status = outcome.command_status.unwrap_or(0);
     if let Some(policy) = &policy {
         let report = {
-            let _as_user = crate::privileges::AsUser::maybe(creds.as_ref())?;
+            let _as_user = agentsight::privileges::AsUser::maybe(creds.as_ref())?;
             audit::audit_capture(&opts.output, policy)?
         };
         let text = audit::render(&report, a.audit_format)?;
         // stdout belongs to the recorded command; the findings go to stderr.
         match audit_out.take() {
             Some(f) => f.replace_with(text.as_bytes())?,
-            None => crate::say!("{text}"),
+            None => agentsight::say!("{text}"),
         }
         if a.audit_output.is_some() || !matches!(a.audit_format, audit::AuditFormat::Text) {
-            crate::sayln!("{}", crate::audit::render::summary_line(&report));
+            agentsight::sayln!("{}", agentsight::audit::render::summary_line(&report));
         }
         if status == 0 && !report.passed() {
             return Ok(1);
@@ -512,7 +521,7 @@ impl UserFile {
             bail!(
                 "{}: is {}, not a regular file",
                 path.display(),
-                crate::safefs::kind_of(&m.file_type())
+                agentsight::safefs::kind_of(&m.file_type())
             );
         }
         Ok(Self {

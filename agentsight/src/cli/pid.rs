@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use crate::views::pid::{PidQuery, lookup};
+use agentsight::views::pid::{PidQuery, lookup};
 
 /// Which agent session a running process belongs to, with the evidence.
 #[derive(clap::Args, Debug, Clone)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use crate::sessions::{
+use agentsight::sessions::{
     self, AgentSession, DiscoveryOptions, Provider, SessionIndex, SessionSummary, TokenUsage,
     ToolStatus, format_ts,
 };
@@ -67,7 +67,7 @@ pub fn run_sessions(args: &SessionsArgs) -> anyhow::Result<()> {
         .list()
         .context("discovering agent sessions")?;
     for n in &listing.notes {
-        crate::sayln!("note: {n}");
+        agentsight::sayln!("note: {n}");
     }
     let out = std::io::stdout();
     let mut w = std::io::BufWriter::new(out.lock());
@@ -421,7 +421,7 @@ fn write_bounds_and_notes(w: &mut impl Write, s: &AgentSession) -> std::io::Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sessions::{ToolCategory, ToolEvent};
+    use agentsight::sessions::{ToolCategory, ToolEvent};
 
     fn shell(status: ToolStatus, exit_code: Option<i32>, command: &str) -> ToolEvent {
         ToolEvent {
