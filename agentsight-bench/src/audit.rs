@@ -6,11 +6,11 @@
 use std::path::Path;
 
 use anyhow::Context;
-use rusqlite::{Connection, params};
+use rusqlite::params;
 
 use agentsight::{
     audit::{self, Policy, Strategy},
-    store::{Capture, StoreError},
+    store::{Capture, CaptureRw, StoreError},
 };
 
 /// Where the injected findings go.
@@ -37,7 +37,8 @@ fn qe(path: &Path) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
 /// under `/srv/out/dK/` (100 directories); returns how many were rewritten.
 pub fn inject_findings(path: &Path, n: u64, layout: Layout) -> Result<u64, StoreError> {
     let e = qe(path);
-    let conn = Connection::open(path).map_err(&e)?;
+    let cap = CaptureRw::open(path)?;
+    let conn = cap.conn();
     conn.execute_batch("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; BEGIN")
         .map_err(&e)?;
     let ids: Vec<i64> = {

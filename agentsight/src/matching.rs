@@ -26,6 +26,7 @@ use rusqlite::Connection;
 use serde::Serialize;
 
 use crate::{
+    clock::Anchors,
     sessions::{self, Provider},
     store::read,
 };
@@ -130,8 +131,6 @@ impl ProcTable {
         })
     }
 }
-
-pub use crate::clock::Anchors;
 
 /// A session identity: provider and id.
 pub type SessionKey = (Provider, String);

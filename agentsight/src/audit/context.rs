@@ -151,38 +151,24 @@ fn tmpdirs_of(cap: &Capture) -> Result<Vec<String>, AuditError> {
 /// The processes table (for argv chains) and the root's cwd: the one
 /// place audit loads processes.
 fn load_processes(cap: &Capture) -> Result<(HashMap<i64, Proc>, Option<String>), AuditError> {
-    let mut procs = HashMap::new();
-    let mut root_cwd: Option<String> = None;
-    let mut st = cap
-        .conn
-        .prepare("SELECT id, pid, parent_id, argv, origin, cwd FROM processes ORDER BY id")
-        .map_err(|e| q(cap, e))?;
-    let rows = st
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, Option<i64>>(2)?,
-                r.get::<_, Option<String>>(3)?,
-                r.get::<_, String>(4)?,
-                r.get::<_, Option<String>>(5)?,
-            ))
+    let rows = cap.processes().map_err(AuditError::Store)?;
+    // The command `record` started; its cwd is the default workspace.
+    let root_cwd = rows
+        .iter()
+        .filter(|p| p.origin == "root" && p.cwd.is_some())
+        .min_by_key(|p| p.id)
+        .and_then(|p| p.cwd.clone());
+    let procs = rows
+        .into_iter()
+        .map(|p| {
+            let proc = Proc {
+                pid: p.pid,
+                parent_id: p.parent_id,
+                argv: p.argv,
+            };
+            (p.id, proc)
         })
-        .map_err(|e| q(cap, e))?;
-    for row in rows {
-        let (id, pid, parent_id, argv, origin, cwd) = row.map_err(|e| q(cap, e))?;
-        if origin == "root" && root_cwd.is_none() {
-            root_cwd = cwd;
-        }
-        procs.insert(
-            id,
-            Proc {
-                pid,
-                parent_id,
-                argv: argv_of(argv.as_deref()),
-            },
-        );
-    }
+        .collect();
     Ok((procs, root_cwd))
 }
 

@@ -4,19 +4,11 @@
 use serde::Serialize;
 
 use super::{fold::Folded, policy::Severity};
-use crate::vocabulary::{as_word, vocabulary};
+use crate::vocabulary::as_word;
 
-vocabulary! {
-    /// What a correlation row of the capture says of its event or call
-    /// (`correlations.role`, written by `correlate::store_all`).
-    Role {
-        /// Activity attributed to a tool call.
-        Attributed => "attributed",
-        ObservedNotClaimed => "observed_not_claimed",
-        ClaimedNotObserved => "claimed_not_observed",
-        Mismatch => "mismatch",
-    }
-}
+/// What a correlation row of the capture says of its event or call (the
+/// store's vocabulary: it owns the `correlations` table).
+pub use crate::store::sessions::Role;
 
 /// What a finding is about: the event kind it was judged on, or what a
 /// finding without an event stands for.

@@ -13,10 +13,7 @@ use super::{
     shell,
     view::BoundTree,
 };
-use crate::{
-    matching::{Anchors, ProcTable},
-    sessions::AgentSession,
-};
+use crate::{clock::Anchors, matching::ProcTable, sessions::AgentSession};
 
 /// The argv matches: the first exec of each process that runs a call's
 /// command inside the call's argv search window.

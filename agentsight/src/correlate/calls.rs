@@ -7,7 +7,7 @@ use std::path::{Component, PathBuf};
 
 use super::{ARGV_SEARCH_MS, report::Op, shell};
 use crate::{
-    matching::Anchors,
+    clock::Anchors,
     sessions::{AgentSession, PathAccess, ToolCategory},
 };
 

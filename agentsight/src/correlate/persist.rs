@@ -6,7 +6,7 @@ use rusqlite::Connection;
 use super::{CorrelateError, Report, SessionSource, correlate, view::CaptureView};
 use crate::{
     sessions::AgentSession,
-    store::sessions::{self as stored, CorrelationRow},
+    store::sessions::{self as stored, CorrelationRow, Role},
 };
 
 /// Computes and stores correlation rows for every stored session of a
@@ -47,7 +47,7 @@ fn rows_of(row: i64, report: &Report, out: &mut Vec<CorrelationRow>) {
                     call_id: t.call_id.clone(),
                     event_id: Some(a.event_id),
                     process_id: Some(a.process_id),
-                    role: "attributed",
+                    role: Role::Attributed,
                     reason: a.reason.map(|r| r.as_str().to_string()),
                     late: a.late,
                 });
@@ -61,7 +61,7 @@ fn rows_of(row: i64, report: &Report, out: &mut Vec<CorrelationRow>) {
             call_id: None,
             event_id: Some(a.event_id),
             process_id: Some(a.process_id),
-            role: "observed_not_claimed",
+            role: Role::ObservedNotClaimed,
             reason: a.by.map(|b| b.as_str().to_string()),
             late: false,
         });
@@ -73,7 +73,7 @@ fn rows_of(row: i64, report: &Report, out: &mut Vec<CorrelationRow>) {
             call_id: c.call_id.clone(),
             event_id: None,
             process_id: None,
-            role: "claimed_not_observed",
+            role: Role::ClaimedNotObserved,
             reason: Some(c.detail.clone()),
             late: false,
         });
@@ -85,7 +85,7 @@ fn rows_of(row: i64, report: &Report, out: &mut Vec<CorrelationRow>) {
             call_id: m.call_id.clone(),
             event_id: None,
             process_id: None,
-            role: "mismatch",
+            role: Role::Mismatch,
             reason: Some(format!("{}: {}", m.kind, m.detail)),
             late: false,
         });

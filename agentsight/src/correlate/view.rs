@@ -9,7 +9,8 @@ use super::{
     report::{TreeInfo, TreeStatus},
 };
 use crate::{
-    matching::{self, Anchors, ProcTable},
+    clock::Anchors,
+    matching::{self, ProcTable},
     sessions::AgentSession,
 };
 

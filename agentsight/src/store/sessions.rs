@@ -110,6 +110,18 @@ pub struct BindingRow {
     pub to_mono_ns: Option<i64>,
 }
 
+crate::vocabulary::vocabulary! {
+    /// What a correlation row says of its event or call (`correlations.role`,
+    /// written by `correlate::store_all`, read by `audit`).
+    Role {
+        /// Activity attributed to a tool call.
+        Attributed => "attributed",
+        ObservedNotClaimed => "observed_not_claimed",
+        ClaimedNotObserved => "claimed_not_observed",
+        Mismatch => "mismatch",
+    }
+}
+
 /// One correlation row to store.
 #[derive(Debug, Clone)]
 pub struct CorrelationRow {
@@ -118,7 +130,7 @@ pub struct CorrelationRow {
     pub call_id: Option<String>,
     pub event_id: Option<i64>,
     pub process_id: Option<i64>,
-    pub role: &'static str,
+    pub role: Role,
     pub reason: Option<String>,
     pub late: bool,
 }
@@ -268,7 +280,7 @@ pub fn insert_correlations(
             r.call_id,
             r.event_id,
             r.process_id,
-            r.role,
+            r.role.as_str(),
             r.reason,
             r.late
         ])
