@@ -1,7 +1,8 @@
 //! Native sessions: discovery and parsing of agent transcripts into one model.
 //!
 //! Claude Code, Codex CLI, Gemini CLI and Cursor each write their own
-//! transcript format (see `shared/docs/native-formats.md`). This crate finds
+//! transcript format (each parser module describes the records it reads, and
+//! `fixtures/sessions/` holds examples). This crate finds
 //! those files under provider-owned roots ([`discovery`]) and parses any of
 //! them into one intermediate representation, [`AgentSession`].
 //!
