@@ -128,54 +128,88 @@ pub struct EventRecord {
     pub real_path: Option<String>,
 }
 
-/// Events of `kinds` with `mono_ns` in `from..=to`, by time then id, each
-/// handed to `visit` as it is read (a window of a large capture is never
-/// held whole); `visit` returns false to stop.
+/// Which events [`events_in_window`] hands out.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EventFilter<'a> {
+    /// Only these `events.kind`s.
+    pub kinds: &'a [&'a str],
+    /// Plain reads (opens without a write, create or trunc flag) of paths
+    /// under these prefixes are left out by the query itself: library and
+    /// pseudo-file reads are most of a capture.
+    pub skip_reads_under: &'a [&'a str],
+}
+
+/// The SQL and parameters of [`events_in_window`] (parameters bound, never
+/// spliced into the text).
+fn window_query(filter: &EventFilter) -> String {
+    let n = filter.kinds.len();
+    let kinds: Vec<String> = (0..n).map(|i| format!("?{}", i + 3)).collect();
+    let skip = if filter.skip_reads_under.is_empty() {
+        String::new()
+    } else {
+        let under: Vec<String> = (0..filter.skip_reads_under.len())
+            .map(|i| format!("path LIKE ?{} || '%'", i + 3 + n))
+            .collect();
+        format!(
+            "AND NOT (kind IN ('open','openat','openat2') AND flags NOT LIKE '%write%' \
+             AND flags NOT LIKE '%create%' AND flags NOT LIKE '%trunc%' AND ({}))",
+            under.join(" OR ")
+        )
+    };
+    format!(
+        "SELECT id, mono_ns, wall_ns, kind, pid, process_id, comm, argv, path, old_path, flags,
+                result, errno, family, addr, port, real_path
+         FROM events WHERE mono_ns BETWEEN ?1 AND ?2 AND kind IN ({}) {skip} ORDER BY mono_ns, id",
+        kinds.join(", ")
+    )
+}
+
+fn event_record(r: &rusqlite::Row) -> rusqlite::Result<EventRecord> {
+    Ok(EventRecord {
+        id: r.get(0)?,
+        mono_ns: r.get(1)?,
+        wall_ns: r.get(2)?,
+        kind: r.get(3)?,
+        pid: r.get(4)?,
+        process_id: r.get(5)?,
+        comm: r.get(6)?,
+        argv: r.get(7)?,
+        path: r.get(8)?,
+        old_path: r.get(9)?,
+        flags: r.get(10)?,
+        result: r.get(11)?,
+        errno: r.get(12)?,
+        family: r.get(13)?,
+        addr: r.get(14)?,
+        port: r.get(15)?,
+        real_path: r.get(16)?,
+    })
+}
+
+/// Events passing `filter` with `mono_ns` in `from..=to`, by time then id,
+/// each handed to `visit` as it is read (a window of a large capture is
+/// never held whole); `visit` returns false to stop.
 pub fn events_in_window(
     conn: &Connection,
     from_mono_ns: u64,
     to_mono_ns: u64,
-    kinds: &[&str],
+    filter: &EventFilter,
     mut visit: impl FnMut(EventRecord) -> bool,
 ) -> rusqlite::Result<()> {
-    let marks: Vec<String> = (0..kinds.len()).map(|i| format!("?{}", i + 3)).collect();
-    let sql = format!(
-        "SELECT id, mono_ns, wall_ns, kind, pid, process_id, comm, argv, path, old_path, flags,
-                result, errno, family, addr, port, real_path
-         FROM events WHERE mono_ns BETWEEN ?1 AND ?2 AND kind IN ({}) ORDER BY mono_ns, id",
-        marks.join(", ")
-    );
-    let mut st = conn.prepare(&sql)?;
+    let mut st = conn.prepare(&window_query(filter))?;
     let clamp = |v: u64| v.min(i64::MAX as u64) as i64;
-    let mut params: Vec<&dyn rusqlite::ToSql> = Vec::with_capacity(kinds.len() + 2);
     let (lo, hi) = (clamp(from_mono_ns), clamp(to_mono_ns));
-    params.push(&lo);
-    params.push(&hi);
-    for k in kinds {
-        params.push(k);
-    }
+    let mut params: Vec<&dyn rusqlite::ToSql> = vec![&lo, &hi];
+    params.extend(filter.kinds.iter().map(|k| k as &dyn rusqlite::ToSql));
+    params.extend(
+        filter
+            .skip_reads_under
+            .iter()
+            .map(|p| p as &dyn rusqlite::ToSql),
+    );
     let mut rows = st.query(params.as_slice())?;
     while let Some(r) = rows.next()? {
-        let ev = EventRecord {
-            id: r.get(0)?,
-            mono_ns: r.get(1)?,
-            wall_ns: r.get(2)?,
-            kind: r.get(3)?,
-            pid: r.get(4)?,
-            process_id: r.get(5)?,
-            comm: r.get(6)?,
-            argv: r.get(7)?,
-            path: r.get(8)?,
-            old_path: r.get(9)?,
-            flags: r.get(10)?,
-            result: r.get(11)?,
-            errno: r.get(12)?,
-            family: r.get(13)?,
-            addr: r.get(14)?,
-            port: r.get(15)?,
-            real_path: r.get(16)?,
-        };
-        if !visit(ev) {
+        if !visit(event_record(r)?) {
             break;
         }
     }
@@ -248,7 +282,11 @@ mod tests {
     fn a_window_holds_the_kinds_asked_for_between_its_ends() {
         let c = capture();
         let mut seen = Vec::new();
-        events_in_window(&c, 10, 30, &["openat"], |e| {
+        let openat = EventFilter {
+            kinds: &["openat"],
+            ..Default::default()
+        };
+        events_in_window(&c, 10, 30, &openat, |e| {
             seen.push((e.mono_ns, e.wall_ns, e.path));
             true
         })
@@ -261,11 +299,39 @@ mod tests {
             ]
         );
         let mut first = 0;
-        events_in_window(&c, 0, u64::MAX, &["openat", "connect"], |e| {
+        let both = EventFilter {
+            kinds: &["openat", "connect"],
+            ..Default::default()
+        };
+        events_in_window(&c, 0, u64::MAX, &both, |e| {
             first = e.mono_ns;
             false
         })
         .unwrap();
         assert_eq!(first, 10);
+    }
+
+    #[test]
+    fn plain_reads_under_the_skipped_prefixes_are_left_out() {
+        let c = capture();
+        c.execute_batch(
+            "INSERT INTO events (mono_ns, wall_ns, kind, cpu, seq, pid, ppid, uid, gid, comm,
+                 process_id, path, flags, result)
+             VALUES (50, 1050, 'openat', 0, 5, 10, 1, 0, 0, 'sh', 1, '/usr/lib/libc.so', 'read,cloexec', 3),
+                    (60, 1060, 'openat', 0, 6, 10, 1, 0, 0, 'sh', 1, '/usr/local/x', 'write,create', 3),
+                    (70, 1070, 'openat', 0, 7, 10, 1, 0, 0, 'sh', 1, '/work/r', 'read', 3);",
+        )
+        .unwrap();
+        let filter = EventFilter {
+            kinds: &["openat"],
+            skip_reads_under: &["/usr/", "/etc/"],
+        };
+        let mut seen = Vec::new();
+        events_in_window(&c, 50, 70, &filter, |e| {
+            seen.push(e.path.unwrap_or_default());
+            true
+        })
+        .unwrap();
+        assert_eq!(seen, ["/usr/local/x", "/work/r"]);
     }
 }
