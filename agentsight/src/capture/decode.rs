@@ -37,27 +37,15 @@ impl KernelPath {
     }
 }
 
-/// How the kernel's walk of a path ended (`*_status` columns of a walked
-/// path: `cwd_status`, `exe_status`, `real_path_status`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WalkStatus {
-    Complete,
-    TooDeep,
-    NameCut,
-    Detached,
-    ReadFailed,
-}
-
-impl WalkStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Complete => "complete",
-            Self::TooDeep => "too_deep",
-            Self::NameCut => "name_cut",
-            Self::Detached => "detached",
-            Self::ReadFailed => "read_failed",
-        }
+crate::vocabulary::vocabulary! {
+    /// How the kernel's walk of a path ended (`*_status` columns of a walked
+    /// path: `cwd_status`, `exe_status`, `real_path_status`).
+    WalkStatus {
+        Complete => "complete",
+        TooDeep => "too_deep",
+        NameCut => "name_cut",
+        Detached => "detached",
+        ReadFailed => "read_failed",
     }
 }
 

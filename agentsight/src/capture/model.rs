@@ -8,35 +8,22 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
-
 use super::{
     decode::{Detail, Event, EventHeader, IoAggregate, WalkStatus, errno_name},
     syscalls::{FdInfo, FsState, PathStatus, SockAddr, SysRecord},
 };
 
-/// How a process row came to be (`processes.origin`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProcessOrigin {
-    /// The command agentsight started.
-    Root,
-    /// Found in /proc when recording started (`--pid`, `--agent`).
-    Seeded,
-    /// Seen being forked.
-    Fork,
-    /// Events arrived for a pid never seen starting.
-    UnseenStart,
-}
-
-impl ProcessOrigin {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Root => "root",
-            Self::Seeded => "seeded",
-            Self::Fork => "fork",
-            Self::UnseenStart => "unseen_start",
-        }
+crate::vocabulary::vocabulary! {
+    /// How a process row came to be (`processes.origin`).
+    ProcessOrigin {
+        /// The command agentsight started.
+        Root => "root",
+        /// Found in /proc when recording started (`--pid`, `--agent`).
+        Seeded => "seeded",
+        /// Seen being forked.
+        Fork => "fork",
+        /// Events arrived for a pid never seen starting.
+        UnseenStart => "unseen_start",
     }
 }
 
@@ -146,20 +133,11 @@ pub struct EventFields {
     pub tcp_state: Option<TcpOutcome>,
 }
 
-/// Where a connect's TCP socket went (`tcp_state`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TcpOutcome {
-    Established,
-    Closed,
-}
-
-impl TcpOutcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Established => "established",
-            Self::Closed => "closed",
-        }
+crate::vocabulary::vocabulary! {
+    /// Where a connect's TCP socket went (`tcp_state`).
+    TcpOutcome {
+        Established => "established",
+        Closed => "closed",
     }
 }
 

@@ -46,33 +46,20 @@ impl FsState {
     }
 }
 
-/// Whether a path argument was made absolute, or why not.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PathStatus {
-    Resolved,
-    /// Relative, and the process's cwd is not known.
-    CwdUnknown,
-    /// Relative to a dirfd we did not see being made.
-    DirfdUnknown,
-    /// Through an fd (`/proc/self/fd/N`, ftruncate…) we did not see being made.
-    FdUnknown,
-    /// The kernel copy filled its buffer: the path may be longer.
-    Cut,
-    /// The kernel could not read it.
-    Unreadable,
-}
-
-impl PathStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Resolved => "resolved",
-            Self::CwdUnknown => "cwd_unknown",
-            Self::DirfdUnknown => "dirfd_unknown",
-            Self::FdUnknown => "fd_unknown",
-            Self::Cut => "cut",
-            Self::Unreadable => "unreadable",
-        }
+crate::vocabulary::vocabulary! {
+    /// Whether a path argument was made absolute, or why not.
+    PathStatus {
+        Resolved => "resolved",
+        /// Relative, and the process's cwd is not known.
+        CwdUnknown => "cwd_unknown",
+        /// Relative to a dirfd we did not see being made.
+        DirfdUnknown => "dirfd_unknown",
+        /// Through an fd (`/proc/self/fd/N`, ftruncate…) we did not see being made.
+        FdUnknown => "fd_unknown",
+        /// The kernel copy filled its buffer: the path may be longer.
+        Cut => "cut",
+        /// The kernel could not read it.
+        Unreadable => "unreadable",
     }
 }
 
