@@ -184,9 +184,15 @@ impl Bridge {
                 Err(self.error(ErrorCode::Failed, version_mismatch(&self.version, &version)))
             }
             Ok(_) => Err(self.error(ErrorCode::Failed, "wrong answer to bridge/hello")),
+            // The bridge's own refusal already names both versions.
+            Err(w) if w.code == ErrorCode::Failed => Err(self.error(ErrorCode::Failed, w.message)),
+            // A bridge without the handshake is of another version.
             Err(w) => Err(self.error(
                 ErrorCode::Failed,
-                format!("version handshake refused: {}", w.message),
+                format!(
+                    "version handshake refused (host agentsight {}; the container's is another): {}",
+                    self.version, w.message
+                ),
             )),
         }
     }
