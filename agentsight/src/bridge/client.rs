@@ -411,7 +411,7 @@ impl BridgeSet {
     }
 
     /// The merged list: healthy containers' rows sorted by update time,
-    /// newest first, clamped to `limit` (1..=25); failed containers named.
+    /// newest first (ties in configuration order), clamped to `limit` (1..=25); failed containers named.
     pub async fn list(&self, limit: usize) -> FanoutList {
         let limit = limit.clamp(1, MAX_LIST);
         let results = self
@@ -429,13 +429,10 @@ impl BridgeSet {
                 Err(e) => out.failed.push(e),
             }
         }
-        out.sessions.sort_by(|a, b| {
-            b.session
-                .updated_ms
-                .cmp(&a.session.updated_ms)
-                .then_with(|| a.container.cmp(&b.container))
-                .then_with(|| a.session.session_id.cmp(&b.session.session_id))
-        });
+        // Stable: equal times keep each container's own order (discovery's),
+        // containers in configuration order.
+        out.sessions
+            .sort_by(|a, b| b.session.updated_ms.cmp(&a.session.updated_ms));
         out.sessions.truncate(limit);
         out
     }
