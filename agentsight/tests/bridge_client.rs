@@ -187,7 +187,7 @@ async fn a_held_lock_is_a_conflict_within_a_second() {
         })
     );
     assert!(
-        took >= Duration::from_secs(1) && took < Duration::from_millis(1500),
+        took >= Duration::from_secs(1) && took < Duration::from_millis(1800),
         "{took:?}"
     );
     assert_eq!(
@@ -332,7 +332,7 @@ async fn lists_merge_newest_first_and_clamp() {
         })
         .collect();
     // Newest first; equal times keep a's rows (in a's order) before b's.
-    want.sort_by(|x, y| y.session.updated_ms.cmp(&x.session.updated_ms));
+    want.sort_by_key(|s| std::cmp::Reverse(s.session.updated_ms));
     want.truncate(3);
     assert_eq!(got.sessions, want);
     assert_eq!(

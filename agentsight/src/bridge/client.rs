@@ -432,7 +432,7 @@ impl BridgeSet {
         // Stable: equal times keep each container's own order (discovery's),
         // containers in configuration order.
         out.sessions
-            .sort_by(|a, b| b.session.updated_ms.cmp(&a.session.updated_ms));
+            .sort_by_key(|s| std::cmp::Reverse(s.session.updated_ms));
         out.sessions.truncate(limit);
         out
     }
