@@ -21,7 +21,7 @@ pub mod protocol;
 pub mod server;
 pub mod validate;
 
-pub use client::{Bridge, BridgeSet, CallError, ContainerSession, FanoutList};
+pub use client::{Bridge, BridgeSet, CallError, ContainerSession, FanoutList, LookupError};
 pub use identity::{ContainerLookups, Identity, IdentityError, bridge_argv, identity_from_inspect};
 pub use protocol::{ErrorCode, Payload, Request, WireError};
 pub use server::Server;
