@@ -76,6 +76,11 @@ impl Bridge {
         &self.container
     }
 
+    /// The command the bridge child runs.
+    pub fn argv(&self) -> &[OsString] {
+        &self.argv
+    }
+
     fn error(&self, code: ErrorCode, message: impl Into<String>) -> CallError {
         CallError {
             container: self.container.clone(),
