@@ -23,6 +23,7 @@ macro_rules! sayln {
 }
 
 pub mod audit;
+pub mod bridge;
 pub mod capture;
 
 pub mod clock;

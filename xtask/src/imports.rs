@@ -31,6 +31,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("capture", &["capture"]),
     ("live processes", &["procinfo"]),
+    ("container sessions", &["bridge"]),
     ("store", &["store"]),
     ("model", &["matching"]),
     ("views", &["correlate", "audit", "views"]),

@@ -2,6 +2,7 @@
 //! into one clear line on stderr with a meaningful exit status.
 
 pub mod audit;
+pub mod bridge;
 pub mod correlate;
 pub mod pid;
 pub mod sessions;
@@ -51,6 +52,9 @@ pub enum Cmd {
     Pid(pid::PidArgs),
     /// Check a capture against a policy (exit 0 pass, 1 error-level findings, 2 bad input).
     Audit(audit::AuditArgs),
+    /// The in-container side of `--docker-container` (JSON lines on stdin/stdout).
+    #[command(hide = true)]
+    Bridge,
 }
 
 #[derive(Subcommand, Debug)]
@@ -283,6 +287,7 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Correlate(a) => correlate::run(&a),
         Cmd::Pid(a) => pid::run(&a),
         Cmd::Audit(a) => audit::run(&a),
+        Cmd::Bridge => bridge::run(),
         Cmd::Show(a) => {
             let cap = Capture::open(&a.db)?;
             say_note(&cap);
