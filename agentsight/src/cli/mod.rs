@@ -3,6 +3,7 @@
 
 pub mod audit;
 pub mod bridge;
+mod containers;
 pub mod correlate;
 pub mod pid;
 pub mod sessions;
@@ -282,7 +283,7 @@ fn run(cli: Cli) -> Result<i32> {
     }
     match cli.command {
         Cmd::Record(a) => cmd_record(a),
-        Cmd::Sessions(a) => sessions::run_sessions(&a).map(|_| 0),
+        Cmd::Sessions(a) => sessions::run_sessions(&a),
         Cmd::Session(SessionCmd::Show(a)) => sessions::run_session_show(&a).map(|_| 0),
         Cmd::Correlate(a) => correlate::run(&a),
         Cmd::Pid(a) => pid::run(&a),

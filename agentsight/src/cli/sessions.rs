@@ -27,8 +27,12 @@ pub struct SessionsArgs {
     #[arg(long)]
     pub json: bool,
     /// Read this home instead of the invoking user's (env vars then ignored).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "docker_container")]
     pub home: Option<PathBuf>,
+    /// List the sessions inside this running container instead, read there by
+    /// `agentsight bridge` (repeatable; see docs/bridge.md).
+    #[arg(long = "docker-container", value_name = "NAME")]
+    pub docker_container: Vec<String>,
 }
 
 /// Show one session: prompts, tool calls with status and paths, responses,
@@ -41,8 +45,12 @@ pub struct SessionShowArgs {
     #[arg(long)]
     pub json: bool,
     /// Read this home instead of the invoking user's.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "docker_container")]
     pub home: Option<PathBuf>,
+    /// Find the session (exact id) inside these running containers instead
+    /// (repeatable; fails unless exactly one holds it and all answer).
+    #[arg(long = "docker-container", value_name = "NAME")]
+    pub docker_container: Vec<String>,
 }
 
 fn finish_output(r: std::io::Result<()>) -> anyhow::Result<()> {
@@ -53,9 +61,14 @@ fn finish_output(r: std::io::Result<()>) -> anyhow::Result<()> {
     }
 }
 
-pub fn run_sessions(args: &SessionsArgs) -> anyhow::Result<()> {
+/// Exit status: 0; with containers, [`super::containers::PARTIAL_LIST`]
+/// when some failed (each named on stderr) and the rest were listed.
+pub fn run_sessions(args: &SessionsArgs) -> anyhow::Result<i32> {
     if args.limit == 0 {
         bail!("--limit must be at least 1");
+    }
+    if !args.docker_container.is_empty() {
+        return run_container_sessions(args);
     }
     let opts = DiscoveryOptions {
         home: args.home.clone(),
@@ -76,9 +89,51 @@ pub fn run_sessions(args: &SessionsArgs) -> anyhow::Result<()> {
             .map_err(std::io::Error::other)
             .and_then(|_| writeln!(w))
     } else {
-        write_table(&mut w, &listing.sessions)
+        let rows: Vec<Row> = listing.sessions.iter().map(|s| (None, s)).collect();
+        write_table(&mut w, &rows)
     };
-    finish_output(r.and_then(|_| w.flush()))
+    finish_output(r.and_then(|_| w.flush())).map(|_| 0)
+}
+
+/// `sessions --docker-container …`: the containers' sessions merged, newest
+/// first; `--provider` and `--max-age` apply on this side.
+fn run_container_sessions(args: &SessionsArgs) -> anyhow::Result<i32> {
+    let mut listed = super::containers::list(&args.docker_container, args.limit)?;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    listed.sessions.retain(|c| {
+        args.provider.is_none_or(|p| c.session.provider == p)
+            && args
+                .max_age
+                .is_none_or(|a| now_ms - c.session.updated_ms <= a.as_millis() as i64)
+    });
+    for f in &listed.failed {
+        agentsight::sayln!("agentsight: {f}");
+    }
+    if listed.failed.len() == args.docker_container.len() {
+        bail!("no container answered");
+    }
+    let out = std::io::stdout();
+    let mut w = std::io::BufWriter::new(out.lock());
+    let r = if args.json {
+        serde_json::to_writer_pretty(&mut w, &listed.sessions)
+            .map_err(std::io::Error::other)
+            .and_then(|_| writeln!(w))
+    } else {
+        let rows: Vec<Row> = listed
+            .sessions
+            .iter()
+            .map(|c| (Some(c.container.as_str()), &c.session))
+            .collect();
+        write_table(&mut w, &rows)
+    };
+    finish_output(r.and_then(|_| w.flush()))?;
+    Ok(if listed.failed.is_empty() {
+        0
+    } else {
+        super::containers::PARTIAL_LIST
+    })
 }
 
 fn tokens_cell(u: Option<&TokenUsage>) -> String {
@@ -107,17 +162,29 @@ fn short_time(ms: i64) -> String {
     format!("{} {}", &t[..10], &t[11..16])
 }
 
-fn write_table(w: &mut impl Write, rows: &[SessionSummary]) -> std::io::Result<()> {
+/// A table row: the container it came from (with `--docker-container`) and
+/// the session.
+type Row<'a> = (Option<&'a str>, &'a SessionSummary);
+
+fn write_table(w: &mut impl Write, rows: &[Row]) -> std::io::Result<()> {
     if rows.is_empty() {
         return writeln!(w, "no agent sessions found");
+    }
+    // The container column only when the rows come from containers.
+    let containers = rows.iter().any(|(c, _)| c.is_some());
+    if containers {
+        write!(w, "{:<20} ", "CONTAINER")?;
     }
     writeln!(
         w,
         "{:<8} {:<36} {:<16} {:<32} {:<24} {:>7} {:>6} {:>8}",
         "PROVIDER", "ID", "UPDATED (UTC)", "CWD", "MODEL", "PROMPTS", "TOOLS", "TOKENS"
     )?;
-    for r in rows {
+    for (container, r) in rows {
         let cwd = r.cwd.as_deref().unwrap_or("-");
+        if containers {
+            write!(w, "{:<20} ", clip(container.unwrap_or("-"), 20))?;
+        }
         writeln!(
             w,
             "{:<8} {:<36} {:<16} {:<32} {:<24} {:>7} {:>6} {:>8}",
@@ -159,6 +226,10 @@ fn clip_left(s: &str, n: usize) -> String {
 }
 
 pub fn run_session_show(args: &SessionShowArgs) -> anyhow::Result<()> {
+    if !args.docker_container.is_empty() {
+        let (container, s) = super::containers::get(&args.docker_container, args.id.trim())?;
+        return print_session(&s, Some(&container), args.json);
+    }
     let opts = DiscoveryOptions {
         home: args.home.clone(),
         ..DiscoveryOptions::default()
@@ -171,14 +242,34 @@ pub fn run_session_show(args: &SessionShowArgs) -> anyhow::Result<()> {
         bail!("no session with id {:?} under the provider roots", args.id);
     };
     let s = sessions::parse_session(&r).with_context(|| format!("parsing {}", r.path.display()))?;
+    print_session(&s, None, args.json)
+}
+
+/// A session from a container: the model with the container named.
+#[derive(serde::Serialize)]
+struct InContainer<'a> {
+    container: &'a str,
+    #[serde(flatten)]
+    session: &'a AgentSession,
+}
+
+fn print_session(s: &AgentSession, container: Option<&str>, json: bool) -> anyhow::Result<()> {
     let out = std::io::stdout();
     let mut w = std::io::BufWriter::new(out.lock());
-    let res = if args.json {
-        serde_json::to_writer_pretty(&mut w, &s)
+    let res = match (json, container) {
+        (true, None) => serde_json::to_writer_pretty(&mut w, s)
             .map_err(std::io::Error::other)
-            .and_then(|_| writeln!(w))
-    } else {
-        write_session(&mut w, &s)
+            .and_then(|_| writeln!(w)),
+        (true, Some(container)) => serde_json::to_writer_pretty(
+            &mut w,
+            &InContainer {
+                container,
+                session: s,
+            },
+        )
+        .map_err(std::io::Error::other)
+        .and_then(|_| writeln!(w)),
+        (false, _) => write_session(&mut w, s, container),
     };
     finish_output(res.and_then(|_| w.flush()))
 }
@@ -197,8 +288,12 @@ fn write_usage(w: &mut impl Write, label: &str, u: &TokenUsage) -> std::io::Resu
 
 /// `session show` as text: the header, then one section per part of the
 /// session model.
-fn write_session(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
-    write_header(w, s)?;
+fn write_session(
+    w: &mut impl Write,
+    s: &AgentSession,
+    container: Option<&str>,
+) -> std::io::Result<()> {
+    write_header(w, s, container)?;
     write_usage_section(w, s)?;
     write_prompts(w, s)?;
     write_tools(w, s)?;
@@ -207,8 +302,15 @@ fn write_session(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
     write_bounds_and_notes(w, s)
 }
 
-fn write_header(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
+fn write_header(
+    w: &mut impl Write,
+    s: &AgentSession,
+    container: Option<&str>,
+) -> std::io::Result<()> {
     writeln!(w, "{} session {}", s.provider, s.session_id)?;
+    if let Some(c) = container {
+        writeln!(w, "  container     {c}")?;
+    }
     if let Some(c) = &s.conversation_id
         && *c != s.session_id
     {
@@ -452,7 +554,7 @@ mod tests {
             shell(ToolStatus::Ok, None, "echo hi"),
         ];
         let mut out = Vec::new();
-        write_session(&mut out, &s).unwrap();
+        write_session(&mut out, &s, None).unwrap();
         let text = String::from_utf8(out).unwrap();
         let tools: Vec<&str> = text
             .lines()
