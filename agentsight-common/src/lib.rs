@@ -117,6 +117,9 @@ pub struct ForkEvent {
     pub header: Header,
     pub child_pid: u32,
     pub child_tid: u32,
+    /// The parent's cgroup v2 id (`bpf_get_current_cgroup_id`), which the
+    /// child starts in: user space maps it to a recorded container.
+    pub cgroup_id: u64,
 }
 
 /// A path rebuilt from dentries, leaf first: component `i` of `depth` is in
@@ -167,6 +170,8 @@ pub struct ExecEvent {
     pub exe_ino: u64,
     pub exe_dev: u32,
     pub _pad: u32,
+    /// The cgroup v2 id of the process at exec (`bpf_get_current_cgroup_id`).
+    pub cgroup_id: u64,
     pub filename: [u8; FILENAME_MAX],
     pub argv: [u8; ARGV_BUF],
     pub cwd: PathRecord,

@@ -66,6 +66,8 @@ pub enum Detail {
     Fork {
         child_pid: u32,
         child_tid: u32,
+        /// The cgroup v2 id the child starts in (0: not read).
+        cgroup_id: u64,
     },
     Exec {
         /// True for a successful exec, false for a failed one (see `errno`).
@@ -85,6 +87,8 @@ pub enum Detail {
         /// A successful exec: the binary's device and inode (0 when unknown).
         exe_dev: u32,
         exe_ino: u64,
+        /// The cgroup v2 id at a successful exec (0: not read, a failed exec).
+        cgroup_id: u64,
     },
     Exit {
         exit_code: Option<i32>,
@@ -321,6 +325,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
             Detail::Fork {
                 child_pid: ev.child_pid,
                 child_tid: ev.child_tid,
+                cgroup_id: ev.cgroup_id,
             }
         }
         EventKind::Exec | EventKind::ExecFailed => {
@@ -341,6 +346,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 exe: ok.then(|| kernel_path(&ev.exe)),
                 exe_dev: ev.exe_dev,
                 exe_ino: ev.exe_ino,
+                cgroup_id: ev.cgroup_id,
             }
         }
         EventKind::Sys => {

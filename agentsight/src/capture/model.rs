@@ -111,6 +111,16 @@ pub enum ProcessChange {
         uid: u32,
         gid: u32,
     },
+    /// The kernel saw process `pid` (row `id`) in cgroup `cgroup_id` (v2)
+    /// at its fork or exec: the store maps it to a recorded container.
+    /// Only for a cgroup id the kernel read (never 0).
+    InCgroup {
+        id: ProcessId,
+        pid: u32,
+        cgroup_id: u64,
+        /// When (the fork's or exec's `mono_ns`).
+        at_ns: u64,
+    },
     Exit {
         id: ProcessId,
         end_mono_ns: u64,
@@ -203,6 +213,18 @@ pub struct ProcessModel {
     /// its process's whole life (a command that exits at once).
     exited: HashMap<u32, ProcessId>,
     last_id: ProcessId,
+}
+
+/// Notes the cgroup the kernel saw a process in, when it read one.
+fn in_cgroup(id: ProcessId, pid: u32, cgroup_id: u64, at_ns: u64, out: &mut Vec<Step>) {
+    if cgroup_id != 0 {
+        out.push(Step::Process(ProcessChange::InCgroup {
+            id,
+            pid,
+            cgroup_id,
+            at_ns,
+        }));
+    }
 }
 
 fn json_array(items: &[String]) -> String {
@@ -393,9 +415,25 @@ impl ProcessModel {
 
     fn event<'a>(&mut self, ev: &'a Event, repeat: Option<i64>, out: &mut Vec<Step<'a>>) {
         let h = &ev.header;
+        let before = self.last_id;
         let id = self.process_of(h, out);
         let fields = match &ev.detail {
-            Detail::Fork { child_pid, .. } => self.fork(h, id, *child_pid, out),
+            Detail::Fork {
+                child_pid,
+                cgroup_id,
+                ..
+            } => {
+                // A parent first seen by this fork (one that joined in the
+                // kernel by its container's cgroup) is in the same cgroup.
+                if id > before {
+                    in_cgroup(id, h.pid, *cgroup_id, h.mono_ns, out);
+                }
+                let f = self.fork(h, id, *child_pid, out);
+                if let Some(child) = f.child_process_id {
+                    in_cgroup(child, *child_pid, *cgroup_id, h.mono_ns, out);
+                }
+                f
+            }
             Detail::Exec { .. } => self.exec(ev, id, out),
             Detail::Sys(raw) => {
                 let sys = match self.live.get_mut(&h.pid) {
@@ -514,6 +552,7 @@ impl ProcessModel {
             exe: x,
             exe_dev,
             exe_ino,
+            cgroup_id,
             ..
         } = &ev.detail
         else {
@@ -558,6 +597,7 @@ impl ProcessModel {
             uid: h.uid,
             gid: h.gid,
         }));
+        in_cgroup(id, h.pid, *cgroup_id, h.mono_ns, out);
         if let Some(l) = self.live.get_mut(&h.pid) {
             l.argv = Some(a_json);
             l.cwd = Some(c.path.clone());
@@ -798,6 +838,7 @@ mod tests {
                 detail: Detail::Fork {
                     child_pid: 11,
                     child_tid: 11,
+                    cgroup_id: 0,
                 },
             },
             sys(11, 13, op::DUP2, 5, [3, 5, 0, 0, 0, 0], ""),
@@ -818,6 +859,7 @@ mod tests {
                     exe: Some(complete("/usr/bin/ls")),
                     exe_dev: 8,
                     exe_ino: 99,
+                    cgroup_id: 0,
                 },
             },
             sys(11, 17, op::FTRUNCATE, 0, [5, 0, 0, 0, 0, 0], ""),
