@@ -46,11 +46,12 @@ pub enum ExportError {
 
 /// Writes every event as one JSON line, ordered by monotonic time.
 pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
-    // `wall_ns` first: it becomes `ts`, the exported columns follow.
+    // `wall_ns` first: it becomes `ts`; then `process_id`, to find the
+    // process's container (not exported itself); the exported columns follow.
     let columns: Vec<_> = exported_columns().collect();
     let names: Vec<&str> = columns.iter().map(|c| c.name).collect();
     let sql = format!(
-        "SELECT wall_ns, {} FROM events ORDER BY mono_ns, cpu, seq",
+        "SELECT wall_ns, process_id, {} FROM events ORDER BY mono_ns, cpu, seq",
         names.join(", ")
     );
     // The container and namespaces of each event's process, only for the
@@ -61,7 +62,6 @@ pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
         .filter(|p| !p.identity.is_empty())
         .map(|p| (p.id, p.identity))
         .collect();
-    let process_at = names.iter().position(|n| *n == "process_id");
     let mut st = cap.conn.prepare(&sql).map_err(|e| cap.query_err(e))?;
     let mut rows = st.query([]).map_err(|e| cap.query_err(e))?;
     let mut n = 0u64;
@@ -71,7 +71,7 @@ pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
         obj.insert("ts".into(), json!(rfc3339_ns(wall.max(0) as u64)));
         for (i, column) in columns.iter().enumerate() {
             let name = column.name;
-            let v: Value = row.get(i + 1).map_err(|e| cap.query_err(e))?;
+            let v: Value = row.get(i + 2).map_err(|e| cap.query_err(e))?;
             let j = match (name, v) {
                 (_, Value::Null) => continue,
                 ("argv", Value::Text(t)) => {
@@ -99,9 +99,8 @@ pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
             };
             obj.insert(name.to_owned(), j);
         }
-        if let Some(at) = process_at
-            && let Ok(Some(pid)) = row.get::<_, Option<i64>>(at + 1)
-            && let Some(id) = identities.get(&pid)
+        if let Ok(Some(process)) = row.get::<_, Option<i64>>(1)
+            && let Some(id) = identities.get(&process)
         {
             insert_identity(&mut obj, id);
         }
