@@ -499,9 +499,9 @@ fn containers_json(containers: &[ContainerInfo]) -> String {
 /// True once no recorded container has a process left (its cgroup is
 /// empty or gone).
 fn containers_stopped(containers: &[ContainerInfo]) -> bool {
-    containers.iter().all(|c| {
-        container::cgroup_pids(&c.cgroup_dir).is_none_or(|pids| pids.is_empty())
-    })
+    containers
+        .iter()
+        .all(|c| container::cgroup_pids(&c.cgroup_dir).is_none_or(|pids| pids.is_empty()))
 }
 
 /// How the watched run ended.

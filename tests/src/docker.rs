@@ -55,7 +55,10 @@ pub fn ensure_daemon() {
     }
     let log = File::create("/tmp/agentsight-test-dockerd.log").expect("create dockerd log");
     let err = log.try_clone().expect("dup dockerd log");
-    Command::new("dockerd")
+    // The daemon outlives this test (later tests and runs reuse it), so it
+    // is never waited for here.
+    #[allow(clippy::zombie_processes)]
+    let _daemon = Command::new("dockerd")
         .args(["--bridge=none", "--iptables=false", "--ip-masq=false"])
         .stdin(Stdio::null())
         .stdout(log)

@@ -66,18 +66,16 @@ fn identities(conn: &rusqlite::Connection) -> Vec<Identity> {
 fn wait_seeded(db: &std::path::Path, pid: u32) {
     let start = Instant::now();
     loop {
-        let seeded = rusqlite::Connection::open_with_flags(
-            db,
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-        )
-        .and_then(|c| {
-            c.query_row(
-                "SELECT COUNT(*) FROM processes WHERE pid = ?1",
-                [pid],
-                |r| r.get::<_, i64>(0),
-            )
-        })
-        .unwrap_or(0);
+        let seeded =
+            rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+                .and_then(|c| {
+                    c.query_row(
+                        "SELECT COUNT(*) FROM processes WHERE pid = ?1",
+                        [pid],
+                        |r| r.get::<_, i64>(0),
+                    )
+                })
+                .unwrap_or(0);
         if seeded > 0 {
             return;
         }

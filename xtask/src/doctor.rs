@@ -115,7 +115,7 @@ fn docker_check() -> Check {
         .filter(|b| !have(b))
         .collect();
     if !missing.is_empty() {
-        return docker.missing(&format!("not found: {}", missing.join(", ")));
+        return docker.missing(format!("not found: {}", missing.join(", ")));
     }
     if output(Command::new("docker").args(["info", "--format", "{{.ServerVersion}}"])).is_some() {
         docker.ok("a daemon answers")

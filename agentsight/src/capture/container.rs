@@ -106,8 +106,18 @@ fn inspect(name: &str) -> Result<Vec<u8>, ContainerError> {
             buf
         })
     };
-    let stdout = reader(child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
-    let stderr = reader(child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>));
+    let stdout = reader(
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let stderr = reader(
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
     let deadline = Instant::now() + DOCKER_TIMEOUT;
     let status = loop {
         match child.try_wait() {
@@ -154,7 +164,10 @@ pub fn parse_inspect(name: &str, out: &[u8]) -> Result<ContainerInfo, ContainerE
     let full_name = text("/Name").ok_or_else(|| bad("no Name"))?;
     let image = text("/Config/Image").ok_or_else(|| bad("no Config.Image"))?;
     let running = c.pointer("/State/Running").and_then(|x| x.as_bool());
-    let pid = c.pointer("/State/Pid").and_then(|x| x.as_u64()).unwrap_or(0);
+    let pid = c
+        .pointer("/State/Pid")
+        .and_then(|x| x.as_u64())
+        .unwrap_or(0);
     if running != Some(true) || pid == 0 {
         return Err(ContainerError::NotRunning {
             name: name.to_owned(),

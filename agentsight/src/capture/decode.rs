@@ -98,10 +98,7 @@ pub enum Detail {
     /// A file or socket syscall, still raw: `capture::syscalls` interprets it.
     Sys(SysRaw),
     /// Reads and writes on one fd, summed in the kernel.
-    Io {
-        fd: i32,
-        agg: IoAggregate,
-    },
+    Io { fd: i32, agg: IoAggregate },
     /// TCP outcome of a connect.
     TcpState {
         oldstate: i32,

@@ -394,8 +394,7 @@ fn denied_inodes_now(policy: &agentsight::audit::Policy, user: Option<&str>) -> 
 }
 
 fn cmd_record(a: RecordArgs) -> Result<i32> {
-    if a.command.is_empty() && a.pids.is_empty() && a.agent.is_none() && a.containers.is_empty()
-    {
+    if a.command.is_empty() && a.pids.is_empty() && a.agent.is_none() && a.containers.is_empty() {
         bail!(
             "nothing to record: give a command after --, or --pid PID, --agent NAME or --container NAME"
         );

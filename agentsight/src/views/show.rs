@@ -236,13 +236,12 @@ fn process_tree(procs: &[ProcessRecord], exits_known: bool, s: &mut String) {
             .parent_id
             .and_then(|id| by_id.get(&id))
             .map(|q| q.identity.container_id.as_deref());
-        let container_note = if depth == 0
-            || parent_container != Some(p.identity.container_id.as_deref())
-        {
-            container_note(&p.identity)
-        } else {
-            String::new()
-        };
+        let container_note =
+            if depth == 0 || parent_container != Some(p.identity.container_id.as_deref()) {
+                container_note(&p.identity)
+            } else {
+                String::new()
+            };
         let _ = writeln!(
             s,
             "{}{} {}  [{dur}, {outcome}]{origin}{cwd_note}{container_note}",
