@@ -884,6 +884,62 @@ mod tests {
     }
 
     #[test]
+    fn cgroups_the_kernel_read_are_noted_for_the_child_the_exec_and_an_unseen_parent() {
+        // From the fork on, without a seed: pid 10 is first seen by its
+        // fork (as a process that joined by its container's cgroup is), so
+        // the fork says its cgroup too.
+        let mut events = fork_scenario().split_off(2);
+        let Detail::Fork { cgroup_id, .. } = &mut events[0].detail else {
+            panic!("a fork")
+        };
+        *cgroup_id = 77;
+        let Detail::Exec { cgroup_id, .. } = &mut events[4].detail else {
+            panic!("an exec")
+        };
+        *cgroup_id = 78;
+        let mut m = ProcessModel::default();
+        let noted: Vec<ProcessChange> = m
+            .steps(&events)
+            .into_iter()
+            .filter_map(|s| match s {
+                Step::Process(c @ ProcessChange::InCgroup { .. }) => Some(c),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            noted,
+            vec![
+                ProcessChange::InCgroup {
+                    id: 1,
+                    pid: 10,
+                    cgroup_id: 77,
+                    at_ns: 12
+                },
+                ProcessChange::InCgroup {
+                    id: 2,
+                    pid: 11,
+                    cgroup_id: 77,
+                    at_ns: 12
+                },
+                ProcessChange::InCgroup {
+                    id: 2,
+                    pid: 11,
+                    cgroup_id: 78,
+                    at_ns: 16
+                },
+            ]
+        );
+        // A cgroup the kernel did not read (0) notes nothing.
+        let plain = fork_scenario();
+        let mut m = ProcessModel::default();
+        assert!(
+            !m.steps(&plain)
+                .iter()
+                .any(|s| matches!(s, Step::Process(ProcessChange::InCgroup { .. })))
+        );
+    }
+
+    #[test]
     fn fork_copies_the_parent_s_row_and_exec_and_exit_change_the_child_s() {
         let events = fork_scenario();
         let steps = fork_scenario_steps(&events);

@@ -319,6 +319,46 @@ mod tests {
     }
 
     #[test]
+    fn identity_columns_read_when_present_and_absent_in_older_captures() {
+        let c = capture();
+        c.execute(
+            "UPDATE processes SET container_id = 'abc', container_name = 'dev',
+                container_image = 'img', pid_ns = 7, mnt_ns = 8, ns_pid = 1 WHERE id = 1",
+            [],
+        )
+        .unwrap();
+        let p = processes(&c).unwrap();
+        assert_eq!(
+            p.iter().map(|p| p.identity.clone()).collect::<Vec<_>>(),
+            vec![
+                ProcessIdentity::default(),
+                ProcessIdentity {
+                    container_id: Some("abc".into()),
+                    container_name: Some("dev".into()),
+                    container_image: Some("img".into()),
+                    pid_ns: Some(7),
+                    mnt_ns: Some(8),
+                    ns_pid: Some(1),
+                }
+            ]
+        );
+        // A capture from before the columns: the same rows, no identity.
+        let old = Connection::open_in_memory().unwrap();
+        old.execute_batch(
+            "CREATE TABLE processes (id INTEGER PRIMARY KEY, pid INTEGER NOT NULL,
+                start_mono_ns INTEGER NOT NULL, parent_id INTEGER, origin TEXT NOT NULL,
+                comm TEXT, argv TEXT, cwd TEXT, uid INTEGER,
+                exec_count INTEGER NOT NULL DEFAULT 0, end_mono_ns INTEGER, exit_code INTEGER,
+                signal INTEGER);
+             INSERT INTO processes (id, pid, start_mono_ns, origin) VALUES (1, 10, 5, 'root');",
+        )
+        .unwrap();
+        assert!(!has_column(&old, "processes", "container_id").unwrap());
+        let p = processes(&old).unwrap();
+        assert_eq!((p.len(), p[0].identity.is_empty()), (1, true));
+    }
+
+    #[test]
     fn processes_come_by_start_time_with_argv_parsed() {
         let c = capture();
         let p = processes(&c).unwrap();
