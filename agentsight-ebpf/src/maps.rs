@@ -7,10 +7,11 @@
 //! space looks it up by.
 
 use agentsight_common::{
-    ArgvStage, GLOBAL_OFFSETS, GLOBAL_TRACKED_CGROUP_COUNT, IoAgg, IoFdList, KIND_SLOTS,
-    MAP_DNS_FDS, MAP_EVENTS, MAP_IO, MAP_IO_FDS, MAP_LOSS, MAP_PACKED_SCRATCH, MAP_PATH_SCRATCH,
-    MAP_SCRATCH, MAP_SEQ, MAP_SYS_SCRATCH, MAP_TCP_SOCKS, MAP_TRACKED, MAP_TRACKED_CGROUPS,
-    Offsets, PATH_PACKED_MAX, PATH_PACKED_NAME, PathRecord, SEQ_STREAMS, SysEvent,
+    ArgvStage, ContainerNs, GLOBAL_OFFSETS, GLOBAL_TRACKED_CGROUP_COUNT, IoAgg, IoFdList,
+    KIND_SLOTS, MAP_DNS_FDS, MAP_EVENTS, MAP_IO, MAP_IO_FDS, MAP_LOSS, MAP_PACKED_SCRATCH,
+    MAP_PATH_SCRATCH, MAP_SCRATCH, MAP_SEQ, MAP_SYS_SCRATCH, MAP_TCP_SOCKS, MAP_TRACKED,
+    MAP_TRACKED_CGROUPS, Offsets, PATH_PACKED_MAX, PATH_PACKED_NAME, PathRecord, SEQ_STREAMS,
+    SysEvent,
 };
 use aya_ebpf::{
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid},
@@ -66,9 +67,9 @@ named!(TRACKED, MAP_TRACKED);
 static TRACKED_CGROUP_COUNT: u32 = 0;
 named!(TRACKED_CGROUP_COUNT, GLOBAL_TRACKED_CGROUP_COUNT);
 
-/// Cgroup v2 ids of the recorded containers.
+/// Cgroup v2 ids of the recorded containers → each one's pid namespace.
 #[map]
-pub(crate) static TRACKED_CGROUPS: HashMap<u64, u8> = HashMap::with_max_entries(64, 0);
+pub(crate) static TRACKED_CGROUPS: HashMap<u64, ContainerNs> = HashMap::with_max_entries(64, 0);
 named!(TRACKED_CGROUPS, MAP_TRACKED_CGROUPS);
 
 /// All records; user space may resize it at load time.
@@ -153,13 +154,20 @@ pub(crate) fn current_cgroup() -> u64 {
 /// (the count is patched in at load time, so it is read like `OFFSETS`).
 #[inline(always)]
 pub(crate) fn in_tracked_cgroup() -> bool {
+    current_container().is_some()
+}
+
+/// The pid namespace of the recorded container whose cgroup the current
+/// task is in; None at once when no container is recorded.
+#[inline(always)]
+pub(crate) fn current_container() -> Option<ContainerNs> {
     let p: *const u32 = &TRACKED_CGROUP_COUNT;
     let count = unsafe { core::ptr::read_volatile(p) };
     if count == 0 {
-        return false;
+        return None;
     }
     let id = current_cgroup();
-    unsafe { TRACKED_CGROUPS.get(&id).is_some() }
+    unsafe { TRACKED_CGROUPS.get(&id).copied() }
 }
 
 #[inline(always)]

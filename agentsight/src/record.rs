@@ -255,7 +255,7 @@ struct Loaded {
 /// Loads and attaches the programs; notes each one's state in the capture.
 fn load_programs(
     opts: &RecordOptions,
-    cgroups: &[u64],
+    cgroups: &[(u64, agentsight_common::ContainerNs)],
     tx: &SyncSender<StoreMsg>,
     notify: &mut dyn FnMut(Notice),
 ) -> Result<Loaded, crate::capture::loader::LoadError> {
@@ -376,7 +376,11 @@ pub fn run(
         ));
         let _ = tx.send(StoreMsg::Containers(target.containers.clone()));
     }
-    let cgroups: Vec<u64> = target.containers.iter().map(|c| c.cgroup_id).collect();
+    let cgroups: Vec<_> = target
+        .containers
+        .iter()
+        .map(|c| (c.cgroup_id, c.pid_ns))
+        .collect();
     let mut loaded = match load_programs(opts, &cgroups, &tx, notify) {
         Ok(l) => l,
         Err(e) => {

@@ -29,6 +29,7 @@ struct Identity {
     pid: i64,
     origin: String,
     argv: Vec<String>,
+    exec_count: i64,
     container: (Option<String>, Option<String>, Option<String>),
     pid_ns: Option<i64>,
     mnt_ns: Option<i64>,
@@ -39,7 +40,7 @@ fn identities(conn: &rusqlite::Connection) -> Vec<Identity> {
     let mut st = conn
         .prepare(
             "SELECT pid, origin, argv, container_id, container_name, container_image, pid_ns,
-                    mnt_ns, ns_pid FROM processes ORDER BY id",
+                    mnt_ns, ns_pid, exec_count FROM processes ORDER BY id",
         )
         .unwrap();
     st.query_map([], |r| {
@@ -54,6 +55,7 @@ fn identities(conn: &rusqlite::Connection) -> Vec<Identity> {
             pid_ns: r.get(6)?,
             mnt_ns: r.get(7)?,
             ns_pid: r.get(8)?,
+            exec_count: r.get(9)?,
         })
     })
     .unwrap()
@@ -171,11 +173,26 @@ fn container_processes_and_a_later_docker_exec_carry_the_container() {
         (exec.pid_ns, exec.mnt_ns, exec.ns_pid),
         (Some(pid_ns), Some(mnt_ns), Some(exec_ns_pid))
     );
-    // Namespace ids, where read, are the container's.
+    // Namespace ids, where read, are the container's; every process that
+    // exec'd has its pid namespace and pid in it (the kernel reads them at
+    // the exec, so even `/bin/true`, gone at once, has them).
     for p in &procs {
         assert!(p.pid_ns.is_none_or(|n| n == pid_ns), "{p:?}");
         assert!(p.mnt_ns.is_none_or(|n| n == mnt_ns), "{p:?}");
+        if p.exec_count > 0 || p.origin == "seeded" {
+            assert_eq!(p.pid_ns, Some(pid_ns), "{p:?}");
+            assert!(
+                p.ns_pid
+                    .is_some_and(|n| n > 1 || p.pid == i64::from(init_pid)),
+                "{p:?}"
+            );
+        }
     }
+    let true_row = procs
+        .iter()
+        .find(|p| p.argv == sv(&["/bin/true"]))
+        .expect("the /bin/true row");
+    assert!(true_row.ns_pid.is_some(), "{true_row:?}");
 
     // The workload, with paths as the container sees them.
     let paths_of = |kind: &str| -> Vec<(String, String)> {

@@ -3,6 +3,7 @@
 //! kernel programs match a process's `bpf_get_current_cgroup_id` against),
 //! and the namespace identity of a process read from /proc.
 
+use agentsight_common::ContainerNs;
 use std::{
     io::Read,
     os::unix::fs::MetadataExt,
@@ -50,6 +51,9 @@ pub struct ContainerInfo {
     /// The container's cgroup v2 directory and its inode (the cgroup id).
     pub cgroup_dir: PathBuf,
     pub cgroup_id: u64,
+    /// The init's pid namespace (`stat` of /proc/PID/ns/pid), which the
+    /// kernel asks a process's pid in at its exec.
+    pub pid_ns: ContainerNs,
 }
 
 /// A name is data, never an option: checked before any docker call.
@@ -80,6 +84,15 @@ pub fn resolve(name: &str) -> Result<ContainerInfo, ContainerError> {
     })?;
     info.cgroup_dir = dir;
     info.cgroup_id = id;
+    let ns_path = format!("/proc/{}/ns/pid", info.init_pid);
+    let ns = std::fs::metadata(&ns_path).map_err(|e| ContainerError::Cgroup {
+        name: name.to_owned(),
+        reason: format!("{ns_path}: {e}"),
+    })?;
+    info.pid_ns = ContainerNs {
+        pidns_dev: ns.dev(),
+        pidns_ino: ns.ino(),
+    };
     Ok(info)
 }
 
@@ -181,6 +194,7 @@ pub fn parse_inspect(name: &str, out: &[u8]) -> Result<ContainerInfo, ContainerE
         init_pid,
         cgroup_dir: PathBuf::new(),
         cgroup_id: 0,
+        pid_ns: ContainerNs::default(),
     })
 }
 

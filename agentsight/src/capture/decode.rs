@@ -89,6 +89,8 @@ pub enum Detail {
         exe_ino: u64,
         /// The cgroup v2 id at a successful exec (0: not read, a failed exec).
         cgroup_id: u64,
+        /// In a recorded container's pid namespace: (its inode, the pid in it).
+        ns_pid: Option<(u64, u32)>,
     },
     Exit {
         exit_code: Option<i32>,
@@ -344,6 +346,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 exe_dev: ev.exe_dev,
                 exe_ino: ev.exe_ino,
                 cgroup_id: ev.cgroup_id,
+                ns_pid: (ev.pidns_ino != 0).then_some((ev.pidns_ino, ev.ns_pid)),
             }
         }
         EventKind::Sys => {

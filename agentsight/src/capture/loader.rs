@@ -3,10 +3,10 @@
 use std::path::Path;
 
 use agentsight_common::{
-    EventKind, GLOBAL_OFFSETS, GLOBAL_TRACKED_CGROUP_COUNT, IoAgg, KIND_SLOTS, LOSS_SLOT_IO_FULL,
-    LOSS_SLOT_TRACK_FULL, MAP_EVENTS, MAP_IO, MAP_LOSS, MAP_SEQ, MAP_TRACKED, MAP_TRACKED_CGROUPS,
-    PROG_INET_SOCK_SET_STATE, PROG_SCHED_PROCESS_EXEC, PROG_SCHED_PROCESS_EXIT,
-    PROG_SCHED_PROCESS_FORK, PROG_SYS_EXIT, TRACEPOINT_CATEGORY_SOCK,
+    ContainerNs, EventKind, GLOBAL_OFFSETS, GLOBAL_TRACKED_CGROUP_COUNT, IoAgg, KIND_SLOTS,
+    LOSS_SLOT_IO_FULL, LOSS_SLOT_TRACK_FULL, MAP_EVENTS, MAP_IO, MAP_LOSS, MAP_SEQ, MAP_TRACKED,
+    MAP_TRACKED_CGROUPS, PROG_INET_SOCK_SET_STATE, PROG_SCHED_PROCESS_EXEC,
+    PROG_SCHED_PROCESS_EXIT, PROG_SCHED_PROCESS_FORK, PROG_SYS_EXIT, TRACEPOINT_CATEGORY_SOCK,
 };
 use aya::{
     Btf, Ebpf, EbpfLoader,
@@ -121,7 +121,7 @@ impl Probes {
     /// program's outcome. Fails only when nothing at all could be attached.
     /// A process in one of `cgroups` (cgroup v2 ids of recorded containers)
     /// joins the tracked set at its first fork or exec.
-    pub fn load(ring_bytes: u32, cgroups: &[u64]) -> Result<Self, LoadError> {
+    pub fn load(ring_bytes: u32, cgroups: &[(u64, ContainerNs)]) -> Result<Self, LoadError> {
         if OBJECT.is_empty() {
             return Err(LoadError::NoObject);
         }
@@ -258,20 +258,20 @@ pub fn drain_io(io: &mut HashMap<MapData, u64, IoAgg>, pid: Option<u32>) -> Vec<
     out
 }
 
-fn insert_cgroups(ebpf: &mut Ebpf, cgroups: &[u64]) -> Result<(), LoadError> {
+fn insert_cgroups(ebpf: &mut Ebpf, cgroups: &[(u64, ContainerNs)]) -> Result<(), LoadError> {
     if cgroups.is_empty() {
         return Ok(());
     }
     let map = ebpf
         .map_mut(MAP_TRACKED_CGROUPS)
         .ok_or(LoadError::MissingMap(MAP_TRACKED_CGROUPS))?;
-    let mut map: HashMap<&mut MapData, u64, u8> =
+    let mut map: HashMap<&mut MapData, u64, ContainerNs> =
         HashMap::try_from(map).map_err(|e| LoadError::Map {
             name: MAP_TRACKED_CGROUPS,
             reason: e.to_string(),
         })?;
-    for &id in cgroups {
-        map.insert(id, 1, 0).map_err(|e| LoadError::Map {
+    for &(id, ns) in cgroups {
+        map.insert(id, ns, 0).map_err(|e| LoadError::Map {
             name: MAP_TRACKED_CGROUPS,
             reason: format!("insert {id}: {e}"),
         })?;

@@ -120,6 +120,9 @@ pub enum ProcessChange {
         cgroup_id: u64,
         /// When (the fork's or exec's `mono_ns`).
         at_ns: u64,
+        /// At an exec in a recorded container's pid namespace: that
+        /// namespace's inode and the pid in it, as the kernel read them.
+        ns_pid: Option<(u64, u32)>,
     },
     Exit {
         id: ProcessId,
@@ -216,13 +219,21 @@ pub struct ProcessModel {
 }
 
 /// Notes the cgroup the kernel saw a process in, when it read one.
-fn in_cgroup(id: ProcessId, pid: u32, cgroup_id: u64, at_ns: u64, out: &mut Vec<Step>) {
+fn in_cgroup(
+    id: ProcessId,
+    pid: u32,
+    cgroup_id: u64,
+    at_ns: u64,
+    ns_pid: Option<(u64, u32)>,
+    out: &mut Vec<Step>,
+) {
     if cgroup_id != 0 {
         out.push(Step::Process(ProcessChange::InCgroup {
             id,
             pid,
             cgroup_id,
             at_ns,
+            ns_pid,
         }));
     }
 }
@@ -426,11 +437,11 @@ impl ProcessModel {
                 // A parent first seen by this fork (one that joined in the
                 // kernel by its container's cgroup) is in the same cgroup.
                 if id > before {
-                    in_cgroup(id, h.pid, *cgroup_id, h.mono_ns, out);
+                    in_cgroup(id, h.pid, *cgroup_id, h.mono_ns, None, out);
                 }
                 let f = self.fork(h, id, *child_pid, out);
                 if let Some(child) = f.child_process_id {
-                    in_cgroup(child, *child_pid, *cgroup_id, h.mono_ns, out);
+                    in_cgroup(child, *child_pid, *cgroup_id, h.mono_ns, None, out);
                 }
                 f
             }
@@ -553,6 +564,7 @@ impl ProcessModel {
             exe_dev,
             exe_ino,
             cgroup_id,
+            ns_pid,
             ..
         } = &ev.detail
         else {
@@ -597,7 +609,7 @@ impl ProcessModel {
             uid: h.uid,
             gid: h.gid,
         }));
-        in_cgroup(id, h.pid, *cgroup_id, h.mono_ns, out);
+        in_cgroup(id, h.pid, *cgroup_id, h.mono_ns, *ns_pid, out);
         if let Some(l) = self.live.get_mut(&h.pid) {
             l.argv = Some(a_json);
             l.cwd = Some(c.path.clone());
@@ -860,6 +872,7 @@ mod tests {
                     exe_dev: 8,
                     exe_ino: 99,
                     cgroup_id: 0,
+                    ns_pid: None,
                 },
             },
             sys(11, 17, op::FTRUNCATE, 0, [5, 0, 0, 0, 0, 0], ""),
@@ -893,10 +906,14 @@ mod tests {
             panic!("a fork")
         };
         *cgroup_id = 77;
-        let Detail::Exec { cgroup_id, .. } = &mut events[4].detail else {
+        let Detail::Exec {
+            cgroup_id, ns_pid, ..
+        } = &mut events[4].detail
+        else {
             panic!("an exec")
         };
         *cgroup_id = 78;
+        *ns_pid = Some((4026532180, 7));
         let mut m = ProcessModel::default();
         let noted: Vec<ProcessChange> = m
             .steps(&events)
@@ -913,19 +930,22 @@ mod tests {
                     id: 1,
                     pid: 10,
                     cgroup_id: 77,
-                    at_ns: 12
+                    at_ns: 12,
+                    ns_pid: None,
                 },
                 ProcessChange::InCgroup {
                     id: 2,
                     pid: 11,
                     cgroup_id: 77,
-                    at_ns: 12
+                    at_ns: 12,
+                    ns_pid: None,
                 },
                 ProcessChange::InCgroup {
                     id: 2,
                     pid: 11,
                     cgroup_id: 78,
-                    at_ns: 16
+                    at_ns: 16,
+                    ns_pid: Some((4026532180, 7)),
                 },
             ]
         );

@@ -535,12 +535,13 @@ fn write_seed(conn: &Connection, st: &mut State, s: &ProcessSeed) -> rusqlite::R
     };
     // A process found in /proc: its cgroup from there too.
     let cgroup_id = container::cgroup_of(s.pid).ok().map(|(_, id)| id);
-    write_identity(conn, st, id, s.pid, cgroup_id, s.start_mono_ns)
+    write_identity(conn, st, id, s.pid, cgroup_id, s.start_mono_ns, None)
 }
 
 /// The container (by cgroup id) and namespace identity (from /proc, if the
-/// process is still the one seen at `seen_ns`) of a process row. Only while
-/// containers are recorded: host-only captures keep these columns NULL.
+/// process is still the one seen at `seen_ns`; else the pid namespace and
+/// pid the kernel read at its exec, `kernel_ns`) of a process row. Only
+/// while containers are recorded: host-only captures keep these columns NULL.
 fn write_identity(
     conn: &Connection,
     st: &State,
@@ -548,6 +549,7 @@ fn write_identity(
     pid: u32,
     cgroup_id: Option<u64>,
     seen_ns: u64,
+    kernel_ns: Option<(u64, u32)>,
 ) -> rusqlite::Result<()> {
     if st.containers.is_empty() {
         return Ok(());
@@ -562,6 +564,13 @@ fn write_identity(
         conn.execute(
             "UPDATE processes SET pid_ns = ?1, mnt_ns = ?2, ns_pid = ?3 WHERE id = ?4",
             params![ns.pid_ns as i64, ns.mnt_ns as i64, ns.ns_pid, id],
+        )?;
+    } else if let Some((pid_ns, ns_pid)) = kernel_ns {
+        // Gone already: what the kernel saw at its exec (the mount
+        // namespace it cannot tell cheaply stays NULL).
+        conn.execute(
+            "UPDATE processes SET pid_ns = ?1, ns_pid = ?2 WHERE id = ?3",
+            params![pid_ns as i64, ns_pid, id],
         )?;
     }
     Ok(())
@@ -647,8 +656,9 @@ fn write_process(conn: &Connection, st: &mut State, c: &ProcessChange) -> rusqli
             pid,
             cgroup_id,
             at_ns,
+            ns_pid,
         } => {
-            write_identity(conn, st, *id, *pid, Some(*cgroup_id), *at_ns)?;
+            write_identity(conn, st, *id, *pid, Some(*cgroup_id), *at_ns, *ns_pid)?;
         }
         ProcessChange::Exit {
             id,
