@@ -109,6 +109,18 @@ pub const SEQ_STREAM_TCP: u32 = 1;
 /// Entries of the kernel's SEQ map.
 pub const SEQ_STREAMS: u32 = 2;
 
+/// A recorded container's pid namespace (`stat` of `/proc/PID/ns/pid` of its
+/// init: `st_dev`, `st_ino`), the value of `TRACKED_CGROUPS`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ContainerNs {
+    pub pidns_dev: u64,
+    pub pidns_ino: u64,
+}
+
+#[cfg(feature = "user")]
+unsafe impl aya::Pod for ContainerNs {}
+
 /// A new process (not a thread) was forked by a tracked process.
 /// Header `pid`/`tid` are the parent's.
 #[repr(C)]
@@ -117,6 +129,9 @@ pub struct ForkEvent {
     pub header: Header,
     pub child_pid: u32,
     pub child_tid: u32,
+    /// The parent's cgroup v2 id (`bpf_get_current_cgroup_id`), which the
+    /// child starts in: user space maps it to a recorded container.
+    pub cgroup_id: u64,
 }
 
 /// A path rebuilt from dentries, leaf first: component `i` of `depth` is in
@@ -167,6 +182,14 @@ pub struct ExecEvent {
     pub exe_ino: u64,
     pub exe_dev: u32,
     pub _pad: u32,
+    /// The cgroup v2 id of the process at exec (`bpf_get_current_cgroup_id`).
+    pub cgroup_id: u64,
+    /// When that cgroup is a recorded container's and the process is in
+    /// the container's pid namespace: that namespace's inode and the
+    /// process's pid in it; 0 otherwise.
+    pub pidns_ino: u64,
+    pub ns_pid: u32,
+    pub _pad2: u32,
     pub filename: [u8; FILENAME_MAX],
     pub argv: [u8; ARGV_BUF],
     pub cwd: PathRecord,

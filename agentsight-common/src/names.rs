@@ -31,8 +31,12 @@ pub const MAP_DNS_FDS: &str = "DNS_FDS";
 /// TCP sockets a tracked process is connecting.
 pub const MAP_TCP_SOCKS: &str = "TCP_SOCKS";
 
+/// Cgroup (v2) ids of the recorded containers: a process in one joins
+/// `TRACKED` at its first fork or exec (user space fills it before attaching).
+pub const MAP_TRACKED_CGROUPS: &str = "TRACKED_CGROUPS";
+
 /// Every map of the kernel object.
-pub const MAP_NAMES: [&str; 12] = [
+pub const MAP_NAMES: [&str; 13] = [
     MAP_TRACKED,
     MAP_EVENTS,
     MAP_LOSS,
@@ -45,11 +49,17 @@ pub const MAP_NAMES: [&str; 12] = [
     MAP_IO_FDS,
     MAP_DNS_FDS,
     MAP_TCP_SOCKS,
+    MAP_TRACKED_CGROUPS,
 ];
 
 /// The global holding the kernel struct offsets ([`crate::Offsets`]) user
 /// space fills from BTF at load time.
 pub const GLOBAL_OFFSETS: &str = "OFFSETS";
+
+/// The global holding how many cgroups user space put in
+/// [`MAP_TRACKED_CGROUPS`] (set at load time): 0 keeps the untracked fast
+/// path free of the cgroup lookup.
+pub const GLOBAL_TRACKED_CGROUP_COUNT: &str = "TRACKED_CGROUP_COUNT";
 
 /// BTF tracepoint `sched_process_fork` (and the program's name).
 pub const PROG_SCHED_PROCESS_FORK: &str = "sched_process_fork";

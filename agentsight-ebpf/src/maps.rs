@@ -7,13 +7,14 @@
 //! space looks it up by.
 
 use agentsight_common::{
-    ArgvStage, GLOBAL_OFFSETS, IoAgg, IoFdList, KIND_SLOTS, MAP_DNS_FDS, MAP_EVENTS, MAP_IO,
-    MAP_IO_FDS, MAP_LOSS, MAP_PACKED_SCRATCH, MAP_PATH_SCRATCH, MAP_SCRATCH, MAP_SEQ,
-    MAP_SYS_SCRATCH, MAP_TCP_SOCKS, MAP_TRACKED, Offsets, PATH_PACKED_MAX, PATH_PACKED_NAME,
-    PathRecord, SEQ_STREAMS, SysEvent,
+    ArgvStage, ContainerNs, GLOBAL_OFFSETS, GLOBAL_TRACKED_CGROUP_COUNT, IoAgg, IoFdList,
+    KIND_SLOTS, MAP_DNS_FDS, MAP_EVENTS, MAP_IO, MAP_IO_FDS, MAP_LOSS, MAP_PACKED_SCRATCH,
+    MAP_PATH_SCRATCH, MAP_SCRATCH, MAP_SEQ, MAP_SYS_SCRATCH, MAP_TCP_SOCKS, MAP_TRACKED,
+    MAP_TRACKED_CGROUPS, Offsets, PATH_PACKED_MAX, PATH_PACKED_NAME, PathRecord, SEQ_STREAMS,
+    SysEvent,
 };
 use aya_ebpf::{
-    helpers::bpf_get_current_pid_tgid,
+    helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid},
     macros::map,
     maps::{HashMap, LruHashMap, PerCpuArray, RingBuf},
 };
@@ -59,6 +60,17 @@ named!(OFFSETS, GLOBAL_OFFSETS);
 #[map]
 pub(crate) static TRACKED: HashMap<u32, u8> = HashMap::with_max_entries(65536, 0);
 named!(TRACKED, MAP_TRACKED);
+
+/// How many cgroups user space put in `TRACKED_CGROUPS`, set at load time;
+/// 0 (no `--container`) keeps the untracked path free of the lookup.
+#[unsafe(no_mangle)]
+static TRACKED_CGROUP_COUNT: u32 = 0;
+named!(TRACKED_CGROUP_COUNT, GLOBAL_TRACKED_CGROUP_COUNT);
+
+/// Cgroup v2 ids of the recorded containers → each one's pid namespace.
+#[map]
+pub(crate) static TRACKED_CGROUPS: HashMap<u64, ContainerNs> = HashMap::with_max_entries(64, 0);
+named!(TRACKED_CGROUPS, MAP_TRACKED_CGROUPS);
 
 /// All records; user space may resize it at load time.
 #[map]
@@ -129,6 +141,33 @@ pub(crate) fn offsets() -> &'static Offsets {
     // (a volatile read of the whole struct copied all of it every time).
     let p: *const Offsets = &OFFSETS;
     unsafe { &*core::ptr::read_volatile(&p) }
+}
+
+/// The current task's cgroup v2 id.
+#[inline(always)]
+pub(crate) fn current_cgroup() -> u64 {
+    unsafe { bpf_get_current_cgroup_id() }
+}
+
+/// Whether the current task is in a recorded container's cgroup: only
+/// asked for a tgid not tracked yet, and only when there are containers
+/// (the count is patched in at load time, so it is read like `OFFSETS`).
+#[inline(always)]
+pub(crate) fn in_tracked_cgroup() -> bool {
+    current_container().is_some()
+}
+
+/// The pid namespace of the recorded container whose cgroup the current
+/// task is in; None at once when no container is recorded.
+#[inline(always)]
+pub(crate) fn current_container() -> Option<ContainerNs> {
+    let p: *const u32 = &TRACKED_CGROUP_COUNT;
+    let count = unsafe { core::ptr::read_volatile(p) };
+    if count == 0 {
+        return None;
+    }
+    let id = current_cgroup();
+    unsafe { TRACKED_CGROUPS.get(&id).copied() }
 }
 
 #[inline(always)]

@@ -9,9 +9,10 @@
 use core::ffi::c_void;
 
 use agentsight_common::{
-    ARGV_BUF, ARGV_MAX_ARGS, ARGV_READ_FAILED, ARGV_TRUNCATED, ArgvStage, EXIT_IO_UNLISTED,
-    EventKind, ExecEvent, ExitEvent, FILENAME_MAX, ForkEvent, LOSS_SLOT_TRACK_FULL, Offsets,
-    PATH_READ_FAILED, PROG_SCHED_PROCESS_EXEC, PROG_SCHED_PROCESS_EXIT, PROG_SCHED_PROCESS_FORK,
+    ARGV_BUF, ARGV_MAX_ARGS, ARGV_READ_FAILED, ARGV_TRUNCATED, ArgvStage, ContainerNs,
+    EXIT_IO_UNLISTED, EventKind, ExecEvent, ExitEvent, FILENAME_MAX, ForkEvent,
+    LOSS_SLOT_TRACK_FULL, Offsets, PATH_READ_FAILED, PROG_SCHED_PROCESS_EXEC,
+    PROG_SCHED_PROCESS_EXIT, PROG_SCHED_PROCESS_FORK,
 };
 use aya_ebpf::{
     helpers::{
@@ -28,7 +29,10 @@ use aya_ebpf::{
 use crate::{
     emit::{count_loss, emit},
     io::io_flush_process,
-    maps::{SCRATCH, TRACKED, current_tgid, is_tracked, named, offsets},
+    maps::{
+        SCRATCH, TRACKED, current_cgroup, current_container, current_tgid, in_tracked_cgroup,
+        is_tracked, named, offsets,
+    },
     path::{SLOT_EXE, file_identity, walk_cwd, walk_path},
     read::{read_ptr, read_u32, read_u64},
 };
@@ -57,7 +61,12 @@ const EXIT_ARG_GROUP_DEAD: usize = 1;
 pub fn sched_process_fork(ctx: BtfTracePointContext) -> u32 {
     let tgid = current_tgid();
     if !is_tracked(tgid) {
-        return 0;
+        // A process of a recorded container not tracked yet (one `docker
+        // exec`'s runtime moved into the cgroup): it joins now, with the
+        // child, which starts in the same cgroup.
+        if !in_tracked_cgroup() || !track(tgid) {
+            return 0;
+        }
     }
     let off = offsets();
     let child: *const u8 = ctx.arg(FORK_ARG_CHILD);
@@ -70,11 +79,23 @@ pub fn sched_process_fork(ctx: BtfTracePointContext) -> u32 {
     if TRACKED.insert(&child_tgid, &1, 0).is_err() {
         count_loss(LOSS_SLOT_TRACK_FULL);
     }
+    let cgroup_id = current_cgroup();
     emit::<ForkEvent>(EventKind::Fork, |ev, _| unsafe {
         (*ev).child_pid = child_tgid;
         (*ev).child_tid = child_tid;
+        (*ev).cgroup_id = cgroup_id;
     });
     0
+}
+
+/// Adds `tgid` to `TRACKED`; false (counted as loss) when the map is full.
+#[inline(always)]
+fn track(tgid: u32) -> bool {
+    if TRACKED.insert(&tgid, &1, 0).is_err() {
+        count_loss(LOSS_SLOT_TRACK_FULL);
+        return false;
+    }
+    true
 }
 named!(sched_process_fork, PROG_SCHED_PROCESS_FORK);
 
@@ -218,9 +239,19 @@ unsafe fn argv_from_mm(task: *const u8, ev: *mut ExecEvent, off: &Offsets) {
 
 #[btf_tracepoint(function = "sched_process_exec")]
 pub fn sched_process_exec(ctx: BtfTracePointContext) -> u32 {
-    if !is_tracked(current_tgid()) {
+    // A `docker exec` process of a recorded container is tracked from its
+    // first exec: the runtime moved it into the cgroup before.
+    if !is_tracked(current_tgid()) && !(in_tracked_cgroup() && track(current_tgid())) {
         return 0;
     }
+    let cgroup_id = current_cgroup();
+    // In a recorded container: its pid as the container sees it (the
+    // helper answers only if the task is in that pid namespace), for a
+    // process gone before user space could read /proc.
+    let (pidns_ino, ns_pid) = match current_container() {
+        Some(ns) => ns_pid_in(&ns),
+        None => (0, 0),
+    };
     let task: *const u8 = ctx.arg(EXEC_ARG_TASK);
     let old_tid: u32 = ctx.arg::<u64>(EXEC_ARG_OLD_PID) as u32;
     let bprm: *const u8 = ctx.arg(EXEC_ARG_BPRM);
@@ -247,6 +278,10 @@ pub fn sched_process_exec(ctx: BtfTracePointContext) -> u32 {
         (*ev).exe_ino = 0;
         (*ev).exe_dev = 0;
         (*ev)._pad = 0;
+        (*ev).cgroup_id = cgroup_id;
+        (*ev).pidns_ino = pidns_ino;
+        (*ev).ns_pid = ns_pid;
+        (*ev)._pad2 = 0;
         if file.is_null() {
             (*ev).exe.depth = 0;
             (*ev).exe.flags = PATH_READ_FAILED;
@@ -284,7 +319,31 @@ pub(crate) fn exec_failed(filename: u64, argv: u64, ret: i64) {
         (*ev).exe_ino = 0;
         (*ev).exe_dev = 0;
         (*ev)._pad = 0;
+        (*ev).cgroup_id = 0;
+        (*ev).pidns_ino = 0;
+        (*ev).ns_pid = 0;
+        (*ev)._pad2 = 0;
     });
+}
+
+/// (namespace inode, tgid in it) of the current task in `ns`; (0, 0) when
+/// the task is not in that pid namespace.
+#[inline(always)]
+fn ns_pid_in(ns: &ContainerNs) -> (u64, u32) {
+    let mut info = aya_ebpf::bindings::bpf_pidns_info { pid: 0, tgid: 0 };
+    let r = unsafe {
+        generated::bpf_get_ns_current_pid_tgid(
+            ns.pidns_dev,
+            ns.pidns_ino,
+            &mut info,
+            core::mem::size_of::<aya_ebpf::bindings::bpf_pidns_info>() as u32,
+        )
+    };
+    if r == 0 {
+        (ns.pidns_ino, info.tgid)
+    } else {
+        (0, 0)
+    }
 }
 
 #[btf_tracepoint(function = "sched_process_exit")]

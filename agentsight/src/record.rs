@@ -23,6 +23,7 @@ use aya::maps::IterableMap;
 use crate::{
     capture::{
         ProcessOrigin, ProcessSeed,
+        container::{self, ContainerInfo},
         loader::Probes,
         reader::{self, ReaderStats},
     },
@@ -42,7 +43,9 @@ pub enum RecordError {
     Store(#[from] crate::store::StoreError),
     #[error(transparent)]
     Load(#[from] crate::capture::loader::LoadError),
-    #[error("nothing to record: give a command after --, or --pid, or --agent")]
+    #[error(transparent)]
+    Container(#[from] container::ContainerError),
+    #[error("nothing to record: give a command after --, or --pid, --agent or --container")]
     NoTarget,
     #[error("--pid {0}: no such process")]
     NoSuchPid(u32),
@@ -62,6 +65,8 @@ pub struct RecordOptions {
     pub output: PathBuf,
     pub command: Vec<OsString>,
     pub pids: Vec<u32>,
+    /// `--container NAME|ID` (Docker): every process in its cgroup.
+    pub containers: Vec<String>,
     pub agent: Option<AgentName>,
     pub user: Option<String>,
     /// `--env` arguments for the command's environment (see `envreset`).
@@ -191,12 +196,22 @@ struct Target {
     user: Option<TargetUser>,
     creds: Option<privileges::FileCreds>,
     only_uid: Option<u32>,
+    /// The `--container`s, resolved.
+    containers: Vec<ContainerInfo>,
 }
 
 /// Checks what can be checked before anything is created or loaded.
 fn check_target(opts: &RecordOptions) -> Result<Target, RecordError> {
-    if opts.command.is_empty() && opts.pids.is_empty() && opts.agent.is_none() {
+    if opts.command.is_empty()
+        && opts.pids.is_empty()
+        && opts.agent.is_none()
+        && opts.containers.is_empty()
+    {
         return Err(RecordError::NoTarget);
+    }
+    // Names are data: every one is checked before any docker call.
+    for name in &opts.containers {
+        container::validate_name(name)?;
     }
     privileges::check_root()?;
     let user = if opts.command.is_empty() {
@@ -211,10 +226,19 @@ fn check_target(opts: &RecordOptions) -> Result<Target, RecordError> {
         _ => None,
     };
     check_pids(&opts.pids, only_uid)?;
+    let mut containers: Vec<ContainerInfo> = Vec::new();
+    for name in &opts.containers {
+        let c = container::resolve(name)?;
+        // The same container named twice (name and id) is recorded once.
+        if !containers.iter().any(|k| k.id == c.id) {
+            containers.push(c);
+        }
+    }
     Ok(Target {
         user,
         creds,
         only_uid,
+        containers,
     })
 }
 
@@ -231,13 +255,14 @@ struct Loaded {
 /// Loads and attaches the programs; notes each one's state in the capture.
 fn load_programs(
     opts: &RecordOptions,
+    cgroups: &[(u64, agentsight_common::ContainerNs)],
     tx: &SyncSender<StoreMsg>,
     notify: &mut dyn FnMut(Notice),
 ) -> Result<Loaded, crate::capture::loader::LoadError> {
     let meta = |k: &str, v: String| {
         let _ = tx.send(StoreMsg::Meta(k.to_owned(), v));
     };
-    let probes = Probes::load(opts.ring_bytes)?;
+    let probes = Probes::load(opts.ring_bytes, cgroups)?;
     // Loading parsed the kernel's BTF (tens of MiB of small allocations, all
     // freed by now); give those pages back to the system, or they stay
     // resident under everything held later. glibc only returns them on request.
@@ -344,7 +369,19 @@ pub fn run(
     for (k, v) in start_meta(opts, target.user.as_ref(), start) {
         let _ = tx.send(StoreMsg::Meta(k, v));
     }
-    let mut loaded = match load_programs(opts, &tx, notify) {
+    if !target.containers.is_empty() {
+        let _ = tx.send(StoreMsg::Meta(
+            "containers".into(),
+            containers_json(&target.containers),
+        ));
+        let _ = tx.send(StoreMsg::Containers(target.containers.clone()));
+    }
+    let cgroups: Vec<_> = target
+        .containers
+        .iter()
+        .map(|c| (c.cgroup_id, c.pid_ns))
+        .collect();
+    let mut loaded = match load_programs(opts, &cgroups, &tx, notify) {
         Ok(l) => l,
         Err(e) => {
             drop(tx);
@@ -361,6 +398,7 @@ pub fn run(
         skipped: Skipped::new(target.only_uid),
     };
     tracker.adopt_targets(opts, notify);
+    tracker.adopt_containers(&target.containers);
     // Start the command, tracked from before its first instruction.
     let child = match (&target.user, opts.command.is_empty()) {
         (Some(u), false) => match tracker.spawn_tracked(u, &opts.command, &opts.env) {
@@ -376,7 +414,17 @@ pub fn run(
         },
         _ => None,
     };
-    let watched = watch(opts, &signals, child, &mut tracker, &reading.stats, notify);
+    let containers = (opts.command.is_empty() && opts.pids.is_empty() && opts.agent.is_none())
+        .then_some(target.containers.as_slice());
+    let watched = watch(
+        opts,
+        &signals,
+        child,
+        &mut tracker,
+        &reading.stats,
+        containers,
+        notify,
+    );
     let ended = Ended {
         failed_programs: loaded.failed_programs,
         stats_fd: loaded.stats_fd,
@@ -412,6 +460,52 @@ impl Tracker {
             self.scan_agents(agent, notify);
         }
     }
+}
+
+impl Tracker {
+    /// The processes already in each container: its init's tree and every
+    /// process in its cgroup (earlier `docker exec`s are not the init's
+    /// descendants). They are adopted whoever owns them: naming the
+    /// container asks for all of it, as the kernel's cgroup match does.
+    fn adopt_containers(&mut self, containers: &[ContainerInfo]) {
+        if containers.is_empty() {
+            return;
+        }
+        let procs = procinfo::snapshot();
+        let mut roots = BTreeSet::new();
+        for c in containers {
+            roots.insert(c.init_pid);
+            roots.extend(container::cgroup_pids(&c.cgroup_dir).unwrap_or_default());
+        }
+        let tree = procinfo::tree_of(&procs, &roots);
+        self.adopt(&tree, ProcessOrigin::Seeded);
+    }
+}
+
+/// The recorded containers, as meta `containers` (a JSON array).
+fn containers_json(containers: &[ContainerInfo]) -> String {
+    let items: Vec<serde_json::Value> = containers
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "id": c.id,
+                "name": c.name,
+                "image": c.image,
+                "init_pid": c.init_pid,
+                "cgroup_id": c.cgroup_id,
+                "cgroup": c.cgroup_dir.to_string_lossy(),
+            })
+        })
+        .collect();
+    serde_json::Value::Array(items).to_string()
+}
+
+/// True once no recorded container has a process left (its cgroup is
+/// empty or gone).
+fn containers_stopped(containers: &[ContainerInfo]) -> bool {
+    containers
+        .iter()
+        .all(|c| container::cgroup_pids(&c.cgroup_dir).is_none_or(|pids| pids.is_empty()))
 }
 
 /// How the watched run ended.
@@ -542,9 +636,11 @@ fn watch(
     mut child: Option<Child>,
     tracker: &mut Tracker,
     stats: &ReaderStats,
+    only_containers: Option<&[ContainerInfo]>,
     notify: &mut dyn FnMut(Notice),
 ) -> Watched {
     let started = Instant::now();
+    let mut containers_checked = started;
     let mut fd_obs = Vec::new();
     let mut periodic = Periodic::new();
     let mut command_status = None;
@@ -583,6 +679,15 @@ fn watch(
         }
         if opts.duration.is_some_and(|d| started.elapsed() >= d) {
             break "duration reached".to_string();
+        }
+        // Recording only containers: the run ends with the last of them.
+        if let Some(cs) = only_containers
+            && containers_checked.elapsed() >= Duration::from_millis(250)
+        {
+            containers_checked = Instant::now();
+            if containers_stopped(cs) {
+                break "every container stopped".to_string();
+            }
         }
         periodic.tick(&mut WatchCtx {
             opts,

@@ -96,8 +96,32 @@ pub fn checks() -> Vec<Check> {
         Some(dir) => clis.ok(dir.display().to_string()),
         None => clis.missing("pinned claude/codex/gemini not installed"),
     });
+    out.push(docker_check());
     optional_checks(&mut out);
     out
+}
+
+/// The container tests need the Docker client and daemon binaries and
+/// debootstrap (setup installs them); a daemon need not answer yet: the
+/// tests start `dockerd --bridge=none --iptables=false --ip-masq=false`.
+fn docker_check() -> Check {
+    let docker = Check::new(
+        "docker + debootstrap (container tests)",
+        Need::Setup,
+        "cargo xtask setup (apt-get install docker.io debootstrap)",
+    );
+    let missing: Vec<&str> = ["docker", "dockerd", "debootstrap"]
+        .into_iter()
+        .filter(|b| !have(b))
+        .collect();
+    if !missing.is_empty() {
+        return docker.missing(format!("not found: {}", missing.join(", ")));
+    }
+    if output(Command::new("docker").args(["info", "--format", "{{.ServerVersion}}"])).is_some() {
+        docker.ok("a daemon answers")
+    } else {
+        docker.ok("installed; no daemon answers yet (the tests start dockerd)")
+    }
 }
 
 fn toolchain_checks(pins: &Pins, out: &mut Vec<Check>) {
@@ -223,20 +247,6 @@ fn kernel_checks(out: &mut Vec<Check>) {
 }
 
 fn optional_checks(out: &mut Vec<Check>) {
-    let docker = Check::new(
-        "docker daemon (container tests, not used yet)",
-        Need::Optional,
-        "apt-get install docker.io; dockerd --bridge=none --iptables=false --ip-masq=false &",
-    );
-    out.push(if !have("docker") {
-        docker.missing("no docker client")
-    } else if output(Command::new("docker").args(["info", "--format", "{{.ServerVersion}}"]))
-        .is_some()
-    {
-        docker.ok("a daemon answers")
-    } else {
-        docker.missing("no daemon answers")
-    });
     let chromium = Check::new(
         "chromium (report tests, not used yet)",
         Need::Optional,

@@ -88,6 +88,10 @@ pub(crate) const DEBIAN_PACKAGES: &[(&str, &str)] = &[
     ("sudo", "sudo"),
     ("python3", "python3"),
     ("npm", "npm"),
+    // The container tests: a real Docker engine (the tests start `dockerd`
+    // when none answers) and an offline-built base image.
+    ("dockerd", "docker.io"),
+    ("debootstrap", "debootstrap"),
 ];
 
 fn main() -> Result<()> {

@@ -54,6 +54,8 @@ pub enum Detail {
     Fork {
         child_pid: u32,
         child_tid: u32,
+        /// The cgroup v2 id the child starts in (0: not read).
+        cgroup_id: u64,
     },
     Exec {
         /// True for a successful exec, false for a failed one (see `errno`).
@@ -73,6 +75,10 @@ pub enum Detail {
         /// A successful exec: the binary's device and inode (0 when unknown).
         exe_dev: u32,
         exe_ino: u64,
+        /// The cgroup v2 id at a successful exec (0: not read, a failed exec).
+        cgroup_id: u64,
+        /// In a recorded container's pid namespace: (its inode, the pid in it).
+        ns_pid: Option<(u64, u32)>,
     },
     Exit {
         exit_code: Option<i32>,
@@ -82,10 +88,7 @@ pub enum Detail {
     /// A file or socket syscall, still raw: `capture::syscalls` interprets it.
     Sys(SysRaw),
     /// Reads and writes on one fd, summed in the kernel.
-    Io {
-        fd: i32,
-        agg: IoAggregate,
-    },
+    Io { fd: i32, agg: IoAggregate },
     /// TCP outcome of a connect.
     TcpState {
         oldstate: i32,
@@ -309,6 +312,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
             Detail::Fork {
                 child_pid: ev.child_pid,
                 child_tid: ev.child_tid,
+                cgroup_id: ev.cgroup_id,
             }
         }
         EventKind::Exec | EventKind::ExecFailed => {
@@ -329,6 +333,8 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 exe: ok.then(|| kernel_path(&ev.exe)),
                 exe_dev: ev.exe_dev,
                 exe_ino: ev.exe_ino,
+                cgroup_id: ev.cgroup_id,
+                ns_pid: (ev.pidns_ino != 0).then_some((ev.pidns_ino, ev.ns_pid)),
             }
         }
         EventKind::Sys => {

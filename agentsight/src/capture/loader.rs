@@ -3,10 +3,10 @@
 use std::path::Path;
 
 use agentsight_common::{
-    EventKind, GLOBAL_OFFSETS, IoAgg, KIND_SLOTS, LOSS_SLOT_IO_FULL, LOSS_SLOT_TRACK_FULL,
-    MAP_EVENTS, MAP_IO, MAP_LOSS, MAP_SEQ, MAP_TRACKED, PROG_INET_SOCK_SET_STATE,
-    PROG_SCHED_PROCESS_EXEC, PROG_SCHED_PROCESS_EXIT, PROG_SCHED_PROCESS_FORK, PROG_SYS_EXIT,
-    TRACEPOINT_CATEGORY_SOCK,
+    ContainerNs, EventKind, GLOBAL_OFFSETS, GLOBAL_TRACKED_CGROUP_COUNT, IoAgg, KIND_SLOTS,
+    LOSS_SLOT_IO_FULL, LOSS_SLOT_TRACK_FULL, MAP_EVENTS, MAP_IO, MAP_LOSS, MAP_SEQ, MAP_TRACKED,
+    MAP_TRACKED_CGROUPS, PROG_INET_SOCK_SET_STATE, PROG_SCHED_PROCESS_EXEC,
+    PROG_SCHED_PROCESS_EXIT, PROG_SCHED_PROCESS_FORK, PROG_SYS_EXIT, TRACEPOINT_CATEGORY_SOCK,
 };
 use aya::{
     Btf, Ebpf, EbpfLoader,
@@ -119,7 +119,9 @@ pub fn ensure_tracefs() -> Result<Option<String>, String> {
 impl Probes {
     /// Loads the object, attaches every program it can, and reports each
     /// program's outcome. Fails only when nothing at all could be attached.
-    pub fn load(ring_bytes: u32) -> Result<Self, LoadError> {
+    /// A process in one of `cgroups` (cgroup v2 ids of recorded containers)
+    /// joins the tracked set at its first fork or exec.
+    pub fn load(ring_bytes: u32, cgroups: &[(u64, ContainerNs)]) -> Result<Self, LoadError> {
         if OBJECT.is_empty() {
             return Err(LoadError::NoObject);
         }
@@ -128,9 +130,13 @@ impl Probes {
         let mut ebpf = EbpfLoader::new()
             .btf(Some(&btf))
             .override_global(GLOBAL_OFFSETS, &offsets, true)
+            .override_global(GLOBAL_TRACKED_CGROUP_COUNT, &(cgroups.len() as u32), true)
             .map_max_entries(MAP_EVENTS, ring_bytes)
             .load(OBJECT)
             .map_err(|e| LoadError::Load(error_chain(&e)))?;
+        // Filled before any program is attached, so no process of a
+        // container is looked up against an empty set.
+        insert_cgroups(&mut ebpf, cgroups)?;
 
         let tracefs = ensure_tracefs();
         let mut statuses = Vec::new();
@@ -250,6 +256,27 @@ pub fn drain_io(io: &mut HashMap<MapData, u64, IoAgg>, pid: Option<u32>) -> Vec<
         let _ = io.remove(&k);
     }
     out
+}
+
+fn insert_cgroups(ebpf: &mut Ebpf, cgroups: &[(u64, ContainerNs)]) -> Result<(), LoadError> {
+    if cgroups.is_empty() {
+        return Ok(());
+    }
+    let map = ebpf
+        .map_mut(MAP_TRACKED_CGROUPS)
+        .ok_or(LoadError::MissingMap(MAP_TRACKED_CGROUPS))?;
+    let mut map: HashMap<&mut MapData, u64, ContainerNs> =
+        HashMap::try_from(map).map_err(|e| LoadError::Map {
+            name: MAP_TRACKED_CGROUPS,
+            reason: e.to_string(),
+        })?;
+    for &(id, ns) in cgroups {
+        map.insert(id, ns, 0).map_err(|e| LoadError::Map {
+            name: MAP_TRACKED_CGROUPS,
+            reason: format!("insert {id}: {e}"),
+        })?;
+    }
+    Ok(())
 }
 
 fn take_map(ebpf: &mut Ebpf, name: &'static str) -> Result<aya::maps::Map, LoadError> {

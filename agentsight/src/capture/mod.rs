@@ -4,6 +4,7 @@
 //! store's writer implements it), and [`model`] says what to store.
 
 pub mod btf;
+pub mod container;
 pub mod decode;
 pub mod loader;
 pub mod model;

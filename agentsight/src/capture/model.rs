@@ -98,6 +98,19 @@ pub enum ProcessChange {
         uid: u32,
         gid: u32,
     },
+    /// The kernel saw process `pid` (row `id`) in cgroup `cgroup_id` (v2)
+    /// at its fork or exec: the store maps it to a recorded container.
+    /// Only for a cgroup id the kernel read (never 0).
+    InCgroup {
+        id: ProcessId,
+        pid: u32,
+        cgroup_id: u64,
+        /// When (the fork's or exec's `mono_ns`).
+        at_ns: u64,
+        /// At an exec in a recorded container's pid namespace: that
+        /// namespace's inode and the pid in it, as the kernel read them.
+        ns_pid: Option<(u64, u32)>,
+    },
     Exit {
         id: ProcessId,
         end_mono_ns: u64,
@@ -181,6 +194,26 @@ pub struct ProcessModel {
     /// its process's whole life (a command that exits at once).
     exited: HashMap<u32, ProcessId>,
     last_id: ProcessId,
+}
+
+/// Notes the cgroup the kernel saw a process in, when it read one.
+fn in_cgroup(
+    id: ProcessId,
+    pid: u32,
+    cgroup_id: u64,
+    at_ns: u64,
+    ns_pid: Option<(u64, u32)>,
+    out: &mut Vec<Step>,
+) {
+    if cgroup_id != 0 {
+        out.push(Step::Process(ProcessChange::InCgroup {
+            id,
+            pid,
+            cgroup_id,
+            at_ns,
+            ns_pid,
+        }));
+    }
 }
 
 fn json_array(items: &[String]) -> String {
@@ -371,9 +404,25 @@ impl ProcessModel {
 
     fn event<'a>(&mut self, ev: &'a Event, repeat: Option<i64>, out: &mut Vec<Step<'a>>) {
         let h = &ev.header;
+        let before = self.last_id;
         let id = self.process_of(h, out);
         let fields = match &ev.detail {
-            Detail::Fork { child_pid, .. } => self.fork(h, id, *child_pid, out),
+            Detail::Fork {
+                child_pid,
+                cgroup_id,
+                ..
+            } => {
+                // A parent first seen by this fork (one that joined in the
+                // kernel by its container's cgroup) is in the same cgroup.
+                if id > before {
+                    in_cgroup(id, h.pid, *cgroup_id, h.mono_ns, None, out);
+                }
+                let f = self.fork(h, id, *child_pid, out);
+                if let Some(child) = f.child_process_id {
+                    in_cgroup(child, *child_pid, *cgroup_id, h.mono_ns, None, out);
+                }
+                f
+            }
             Detail::Exec { .. } => self.exec(ev, id, out),
             Detail::Sys(raw) => {
                 let sys = match self.live.get_mut(&h.pid) {
@@ -492,6 +541,8 @@ impl ProcessModel {
             exe: x,
             exe_dev,
             exe_ino,
+            cgroup_id,
+            ns_pid,
             ..
         } = &ev.detail
         else {
@@ -536,6 +587,7 @@ impl ProcessModel {
             uid: h.uid,
             gid: h.gid,
         }));
+        in_cgroup(id, h.pid, *cgroup_id, h.mono_ns, *ns_pid, out);
         if let Some(l) = self.live.get_mut(&h.pid) {
             l.argv = Some(a_json);
             l.cwd = Some(c.path.clone());
@@ -776,6 +828,7 @@ mod tests {
                 detail: Detail::Fork {
                     child_pid: 11,
                     child_tid: 11,
+                    cgroup_id: 0,
                 },
             },
             sys(11, 13, op::DUP2, 5, [3, 5, 0, 0, 0, 0], ""),
@@ -796,6 +849,8 @@ mod tests {
                     exe: Some(complete("/usr/bin/ls")),
                     exe_dev: 8,
                     exe_ino: 99,
+                    cgroup_id: 0,
+                    ns_pid: None,
                 },
             },
             sys(11, 17, op::FTRUNCATE, 0, [5, 0, 0, 0, 0, 0], ""),
@@ -817,6 +872,69 @@ mod tests {
             ProcessChange::Insert(NewProcess { id: 1, .. })
         ));
         m.steps(events)
+    }
+
+    #[test]
+    fn cgroups_the_kernel_read_are_noted_for_the_child_the_exec_and_an_unseen_parent() {
+        // From the fork on, without a seed: pid 10 is first seen by its
+        // fork (as a process that joined by its container's cgroup is), so
+        // the fork says its cgroup too.
+        let mut events = fork_scenario().split_off(2);
+        let Detail::Fork { cgroup_id, .. } = &mut events[0].detail else {
+            panic!("a fork")
+        };
+        *cgroup_id = 77;
+        let Detail::Exec {
+            cgroup_id, ns_pid, ..
+        } = &mut events[4].detail
+        else {
+            panic!("an exec")
+        };
+        *cgroup_id = 78;
+        *ns_pid = Some((4026532180, 7));
+        let mut m = ProcessModel::default();
+        let noted: Vec<ProcessChange> = m
+            .steps(&events)
+            .into_iter()
+            .filter_map(|s| match s {
+                Step::Process(c @ ProcessChange::InCgroup { .. }) => Some(c),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            noted,
+            vec![
+                ProcessChange::InCgroup {
+                    id: 1,
+                    pid: 10,
+                    cgroup_id: 77,
+                    at_ns: 12,
+                    ns_pid: None,
+                },
+                ProcessChange::InCgroup {
+                    id: 2,
+                    pid: 11,
+                    cgroup_id: 77,
+                    at_ns: 12,
+                    ns_pid: None,
+                },
+                ProcessChange::InCgroup {
+                    id: 2,
+                    pid: 11,
+                    cgroup_id: 78,
+                    at_ns: 16,
+                    ns_pid: Some((4026532180, 7)),
+                },
+            ]
+        );
+        // A cgroup the kernel did not read (0) notes nothing.
+        let plain = fork_scenario();
+        let mut m = ProcessModel::default();
+        assert!(
+            !m.steps(&plain)
+                .iter()
+                .any(|s| matches!(s, Step::Process(ProcessChange::InCgroup { .. })))
+        );
     }
 
     #[test]

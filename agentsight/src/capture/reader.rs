@@ -440,6 +440,7 @@ pub(crate) mod test_records {
             },
             child_pid: child,
             child_tid: child,
+            cgroup_id: 0,
         };
         // Safety: a repr(C) record viewed as its bytes.
         unsafe {
@@ -491,7 +492,8 @@ mod tests {
             events[2].detail,
             Detail::Fork {
                 child_pid: 101,
-                child_tid: 101
+                child_tid: 101,
+                cgroup_id: 0,
             }
         ));
         assert_eq!(events[0].header.comm, "sh");

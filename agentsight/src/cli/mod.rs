@@ -72,6 +72,14 @@ pub struct RecordArgs {
     /// Record an already-running process and its descendants (repeatable).
     #[arg(long = "pid")]
     pub pids: Vec<u32>,
+    /// Record a running Docker container (name or id; repeatable): every
+    /// process in its cgroup, those running now and every later one
+    /// (`docker exec` too). With no command, --pid or --agent, recording
+    /// ends when every container has stopped.
+    // A value that looks like an option is taken as the name, so the name
+    // check (not clap) refuses it, in one line.
+    #[arg(long = "container", value_name = "NAME|ID", allow_hyphen_values = true)]
+    pub containers: Vec<String>,
     /// Track every process of this agent, running now or started later.
     #[arg(long, value_parser = agent_name())]
     pub agent: Option<AgentName>,
@@ -392,8 +400,10 @@ fn denied_inodes_now(policy: &agentsight::audit::Policy, user: Option<&str>) -> 
 }
 
 fn cmd_record(a: RecordArgs) -> Result<i32> {
-    if a.command.is_empty() && a.pids.is_empty() && a.agent.is_none() {
-        bail!("nothing to record: give a command after --, or --pid PID, or --agent NAME");
+    if a.command.is_empty() && a.pids.is_empty() && a.agent.is_none() && a.containers.is_empty() {
+        bail!(
+            "nothing to record: give a command after --, or --pid PID, --agent NAME or --container NAME"
+        );
     }
     // A policy that does not parse fails before anything runs.
     let policy = a
@@ -433,6 +443,7 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         output: a.output.unwrap_or_else(record::default_output),
         command: a.command,
         pids: a.pids,
+        containers: a.containers,
         agent: a.agent,
         user: a.user,
         env: a.env,

@@ -89,6 +89,12 @@ CREATE TABLE processes (
     exit_code INTEGER,
     signal INTEGER,
     core_dumped INTEGER,
+    container_id TEXT,
+    container_name TEXT,
+    container_image TEXT,
+    pid_ns INTEGER,
+    mnt_ns INTEGER,
+    ns_pid INTEGER,
     UNIQUE (pid, start_mono_ns)
 );
 CREATE TABLE strings (id INTEGER PRIMARY KEY, s TEXT NOT NULL, prefix INTEGER);

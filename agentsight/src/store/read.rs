@@ -26,15 +26,62 @@ pub struct ProcessRecord {
     pub end_mono_ns: Option<i64>,
     pub exit_code: Option<i64>,
     pub signal: Option<i64>,
+    /// Its container and namespaces (`record --container`); all None for a
+    /// host process and in captures made before these columns existed.
+    pub identity: ProcessIdentity,
+}
+
+/// The container a process ran in and its namespaces, as recorded.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProcessIdentity {
+    pub container_id: Option<String>,
+    pub container_name: Option<String>,
+    pub container_image: Option<String>,
+    /// Inodes of its pid and mount namespaces.
+    pub pid_ns: Option<i64>,
+    pub mnt_ns: Option<i64>,
+    /// Its pid inside its pid namespace.
+    pub ns_pid: Option<i64>,
+}
+
+impl ProcessIdentity {
+    /// The identity columns of `processes`, in [`ProcessIdentity`]'s order.
+    pub const COLUMNS: [&str; 6] = [
+        "container_id",
+        "container_name",
+        "container_image",
+        "pid_ns",
+        "mnt_ns",
+        "ns_pid",
+    ];
+
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
+}
+
+/// Whether `table` has `column` (captures made before a column was added
+/// lack it: readers treat it as absent).
+pub fn has_column(conn: &Connection, table: &str, column: &str) -> rusqlite::Result<bool> {
+    let mut st = conn.prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))?;
+    let names = st
+        .query_map([], |r| r.get::<_, String>(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(names.iter().any(|n| n == column))
 }
 
 /// Every process, by start time (then row id).
 pub fn processes(conn: &Connection) -> rusqlite::Result<Vec<ProcessRecord>> {
-    let mut st = conn.prepare(
+    let identity = if has_column(conn, "processes", "container_id")? {
+        ProcessIdentity::COLUMNS.join(", ")
+    } else {
+        "NULL, NULL, NULL, NULL, NULL, NULL".to_owned()
+    };
+    let mut st = conn.prepare(&format!(
         "SELECT id, pid, start_mono_ns, parent_id, origin, comm, argv, cwd, uid, exec_count,
-                end_mono_ns, exit_code, signal
-         FROM processes ORDER BY start_mono_ns, id",
-    )?;
+                end_mono_ns, exit_code, signal, {identity}
+         FROM processes ORDER BY start_mono_ns, id"
+    ))?;
     st.query_map([], |r| {
         let argv: Option<String> = r.get(6)?;
         Ok(ProcessRecord {
@@ -53,6 +100,14 @@ pub fn processes(conn: &Connection) -> rusqlite::Result<Vec<ProcessRecord>> {
             end_mono_ns: r.get(10)?,
             exit_code: r.get(11)?,
             signal: r.get(12)?,
+            identity: ProcessIdentity {
+                container_id: r.get(13)?,
+                container_name: r.get(14)?,
+                container_image: r.get(15)?,
+                pid_ns: r.get(16)?,
+                mnt_ns: r.get(17)?,
+                ns_pid: r.get(18)?,
+            },
         })
     })?
     .collect()
@@ -261,6 +316,46 @@ mod tests {
         )
         .unwrap();
         c
+    }
+
+    #[test]
+    fn identity_columns_read_when_present_and_absent_in_older_captures() {
+        let c = capture();
+        c.execute(
+            "UPDATE processes SET container_id = 'abc', container_name = 'dev',
+                container_image = 'img', pid_ns = 7, mnt_ns = 8, ns_pid = 1 WHERE id = 1",
+            [],
+        )
+        .unwrap();
+        let p = processes(&c).unwrap();
+        assert_eq!(
+            p.iter().map(|p| p.identity.clone()).collect::<Vec<_>>(),
+            vec![
+                ProcessIdentity::default(),
+                ProcessIdentity {
+                    container_id: Some("abc".into()),
+                    container_name: Some("dev".into()),
+                    container_image: Some("img".into()),
+                    pid_ns: Some(7),
+                    mnt_ns: Some(8),
+                    ns_pid: Some(1),
+                }
+            ]
+        );
+        // A capture from before the columns: the same rows, no identity.
+        let old = Connection::open_in_memory().unwrap();
+        old.execute_batch(
+            "CREATE TABLE processes (id INTEGER PRIMARY KEY, pid INTEGER NOT NULL,
+                start_mono_ns INTEGER NOT NULL, parent_id INTEGER, origin TEXT NOT NULL,
+                comm TEXT, argv TEXT, cwd TEXT, uid INTEGER,
+                exec_count INTEGER NOT NULL DEFAULT 0, end_mono_ns INTEGER, exit_code INTEGER,
+                signal INTEGER);
+             INSERT INTO processes (id, pid, start_mono_ns, origin) VALUES (1, 10, 5, 'root');",
+        )
+        .unwrap();
+        assert!(!has_column(&old, "processes", "container_id").unwrap());
+        let p = processes(&old).unwrap();
+        assert_eq!((p.len(), p[0].identity.is_empty()), (1, true));
     }
 
     #[test]

@@ -24,6 +24,7 @@ use super::{
 pub use crate::capture::SinkClosed as WriterStopped;
 use crate::capture::{
     ProcessSeed, Sink,
+    container::{self, ContainerInfo},
     decode::Event,
     model::{EventRow, ProcessChange, ProcessModel, ProcessOrigin, Step},
     reader::{Gap, RecordBatch},
@@ -37,6 +38,10 @@ pub enum StoreMsg {
     Anchor(Anchor),
     Loss(Vec<(&'static str, u64)>),
     Meta(String, String),
+    /// The containers recorded (`record --container`): a process the kernel
+    /// saw in one's cgroup gets its id, name and image, and while any is
+    /// recorded every process row gets its namespace identity from /proc.
+    Containers(Vec<ContainerInfo>),
     /// `--max-size`: once the capture (file + WAL) reaches this many bytes,
     /// events are no longer stored but counted, per kind, as loss
     /// `max_size:KIND`.
@@ -305,6 +310,9 @@ struct State {
     strings: Interner,
     /// `insert_row_sql()`, built once.
     insert_row: String,
+    /// The recorded containers by cgroup id (empty: a host-only capture,
+    /// whose process rows stay as they always were).
+    containers: std::collections::HashMap<u64, ContainerInfo>,
 }
 
 /// Event batches received but not yet stored. While the traced tree is busy
@@ -369,6 +377,7 @@ fn run(
         anchor_row: 0,
         strings: Interner::default(),
         insert_row: insert_row_sql(),
+        containers: std::collections::HashMap::new(),
     };
     match store_anchor(&conn, &anchor) {
         Ok(id) => st.anchor_row = id,
@@ -421,6 +430,10 @@ fn run(
             StoreMsg::Meta(k, v) => put_meta(&conn, &k, &v),
             StoreMsg::MaxBytes(n) => {
                 st.max_bytes = Some(n);
+                Ok(())
+            }
+            StoreMsg::Containers(list) => {
+                st.containers = list.into_iter().map(|c| (c.cgroup_id, c)).collect();
                 Ok(())
             }
         };
@@ -511,7 +524,56 @@ fn write_loss(conn: &mut Connection, counts: &[(&'static str, u64)]) -> rusqlite
 
 fn write_seed(conn: &Connection, st: &mut State, s: &ProcessSeed) -> rusqlite::Result<()> {
     let change = st.model.seed(s);
-    write_process(conn, st, &change)
+    write_process(conn, st, &change)?;
+    if st.containers.is_empty() {
+        return Ok(());
+    }
+    let id = match &change {
+        ProcessChange::Insert(p) => p.id,
+        ProcessChange::CompleteFromSeed { id, .. } => *id,
+        _ => return Ok(()),
+    };
+    // A process found in /proc: its cgroup from there too.
+    let cgroup_id = container::cgroup_of(s.pid).ok().map(|(_, id)| id);
+    write_identity(conn, st, id, s.pid, cgroup_id, s.start_mono_ns, None)
+}
+
+/// The container (by cgroup id) and namespace identity (from /proc, if the
+/// process is still the one seen at `seen_ns`; else the pid namespace and
+/// pid the kernel read at its exec, `kernel_ns`) of a process row. Only
+/// while containers are recorded: host-only captures keep these columns NULL.
+fn write_identity(
+    conn: &Connection,
+    st: &State,
+    id: i64,
+    pid: u32,
+    cgroup_id: Option<u64>,
+    seen_ns: u64,
+    kernel_ns: Option<(u64, u32)>,
+) -> rusqlite::Result<()> {
+    if st.containers.is_empty() {
+        return Ok(());
+    }
+    if let Some(c) = cgroup_id.and_then(|g| st.containers.get(&g)) {
+        conn.execute(
+            "UPDATE processes SET container_id = ?1, container_name = ?2, container_image = ?3 WHERE id = ?4",
+            params![c.id, c.name, c.image, id],
+        )?;
+    }
+    if let Some(ns) = container::ns_identity(pid, seen_ns) {
+        conn.execute(
+            "UPDATE processes SET pid_ns = ?1, mnt_ns = ?2, ns_pid = ?3 WHERE id = ?4",
+            params![ns.pid_ns as i64, ns.mnt_ns as i64, ns.ns_pid, id],
+        )?;
+    } else if let Some((pid_ns, ns_pid)) = kernel_ns {
+        // Gone already: what the kernel saw at its exec (the mount
+        // namespace it cannot tell cheaply stays NULL).
+        conn.execute(
+            "UPDATE processes SET pid_ns = ?1, ns_pid = ?2 WHERE id = ?3",
+            params![pid_ns as i64, ns_pid, id],
+        )?;
+    }
+    Ok(())
 }
 
 /// Writes one change to `processes`.
@@ -588,6 +650,15 @@ fn write_process(conn: &Connection, st: &mut State, c: &ProcessChange) -> rusqli
                 "UPDATE processes SET argv = ?1, argv_truncated = ?2, cwd = ?3, exe = ?4, comm = ?5, uid = ?6, gid = ?7, exec_count = exec_count + 1 WHERE id = ?8",
                 params![argv, argv_truncated, cwd, exe, comm, uid, gid, id],
             )?;
+        }
+        ProcessChange::InCgroup {
+            id,
+            pid,
+            cgroup_id,
+            at_ns,
+            ns_pid,
+        } => {
+            write_identity(conn, st, *id, *pid, Some(*cgroup_id), *at_ns, *ns_pid)?;
         }
         ProcessChange::Exit {
             id,

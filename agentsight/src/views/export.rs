@@ -1,7 +1,7 @@
 //! `agentsight export --format jsonl`: one JSON object per event, by time.
 //! Field names are documented in the README ("Export format").
 
-use std::io::Write;
+use std::{collections::HashMap, io::Write};
 
 use rusqlite::types::Value;
 use serde_json::{Map, Value as Json, json};
@@ -9,8 +9,32 @@ use serde_json::{Map, Value as Json, json};
 use crate::{
     clock::rfc3339_ns,
     rawtext,
-    store::{Capture, ColumnType, StoreError, exported_columns},
+    store::{Capture, ColumnType, StoreError, exported_columns, read::ProcessIdentity},
 };
+
+/// The process's container and namespace fields, each only when recorded.
+fn insert_identity(obj: &mut Map<String, Json>, id: &ProcessIdentity) {
+    let texts = [
+        ("container_id", &id.container_id),
+        ("container_name", &id.container_name),
+        ("container_image", &id.container_image),
+    ];
+    for (k, v) in texts {
+        if let Some(v) = v {
+            obj.insert(k.into(), json!(v));
+        }
+    }
+    let ints = [
+        ("pid_ns", id.pid_ns),
+        ("mnt_ns", id.mnt_ns),
+        ("ns_pid", id.ns_pid),
+    ];
+    for (k, v) in ints {
+        if let Some(v) = v {
+            obj.insert(k.into(), json!(v));
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
@@ -22,13 +46,22 @@ pub enum ExportError {
 
 /// Writes every event as one JSON line, ordered by monotonic time.
 pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
-    // `wall_ns` first: it becomes `ts`, the exported columns follow.
+    // `wall_ns` first: it becomes `ts`; then `process_id`, to find the
+    // process's container (not exported itself); the exported columns follow.
     let columns: Vec<_> = exported_columns().collect();
     let names: Vec<&str> = columns.iter().map(|c| c.name).collect();
     let sql = format!(
-        "SELECT wall_ns, {} FROM events ORDER BY mono_ns, cpu, seq",
+        "SELECT wall_ns, process_id, {} FROM events ORDER BY mono_ns, cpu, seq",
         names.join(", ")
     );
+    // The container and namespaces of each event's process, only for the
+    // processes that have any: a host-only capture exports as before.
+    let identities: HashMap<i64, ProcessIdentity> = cap
+        .processes()?
+        .into_iter()
+        .filter(|p| !p.identity.is_empty())
+        .map(|p| (p.id, p.identity))
+        .collect();
     let mut st = cap.conn.prepare(&sql).map_err(|e| cap.query_err(e))?;
     let mut rows = st.query([]).map_err(|e| cap.query_err(e))?;
     let mut n = 0u64;
@@ -38,7 +71,7 @@ pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
         obj.insert("ts".into(), json!(rfc3339_ns(wall.max(0) as u64)));
         for (i, column) in columns.iter().enumerate() {
             let name = column.name;
-            let v: Value = row.get(i + 1).map_err(|e| cap.query_err(e))?;
+            let v: Value = row.get(i + 2).map_err(|e| cap.query_err(e))?;
             let j = match (name, v) {
                 (_, Value::Null) => continue,
                 ("argv", Value::Text(t)) => {
@@ -65,6 +98,11 @@ pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
                 (_, Value::Blob(b)) => json!(String::from_utf8_lossy(&b)),
             };
             obj.insert(name.to_owned(), j);
+        }
+        if let Ok(Some(process)) = row.get::<_, Option<i64>>(1)
+            && let Some(id) = identities.get(&process)
+        {
+            insert_identity(&mut obj, id);
         }
         serde_json::to_writer(&mut *out, &Json::Object(obj)).map_err(std::io::Error::from)?;
         out.write_all(b"\n")?;

@@ -3,7 +3,10 @@
 
 use std::{collections::HashMap, fmt::Write as _};
 
-use crate::store::{Capture, StoreError, read::ProcessRecord};
+use crate::store::{
+    Capture, StoreError,
+    read::{ProcessIdentity, ProcessRecord},
+};
 
 fn signal_name(sig: i64) -> String {
     nix::sys::signal::Signal::try_from(sig as i32)
@@ -184,6 +187,7 @@ fn programs_line(cap: &Capture, s: &mut String) -> Result<(), StoreError> {
 /// origin, and the cwd where it differs from its parent's.
 fn process_tree(procs: &[ProcessRecord], exits_known: bool, s: &mut String) {
     let ids: std::collections::HashSet<i64> = procs.iter().map(|p| p.id).collect();
+    let by_id: HashMap<i64, &ProcessRecord> = procs.iter().map(|p| (p.id, p)).collect();
     let mut kids: HashMap<Option<i64>, Vec<&ProcessRecord>> = HashMap::new();
     for p in procs {
         let parent = p.parent_id.filter(|id| ids.contains(id));
@@ -227,9 +231,20 @@ fn process_tree(procs: &[ProcessRecord], exits_known: bool, s: &mut String) {
             ("fork", _) => String::new(),
             (other, _) => format!(" [{other}]"),
         };
+        // The container, at a tree's root and wherever it changes.
+        let parent_container = p
+            .parent_id
+            .and_then(|id| by_id.get(&id))
+            .map(|q| q.identity.container_id.as_deref());
+        let container_note =
+            if depth == 0 || parent_container != Some(p.identity.container_id.as_deref()) {
+                container_note(&p.identity)
+            } else {
+                String::new()
+            };
         let _ = writeln!(
             s,
-            "{}{} {}  [{dur}, {outcome}]{origin}{cwd_note}",
+            "{}{} {}  [{dur}, {outcome}]{origin}{cwd_note}{container_note}",
             "  ".repeat(depth + 1),
             p.pid,
             cmd
@@ -240,6 +255,27 @@ fn process_tree(procs: &[ProcessRecord], exits_known: bool, s: &mut String) {
             }
         }
     }
+}
+
+/// `  [container NAME ID12 image IMAGE, pid N in it]`, or nothing for a
+/// host process.
+fn container_note(id: &ProcessIdentity) -> String {
+    let Some(cid) = id.container_id.as_deref() else {
+        return String::new();
+    };
+    let short: String = cid.chars().take(12).collect();
+    let mut note = format!(
+        "  [container {} {short}",
+        id.container_name.as_deref().unwrap_or("?")
+    );
+    if let Some(image) = &id.container_image {
+        let _ = write!(note, " image {image}");
+    }
+    if let Some(n) = id.ns_pid {
+        let _ = write!(note, ", pid {n} in it");
+    }
+    note.push(']');
+    note
 }
 
 /// Top files written and read, network destinations and DNS names.
