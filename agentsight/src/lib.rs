@@ -28,6 +28,7 @@ pub mod capture;
 
 pub mod clock;
 pub mod correlate;
+pub mod docker;
 pub mod enrich;
 pub mod envreset;
 pub mod matching;

@@ -25,6 +25,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "privileges",
             "envreset",
             "vocabulary",
+            "docker",
             "sessions",
             "safefs",
         ],

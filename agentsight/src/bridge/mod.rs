@@ -3,14 +3,11 @@
 //! results only (provider credentials never leave the container).
 //!
 //! - [`protocol`]: the newline-delimited JSON frames, the seven error codes
-//!   and the bounds (docs/container-bridge.md §4–§5).
+//!   and the bounds (docs/bridge.md).
 //! - [`server`]: the in-container side (`agentsight bridge` on stdin/stdout).
-//! - [`validate`]: container names and container paths, checked before any
-//!   docker call (§10).
-//! - [`identity`]: the execution identity inside the container from
-//!   `docker inspect`, and the `docker exec` argv of the bridge (§9).
-//! - [`docker`]: `docker inspect` and the auxiliary `docker exec` lookups,
-//!   each bounded (10 s), giving a container's [`Bridge`].
+//! - [`docker`]: a container's [`Bridge`], from `crate::docker` (names and
+//!   paths validated before any docker call, `docker inspect` and the
+//!   identity lookups, each bounded to 10 s).
 //! - [`client`]: the host side: one long-lived bridge child per container,
 //!   its lock and timeouts, and the fail-closed fan-out (§3, §6, §7).
 //!
@@ -19,14 +16,13 @@
 
 pub mod client;
 pub mod docker;
-pub mod identity;
 pub mod protocol;
 pub mod server;
-pub mod validate;
 
+pub use crate::docker::{
+    ContainerLookups, ContainerName, Docker, DockerError, Identity, IdentityError, InvalidInput,
+    bridge_argv, identity_from_inspect, validate_container_path,
+};
 pub use client::{Bridge, BridgeSet, CallError, ContainerSession, FanoutList, LookupError};
-pub use docker::{Docker, DockerError};
-pub use identity::{ContainerLookups, Identity, IdentityError, bridge_argv, identity_from_inspect};
 pub use protocol::{ErrorCode, Payload, Request, WireError};
 pub use server::Server;
-pub use validate::{ContainerName, InvalidInput, validate_container_path};

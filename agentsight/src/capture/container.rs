@@ -5,17 +5,15 @@
 
 use agentsight_common::ContainerNs;
 use std::{
-    io::Read,
     os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
-    process::{Command, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
+
+use crate::docker::{ContainerName, Docker, DockerError};
 
 /// How long one `docker inspect` may take.
 pub const DOCKER_TIMEOUT: Duration = Duration::from_secs(10);
-/// A container name or id is at most this many bytes.
-pub const NAME_MAX: usize = 128;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ContainerError {
@@ -56,20 +54,12 @@ pub struct ContainerInfo {
     pub pid_ns: ContainerNs,
 }
 
-/// A name is data, never an option: checked before any docker call.
+/// A name is data, never an option: checked before any docker call (the
+/// rule of `crate::docker::ContainerName`).
 pub fn validate_name(name: &str) -> Result<(), ContainerError> {
-    let b = name.as_bytes();
-    let ok = !b.is_empty()
-        && b.len() <= NAME_MAX
-        && b[0].is_ascii_alphanumeric()
-        && b[1..]
-            .iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'));
-    if ok {
-        Ok(())
-    } else {
-        Err(ContainerError::InvalidName(name.to_owned()))
-    }
+    ContainerName::parse(name)
+        .map(|_| ())
+        .map_err(|_| ContainerError::InvalidName(name.to_owned()))
 }
 
 /// Resolves a running container: `docker inspect` (bounded by
@@ -96,60 +86,25 @@ pub fn resolve(name: &str) -> Result<ContainerInfo, ContainerError> {
     Ok(info)
 }
 
-/// Runs `docker inspect --type container NAME`; its stdout on success.
+/// Runs `docker inspect --type container NAME` (bounded, see
+/// `crate::docker`); its stdout on success.
 fn inspect(name: &str) -> Result<Vec<u8>, ContainerError> {
-    let docker_err = |reason: String| ContainerError::Docker {
-        name: name.to_owned(),
-        reason,
-    };
-    let mut child = Command::new("docker")
-        .args(["inspect", "--type", "container", "--", name])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| docker_err(e.to_string()))?;
-    // Read on threads, so a full pipe never stalls docker past the bound.
-    let reader = |r: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut buf);
-            }
-            buf
-        })
-    };
-    let stdout = reader(
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    );
-    let stderr = reader(
-        child
+    let mut docker = Docker::new("docker");
+    docker.timeout = DOCKER_TIMEOUT;
+    let ran = docker
+        .run(&["inspect", "--type", "container", "--", name])
+        .map_err(|e| match e {
+            DockerError::Timeout { .. } => ContainerError::Timeout {
+                name: name.to_owned(),
+            },
+            other => ContainerError::Docker {
+                name: name.to_owned(),
+                reason: other.to_string(),
+            },
+        })?;
+    if ran.code != Some(0) {
+        let reason = ran
             .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    );
-    let deadline = Instant::now() + DOCKER_TIMEOUT;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break s,
-            Ok(None) if Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(ContainerError::Timeout {
-                    name: name.to_owned(),
-                });
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(docker_err(e.to_string())),
-        }
-    };
-    let out = stdout.join().unwrap_or_default();
-    let err = stderr.join().unwrap_or_default();
-    if !status.success() {
-        let reason = String::from_utf8_lossy(&err)
             .lines()
             .find(|l| !l.trim().is_empty())
             .unwrap_or("docker inspect failed")
@@ -160,7 +115,7 @@ fn inspect(name: &str) -> Result<Vec<u8>, ContainerError> {
             reason,
         });
     }
-    Ok(out)
+    Ok(ran.stdout.into_bytes())
 }
 
 /// Reads `Id`, `Name`, `Config.Image`, `State.Running` and `State.Pid` from

@@ -1,6 +1,6 @@
 //! Who the bridge runs as inside the container, and where: derived from
 //! `docker inspect` so that a dev container whose main process is root still
-//! reads the agent user's home (docs/container-bridge.md §9).
+//! reads the agent user's home (docs/bridge.md, "Identity").
 
 use serde_json::Value;
 

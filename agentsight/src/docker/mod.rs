@@ -1,0 +1,201 @@
+//! The docker client as agentsight drives it: names and paths checked
+//! before any call (`validate`), each `docker` run bounded (10 s) with its
+//! output read on threads, `docker inspect` parsed, and the identity a
+//! process started with `docker exec` should have in the container
+//! (`identity`, from the inspect document and two bounded lookups).
+//! Used by `record --container` (capture) and the container bridge.
+
+pub mod identity;
+pub mod validate;
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub use identity::{ContainerLookups, Identity, IdentityError, bridge_argv, identity_from_inspect};
+pub use validate::{ContainerName, InvalidInput, validate_container_path};
+
+/// Each `docker inspect` / auxiliary `docker exec`.
+pub const HELPER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most output read from a helper (an inspect document is a few KiB).
+const MAX_OUTPUT: u64 = 8 * 1024 * 1024;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DockerError {
+    #[error(transparent)]
+    Invalid(#[from] InvalidInput),
+    #[error("running {program}: {message}")]
+    Run { program: String, message: String },
+    #[error("`{command}` did not finish within {secs} s")]
+    Timeout { command: String, secs: f64 },
+    #[error("`{command}` failed ({status}): {stderr}")]
+    Failed {
+        command: String,
+        status: String,
+        stderr: String,
+    },
+    #[error("`docker inspect {0}` did not give JSON: {1}")]
+    BadInspect(String, String),
+    #[error("container {name}: {source}")]
+    Identity { name: String, source: IdentityError },
+}
+
+/// What a finished helper gave.
+pub struct Ran {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// The docker client to run (`docker`, or another path) and its bound.
+#[derive(Debug, Clone)]
+pub struct Docker {
+    pub program: OsString,
+    pub timeout: Duration,
+}
+
+impl Docker {
+    pub fn new(program: impl Into<OsString>) -> Self {
+        Docker {
+            program: program.into(),
+            timeout: HELPER_TIMEOUT,
+        }
+    }
+
+    /// Runs `docker ARGS` to completion within the bound (killed after it).
+    pub fn run(&self, args: &[&str]) -> Result<Ran, DockerError> {
+        let command = format!("docker {}", args.join(" "));
+        let mut child = Command::new(&self.program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| DockerError::Run {
+                program: self.program.to_string_lossy().into_owned(),
+                message: e.to_string(),
+            })?;
+        // Readers on threads, so a large output never blocks the child.
+        let drain = |pipe: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                if let Some(p) = pipe {
+                    let _ = p.take(MAX_OUTPUT).read_to_end(&mut buf);
+                }
+                String::from_utf8_lossy(&buf).into_owned()
+            })
+        };
+        let out = drain(
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        );
+        let err = drain(
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        );
+        let end = Instant::now() + self.timeout;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(s)) => break s,
+                Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(10)),
+                Ok(None) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(DockerError::Timeout {
+                        command,
+                        secs: self.timeout.as_secs_f64(),
+                    });
+                }
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(DockerError::Run {
+                        program: command,
+                        message: e.to_string(),
+                    });
+                }
+            }
+        };
+        Ok(Ran {
+            code: status.code(),
+            stdout: out.join().unwrap_or_default(),
+            stderr: err.join().unwrap_or_default(),
+        })
+    }
+
+    /// `docker inspect NAME`, parsed.
+    pub fn inspect(&self, name: &ContainerName) -> Result<Value, DockerError> {
+        let ran = self.run(&["inspect", name.as_str()])?;
+        if ran.code != Some(0) {
+            return Err(DockerError::Failed {
+                command: format!("docker inspect {name}"),
+                status: status_text(ran.code),
+                stderr: ran.stderr.trim().to_string(),
+            });
+        }
+        serde_json::from_str(&ran.stdout)
+            .map_err(|e| DockerError::BadInspect(name.to_string(), e.to_string()))
+    }
+
+    /// The identity the bridge runs with in `name` (§9).
+    pub fn identity(&self, name: &ContainerName) -> Result<Identity, DockerError> {
+        let inspect = self.inspect(name)?;
+        let mut lookups = ExecLookups { docker: self, name };
+        identity_from_inspect(&inspect, &mut lookups).map_err(|source| DockerError::Identity {
+            name: name.to_string(),
+            source,
+        })
+    }
+}
+
+fn status_text(code: Option<i32>) -> String {
+    code.map_or_else(|| "killed by a signal".to_string(), |c| format!("exit {c}"))
+}
+
+/// The auxiliary lookups as bounded `docker exec NAME …` runs.
+struct ExecLookups<'a> {
+    docker: &'a Docker,
+    name: &'a ContainerName,
+}
+
+impl ExecLookups<'_> {
+    /// Exit 0: the output; exit `absent`: no answer; else an error.
+    fn exec(&self, args: &[&str], absent: &[i32]) -> Result<Option<String>, String> {
+        let mut all = vec!["exec", self.name.as_str()];
+        all.extend_from_slice(args);
+        let ran = self.docker.run(&all).map_err(|e| e.to_string())?;
+        match ran.code {
+            Some(0) => Ok(Some(ran.stdout)),
+            Some(c) if absent.contains(&c) => Ok(None),
+            c => Err(format!(
+                "`docker {}` failed ({}): {}",
+                all.join(" "),
+                status_text(c),
+                ran.stderr.trim()
+            )),
+        }
+    }
+}
+
+impl ContainerLookups for ExecLookups<'_> {
+    fn home_owner(&mut self, home: &str) -> Result<Option<String>, String> {
+        // stat exits 1 when the home does not exist: the owner is unknown.
+        self.exec(&["stat", "-c", "%u", home], &[1])
+    }
+
+    fn passwd_entry(&mut self, user: &str) -> Result<Option<String>, String> {
+        // The user comes from the image: it must not read as getent's option.
+        if user.starts_with('-') {
+            return Err(format!("user name {user:?} starts with '-'"));
+        }
+        // getent exits 2 when the key is not in the database.
+        self.exec(&["getent", "passwd", user], &[2])
+    }
+}
