@@ -19,14 +19,29 @@ pub struct CorrelateArgs {
     pub session: String,
     /// The capture to read (read-only). Without it: the newest `*.db`
     /// capture in the current directory that holds the session.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "docker_container")]
     pub db: Option<PathBuf>,
     /// Print JSON (fields documented in docs/correlate.md).
     #[arg(long)]
     pub json: bool,
     /// Read live transcripts from this home instead of the invoking user's.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "docker_container")]
     pub home: Option<PathBuf>,
+    /// Read the session (exact id) inside these running containers, through
+    /// their bridges (repeatable; not with --db: a saved capture and a live
+    /// container are never mixed as the session's source).
+    #[arg(long = "docker-container", value_name = "NAME")]
+    pub docker_container: Vec<String>,
+}
+
+/// The live session `id` and where it was read: the home, or (with
+/// `--docker-container`) the one container that holds it (fail-closed).
+fn live(a: &CorrelateArgs, id: &str) -> Result<Option<(AgentSession, correlate::SessionSource)>> {
+    if a.docker_container.is_empty() {
+        return Ok(live_session(a.home.as_deref(), id).map(|s| (s, correlate::SessionSource::Home)));
+    }
+    let (_, s) = super::containers::get(&a.docker_container, id)?;
+    Ok(Some((s, correlate::SessionSource::Container)))
 }
 
 fn live_session(home: Option<&Path>, id: &str) -> Option<AgentSession> {
@@ -68,32 +83,24 @@ pub fn run(a: &CorrelateArgs) -> Result<i32> {
             let (bound, unmatched) = view.stored_trees(s.row)?;
             // With --db everything comes from the capture; otherwise the live
             // transcript (it may have grown since) when it is still there.
-            let (session, source) = match (
-                &a.db,
-                live_session(a.home.as_deref(), &s.session.session_id),
-            ) {
-                (None, Some(live)) => (live, correlate::SessionSource::Home),
-                _ => (s.session, correlate::SessionSource::Capture),
+            let (session, source) = match &a.db {
+                None => live(a, &s.session.session_id)?
+                    .unwrap_or((s.session, correlate::SessionSource::Capture)),
+                Some(_) => (s.session, correlate::SessionSource::Capture),
             };
             correlate::correlate(&view, &session, source, &bound, unmatched)?
         }
         None => {
             // A capture that stored no sessions (older, or recorded with
             // --agent before binding): match now against the live transcript.
-            let session = live_session(a.home.as_deref(), id).with_context(|| {
+            let (session, source) = live(a, id)?.with_context(|| {
                 format!(
                     "session {id} is neither stored in {} nor found in the home",
                     cap.path
                 )
             })?;
             let (bound, unmatched) = view.match_now(&session)?;
-            correlate::correlate(
-                &view,
-                &session,
-                correlate::SessionSource::Home,
-                &bound,
-                unmatched,
-            )?
+            correlate::correlate(&view, &session, source, &bound, unmatched)?
         }
     };
     // Bytes that were not UTF-8 are shown `\xNN` (see rawtext).

@@ -118,6 +118,8 @@ vocabulary! {
         Capture => "capture",
         /// Parsed from the live transcript in the home.
         Home => "home",
+        /// Parsed inside a container by its bridge (`--docker-container`).
+        Container => "container",
     }
 }
 
