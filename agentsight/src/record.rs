@@ -53,6 +53,10 @@ pub enum RecordError {
         "--pid {pid} is not your process (its uids are {uids}, you are uid {you}): under sudo only your own processes are recorded (--all-users records any, and says so in the capture)"
     )]
     NotYourProcess { pid: u32, uids: String, you: u32 },
+    #[error(
+        "--container records every process in the container, whoever runs it: under sudo that needs --all-users (stored in the capture), because only your own processes are recorded otherwise"
+    )]
+    ContainerNeedsAllUsers,
     #[error("cannot start {program}: {reason}")]
     Spawn { program: String, reason: String },
     #[error("{0}")]
@@ -220,7 +224,13 @@ fn check_target(opts: &RecordOptions) -> Result<Target, RecordError> {
         Some(privileges::target_user(opts.user.as_deref())?)
     };
     let creds = privileges::FileCreds::invoking_user();
-    // Under sudo, only the caller's own processes are recorded.
+    // Under sudo, only the caller's own processes are recorded. A container
+    // is tracked by its cgroup in the kernel, whoever's processes run in it
+    // (a root `docker exec` too), so it cannot honour that: it needs the
+    // explicit --all-users, which the capture records.
+    if creds.is_some() && !opts.all_users && !opts.containers.is_empty() {
+        return Err(RecordError::ContainerNeedsAllUsers);
+    }
     let only_uid = match (&creds, opts.all_users) {
         (Some(c), false) => Some(c.uid),
         _ => None,

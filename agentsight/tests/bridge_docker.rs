@@ -41,6 +41,8 @@ impl Fake {
         let script = format!(
             r#"#!/bin/sh
 printf '%s\n' "$*" >> '{d}/log'
+# agentsight inspects containers only: `inspect --type container -- NAME`.
+if [ "$1 $2 $3 $4" = "inspect --type container --" ]; then set -- inspect "$5"; fi
 case "$1 $2" in
   "inspect dev") cat '{d}/inspect.json' ;;
   "inspect slow") exec sleep 30 ;;
@@ -145,7 +147,10 @@ async fn a_container_s_bridge_runs_as_the_owner_of_its_home() {
     assert_eq!(bridge.container(), "dev");
     assert_eq!(
         fake.log(),
-        ["inspect dev", "exec dev stat -c %u /home/vscode"]
+        [
+            "inspect --type container -- dev",
+            "exec dev stat -c %u /home/vscode"
+        ]
     );
     // Only structured results come back through `docker exec`.
     assert_eq!(bridge.list(4).await, Ok(cli_list(home.path(), 4)));
@@ -156,7 +161,7 @@ async fn a_container_s_bridge_runs_as_the_owner_of_its_home() {
     assert_eq!(
         fake.log(),
         [
-            "inspect dev",
+            "inspect --type container -- dev",
             "exec dev stat -c %u /home/vscode",
             "exec -i --user 1000 --workdir /workspaces/shop --env HOME=/home/vscode dev agentsight bridge"
         ],
@@ -171,7 +176,7 @@ fn failing_and_hanging_helpers_are_errors() {
     assert_eq!(
         fake.docker().bridge("gone").err(),
         Some(DockerError::Failed {
-            command: "docker inspect gone".into(),
+            command: "docker inspect --type container -- gone".into(),
             status: "exit 1".into(),
             stderr: "Error: No such object: gone".into()
         })
@@ -185,13 +190,13 @@ fn failing_and_hanging_helpers_are_errors() {
     assert_eq!(
         e,
         Some(DockerError::Timeout {
-            command: "docker inspect slow".into(),
+            command: "docker inspect --type container -- slow".into(),
             secs: 0.5
         })
     );
     assert_eq!(
         e.map(|e| e.to_string()),
-        Some("`docker inspect slow` did not finish within 0.5 s".into())
+        Some("`docker inspect --type container -- slow` did not finish within 0.5 s".into())
     );
     let missing = Docker::new("/nonexistent/docker");
     assert!(matches!(
@@ -242,9 +247,9 @@ fn without_home_the_passwd_entry_gives_it() {
     assert_eq!(
         fake.log(),
         [
-            "inspect pw",
+            "inspect --type container -- pw",
             "exec pw getent passwd dev",
-            "inspect ghost",
+            "inspect --type container -- ghost",
             "exec ghost getent passwd ghost"
         ]
     );

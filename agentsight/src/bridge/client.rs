@@ -240,10 +240,13 @@ impl Bridge {
 
     /// `sessions/list` in this container.
     pub async fn list(&self, limit: usize) -> Result<Vec<SessionSummary>, CallError> {
-        match self
-            .call(&Request::SessionsList(ListParams { limit }))
-            .await?
-        {
+        self.list_with(ListParams::newest(limit)).await
+    }
+
+    /// `sessions/list` with the provider and age filters applied in the
+    /// container, before its limit.
+    pub async fn list_with(&self, params: ListParams) -> Result<Vec<SessionSummary>, CallError> {
+        match self.call(&Request::SessionsList(params)).await? {
             Payload::Sessions { sessions } => Ok(sessions),
             _ => Err(self.wrong_variant("sessions/list")),
         }
@@ -418,9 +421,19 @@ impl BridgeSet {
     /// The merged list: healthy containers' rows sorted by update time,
     /// newest first (ties in configuration order), clamped to `limit` (1..=25); failed containers named.
     pub async fn list(&self, limit: usize) -> FanoutList {
-        let limit = limit.clamp(1, MAX_LIST);
+        self.list_with(ListParams::newest(limit)).await
+    }
+
+    /// [`BridgeSet::list`] with the provider and age filters applied inside
+    /// each container before its limit (so a filter never shortens the list).
+    pub async fn list_with(&self, params: ListParams) -> FanoutList {
+        let limit = params.limit.clamp(1, MAX_LIST);
+        let params = ListParams { limit, ..params };
         let results = self
-            .fan_out(move |b| async move { b.list(limit).await })
+            .fan_out(move |b| {
+                let params = params.clone();
+                async move { b.list_with(params).await }
+            })
             .await;
         let mut out = FanoutList::default();
         for (container, r) in results {

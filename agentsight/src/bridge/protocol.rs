@@ -19,7 +19,7 @@ pub const PROTOCOL: u32 = 1;
 
 /// A request from the host.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "method", content = "params")]
+#[serde(tag = "method", content = "params", deny_unknown_fields)]
 pub enum Request {
     #[serde(rename = "sessions/list")]
     SessionsList(ListParams),
@@ -37,6 +37,24 @@ pub enum Request {
 #[serde(deny_unknown_fields)]
 pub struct ListParams {
     pub limit: usize,
+    /// Only this provider (`sessions --provider`), applied before the limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<crate::sessions::Provider>,
+    /// Only sessions updated within this many seconds (`--max-age`),
+    /// applied before the limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age_secs: Option<u64>,
+}
+
+impl ListParams {
+    /// The newest `limit` sessions, unfiltered.
+    pub fn newest(limit: usize) -> Self {
+        ListParams {
+            limit,
+            provider: None,
+            max_age_secs: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -198,7 +216,7 @@ mod tests {
     fn requests_have_the_documented_shapes() {
         let cases = [
             (
-                Request::SessionsList(ListParams { limit: 5 }),
+                Request::SessionsList(ListParams::newest(5)),
                 r#"{"method":"sessions/list","params":{"limit":5}}"#,
             ),
             (

@@ -114,7 +114,11 @@ impl Server {
     }
 
     fn list(&self, p: &ListParams) -> Response {
-        let opts = self.options(p.limit)?;
+        let opts = DiscoveryOptions {
+            providers: p.provider.into_iter().collect(),
+            max_age: p.max_age_secs.map(std::time::Duration::from_secs),
+            ..self.options(p.limit)?
+        };
         let sessions = sessions::discover(&opts).map_err(|e| {
             WireError::new(
                 ErrorCode::Failed,

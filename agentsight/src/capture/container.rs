@@ -245,13 +245,28 @@ fn start_ns(pid: u32) -> Option<u64> {
     Some(ticks * (1_000_000_000 / ticks_per_second()))
 }
 
+/// How far CLOCK_BOOTTIME (/proc start times) runs ahead of
+/// CLOCK_MONOTONIC (the kernel records' times): the time spent suspended.
+fn boot_ahead_of_mono_ns() -> u64 {
+    let ns = |id| {
+        nix::time::clock_gettime(id)
+            .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+            .unwrap_or(0)
+    };
+    let mono = ns(nix::time::ClockId::CLOCK_MONOTONIC);
+    ns(nix::time::ClockId::CLOCK_BOOTTIME).saturating_sub(mono)
+}
+
 /// The namespace identity of `pid`, if the process behind it now is the
-/// one seen at `seen_ns` (ns since boot): one that started later is a
-/// reused pid, not ours. A process already gone gives None.
-pub fn ns_identity(pid: u32, seen_ns: u64) -> Option<NsIdentity> {
+/// one seen at `seen_mono_ns` (CLOCK_MONOTONIC, as the kernel records and
+/// seeds carry it): one that started later is a reused pid, not ours. A
+/// process already gone gives None.
+pub fn ns_identity(pid: u32, seen_mono_ns: u64) -> Option<NsIdentity> {
     let tick = 1_000_000_000 / ticks_per_second();
-    let started = start_ns(pid)?;
-    if started > seen_ns.saturating_add(tick) {
+    // /proc start times count suspended time; the records' clock does not.
+    let started_boot = start_ns(pid)?;
+    let started = started_boot.saturating_sub(boot_ahead_of_mono_ns());
+    if started > seen_mono_ns.saturating_add(tick) {
         return None;
     }
     let pid_ns = std::fs::metadata(format!("/proc/{pid}/ns/pid")).ok()?.ino();
@@ -260,7 +275,7 @@ pub fn ns_identity(pid: u32, seen_ns: u64) -> Option<NsIdentity> {
     let ns_pid = ns_pid_of(&status)?;
     // Read again: the process may have exited (and the pid been reused)
     // while its files were read.
-    if start_ns(pid)? != started {
+    if start_ns(pid)? != started_boot {
         return None;
     }
     Some(NsIdentity {

@@ -4,7 +4,9 @@
 
 use anyhow::{Context, Result};
 
-use agentsight::bridge::{Bridge, BridgeSet, CallError, Docker, ErrorCode, FanoutList};
+use agentsight::bridge::{
+    Bridge, BridgeSet, CallError, Docker, ErrorCode, FanoutList, protocol::ListParams,
+};
 use agentsight::sessions::AgentSession;
 
 /// Exit status of a `sessions` list that names failed containers but lists
@@ -20,12 +22,14 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 /// The bridge of each container, built (validated, inspected) before any is
-/// used; a container whose bridge cannot be built is returned as failed.
+/// used; a container whose bridge cannot be built is returned as failed. A
+/// name given twice is one container.
 fn bridges(names: &[String]) -> (Vec<Bridge>, Vec<CallError>) {
     let docker = Docker::new("docker");
     let mut ok = Vec::new();
     let mut failed = Vec::new();
-    for name in names {
+    let mut seen = std::collections::BTreeSet::new();
+    for name in names.iter().filter(|n| seen.insert(n.as_str())) {
         match docker.bridge(name) {
             Ok(b) => ok.push(b),
             Err(e) => failed.push(CallError {
@@ -38,12 +42,13 @@ fn bridges(names: &[String]) -> (Vec<Bridge>, Vec<CallError>) {
     (ok, failed)
 }
 
-/// The merged list of every container's sessions (newest first, at most
-/// `limit`), and the containers that failed.
-pub fn list(names: &[String], limit: usize) -> Result<FanoutList> {
+/// The merged list of every container's sessions (filtered inside each
+/// container, newest first, at most `params.limit`), and the containers
+/// that failed.
+pub fn list(names: &[String], params: ListParams) -> Result<FanoutList> {
     let (ok, mut failed) = bridges(names);
     let set = BridgeSet::new(ok);
-    let mut listed = runtime()?.block_on(set.list(limit));
+    let mut listed = runtime()?.block_on(set.list_with(params));
     failed.append(&mut listed.failed);
     listed.failed = failed;
     Ok(listed)

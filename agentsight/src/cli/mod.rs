@@ -157,14 +157,27 @@ pub struct ExportArgs {
     pub format: ExportFormat,
 }
 
-/// `record --duration` and `sessions --max-age`: humantime's grammar (`30s`,
-/// `5m`, `1.5h`, `2d`, `1w`, `1h 30m`…), plus what was accepted before it: a
-/// bare number is seconds and a fraction may start with its point (`.5s`).
-/// Narrower than before only in odd forms: a point with no digit after it
-/// (`1.s`), and fractions of an hour, day or week finer than a second, which
-/// humantime drops.
+/// The units `--duration`/`--max-age` take. humantime knows more (`M` is
+/// months to it, `y` years), but `5M` meant as minutes must not record for
+/// five months: anything else is refused.
+const DURATION_UNITS: [&str; 6] = ["ms", "s", "m", "h", "d", "w"];
+
+/// `record --duration` and `sessions --max-age`: numbers with the units of
+/// [`DURATION_UNITS`] (`30s`, `5m`, `1.5h`, `2d`, `1w`, `1h 30m`), parsed by
+/// humantime; a bare number is seconds and a fraction may start with its
+/// point (`.5s`). Narrower than the hand-written parser before it only in
+/// odd forms: a point with no digit after it (`1.s`), and fractions of an
+/// hour, day or week finer than a second, which humantime drops.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
+    let units = s
+        .split(|c: char| c.is_ascii_digit() || c == '.' || c.is_whitespace())
+        .filter(|u| !u.is_empty());
+    if let Some(u) = units.into_iter().find(|u| !DURATION_UNITS.contains(u)) {
+        return Err(format!(
+            "bad duration {s:?}: unit {u:?} is not one of ms, s, m, h, d, w; use e.g. 30s, 5m, 1h"
+        ));
+    }
     let mut text = if s.starts_with('.') {
         format!("0{s}")
     } else {
@@ -581,6 +594,13 @@ mod tests {
         assert!(parse_duration("18446744073709551615s").is_err());
         assert!(parse_duration("1e400").is_err());
         assert!(parse_duration("-1s").is_err());
+        // humantime's own units are not ours: 5M is not five months.
+        assert_eq!(
+            parse_duration("5M"),
+            Err("bad duration \"5M\": unit \"M\" is not one of ms, s, m, h, d, w; use e.g. 30s, 5m, 1h".into())
+        );
+        assert!(parse_duration("1y").is_err() && parse_duration("5min").is_err());
+        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
     }
 
     #[test]

@@ -96,18 +96,18 @@ pub fn run_sessions(args: &SessionsArgs) -> anyhow::Result<i32> {
 }
 
 /// `sessions --docker-container …`: the containers' sessions merged, newest
-/// first; `--provider` and `--max-age` apply on this side.
+/// first; `--provider` and `--max-age` apply inside each container, before
+/// its limit.
 fn run_container_sessions(args: &SessionsArgs) -> anyhow::Result<i32> {
-    let mut listed = super::containers::list(&args.docker_container, args.limit)?;
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
-    listed.sessions.retain(|c| {
-        args.provider.is_none_or(|p| c.session.provider == p)
-            && args
-                .max_age
-                .is_none_or(|a| now_ms - c.session.updated_ms <= a.as_millis() as i64)
-    });
+    let params = agentsight::bridge::protocol::ListParams {
+        limit: args.limit,
+        provider: args.provider,
+        // Whole seconds, rounded up: never narrower than asked.
+        max_age_secs: args
+            .max_age
+            .map(|a| a.as_secs() + u64::from(a.subsec_nanos() > 0)),
+    };
+    let listed = super::containers::list(&args.docker_container, params)?;
     for f in &listed.failed {
         agentsight::sayln!("agentsight: {f}");
     }

@@ -132,10 +132,11 @@ impl Docker {
 
     /// `docker inspect NAME`, parsed.
     pub fn inspect(&self, name: &ContainerName) -> Result<Value, DockerError> {
-        let ran = self.run(&["inspect", name.as_str()])?;
+        // A container only: an image of the same name must not lend its Config.
+        let ran = self.run(&["inspect", "--type", "container", "--", name.as_str()])?;
         if ran.code != Some(0) {
             return Err(DockerError::Failed {
-                command: format!("docker inspect {name}"),
+                command: format!("docker inspect --type container -- {name}"),
                 status: status_text(ran.code),
                 stderr: ran.stderr.trim().to_string(),
             });
