@@ -283,12 +283,18 @@ fn container_processes_and_a_later_docker_exec_carry_the_container() {
 /// Runs `record` with `args` and expects a one-line error, exit status 2,
 /// and no capture left behind (nothing was created or loaded).
 fn refused(args: &[&str], expect: &str) {
+    refused_env(args, &[], expect)
+}
+
+/// [`refused`] with environment variables (e.g. a sudo caller).
+fn refused_env(args: &[&str], env: &[(&str, String)], expect: &str) {
     let dir = scratch("container-refused");
     let db = dir.join("refused.db");
     let out = Command::new(bin())
         .args(["record", "-o"])
         .arg(&db)
         .args(args)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -314,6 +320,17 @@ fn missing_containers_and_hostile_names_fail_before_loading() {
     refused(
         &["--container", "a/b"],
         "--container \"a/b\": not a container name or id",
+    );
+    // Under sudo a container (everyone's processes in it) needs --all-users.
+    let (uid, gid) = test_user();
+    refused_env(
+        &["--container", "agentsight-no-such-container"],
+        &[
+            ("SUDO_UID", uid.to_string()),
+            ("SUDO_GID", gid.to_string()),
+            ("SUDO_USER", TEST_USER.to_string()),
+        ],
+        "under sudo that needs --all-users",
     );
     // A stopped container is refused too.
     ensure_base_image();
