@@ -90,6 +90,34 @@ pub struct ProcessInfo {
     pub chain: Vec<ChainEntry>,
 }
 
+/// The container a process ran in (`record --container`): its name and
+/// its id's first 12 hex digits, as `docker ps` shows them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct ContainerRef {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub id: String,
+}
+
+impl ContainerRef {
+    /// The container of a process row, if it has one.
+    pub fn of(id: &crate::store::read::ProcessIdentity) -> Option<Self> {
+        let cid = id.container_id.as_deref()?;
+        Some(Self {
+            name: id.container_name.clone(),
+            id: cid.chars().take(12).collect(),
+        })
+    }
+
+    /// `NAME (ID12)`, or the id alone.
+    pub fn label(&self) -> String {
+        match &self.name {
+            Some(n) => format!("{n} ({})", self.id),
+            None => self.id.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ToolRef {
     pub provider: String,
@@ -130,6 +158,10 @@ pub struct Finding {
     /// RFC 3339 UTC of the first occurrence.
     pub time: Option<String>,
     pub process: Option<ProcessInfo>,
+    /// The container of the process the finding cites; absent (not null)
+    /// for a host process, so host-only reports are unchanged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerRef>,
     pub session: Option<ToolRef>,
     pub evidence: Evidence,
     /// Set when this finding stands for a group of many (see `fold`).
