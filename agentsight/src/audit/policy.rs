@@ -731,7 +731,7 @@ mod tests {
     fn errors_name_file_line_and_reason() {
         assert_eq!(
             err("require_no_loss = true\n\n[bogus_rule]\nx = 1\n"),
-            "p.toml:3: unknown field `bogus_rule`, expected one of `workspace`, `home`, `require_no_loss`, `unexplained_activity`, `claims_mismatch`, `loss`, `writes`, `denied_paths`, `executables`, `network`"
+            "p.toml:3: unknown field `bogus_rule`, expected one of `workspace`, `home`, `require_no_loss`, `unexplained_activity`, `claims_mismatch`, `loss`, `writes`, `denied_paths`, `executables`, `network`, `container`"
         );
         assert_eq!(
             err("[writes]\nallow = [\n  \"/ok/**\",\n  \"/bad/[z\",\n]\n"),

@@ -8,7 +8,9 @@ use super::{
     context::{Ctx, Ev, ev_columns, ev_from_row, q},
     fold::Collector,
     policy::Policy,
-    rules::{Rules, exec::exec_event, note, files::file_event, network::net_event, paths::PathSets},
+    rules::{
+        Rules, exec::exec_event, files::file_event, network::net_event, note, paths::PathSets,
+    },
 };
 
 const EVENT_KINDS: &str = "'open','openat','openat2','creat','unlink','unlinkat','rmdir','mkdir','mkdirat',\
