@@ -90,33 +90,8 @@ pub struct ProcessInfo {
     pub chain: Vec<ChainEntry>,
 }
 
-/// The container a process ran in (`record --container`): its name and
-/// its id's first 12 hex digits, as `docker ps` shows them.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
-pub struct ContainerRef {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    pub id: String,
-}
-
-impl ContainerRef {
-    /// The container of a process row, if it has one.
-    pub fn of(id: &crate::store::read::ProcessIdentity) -> Option<Self> {
-        let cid = id.container_id.as_deref()?;
-        Some(Self {
-            name: id.container_name.clone(),
-            id: cid.chars().take(12).collect(),
-        })
-    }
-
-    /// `NAME (ID12)`, or the id alone.
-    pub fn label(&self) -> String {
-        match &self.name {
-            Some(n) => format!("{n} ({})", self.id),
-            None => self.id.clone(),
-        }
-    }
-}
+/// The container of a finding's process (the store's: correlate says it too).
+pub use crate::store::read::ContainerRef;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ToolRef {
