@@ -257,3 +257,16 @@ fn container_globs_must_be_the_containers_paths() {
     );
     assert!(Policy::defaults().container.is_none());
 }
+
+#[test]
+fn container_example_policy_parses() {
+    let p = Policy::load(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/container-policy.toml"),
+    )
+    .unwrap();
+    let c = p.container.unwrap();
+    assert_eq!(c.writes.allow[0].text, "/workspace/**");
+    assert_eq!(c.writes.allow.len(), 6);
+    assert_eq!(c.denied_paths.write.len(), 3);
+    assert_eq!(p.workspace.as_deref(), Some("/home/dev/project"));
+}
