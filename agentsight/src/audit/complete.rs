@@ -32,7 +32,9 @@ impl Ctx<'_> {
                 argv: None,
                 time: Some(clock::rfc3339_ns(ev.wall_ns.max(0) as u64)),
                 process: None,
-                container: None,
+                // Known now (not only on completion): folding keeps a
+                // container's findings apart from the host's.
+                container: self.container_of(ev.process_id).cloned(),
                 session: self.tool_of.get(&ev.id).cloned(),
                 evidence: Evidence {
                     event_ids: vec![ev.id],

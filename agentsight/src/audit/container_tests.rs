@@ -270,3 +270,64 @@ fn container_example_policy_parses() {
     assert_eq!(c.denied_paths.write.len(), 3);
     assert_eq!(p.workspace.as_deref(), Some("/home/dev/project"));
 }
+
+/// Eleven writes under `/srv/x` by the host and eleven by the container:
+/// two folded findings, the host's and the container's, never one group.
+#[test]
+fn folding_keeps_container_and_host_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let c = crate::store::create(&db).unwrap();
+    c.execute_batch("INSERT INTO meta VALUES ('complete', 'true');")
+        .unwrap();
+    c.execute(
+        "INSERT INTO processes (id, pid, start_mono_ns, origin, argv, cwd) VALUES (1, 100, 10, 'root', '[\"sh\"]', '/w')",
+        [],
+    )
+    .unwrap();
+    c.execute(
+        "INSERT INTO processes (id, pid, start_mono_ns, origin, argv, container_id, container_name)
+         VALUES (2, 200, 20, 'seeded', '[\"sh\"]', ?1, 'dev')",
+        [CID],
+    )
+    .unwrap();
+    for i in 0..22i64 {
+        let (proc_id, pid) = if i < 11 { (1, 100) } else { (2, 200) };
+        c.execute(
+            "INSERT INTO events (id, mono_ns, wall_ns, kind, cpu, seq, pid, tid, ppid, uid, gid, comm, process_id, path, flags, result)
+             VALUES (?1, ?1 * 1000, 1764464523000000000 + ?1 * 1000, 'openat', 0, ?1, ?2, ?2, 1, 0, 0, 'sh', ?3, ?4, 'write,create', 3)",
+            params![i + 1, pid, proc_id, format!("/srv/x/f{}", i % 11)],
+        )
+        .unwrap();
+    }
+    drop(c);
+    let cap = Capture::open(&db).unwrap();
+    let p = Policy::parse(&format!("{BASE}{SCOPED}"), "policy.toml").unwrap();
+    let r = audit_with(&cap, &p, Strategy::default()).unwrap();
+    let got: Vec<(String, Option<String>, u64)> = r
+        .findings
+        .iter()
+        .map(|f| {
+            (
+                f.message.clone(),
+                f.container.as_ref().map(|c| c.label()),
+                f.evidence.count,
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "write outside the allowed roots: /srv/x/f0, and 10 more matching /srv/x/* (11 occurrence(s) in 1 process(es))".to_owned(),
+                None,
+                11
+            ),
+            (
+                "write outside the allowed roots: /srv/x/f0, and 10 more matching /srv/x/* (11 occurrence(s) in 1 process(es))".to_owned(),
+                Some("dev (0123456789ab)".to_owned()),
+                11
+            ),
+        ]
+    );
+}
