@@ -134,9 +134,8 @@ fn container_scoped_policy_judges_the_containers_paths_only() {
     let text = audit(&db, &policy, "text");
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(
-        text.contains(&format!(
-            "ERROR [denied-path] write of denied path /etc/evil.conf\n"
-        )) && text.contains(&format!("    container {name} ({short})\n")),
+        text.contains("ERROR [denied-path] write of denied path /etc/evil.conf\n")
+            && text.contains(&format!("    container {name} ({short})\n")),
         "{text}"
     );
     drop(c);
