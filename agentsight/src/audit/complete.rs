@@ -32,6 +32,9 @@ impl Ctx<'_> {
                 argv: None,
                 time: Some(clock::rfc3339_ns(ev.wall_ns.max(0) as u64)),
                 process: None,
+                // Known now (not only on completion): folding keeps a
+                // container's findings apart from the host's.
+                container: self.container_of(ev.process_id).cloned(),
                 session: self.tool_of.get(&ev.id).cloned(),
                 evidence: Evidence {
                     event_ids: vec![ev.id],
@@ -60,6 +63,7 @@ impl Ctx<'_> {
     pub fn complete(&self, p: &mut Pending) -> Result<(), AuditError> {
         if let Some((id, at)) = p.process.take() {
             p.finding.process = self.process_info(Some(id), at);
+            p.finding.container = self.container_of(Some(id)).cloned();
         }
         if let Some(t) = p.tcp.take() {
             let state = match self.strategy {

@@ -10,7 +10,7 @@ use rusqlite::OptionalExtension;
 use super::{
     AuditError,
     policy::Policy,
-    report::{Role, Strategy, ToolRef},
+    report::{ContainerRef, Role, Strategy, ToolRef},
 };
 use crate::store::Capture;
 
@@ -50,6 +50,9 @@ pub(in crate::audit) struct Proc {
     pub pid: i64,
     pub parent_id: Option<i64>,
     pub argv: Vec<String>,
+    /// Its container; None for a host process. Decides which path rules
+    /// judge its events (`[container]`'s or the host's).
+    pub container: Option<ContainerRef>,
 }
 
 /// An event row, as far as the rules look at it.
@@ -95,6 +98,13 @@ pub(in crate::audit) struct Ctx<'a> {
     pub procs: HashMap<i64, Proc>,
     pub tool_of: HashMap<i64, ToolRef>,
     pub history: History,
+}
+
+impl Ctx<'_> {
+    /// The container of a process row, if it ran in one.
+    pub fn container_of(&self, id: Option<i64>) -> Option<&ContainerRef> {
+        self.procs.get(&id?)?.container.as_ref()
+    }
 }
 
 pub(in crate::audit) fn q(cap: &Capture, e: rusqlite::Error) -> AuditError {
@@ -165,6 +175,7 @@ fn load_processes(cap: &Capture) -> Result<(HashMap<i64, Proc>, Option<String>),
                 pid: p.pid,
                 parent_id: p.parent_id,
                 argv: p.argv,
+                container: ContainerRef::of(&p.identity),
             };
             (p.id, proc)
         })

@@ -128,7 +128,8 @@ fn pattern_of(f: &Finding) -> (String, bool) {
     (first.unwrap_or_else(|| f.kind.as_str().to_string()), false)
 }
 
-/// The rule, access and tool call a group belongs to.
+/// The rule, access, tool call and container a group belongs to (a
+/// container's `/etc/*` is never folded with the host's).
 fn family_key(f: &Finding, ev: Option<&Ev>) -> String {
     let session = f
         .session
@@ -143,11 +144,13 @@ fn family_key(f: &Finding, ev: Option<&Ev>) -> String {
         })
         .unwrap_or_default();
     let own = ev.map_or_else(|| format!("{}|{}", f.kind, f.message), |_| String::new());
+    let container = f.container.as_ref().map_or("", |c| c.id.as_str());
     join(&[
         &f.rule,
         f.access.as_ref().map_or("", Access::as_str),
         &session,
         &own,
+        container,
     ])
 }
 

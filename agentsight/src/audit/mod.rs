@@ -37,4 +37,6 @@ pub enum AuditError {
 }
 
 #[cfg(test)]
+mod container_tests;
+#[cfg(test)]
 mod tests;

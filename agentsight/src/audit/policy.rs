@@ -173,6 +173,21 @@ pub struct Policy {
     pub denied_paths: DeniedPathsRule,
     pub executables: ExecutablesRule,
     pub network: NetworkRule,
+    /// The path rules for processes in a container (`[container]`); None
+    /// when the policy has no such table: container processes' paths are
+    /// then judged by no path rule (the top-level path rules are the
+    /// host's: a container's `/etc/passwd` is not the host's).
+    pub container: Option<ContainerRules>,
+}
+
+/// `[container]`: the path rules every container process is judged by,
+/// instead of the host's. Globs are the paths as the container sees them,
+/// so they must be absolute (`/…` or `**/…`): `~`, `${workspace}` and
+/// `${tmpdir}` name host places.
+#[derive(Debug, Clone)]
+pub struct ContainerRules {
+    pub writes: WritesRule,
+    pub denied_paths: DeniedPathsRule,
 }
 
 // --- the TOML shape ------------------------------------------------------
@@ -190,6 +205,14 @@ struct RawPolicy {
     denied_paths: Option<RawDenied>,
     executables: Option<RawExec>,
     network: Option<RawNet>,
+    container: Option<RawContainer>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawContainer {
+    writes: Option<RawWrites>,
+    denied_paths: Option<RawDenied>,
 }
 
 #[derive(Deserialize, Default)]
@@ -269,6 +292,20 @@ const DEFAULT_WRITE_ALLOW: &[&str] = &[
 ];
 const DEFAULT_DENY_READ: &[&str] = &["~/.ssh/**", "~/.aws/**", "**/.env"];
 const DEFAULT_DENY_WRITE: &[&str] = &["~/.ssh/**", "~/.aws/**", "/etc/**", "**/.env"];
+/// The defaults of `[container]`: the host's without the host places
+/// (`~`, `${workspace}`, `${tmpdir}`), which mean nothing inside.
+const CONTAINER_WRITE_ALLOW: &[&str] = &[
+    "/tmp/**",
+    "/var/tmp/**",
+    "/dev/null",
+    "/dev/tty",
+    "/dev/pts/*",
+    "/dev/shm/**",
+    "/proc/self/**",
+    "/proc/thread-self/**",
+];
+const CONTAINER_DENY_READ: &[&str] = &["**/.env"];
+const CONTAINER_DENY_WRITE: &[&str] = &["/etc/**", "**/.env"];
 const DEFAULT_DENY_EXE: &[&str] = &["curl", "wget", "nc", "ncat", "netcat", "sudo"];
 
 fn line_of(src: &str, span: Option<Range<usize>>) -> usize {
@@ -306,32 +343,8 @@ impl Policy {
                 e.message().trim_end().replace('\n', " "),
             )
         })?;
-        let meta =
-            |id: Option<String>, sev: Option<Severity>, en: Option<bool>, dflt: &str| RuleMeta {
-                id: id.unwrap_or_else(|| dflt.to_string()),
-                severity: sev.unwrap_or(Severity::Error),
-                enabled: en.unwrap_or(true),
-            };
-        let paths = |given: Option<Vec<Spanned<String>>>,
-                     dflt: &[&str]|
-         -> Result<Vec<PathPattern>, PolicyError> {
-            let list: Vec<(String, usize)> = match given {
-                Some(v) => v
-                    .into_iter()
-                    .map(|s| {
-                        let line = line_of(src, Some(s.span()));
-                        (s.into_inner(), line)
-                    })
-                    .collect(),
-                None => dflt.iter().map(|s| (s.to_string(), 0)).collect(),
-            };
-            list.into_iter()
-                .map(|(text, line)| {
-                    check_path_glob(&text).map_err(|r| invalid(line, r))?;
-                    Ok(PathPattern { text, line })
-                })
-                .collect()
-        };
+        let meta = rule_meta;
+        let paths = |given, dflt: &[&str]| path_list(src, name, given, dflt);
         let exes = |given: Option<Vec<Spanned<String>>>,
                     dflt: &[&str]|
          -> Result<Vec<ExePattern>, PolicyError> {
@@ -375,6 +388,10 @@ impl Policy {
             )),
         };
 
+        let container = raw
+            .container
+            .map(|c| container_rules(src, name, c))
+            .transpose()?;
         let w = raw.writes.unwrap_or_default();
         let d = raw.denied_paths.unwrap_or_default();
         let x = raw.executables.unwrap_or_default();
@@ -421,8 +438,89 @@ impl Policy {
                     Vec::new()
                 },
             },
+            container,
         })
     }
+}
+
+fn rule_meta(id: Option<String>, sev: Option<Severity>, en: Option<bool>, dflt: &str) -> RuleMeta {
+    RuleMeta {
+        id: id.unwrap_or_else(|| dflt.to_string()),
+        severity: sev.unwrap_or(Severity::Error),
+        enabled: en.unwrap_or(true),
+    }
+}
+
+/// A list of path globs as given (each checked, with its line), else the
+/// defaults (line 0).
+fn path_list(
+    src: &str,
+    name: &str,
+    given: Option<Vec<Spanned<String>>>,
+    dflt: &[&str],
+) -> Result<Vec<PathPattern>, PolicyError> {
+    let list: Vec<(String, usize)> = match given {
+        Some(v) => v
+            .into_iter()
+            .map(|s| {
+                let line = line_of(src, Some(s.span()));
+                (s.into_inner(), line)
+            })
+            .collect(),
+        None => dflt.iter().map(|s| (s.to_string(), 0)).collect(),
+    };
+    list.into_iter()
+        .map(|(text, line)| {
+            check_path_glob(&text).map_err(|reason| PolicyError::Invalid {
+                path: name.to_string(),
+                line,
+                reason,
+            })?;
+            Ok(PathPattern { text, line })
+        })
+        .collect()
+}
+
+/// `[container]`'s rules: the same shapes as the host's, their own
+/// defaults, globs anchored at the container's root.
+fn container_rules(src: &str, name: &str, c: RawContainer) -> Result<ContainerRules, PolicyError> {
+    let scoped = |given, dflt: &[&str]| -> Result<Vec<PathPattern>, PolicyError> {
+        let list = path_list(src, name, given, dflt)?;
+        match list.iter().find(|p| !container_glob_ok(&p.text)) {
+            Some(p) => Err(PolicyError::Invalid {
+                path: name.to_string(),
+                line: p.line,
+                reason: format!(
+                    "container path glob {:?} must start with / or **/ (paths as the container sees them; ~, ${{workspace}} and ${{tmpdir}} are host places)",
+                    p.text
+                ),
+            }),
+            None => Ok(list),
+        }
+    };
+    let (w, d) = (
+        c.writes.unwrap_or_default(),
+        c.denied_paths.unwrap_or_default(),
+    );
+    Ok(ContainerRules {
+        writes: WritesRule {
+            meta: rule_meta(w.id, w.severity, w.enabled, "write-outside-allowed"),
+            allow: scoped(w.allow, CONTAINER_WRITE_ALLOW)?,
+            include_failed: w.include_failed.unwrap_or(false),
+        },
+        denied_paths: DeniedPathsRule {
+            meta: rule_meta(d.id, d.severity, d.enabled, "denied-path"),
+            read: scoped(d.read, CONTAINER_DENY_READ)?,
+            write: scoped(d.write, CONTAINER_DENY_WRITE)?,
+            include_failed: d.include_failed.unwrap_or(true),
+        },
+    })
+}
+
+/// A `[container]` glob names a path as the container sees it: anchored at
+/// its root, never at a host place.
+fn container_glob_ok(text: &str) -> bool {
+    text.starts_with('/') || text.starts_with("**/")
 }
 
 /// Globs match resolved absolute paths, so a pattern must be anchored:
@@ -633,7 +731,7 @@ mod tests {
     fn errors_name_file_line_and_reason() {
         assert_eq!(
             err("require_no_loss = true\n\n[bogus_rule]\nx = 1\n"),
-            "p.toml:3: unknown field `bogus_rule`, expected one of `workspace`, `home`, `require_no_loss`, `unexplained_activity`, `claims_mismatch`, `loss`, `writes`, `denied_paths`, `executables`, `network`"
+            "p.toml:3: unknown field `bogus_rule`, expected one of `workspace`, `home`, `require_no_loss`, `unexplained_activity`, `claims_mismatch`, `loss`, `writes`, `denied_paths`, `executables`, `network`, `container`"
         );
         assert_eq!(
             err("[writes]\nallow = [\n  \"/ok/**\",\n  \"/bad/[z\",\n]\n"),

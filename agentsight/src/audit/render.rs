@@ -92,6 +92,9 @@ fn folded_lines(f: &Finding) -> Vec<String> {
         if let Some(p) = &e.process {
             l += &format!(" by [{}] {}", p.pid, argv_line(&p.argv));
         }
+        if let Some(c) = &e.container {
+            l += &format!(" [container {}]", c.label());
+        }
         if e.evidence.count > 1 {
             l += &format!(" ({} times)", e.evidence.count);
         }
@@ -133,6 +136,9 @@ pub fn text(r: &Report) -> String {
         }
         if let Some(c) = chain_line(f) {
             s += &format!("    process  {c}\n");
+        }
+        if let Some(c) = &f.container {
+            s += &format!("    container {}\n", c.label());
         }
         if let Some(t) = tool_line(f) {
             s += &format!("    tool     {t}\n");
@@ -225,6 +231,9 @@ pub fn sarif(r: &Report) -> Value {
             if let Some(c) = chain_line(f) {
                 text += &format!(". Process: {c}");
             }
+            if let Some(c) = &f.container {
+                text += &format!(". Container: {}", c.label());
+            }
             if let Some(t) = &f.time {
                 text += &format!(". At {t}");
             }
@@ -256,6 +265,12 @@ pub fn sarif(r: &Report) -> Value {
             });
             if let (Some(i), Some(obj)) = (rule_index, res.as_object_mut()) {
                 obj.insert("ruleIndex".into(), json!(i));
+            }
+            // Only for a container's process: host results stay as they were.
+            if let (Some(c), Some(props)) = (&f.container, res.get_mut("properties"))
+                && let Some(obj) = props.as_object_mut()
+            {
+                obj.insert("container".into(), json!(c));
             }
             res
         })
@@ -370,6 +385,9 @@ fn finding_block(f: &Finding) -> String {
     }
     if let Some(c) = chain_line(f) {
         b += &format!("\n  process: {c}");
+    }
+    if let Some(c) = &f.container {
+        b += &format!("\n  container: {}", c.label());
     }
     if let Some(t) = tool_line(f) {
         b += &format!("\n  tool: {t}");

@@ -90,6 +90,9 @@ pub struct ProcessInfo {
     pub chain: Vec<ChainEntry>,
 }
 
+/// The container of a finding's process (the store's: correlate says it too).
+pub use crate::store::read::ContainerRef;
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ToolRef {
     pub provider: String,
@@ -130,6 +133,10 @@ pub struct Finding {
     /// RFC 3339 UTC of the first occurrence.
     pub time: Option<String>,
     pub process: Option<ProcessInfo>,
+    /// The container of the process the finding cites; absent (not null)
+    /// for a host process, so host-only reports are unchanged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerRef>,
     pub session: Option<ToolRef>,
     pub evidence: Evidence,
     /// Set when this finding stands for a group of many (see `fold`).

@@ -8,7 +8,9 @@ use super::{
     context::{Ctx, Ev, ev_columns, ev_from_row, q},
     fold::Collector,
     policy::Policy,
-    rules::{Rules, exec::exec_event, files::file_event, network::net_event, paths::PathSets},
+    rules::{
+        Rules, exec::exec_event, files::file_event, network::net_event, note, paths::PathSets,
+    },
 };
 
 const EVENT_KINDS: &str = "'open','openat','openat2','creat','unlink','unlinkat','rmdir','mkdir','mkdirat',\
@@ -30,6 +32,8 @@ pub(in crate::audit) fn events(
     );
     let mut st = cap.conn.prepare(&sql).map_err(|e| q(cap, e))?;
     let rows = st.query_map([], ev_from_row).map_err(|e| q(cap, e))?;
+    // Container processes' file events no path rule judged (no `[container]`).
+    let mut unjudged: u64 = 0;
     for ev in rows {
         let ev = ev.map_err(|e| q(cap, e))?;
         match ev.kind.as_str() {
@@ -46,8 +50,21 @@ pub(in crate::audit) fn events(
             "connect" | "sendto" | "sendmsg" | "sendmmsg" | "dns_write" => {
                 net_event(ctx, policy, rules, &ev, out)?;
             }
-            _ => file_event(ctx, policy, sets, &ev, out)?,
+            _ => {
+                if !file_event(ctx, policy, sets, &ev, out)? {
+                    unjudged += 1;
+                }
+            }
         }
+    }
+    if unjudged > 0 {
+        note(
+            out,
+            rules,
+            format!(
+                "{unjudged} file event(s) of processes in containers not judged by the path rules: the policy has no [container] table (the top-level path rules are the host's)"
+            ),
+        );
     }
     Ok(())
 }

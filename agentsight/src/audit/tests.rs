@@ -699,7 +699,7 @@ fn streaming_equals_per_finding_queries() {
     assert!(a.findings.iter().any(|f| f.process.is_some()));
 }
 
-fn assert_sarif_valid(sarif: &serde_json::Value) {
+pub(super) fn assert_sarif_valid(sarif: &serde_json::Value) {
     let schema_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/sarif-2.1.0.json");
     let schema: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(schema_path).unwrap()).unwrap();

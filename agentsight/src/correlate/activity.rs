@@ -126,7 +126,8 @@ pub(super) fn load(
         skip_reads_under: skip_system_reads(claimed),
     };
     read::events_in_window(view.conn, lo, hi, &filter, |ev| {
-        if let Some(a) = activity_of(ev, &view.procs, spans, claimed) {
+        if let Some(mut a) = activity_of(ev, &view.procs, spans, claimed) {
+            a.container = view.containers.get(&a.process_id).cloned();
             acts.push(a);
         }
         true
@@ -189,6 +190,7 @@ fn activity_of(
         reason: None,
         late: false,
         by: None,
+        container: None,
         wall_ms: ev.wall_ns.div_euclid(1_000_000),
         proc_ix: pi,
     })

@@ -134,6 +134,7 @@ pub(super) fn bindings(view: &CaptureView, bound: &[BoundTree]) -> Vec<BindingIn
                 evidence_path: b.evidence_path.clone(),
                 from: wall(b.from_mono_ns),
                 to: b.to_mono_ns.map(wall),
+                container: view.containers.get(&p.id).cloned(),
             }
         })
         .collect()

@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use super::report::{Activity, Flags, PromptReport, Report, ToolReport, describe};
+use crate::store::read::ContainerRef;
 
 struct Style {
     on: bool,
@@ -72,7 +73,15 @@ fn activity_line(st: &Style, a: &Activity) -> String {
     if a.late {
         line.push_str(&format!("  {}", st.yellow("LATE")));
     }
+    line.push_str(&container_marker(a.container.as_ref(), "  "));
     line
+}
+
+/// `[container NAME]` (its short id when it has no name) after a process
+/// or tree of a container; nothing for the host's.
+fn container_marker(c: Option<&ContainerRef>, sep: &str) -> String {
+    c.map(|c| format!("{sep}[container {}]", c.name.as_deref().unwrap_or(&c.id)))
+        .unwrap_or_default()
 }
 
 /// Renders the report; `colour` adds ANSI styling.
@@ -119,7 +128,7 @@ fn header(o: &mut String, st: &Style, r: &Report) {
     for b in &r.bindings {
         let _ = writeln!(
             o,
-            "  tree pid {} ({}) bound by {} ×{}{}",
+            "  tree pid {} ({}) bound by {} ×{}{}{}",
             b.root_pid,
             one_line(&crate::sessions::util::join_argv(&b.root_argv), 60),
             st.green(b.evidence.as_str()),
@@ -127,7 +136,8 @@ fn header(o: &mut String, st: &Style, r: &Report) {
             b.evidence_path
                 .as_deref()
                 .map(|p| format!(" of {p}"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            container_marker(b.container.as_ref(), " ")
         );
     }
 }
@@ -289,14 +299,15 @@ fn bookkeeping_and_trees(o: &mut String, st: &Style, r: &Report) {
         for t in &r.unmatched_trees {
             let _ = writeln!(
                 o,
-                "  pid {} ({}) {}{}",
+                "  pid {} ({}) {}{}{}",
                 t.root_pid,
                 one_line(&crate::sessions::util::join_argv(&t.root_argv), 60),
                 t.status,
                 t.note
                     .as_deref()
                     .map(|n| format!(": {n}"))
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
+                container_marker(t.container.as_ref(), " ")
             );
         }
     }

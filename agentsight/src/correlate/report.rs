@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::{
     matching,
     sessions::{PathAccess, ToolCategory, ToolPath, ToolStatus},
+    store::read::ContainerRef,
     vocabulary::vocabulary,
 };
 
@@ -163,6 +164,9 @@ pub struct Activity {
     /// For unclaimed activity: who did it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub by: Option<By>,
+    /// The container its process ran in; absent for a host process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerRef>,
     #[serde(skip)]
     pub(super) wall_ms: i64,
     /// The process's index in the capture view's process table.
@@ -274,6 +278,9 @@ pub struct BindingInfo {
     pub evidence_path: Option<String>,
     pub from: String,
     pub to: Option<String>,
+    /// The container the tree's root ran in; absent for a host tree.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerRef>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -283,6 +290,9 @@ pub struct TreeInfo {
     pub root_argv: Vec<String>,
     pub status: TreeStatus,
     pub note: Option<String>,
+    /// The container the tree's root ran in; absent for a host tree.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerRef>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -8,6 +8,7 @@ use rusqlite::{Connection, params};
 
 use super::*;
 use crate::sessions::{PathAccess, Provider, ToolCategory, ToolEvent, ToolPath, ToolStatus};
+use crate::store::read::ContainerRef;
 
 const MONO0: i64 = 1_000_000_000_000;
 const WALL0: i64 = 1_800_000_000_000_000_000;
@@ -458,4 +459,99 @@ fn only_activity_inside_the_measured_window_is_attributed() {
     );
     assert_eq!(window_tolerance(&[-300, 40]).0, 301);
     assert_eq!(window_tolerance(&[-5000]).0, 1000);
+}
+
+/// A tree in container `dev` (its root and child carry the container): its
+/// binding, its activity (attributed and not) say so in JSON and text; a
+/// host tree bound to nothing, and the host's JSON, say nothing of it.
+#[test]
+fn container_trees_and_activity_name_their_container() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let mut cap = Capture::new(&db);
+    let agent = (1, 1000);
+    let ls = (2, 1001);
+    cap.process(1, 1000, 0, None, "claude", &["claude", "-p", "go"], None);
+    cap.process(2, 1001, 1200, Some(agent), "ls", &["ls"], Some(0));
+    cap.process(3, 3000, 0, None, "sh", &["sh", "host.sh"], None);
+    cap.conn
+        .execute(
+            "UPDATE processes SET container_id = ?1, container_name = 'dev', container_image = 'img'
+             WHERE id IN (1, 2)",
+            ["fedcba9876543210fedcba9876543210"],
+        )
+        .unwrap();
+    cap.conn
+        .execute(
+            "INSERT INTO trees (root_process_id, root_pid, root_start_mono_ns, status, note)
+             VALUES (3, 3000, ?1, 'unmatched', NULL)",
+            [at(0)],
+        )
+        .unwrap();
+    cap.exec(1200, ls, &["ls"]);
+    cap.open_write(3010, agent, "/w/notes.txt");
+
+    let mut session = AgentSession::new(
+        Provider::Claude,
+        "s1".into(),
+        PathBuf::from("/h/.claude/projects/-w/s1.jsonl"),
+    );
+    session.cwd = Some("/w".into());
+    session.start_ms = Some(wall_ms(0));
+    session.end_ms = Some(wall_ms(7000));
+    session.push_prompt(Some(wall_ms(100)), "list".into());
+    session.tools = vec![tool(
+        "Bash",
+        ToolCategory::Shell,
+        Some("ls"),
+        Vec::new(),
+        ToolStatus::Ok,
+        Some(0),
+        1000,
+        1500,
+    )];
+    session.tool_count = 1;
+
+    let view = CaptureView::load(&cap.conn, "c.db").unwrap();
+    let bound = bound_from_start(&view);
+    let (_, unmatched) = view.stored_trees(1).unwrap();
+    let r = correlate(&view, &session, SessionSource::Capture, &bound, unmatched).unwrap();
+    let dev = ContainerRef {
+        name: Some("dev".into()),
+        id: "fedcba987654".into(),
+    };
+    let acts = &r.prompts[0].tools[0].activity;
+    assert_eq!(summary(acts), vec![("exec", "ls".into(), "argv_match")]);
+    assert_eq!(acts[0].container.as_ref(), Some(&dev));
+    let unclaimed = &r.flags.observed_not_claimed;
+    assert_eq!(
+        summary(unclaimed),
+        vec![("write", "/w/notes.txt".into(), "runtime")]
+    );
+    assert_eq!(unclaimed[0].container.as_ref(), Some(&dev));
+    assert_eq!(r.bindings[0].container.as_ref(), Some(&dev));
+    assert_eq!(r.unmatched_trees.len(), 1);
+    assert_eq!(r.unmatched_trees[0].container, None);
+
+    let j = serde_json::to_value(&r).unwrap();
+    let want = serde_json::json!({"name": "dev", "id": "fedcba987654"});
+    assert_eq!(j["bindings"][0]["container"], want);
+    assert_eq!(
+        j["prompts"][0]["tools"][0]["activity"][0]["container"],
+        want
+    );
+    assert_eq!(j["flags"]["observed_not_claimed"][0]["container"], want);
+    assert!(j["unmatched_trees"][0].get("container").is_none());
+
+    let text = render::text(&r, false);
+    let lines: Vec<&str> = text.lines().collect();
+    for needle in [
+        "  tree pid 1000 (claude -p go) bound by transcript_write ×1 [container dev]",
+        "  pid 3000 (sh host.sh) unmatched",
+        "      08:00:01.200  exec    pid 1001    ls  → exit 0  [argv_match]  [container dev]",
+        "    ? 08:00:03.010  write   pid 1000    /w/notes.txt  [container dev]  (runtime)",
+    ] {
+        assert!(lines.contains(&needle), "{needle:?} not in\n{text}");
+    }
+    assert_eq!(text.matches("[container").count(), 3, "{text}");
 }

@@ -2,6 +2,8 @@
 //! the events — its processes, clock anchors, and the trees bound to a
 //! session (stored by `record`, or matched now in memory).
 
+use std::collections::HashMap;
+
 use rusqlite::Connection;
 
 use super::{
@@ -12,6 +14,7 @@ use crate::{
     clock::Anchors,
     matching::{self, ProcTable},
     sessions::AgentSession,
+    store::read::{self, ContainerRef},
 };
 
 /// A bound tree as correlate uses it.
@@ -32,11 +35,23 @@ pub struct CaptureView<'a> {
     pub path: String,
     pub procs: ProcTable,
     pub anchors: Anchors,
+    /// Process row id → its container, for the processes that ran in one
+    /// (`record --container`); empty for a host-only capture.
+    pub containers: HashMap<i64, ContainerRef>,
 }
 
 /// The capture's processes: the one place correlate loads them.
 fn load_processes(conn: &Connection) -> rusqlite::Result<ProcTable> {
     ProcTable::load(conn)
+}
+
+/// The containers of the capture's processes, read through the store
+/// (captures made before the container columns have none).
+fn load_containers(conn: &Connection) -> rusqlite::Result<HashMap<i64, ContainerRef>> {
+    Ok(read::processes(conn)?
+        .into_iter()
+        .filter_map(|p| Some((p.id, ContainerRef::of(&p.identity)?)))
+        .collect())
 }
 
 impl<'a> CaptureView<'a> {
@@ -50,6 +65,7 @@ impl<'a> CaptureView<'a> {
             path: path.to_string(),
             procs: load_processes(conn).map_err(qe)?,
             anchors: Anchors::load(conn).map_err(qe)?,
+            containers: load_containers(conn).map_err(qe)?,
         })
     }
 
@@ -176,6 +192,7 @@ impl<'a> CaptureView<'a> {
             root_argv: p.argv.clone(),
             status,
             note,
+            container: self.containers.get(&p.id).cloned(),
         }
     }
 }

@@ -60,6 +60,34 @@ impl ProcessIdentity {
     }
 }
 
+/// The container a process ran in (`record --container`): its name and
+/// its id's first 12 hex digits, as `docker ps` shows them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct ContainerRef {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub id: String,
+}
+
+impl ContainerRef {
+    /// The container of a process row, if it has one.
+    pub fn of(id: &ProcessIdentity) -> Option<Self> {
+        let cid = id.container_id.as_deref()?;
+        Some(Self {
+            name: id.container_name.clone(),
+            id: cid.chars().take(12).collect(),
+        })
+    }
+
+    /// `NAME (ID12)`, or the id alone.
+    pub fn label(&self) -> String {
+        match &self.name {
+            Some(n) => format!("{n} ({})", self.id),
+            None => self.id.clone(),
+        }
+    }
+}
+
 /// Whether `table` has `column` (captures made before a column was added
 /// lack it: readers treat it as absent).
 pub fn has_column(conn: &Connection, table: &str, column: &str) -> rusqlite::Result<bool> {

@@ -69,6 +69,7 @@ pub(in crate::audit) fn correlated(
                     message,
                 );
                 f.process = ctx.process_info(row.process_id, None);
+                f.container = ctx.container_of(row.process_id).cloned();
                 Pending {
                     finding: f,
                     process: None,

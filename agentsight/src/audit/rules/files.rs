@@ -7,7 +7,7 @@ use crate::audit::{
     AuditError,
     context::{Ctx, Ev},
     fold::Collector,
-    policy::Policy,
+    policy::{DeniedPathsRule, Policy, WritesRule},
     report::Access,
 };
 
@@ -46,14 +46,41 @@ fn accesses(ev: &Ev) -> Vec<(Access, &str)> {
     acc
 }
 
+/// Judges a file event by the path rules of where its process ran: a
+/// host process by the top-level rules, a container process by
+/// `[container]`'s (its paths are as the container sees them: the host's
+/// globs never judge them, nor the container's a host path). A container
+/// process with no `[container]` table is counted, not judged, and said in
+/// a note (`scan`).
 pub(in crate::audit) fn file_event(
     ctx: &Ctx,
     policy: &Policy,
     sets: &PathSets,
     ev: &Ev,
     out: &mut Collector,
+) -> Result<bool, AuditError> {
+    let in_container = ctx.container_of(ev.process_id).is_some();
+    let (w, d, paths) = match (in_container, &policy.container, &sets.container) {
+        (false, _, _) => (&policy.writes, &policy.denied_paths, sets),
+        (true, Some(c), Some(cs)) => (&c.writes, &c.denied_paths, cs.as_ref()),
+        (true, _, _) => return Ok(false),
+    };
+    judge(ctx, w, d, paths, sets, ev, out)?;
+    Ok(true)
+}
+
+/// One file event under one scope's rules (`paths`); the denied files by
+/// inode are the host's in both scopes (`host`): an inode is the file
+/// itself, whatever the name a mount namespace gives it.
+fn judge(
+    ctx: &Ctx,
+    w: &WritesRule,
+    d: &DeniedPathsRule,
+    sets: &PathSets,
+    host: &PathSets,
+    ev: &Ev,
+    out: &mut Collector,
 ) -> Result<(), AuditError> {
-    let (w, d) = (&policy.writes, &policy.denied_paths);
     let failed = ev.result.is_some_and(|r| r < 0);
     let mut denied_found = false;
     let accessed = accesses(ev);
@@ -104,7 +131,7 @@ pub(in crate::audit) fn file_event(
         && !failed
         && d.meta.enabled
         && let (Some(dev), Some(ino)) = (ev.dev, ev.ino)
-        && let Some(df) = sets.denied_inodes.get(&(dev, ino))
+        && let Some(df) = host.denied_inodes.get(&(dev, ino))
         && let Some((access, path)) = accessed.first()
         && (if *access == Access::Read {
             df.read

@@ -53,6 +53,20 @@ impl Rules {
             d.meta.severity,
             "Paths never to be read or written",
         );
+        // `[container]`'s rules, when they have ids of their own (by
+        // default they share the host rules' ids).
+        if let Some(c) = &policy.container {
+            add(
+                &c.writes.meta,
+                c.writes.meta.severity,
+                "File writes and deletes only under the allowed roots (in containers)",
+            );
+            add(
+                &c.denied_paths.meta,
+                c.denied_paths.meta.severity,
+                "Paths never to be read or written (in containers)",
+            );
+        }
         add(
             &x.meta,
             x.meta.severity,
@@ -137,6 +151,7 @@ pub(in crate::audit) fn plain(
         argv: None,
         time: None,
         process: None,
+        container: None,
         session: None,
         evidence: Evidence::default(),
         folded: None,

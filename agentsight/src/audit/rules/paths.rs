@@ -6,7 +6,7 @@ use crate::audit::{
     AuditError,
     context::Ev,
     fold::Collector,
-    policy::{PathPattern, Policy},
+    policy::{DeniedPathsRule, PathPattern, Policy, WritesRule},
 };
 
 /// A compiled path list, remembering which entry matched for the evidence.
@@ -124,6 +124,8 @@ pub(in crate::audit) struct PathSets {
     /// Likewise the denied executables found on PATH (meta
     /// `denied_exe_inodes`): running one under another name is a finding.
     pub denied_exe_inodes: std::collections::HashMap<(i64, i64), crate::audit::inodes::DeniedFile>,
+    /// `[container]`'s compiled lists, for container processes' events.
+    pub container: Option<Box<PathSets>>,
 }
 
 impl PathSets {
@@ -156,6 +158,12 @@ impl PathSets {
                 ),
             );
         }
+        let container = policy
+            .container
+            .as_ref()
+            .map(|c| Self::scoped(&c.writes, &c.denied_paths))
+            .transpose()?
+            .map(Box::new);
         Ok(Self {
             write_allow,
             write_roots,
@@ -163,6 +171,26 @@ impl PathSets {
             deny_write,
             denied_inodes: Default::default(),
             denied_exe_inodes: Default::default(),
+            container,
+        })
+    }
+
+    /// `[container]`'s lists: its globs are anchored at the container's
+    /// root (checked by the policy), so no host place is expanded in them.
+    fn scoped(w: &WritesRule, d: &DeniedPathsRule) -> Result<Self, AuditError> {
+        let at = Places {
+            workspace: None,
+            home: None,
+            tmpdirs: &[],
+        };
+        Ok(Self {
+            write_allow: PathSet::new(&w.allow, &at, false)?.0,
+            write_roots: PathSet::new(&w.allow, &at, true)?.0,
+            deny_read: PathSet::new(&d.read, &at, false)?.0,
+            deny_write: PathSet::new(&d.write, &at, false)?.0,
+            denied_inodes: Default::default(),
+            denied_exe_inodes: Default::default(),
+            container: None,
         })
     }
 
