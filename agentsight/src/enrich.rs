@@ -587,3 +587,6 @@ fn read_prefix(f: std::fs::File, max: u64) -> std::io::Result<Vec<u8>> {
     f.take(max).read_to_end(&mut out)?;
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests;
