@@ -75,6 +75,51 @@ fn wait_seeded(db: &Path, pid: u32) {
     }
 }
 
+/// Records the container (with `extra` options) while a `docker exec`
+/// writes the fixture transcript inside it. The command's user could not
+/// drive the Docker daemon (that is root's): the test starts the `docker
+/// exec` itself while the container is recorded, then stops the recording.
+fn record_the_write(db: &Path, extra: &[&str], init_pid: u32) {
+    let rec = Command::new(bin())
+        .args(["record", "--quiet", "-o"])
+        .arg(db)
+        .args(["--container", NAME])
+        .args(extra)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_seeded(db, init_pid);
+    let fixture =
+        std::fs::File::open(fixtures().join(PROJECT).join(format!("{ID}.jsonl"))).unwrap();
+    let out = Command::new("docker")
+        .args(["exec", "-i", NAME, "sh", "-c", &script()])
+        .stdin(fixture)
+        .output()
+        .unwrap();
+    assert_exit_0(&out);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(rec.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = rec.wait_with_output().unwrap();
+    assert_exit_0(&out);
+}
+
+/// One stored binding: tree root (row, pid), status, evidence, evidence
+/// path; session id, provider, source path, model.
+type Bound = (
+    i64,
+    i64,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+);
+
 #[test]
 fn a_container_tree_is_bound_to_the_session_read_through_its_bridge() {
     require_root();
@@ -109,33 +154,7 @@ fn a_container_tree_is_bound_to_the_session_read_through_its_bridge() {
 
     let dir = scratch("cbind");
     let db = dir.join("bind.db");
-    // The command's user could not drive the Docker daemon (that is root's):
-    // the test starts the `docker exec` itself while the container is
-    // recorded, then stops the recording.
-    let rec = Command::new(bin())
-        .args(["record", "--quiet", "-o"])
-        .arg(&db)
-        .args(["--container", NAME, "--docker-container", NAME])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_seeded(&db, init_pid);
-    let fixture =
-        std::fs::File::open(fixtures().join(PROJECT).join(format!("{ID}.jsonl"))).unwrap();
-    let out = Command::new("docker")
-        .args(["exec", "-i", NAME, "sh", "-c", &script()])
-        .stdin(fixture)
-        .output()
-        .unwrap();
-    assert_exit_0(&out);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(rec.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let out = rec.wait_with_output().unwrap();
-    assert_exit_0(&out);
-
+    record_the_write(&db, &["--docker-container", NAME], init_pid);
     let conn = open(&db);
     // The container tree: the `docker exec` shell, in the container.
     let (sh_id, sh_pid): (i64, i64) = conn
@@ -155,17 +174,7 @@ fn a_container_tree_is_bound_to_the_session_read_through_its_bridge() {
              FROM bindings b JOIN trees t ON t.id = b.tree_id JOIN sessions s ON s.id = b.session_row",
         )
         .unwrap();
-    let rows: Vec<(
-        i64,
-        i64,
-        String,
-        String,
-        String,
-        String,
-        String,
-        String,
-        String,
-    )> = st
+    let rows: Vec<Bound> = st
         .query_map([], |r| {
             Ok((
                 r.get(0)?,
@@ -235,6 +244,43 @@ fn a_container_tree_is_bound_to_the_session_read_through_its_bridge() {
         v["prompts"].as_array().map(Vec::len),
         truth["prompts"].as_array().map(Vec::len)
     );
+
+    // Without --docker-container: the container's transcript stays unbound,
+    // with a note naming the option, although a host file has that path.
+    let db2 = dir.join("unbound.db");
+    record_the_write(&db2, &[], init_pid);
+    let conn = open(&db2);
+    let sh_pid: i64 = conn
+        .query_row(
+            "SELECT pid FROM processes WHERE argv = ?1 AND container_id = ?2",
+            [
+                serde_json::to_string(&["sh", "-c", &script()]).unwrap(),
+                c.id.clone(),
+            ],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let tree: (String, String) = conn
+        .query_row(
+            "SELECT status, note FROM trees WHERE root_pid = ?1",
+            [sh_pid],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        tree,
+        (
+            "unmatched".to_string(),
+            format!(
+                "session {ID} was written in container {NAME}: not bound; pass --docker-container {NAME} to read it there"
+            )
+        )
+    );
+    let stored: i64 = conn
+        .query_row("SELECT COUNT(*) FROM sessions", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(stored, 0);
+    assert_eq!(meta(&conn, "container_sessions"), None);
 
     drop(c);
     let _ = std::fs::remove_dir_all(HOME_IN);
