@@ -286,3 +286,34 @@ fn a_container_tree_is_bound_to_the_session_read_through_its_bridge() {
     let _ = std::fs::remove_dir_all(HOME_IN);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn record_refuses_hostile_docker_container_names_before_any_docker_call() {
+    require_root();
+    let dir = scratch("cbind-names");
+    let db = dir.join("never.db");
+    let long = "a".repeat(129);
+    for name in ["--privileged", "a/b", "a b", "", long.as_str()] {
+        // No docker on PATH: an error about the name, not about running
+        // docker, shows that no docker call was tried.
+        let o = Command::new(bin())
+            .args(["record", "--quiet", "-o"])
+            .arg(&db)
+            .arg(format!("--docker-container={name}"))
+            .args(["--", "true"])
+            .env("PATH", "/nonexistent")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{name:?}: {o:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with(&format!(
+                "agentsight: error: --docker-container {name:?}: container name {name:?} "
+            )),
+            "{name:?}: {err}"
+        );
+        assert!(!db.exists(), "{name:?}: a capture was created");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
