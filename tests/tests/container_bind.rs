@@ -245,6 +245,19 @@ fn a_container_tree_is_bound_to_the_session_read_through_its_bridge() {
         truth["prompts"].as_array().map(Vec::len)
     );
 
+    // Without --db, correlate finds the capture here and keeps the stored
+    // session: the host home with a file at the same path is not read.
+    let out = Command::new(bin())
+        .args(["correlate", ID, "--json"])
+        .current_dir(&dir)
+        .env("HOME", HOME_IN)
+        .output()
+        .unwrap();
+    assert_exit_0(&out);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["session_source"], "capture");
+    assert_eq!(v["session"]["cwd"], truth["cwd"]);
+
     // Without --docker-container: the container's transcript stays unbound,
     // with a note naming the option, although a host file has that path.
     let db2 = dir.join("unbound.db");
