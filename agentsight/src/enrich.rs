@@ -8,6 +8,7 @@
 use std::{
     collections::HashMap,
     path::{Path, PathBuf},
+    sync::Arc,
 };
 
 use rusqlite::Connection;
@@ -15,12 +16,12 @@ use rusqlite::Connection;
 use crate::{
     clock::Anchors,
     matching::{
-        FallbackSession, FdObservation, PathEvidence, ProcTable, SessionKey, Tree, TreeStatus,
-        fd_evidence, match_trees, transcript_writes,
+        Evidence, FallbackSession, FdObservation, PathEvidence, ProcTable, SessionKey, Tree,
+        TreeStatus, fd_evidence, match_trees, transcript_writes,
     },
-    sessions::{self, DiscoveryOptions},
+    sessions::{self, AgentSession, DiscoveryOptions},
     store::{
-        CaptureRw, StoreError,
+        CaptureRw, StoreError, read,
         sessions::{self as stored, BindingRow, TreeRow},
     },
 };
@@ -41,6 +42,9 @@ pub struct BindOptions {
     /// Byte budget for all transcript copies together.
     pub transcript_budget: u64,
     pub fd_observations: Vec<FdObservation>,
+    /// Sessions inside recorded containers (`record --docker-container`):
+    /// the only way evidence from a container's processes is resolved.
+    pub containers: Option<ContainerSource>,
 }
 
 impl Default for BindOptions {
@@ -50,9 +54,36 @@ impl Default for BindOptions {
             copy_transcripts: true,
             transcript_budget: DEFAULT_TRANSCRIPT_BUDGET,
             fd_observations: Vec::new(),
+            containers: None,
         }
     }
 }
+
+/// Where the sessions of recorded containers are read: inside each
+/// container (record backs it with the container's bridge). A trait, so
+/// enrichment decides which sessions to ask for without knowing how they
+/// are reached.
+pub trait ContainerSessions {
+    /// Whether sessions of the container with this `docker inspect` Id can
+    /// be read (it was configured).
+    fn serves(&self, container_id: &str) -> bool;
+    /// Session `session_id` as read inside that container.
+    fn get(&self, container_id: &str, session_id: &str) -> Result<AgentSession, String>;
+}
+
+/// A shared [`ContainerSessions`], so [`BindOptions`] stays `Clone`/`Debug`.
+#[derive(Clone)]
+pub struct ContainerSource(pub Arc<dyn ContainerSessions>);
+
+impl std::fmt::Debug for ContainerSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ContainerSource")
+    }
+}
+
+/// Meta key listing the sessions stored from inside containers (their raw
+/// transcripts are not copied: only structured results cross the bridge).
+pub const CONTAINER_SESSIONS_META: &str = "container_sessions";
 
 /// Default budget for raw transcript copies (all sessions together).
 pub const DEFAULT_TRANSCRIPT_BUDGET: u64 = 256 * 1024 * 1024;
@@ -117,9 +148,11 @@ pub fn bind_and_store(
     }
     let mut evidence = transcript_writes(conn, &procs).map_err(qe)?;
     evidence.extend(fd_evidence(&opts.fd_observations, &procs));
+    let places = Places::load(conn, &procs).map_err(qe)?;
     let mut summary = BindSummary::default();
     let fallback = fallback_sessions(&anchors, &opts.homes, &mut summary.notes);
-    let trees = match_trees(&procs, &anchors, &evidence, &fallback);
+    let mut trees = match_trees(&procs, &anchors, &evidence, &fallback);
+    no_host_cwd_in_containers(&mut trees, &places);
     let mut sessions = SessionStore {
         rw: &rw,
         budget: if opts.copy_transcripts {
@@ -130,12 +163,20 @@ pub fn bind_and_store(
         copy: opts.copy_transcripts,
         summary: &mut summary,
         rows: HashMap::new(),
+        places: &places,
+        containers: opts.containers.as_ref(),
+        unbound: HashMap::new(),
+        from_containers: Vec::new(),
     };
     for b in trees.iter().flat_map(|t| &t.bindings) {
         sessions.store(&b.key, &evidence, &fallback)?;
     }
-    let session_rows = sessions.rows;
-    store_trees(&rw, &procs, &trees, &session_rows, &mut summary)?;
+    let (session_rows, unbound) = (sessions.rows, sessions.unbound);
+    if !sessions.from_containers.is_empty() {
+        let list = serde_json::Value::Array(sessions.from_containers).to_string();
+        rw.put_meta(CONTAINER_SESSIONS_META, &list)?;
+    }
+    store_trees(&rw, &procs, &trees, &session_rows, &unbound, &mut summary)?;
     conn.execute_batch("COMMIT").map_err(qe)?;
     // Derived data (correlations): computed from what was just stored, in
     // its own transaction, so a failure here leaves the bindings intact.
@@ -143,6 +184,66 @@ pub fn bind_and_store(
         summary.notes.push(format!("correlations not stored: {e}"));
     }
     Ok(summary)
+}
+
+/// The recorded container a process ran in (`processes.container_id`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Place {
+    id: String,
+    name: Option<String>,
+}
+
+impl Place {
+    /// How notes name it: the name `--docker-container` takes, else the id.
+    fn shown(&self) -> &str {
+        self.name.as_deref().unwrap_or(&self.id)
+    }
+}
+
+/// Each process's container (by `ProcTable` index); `None` on the host.
+struct Places(Vec<Option<Place>>);
+
+impl Places {
+    fn load(conn: &Connection, procs: &ProcTable) -> rusqlite::Result<Self> {
+        let mut v = vec![None; procs.procs.len()];
+        for r in read::processes(conn)? {
+            if let (Some(id), Some(&i)) = (r.identity.container_id, procs.by_id.get(&r.id)) {
+                v[i] = Some(Place {
+                    id,
+                    name: r.identity.container_name,
+                });
+            }
+        }
+        Ok(Places(v))
+    }
+
+    fn of(&self, proc: usize) -> Option<&Place> {
+        self.0.get(proc).and_then(|p| p.as_ref())
+    }
+}
+
+/// A container's cwd is a path in the container: never compared with the
+/// cwd of a host session (the cwd fallback reads host homes only).
+fn no_host_cwd_in_containers(trees: &mut [Tree], places: &Places) {
+    for t in trees {
+        if places.of(t.root).is_none() {
+            continue;
+        }
+        let before = t.bindings.len();
+        t.bindings.retain(|b| b.evidence != Evidence::CwdFallback);
+        if before > 0 && t.bindings.is_empty() {
+            t.status = TreeStatus::Unmatched;
+            t.note = Some("in a container: not matched by cwd to host sessions".into());
+        }
+    }
+}
+
+/// Where the evidence for one session comes from.
+enum Origin<'a> {
+    Host,
+    Container(&'a Place),
+    /// From several places (the host and a container, or two containers).
+    Mixed(String),
 }
 
 /// cwd-fallback candidates: sessions of the given homes active during the
@@ -200,18 +301,128 @@ struct SessionStore<'a> {
     summary: &'a mut BindSummary,
     /// Session → its `sessions` row.
     rows: HashMap<SessionKey, i64>,
+    places: &'a Places,
+    containers: Option<&'a ContainerSource>,
+    /// Sessions left unstored, and why (their trees are stored unmatched).
+    unbound: HashMap<SessionKey, String>,
+    /// Meta `container_sessions`: each session read inside a container.
+    from_containers: Vec<serde_json::Value>,
 }
 
-impl SessionStore<'_> {
+impl<'a> SessionStore<'a> {
     fn store(
         &mut self,
         key: &SessionKey,
         evidence: &[PathEvidence],
         fallback: &[FallbackSession],
     ) -> Result<(), StoreError> {
-        if self.rows.contains_key(key) {
+        if self.rows.contains_key(key) || self.unbound.contains_key(key) {
             return Ok(());
         }
+        match self.origin(key, evidence) {
+            Origin::Host => self.store_host(key, evidence, fallback),
+            Origin::Container(place) => self.store_from_container(key, place),
+            Origin::Mixed(places) => {
+                self.leave_unbound(
+                    key,
+                    format!(
+                        "session {} was written in {places}: not bound (a container's paths are never resolved on the host)",
+                        key.1
+                    ),
+                );
+                Ok(())
+            }
+        }
+    }
+
+    /// Where the evidence naming `key` was given: the host, one container,
+    /// or several places. A session with no path evidence (cwd fallback)
+    /// is a host home's.
+    fn origin(&self, key: &SessionKey, evidence: &[PathEvidence]) -> Origin<'a> {
+        let places: &'a Places = self.places;
+        let mut seen: Vec<Option<&'a Place>> = Vec::new();
+        for e in evidence.iter().filter(|e| &e.key == key) {
+            let p = places.of(e.proc);
+            if !seen.contains(&p) {
+                seen.push(p);
+            }
+        }
+        match seen.as_slice() {
+            [] | [None] => Origin::Host,
+            [Some(p)] => Origin::Container(p),
+            many => Origin::Mixed(
+                many.iter()
+                    .map(|p| {
+                        p.map_or("the host".to_string(), |p| {
+                            format!("container {}", p.shown())
+                        })
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" and "),
+            ),
+        }
+    }
+
+    fn leave_unbound(&mut self, key: &SessionKey, why: String) {
+        self.summary.notes.push(why.clone());
+        self.unbound.insert(key.clone(), why);
+    }
+
+    /// A session written inside a container: read there through its
+    /// source (never from the host file at the same path); no raw copy.
+    fn store_from_container(&mut self, key: &SessionKey, place: &Place) -> Result<(), StoreError> {
+        let name = place.shown();
+        let Some(src) = self.containers.filter(|c| c.0.serves(&place.id)) else {
+            self.leave_unbound(
+                key,
+                format!(
+                    "session {} was written in container {name}: not bound; pass --docker-container {name} to read it there",
+                    key.1
+                ),
+            );
+            return Ok(());
+        };
+        let session = match src.0.get(&place.id, &key.1) {
+            Ok(s) if s.provider == key.0 && s.session_id == key.1 => s,
+            Ok(s) => {
+                let why = format!(
+                    "session {} in container {name}: the container answered {} session {}, not {}",
+                    key.1, s.provider, s.session_id, key.0
+                );
+                self.leave_unbound(key, why);
+                return Ok(());
+            }
+            Err(e) => {
+                self.leave_unbound(key, format!("session {} in container {name}: {e}", key.1));
+                return Ok(());
+            }
+        };
+        let (conn, shown) = (self.rw.conn(), self.rw.path.as_str());
+        let row = stored::insert_session(conn, shown, &session)?;
+        self.rows.insert(key.clone(), row);
+        self.summary.sessions.push(key.1.clone());
+        self.from_containers.push(serde_json::json!({
+            "provider": key.0.as_str(),
+            "session_id": key.1,
+            "container_id": place.id,
+            "container_name": place.name,
+        }));
+        if self.copy {
+            self.summary.notes.push(format!(
+                "session {} from container {name}: raw transcript not copied (only structured results cross the bridge)",
+                key.1
+            ));
+        }
+        Ok(())
+    }
+
+    /// A host session: parsed from its file, raw copies within the budget.
+    fn store_host(
+        &mut self,
+        key: &SessionKey,
+        evidence: &[PathEvidence],
+        fallback: &[FallbackSession],
+    ) -> Result<(), StoreError> {
         let mut paths: Vec<String> = evidence
             .iter()
             .filter(|e| &e.key == key)
@@ -303,10 +514,12 @@ fn store_trees(
     procs: &ProcTable,
     trees: &[Tree],
     session_rows: &HashMap<SessionKey, i64>,
+    unbound: &HashMap<SessionKey, String>,
     summary: &mut BindSummary,
 ) -> Result<(), StoreError> {
     let (conn, shown) = (rw.conn(), rw.path.as_str());
     for t in trees {
+        let (status, note) = stored_status(t, session_rows, unbound);
         let p = &procs.procs[t.root];
         let tree_id = stored::insert_tree(
             conn,
@@ -316,12 +529,12 @@ fn store_trees(
                 root_process_id: p.id,
                 root_pid: p.pid as i64,
                 root_start_mono_ns: p.start_mono_ns as i64,
-                status: t.status.to_string(),
-                note: t.note.clone(),
+                status: status.to_string(),
+                note,
             },
         )?;
         summary.trees += 1;
-        if t.status == TreeStatus::Bound {
+        if status == TreeStatus::Bound {
             summary.bound += 1;
         }
         for b in &t.bindings {
@@ -348,9 +561,32 @@ fn store_trees(
     Ok(())
 }
 
+/// A tree's stored status: unmatched, with the reasons, when every session
+/// it was matched to was left unbound (e.g. a container not configured).
+fn stored_status(
+    t: &Tree,
+    session_rows: &HashMap<SessionKey, i64>,
+    unbound: &HashMap<SessionKey, String>,
+) -> (TreeStatus, Option<String>) {
+    let reasons: Vec<&str> = t
+        .bindings
+        .iter()
+        .filter(|b| !session_rows.contains_key(&b.key))
+        .filter_map(|b| unbound.get(&b.key).map(String::as_str))
+        .collect();
+    if t.status == TreeStatus::Bound && !t.bindings.is_empty() && reasons.len() == t.bindings.len()
+    {
+        return (TreeStatus::Unmatched, Some(reasons.join("; ")));
+    }
+    (t.status, t.note.clone())
+}
+
 fn read_prefix(f: std::fs::File, max: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let mut out = Vec::new();
     f.take(max).read_to_end(&mut out)?;
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests;

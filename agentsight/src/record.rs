@@ -71,6 +71,9 @@ pub struct RecordOptions {
     pub pids: Vec<u32>,
     /// `--container NAME|ID` (Docker): every process in its cgroup.
     pub containers: Vec<String>,
+    /// `--docker-container`: where the matching at the end reads the
+    /// sessions written inside containers (none: they stay unbound).
+    pub container_sessions: Option<crate::enrich::ContainerSource>,
     pub agent: Option<AgentName>,
     pub user: Option<String>,
     /// `--env` arguments for the command's environment (see `envreset`).
@@ -819,6 +822,7 @@ fn bind_sessions(
         copy_transcripts: opts.copy_transcripts,
         transcript_budget: opts.transcript_budget,
         fd_observations: fd_obs,
+        containers: opts.container_sessions.clone(),
     };
     let correlate = |c: &rusqlite::Connection, p: &str| {
         crate::correlate::store_all(c, p).map_err(|e| e.to_string())

@@ -1,12 +1,17 @@
-//! `--docker-container NAME` on `sessions`, `session show` and `correlate`:
-//! the sessions of running containers, read inside each by `agentsight
-//! bridge` (see docs/bridge.md). Only the protocol's structured results cross.
+//! `--docker-container NAME` on `sessions`, `session show`, `correlate` and
+//! `record`: the sessions of running containers, read inside each by
+//! `agentsight bridge` (see docs/bridge.md). Only the protocol's structured
+//! results cross.
+
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
 use agentsight::bridge::{
-    Bridge, BridgeSet, CallError, Docker, ErrorCode, FanoutList, protocol::ListParams,
+    Bridge, BridgeSet, CallError, ContainerName, Docker, ErrorCode, FanoutList,
+    protocol::ListParams,
 };
+use agentsight::enrich::{ContainerSessions, ContainerSource};
 use agentsight::sessions::AgentSession;
 
 /// Exit status of a `sessions` list that names failed containers but lists
@@ -63,4 +68,61 @@ pub fn get(names: &[String], id: &str) -> Result<(String, AgentSession)> {
     }
     let set = BridgeSet::new(ok);
     Ok(runtime()?.block_on(set.get(id))?)
+}
+
+/// `record --docker-container`: the containers' sessions for the matching
+/// at the end of the recording, each read inside its container through its
+/// bridge. Every name is checked before any docker call, and each container
+/// is inspected (its `Id` is how the capture's process rows name it) and its
+/// bridge built now, so a wrong name fails before anything is recorded.
+pub fn record_source(names: &[String]) -> Result<Option<ContainerSource>> {
+    if names.is_empty() {
+        return Ok(None);
+    }
+    let parsed = names
+        .iter()
+        .map(|n| ContainerName::parse(n).with_context(|| format!("--docker-container {n:?}")))
+        .collect::<Result<Vec<_>>>()?;
+    let docker = Docker::new("docker");
+    let mut bridges = Vec::new();
+    for name in &parsed {
+        let inspect = docker.inspect(name)?;
+        let id = inspect
+            .get(0)
+            .and_then(|c| c.get("Id"))
+            .and_then(|v| v.as_str())
+            .with_context(|| format!("docker inspect {name}: no Id"))?
+            .to_string();
+        // The same container named twice (name and id) is asked once.
+        if bridges.iter().any(|(known, _)| known == &id) {
+            continue;
+        }
+        bridges.push((id, docker.bridge(name.as_str())?));
+    }
+    let runtime = runtime()?;
+    Ok(Some(ContainerSource(Arc::new(RecordBridges {
+        runtime,
+        bridges,
+    }))))
+}
+
+/// The recorded containers' bridges, by `docker inspect` Id.
+struct RecordBridges {
+    runtime: tokio::runtime::Runtime,
+    bridges: Vec<(String, Bridge)>,
+}
+
+impl ContainerSessions for RecordBridges {
+    fn serves(&self, container_id: &str) -> bool {
+        self.bridges.iter().any(|(id, _)| id == container_id)
+    }
+
+    fn get(&self, container_id: &str, session_id: &str) -> Result<AgentSession, String> {
+        let Some((_, bridge)) = self.bridges.iter().find(|(id, _)| id == container_id) else {
+            return Err("not a --docker-container of this recording".into());
+        };
+        self.runtime
+            .block_on(bridge.get(session_id))
+            .map_err(|e| e.to_string())
+    }
 }

@@ -53,6 +53,16 @@ fn live_session(home: Option<&Path>, id: &str) -> Option<AgentSession> {
     sessions::parse_session(&r).ok()
 }
 
+/// Whether the capture stored session `id` from inside a container (meta
+/// `container_sessions`, written by `record --docker-container`).
+fn from_container(cap: &Capture, id: &str) -> bool {
+    cap.meta(agentsight::enrich::CONTAINER_SESSIONS_META)
+        .ok()
+        .flatten()
+        .and_then(|v| serde_json::from_str::<Vec<serde_json::Value>>(&v).ok())
+        .is_some_and(|list| list.iter().any(|s| s["session_id"] == id))
+}
+
 pub fn run(a: &CorrelateArgs) -> Result<i32> {
     let id = a.session.trim();
     if id.is_empty() {
@@ -83,7 +93,14 @@ pub fn run(a: &CorrelateArgs) -> Result<i32> {
             let (bound, unmatched) = view.stored_trees(s.row)?;
             // With --db everything comes from the capture; otherwise the live
             // transcript (it may have grown since) when it is still there.
+            // A session read inside a container is never looked up again in
+            // a host home (the same path there may be someone else's).
             let (session, source) = match &a.db {
+                None if a.docker_container.is_empty()
+                    && from_container(&cap, &s.session.session_id) =>
+                {
+                    (s.session, correlate::SessionSource::Capture)
+                }
                 None => live(a, &s.session.session_id)?
                     .unwrap_or((s.session, correlate::SessionSource::Capture)),
                 Some(_) => (s.session, correlate::SessionSource::Capture),

@@ -80,6 +80,17 @@ pub struct RecordArgs {
     // check (not clap) refuses it, in one line.
     #[arg(long = "container", value_name = "NAME|ID", allow_hyphen_values = true)]
     pub containers: Vec<String>,
+    /// Bind the trees of this running Docker container (name or id;
+    /// repeatable; usually also given to --container) to the sessions found
+    /// inside it, read there through `agentsight bridge` (which must be on
+    /// the container's PATH): a transcript written in a container is never
+    /// read from the host path of the same name.
+    #[arg(
+        long = "docker-container",
+        value_name = "NAME",
+        allow_hyphen_values = true
+    )]
+    pub docker_containers: Vec<String>,
     /// Track every process of this agent, running now or started later.
     #[arg(long, value_parser = agent_name())]
     pub agent: Option<AgentName>,
@@ -418,6 +429,14 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
             "nothing to record: give a command after --, or --pid PID, --agent NAME or --container NAME"
         );
     }
+    // The containers' bridges are built (names checked, each inspected)
+    // before anything runs; docker is root's, as the recording is.
+    let container_sessions = if a.docker_containers.is_empty() {
+        None
+    } else {
+        agentsight::privileges::check_root()?;
+        containers::record_source(&a.docker_containers)?
+    };
     // A policy that does not parse fails before anything runs.
     let policy = a
         .audit
@@ -457,6 +476,7 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         command: a.command,
         pids: a.pids,
         containers: a.containers,
+        container_sessions,
         agent: a.agent,
         user: a.user,
         env: a.env,
