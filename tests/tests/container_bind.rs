@@ -328,5 +328,25 @@ fn record_refuses_hostile_docker_container_names_before_any_docker_call() {
         );
         assert!(!db.exists(), "{name:?}: a capture was created");
     }
+    // Under sudo, root's docker reading a container's sessions into the
+    // caller's capture needs --all-users, checked before any docker call.
+    let (uid, gid) = test_user();
+    let o = Command::new(bin())
+        .args(["record", "--quiet", "-o"])
+        .arg(&db)
+        .args(["--docker-container", "dev", "--", "true"])
+        .env("PATH", "/nonexistent")
+        .env("SUDO_UID", uid.to_string())
+        .env("SUDO_GID", gid.to_string())
+        .env("SUDO_USER", TEST_USER)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        err,
+        "agentsight: error: --docker-container reads the container's sessions with root's docker: under sudo that needs --all-users (stored in the capture)\n"
+    );
+    assert!(!db.exists(), "a capture was created");
     let _ = std::fs::remove_dir_all(&dir);
 }

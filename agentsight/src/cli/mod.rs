@@ -435,6 +435,14 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         None
     } else {
         agentsight::privileges::check_root()?;
+        // Root's docker reads the container's sessions into the caller's
+        // capture: under sudo that is more than the caller may have (no
+        // docker group), so, like --container, it needs --all-users.
+        if agentsight::privileges::FileCreds::invoking_user().is_some() && !a.all_users {
+            bail!(
+                "--docker-container reads the container's sessions with root's docker: under sudo that needs --all-users (stored in the capture)"
+            );
+        }
         containers::record_source(&a.docker_containers)?
     };
     // A policy that does not parse fails before anything runs.
