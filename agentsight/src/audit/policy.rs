@@ -348,17 +348,8 @@ impl Policy {
         let exes = |given: Option<Vec<Spanned<String>>>,
                     dflt: &[&str]|
          -> Result<Vec<ExePattern>, PolicyError> {
-            let list: Vec<(String, usize)> = match given {
-                Some(v) => v
-                    .into_iter()
-                    .map(|s| {
-                        let line = line_of(src, Some(s.span()));
-                        (s.into_inner(), line)
-                    })
-                    .collect(),
-                None => dflt.iter().map(|s| (s.to_string(), 0)).collect(),
-            };
-            list.into_iter()
+            with_lines(src, given, dflt)
+                .into_iter()
                 .map(|(text, line)| {
                     let matcher = compile_glob(&text).map_err(|r| invalid(line, r))?;
                     Ok(ExePattern {
@@ -451,15 +442,14 @@ fn rule_meta(id: Option<String>, sev: Option<Severity>, en: Option<bool>, dflt: 
     }
 }
 
-/// A list of path globs as given (each checked, with its line), else the
-/// defaults (line 0).
-fn path_list(
+/// The given strings with the policy line each came from, or the defaults
+/// (line 0).
+fn with_lines(
     src: &str,
-    name: &str,
     given: Option<Vec<Spanned<String>>>,
     dflt: &[&str],
-) -> Result<Vec<PathPattern>, PolicyError> {
-    let list: Vec<(String, usize)> = match given {
+) -> Vec<(String, usize)> {
+    match given {
         Some(v) => v
             .into_iter()
             .map(|s| {
@@ -468,8 +458,19 @@ fn path_list(
             })
             .collect(),
         None => dflt.iter().map(|s| (s.to_string(), 0)).collect(),
-    };
-    list.into_iter()
+    }
+}
+
+/// A list of path globs as given (each checked, with its line), else the
+/// defaults (line 0).
+fn path_list(
+    src: &str,
+    name: &str,
+    given: Option<Vec<Spanned<String>>>,
+    dflt: &[&str],
+) -> Result<Vec<PathPattern>, PolicyError> {
+    with_lines(src, given, dflt)
+        .into_iter()
         .map(|(text, line)| {
             check_path_glob(&text).map_err(|reason| PolicyError::Invalid {
                 path: name.to_string(),
