@@ -130,23 +130,12 @@ fn setup(name: &str) -> Setup {
     }
 }
 
-#[test]
-fn files_and_network_match_ground_truth_and_strace() {
-    require_root();
-    let s = setup("files");
-    let d = s.dir.display().to_string();
-    let sub = format!("{d}/sub");
-    let db = s.dir.join("f.db");
-    let args: Vec<&str> = s.args.iter().map(String::as_str).collect();
-    let out = record(&db, &[], &args);
-    assert_exit_0(&out);
-    let conn = open(&db);
-
-    let got = rows(&conn, &sub);
+/// The file events the workload makes under `sub`, in order, as captured.
+fn expected_sub_rows(sub: &str) -> Vec<Row> {
     let rel = format!("{sub}/rel.txt");
     let via = format!("{sub}/viadirfd.txt");
-    let expected = vec![
-        row("chdir", &sub, "sub", None, 0, None),
+    vec![
+        row("chdir", sub, "sub", None, 0, None),
         row(
             "openat",
             &rel,
@@ -155,7 +144,7 @@ fn files_and_network_match_ground_truth_and_strace() {
             3,
             None,
         ),
-        row("openat", &sub, ".", Some("read,directory,cloexec"), 3, None),
+        row("openat", sub, ".", Some("read,directory,cloexec"), 3, None),
         row(
             "openat",
             &via,
@@ -191,12 +180,12 @@ fn files_and_network_match_ground_truth_and_strace() {
             None,
         ),
         row("rmdir", &format!("{sub}/newdir"), "newdir", None, 0, None),
-    ];
-    // Python's own start-up opens nothing under the scratch dir.
-    assert_eq!(got, expected);
+    ]
+}
 
-    // The failed open outside `sub`: EACCES as the unprivileged user, resolved through `..`.
-    let locked = rows(&conn, &format!("{d}/locked.txt"));
+/// The failed open outside `sub`: EACCES as the unprivileged user, resolved through `..`.
+fn assert_locked_open_denied(conn: &Connection, d: &str) {
+    let locked = rows(conn, &format!("{d}/locked.txt"));
     assert_eq!(
         locked,
         vec![row(
@@ -208,18 +197,24 @@ fn files_and_network_match_ground_truth_and_strace() {
             Some("EACCES")
         )]
     );
+}
 
-    // Writes aggregated per (process, file): one row, exact bytes and count.
+/// Writes aggregated per (process, file): one row, exact bytes and count.
+fn assert_writes_aggregated(conn: &Connection, sub: &str) {
+    let rel = format!("{sub}/rel.txt");
+    let via = format!("{sub}/viadirfd.txt");
     let io: Vec<(String, i64, i64)> = conn
         .prepare("SELECT path, bytes, count FROM events WHERE kind = 'io' AND path LIKE ?1 || '%' ORDER BY path")
         .unwrap()
-        .query_map([&sub], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .query_map([sub], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(io, vec![(rel.clone(), 1000, 10), (via.clone(), 5, 1)]);
+    assert_eq!(io, vec![(rel, 1000, 10), (via, 5, 1)]);
+}
 
-    // Network: exact destinations and outcomes.
+/// Network: exact destinations and outcomes.
+fn assert_network_matches(conn: &Connection, s: &Setup) {
     let net: Vec<NetRow> = conn
         .prepare(
             "SELECT kind, family, addr, port, COALESCE(result, 0), errno, COALESCE(query, tcp_state) FROM events
@@ -280,10 +275,12 @@ fn files_and_network_match_ground_truth_and_strace() {
         v4("sendto", 53, 40, None, Some("connected.example.test")),
     ];
     assert_eq!(net, expected_net);
-    drop(conn);
+}
 
-    // Cross-check with strace on the same workload: the same syscalls on the
-    // scratch paths, with the same results.
+/// Runs the workload again under `strace -f` as the unprivileged user and
+/// returns the (syscall, result) pairs on the scratch paths, with the raw
+/// trace text.
+fn strace_scratch_calls(s: &Setup) -> (Vec<(String, i64)>, String) {
     std::fs::remove_file(s.dir.join("sub/link")).unwrap();
     let trace = s.dir.join("strace.txt");
     let (uid, gid) = test_user();
@@ -298,46 +295,72 @@ fn files_and_network_match_ground_truth_and_strace() {
         .unwrap();
     assert!(st.success());
     let text = std::fs::read_to_string(&trace).unwrap();
-    let mut from_strace: Vec<(String, i64)> = Vec::new();
-    for line in text.lines() {
-        let Some((_, call)) = line.split_once(' ') else {
-            continue;
-        };
-        let call = call.trim_start();
-        let Some(name) = call.split('(').next() else {
-            continue;
-        };
-        if !(call.contains(&format!("\"{}", "sub"))
-            || call.contains("\"rel.txt\"")
-            || call.contains("\"viadirfd.txt\"")
-            || call.contains("\"missing.txt\"")
-            || call.contains("\"renamed.txt\"")
-            || call.contains("\"newdir\"")
-            || call.contains("\"../locked.txt\"")
-            || call.contains("\".\""))
-        {
-            continue;
-        }
-        let result: i64 = call
-            .rsplit(" = ")
-            .next()
-            .and_then(|r| r.split_whitespace().next())
-            .and_then(|r| r.parse().ok())
-            .unwrap_or(-999);
-        let result = if result == -1 {
-            // strace prints -1 ERRNO; compare with -errno.
-            if call.contains("ENOENT") {
-                -2
-            } else if call.contains("EACCES") {
-                -13
-            } else {
-                -1
-            }
-        } else {
-            result
-        };
-        from_strace.push((name.to_string(), result));
+    let from_strace = text.lines().filter_map(strace_scratch_call).collect();
+    (from_strace, text)
+}
+
+/// One strace line as (syscall, result), if it names a scratch path; a
+/// failure is given as -errno.
+fn strace_scratch_call(line: &str) -> Option<(String, i64)> {
+    let (_, call) = line.split_once(' ')?;
+    let call = call.trim_start();
+    let name = call.split('(').next()?;
+    if !(call.contains(&format!("\"{}", "sub"))
+        || call.contains("\"rel.txt\"")
+        || call.contains("\"viadirfd.txt\"")
+        || call.contains("\"missing.txt\"")
+        || call.contains("\"renamed.txt\"")
+        || call.contains("\"newdir\"")
+        || call.contains("\"../locked.txt\"")
+        || call.contains("\".\""))
+    {
+        return None;
     }
+    let result: i64 = call
+        .rsplit(" = ")
+        .next()
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(-999);
+    let result = if result == -1 {
+        // strace prints -1 ERRNO; compare with -errno.
+        if call.contains("ENOENT") {
+            -2
+        } else if call.contains("EACCES") {
+            -13
+        } else {
+            -1
+        }
+    } else {
+        result
+    };
+    Some((name.to_string(), result))
+}
+
+#[test]
+fn files_and_network_match_ground_truth_and_strace() {
+    require_root();
+    let s = setup("files");
+    let d = s.dir.display().to_string();
+    let sub = format!("{d}/sub");
+    let db = s.dir.join("f.db");
+    let args: Vec<&str> = s.args.iter().map(String::as_str).collect();
+    let out = record(&db, &[], &args);
+    assert_exit_0(&out);
+    let conn = open(&db);
+
+    let got = rows(&conn, &sub);
+    let expected = expected_sub_rows(&sub);
+    // Python's own start-up opens nothing under the scratch dir.
+    assert_eq!(got, expected);
+    assert_locked_open_denied(&conn, &d);
+    assert_writes_aggregated(&conn, &sub);
+    assert_network_matches(&conn, &s);
+    drop(conn);
+
+    // Cross-check with strace on the same workload: the same syscalls on the
+    // scratch paths, with the same results.
+    let (from_strace, text) = strace_scratch_calls(&s);
     let mut ours: Vec<(String, i64)> = expected
         .iter()
         .map(|r| (r.kind.clone(), r.result))
@@ -528,16 +551,19 @@ fn softirq_interleaving_leaves_no_gap() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Every successful open also carries the path of the file the kernel
-/// opened (`real_path`, with its device and inode), whatever path trick
-/// the process used: a symlink, a symlinked directory followed by `..`, a
-/// hard link, `/proc/self/fd/N`, a bind mount, a file renamed while open.
-/// Cross-checked against `strace -f -y`.
-#[test]
-fn kernel_paths_name_the_file_the_kernel_opened() {
-    use std::os::unix::fs::MetadataExt;
-    require_root();
-    let dir = scratch("kpaths");
+/// Unmounts the bind mount when dropped.
+struct Unmount(String);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// The path tricks of the kernel-paths workload in `dir`: a symlink, a
+/// symlinked directory, a hard link, and `real` bind-mounted on `bound`
+/// (unmounted when the returned guard drops).
+fn make_path_tricks(dir: &Path) -> Unmount {
     let d = |p: &str| dir.join(p).display().to_string();
     std::fs::write(dir.join("secret.txt"), "s").unwrap();
     std::fs::create_dir_all(dir.join("real/sub")).unwrap();
@@ -555,24 +581,13 @@ fn kernel_paths_name_the_file_the_kernel_opened() {
         .status()
         .unwrap();
     assert!(mount.success(), "bind mount");
-    struct Unmount(String);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg(&self.0).status();
-        }
-    }
-    let _unmount = Unmount(d("bound"));
-    let script = dir.join("kernel_paths.py");
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/kernel_paths.py"),
-        &script,
-    )
-    .unwrap();
-    let (script_s, dir_s) = (script.display().to_string(), dir.display().to_string());
-    let db = dir.join("k.db");
-    let out = record(&db, &[], &["/usr/bin/python3", &script_s, &dir_s]);
-    assert_exit_0(&out);
-    let conn = open(&db);
+    Unmount(d("bound"))
+}
+
+/// Each path trick's open names the file the kernel opened, with its inode.
+fn assert_tricks_name_kernel_files(conn: &Connection, dir: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let d = |p: &str| dir.join(p).display().to_string();
     let ino = |p: &str| std::fs::metadata(dir.join(p)).unwrap().ino() as i64;
     let rows: Vec<(String, String, String, i64)> = conn
         .prepare(
@@ -612,6 +627,12 @@ fn kernel_paths_name_the_file_the_kernel_opened() {
             row("after.txt", "after.txt", ino("after.txt")),
         ]
     );
+}
+
+/// The exec names the file the kernel ran (python3 is a symlink) and its
+/// inode; the symlink trick's lexical path names the link.
+fn assert_exec_and_lexical_paths(conn: &Connection, dir: &Path) {
+    use std::os::unix::fs::MetadataExt;
     // The exec: the file the kernel ran (python3 is a symlink) and its inode.
     let python = std::fs::canonicalize("/usr/bin/python3").unwrap();
     let exec_row: (String, String, i64) = conn
@@ -639,10 +660,24 @@ fn kernel_paths_name_the_file_the_kernel_opened() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(lexical, d("innocent.txt"));
-    // Every successful open of the workload (python's own start-up
-    // included: libc through /lib, locale.alias through /usr/share/locale),
-    // with the file strace -y names behind the returned fd.
+    assert_eq!(lexical, dir.join("innocent.txt").display().to_string());
+}
+
+/// `/proc/<digits>/…` with the pid replaced by `PID`; other paths unchanged.
+fn pid_free(p: &str) -> String {
+    match p.strip_prefix("/proc/") {
+        Some(rest) if rest.starts_with(|c: char| c.is_ascii_digit()) => {
+            format!("/proc/PID/{}", rest.split_once('/').map_or("", |x| x.1))
+        }
+        _ => p.to_string(),
+    }
+}
+
+/// Runs the workload under `strace -f -y` as the unprivileged user and
+/// returns every successful open after the python exec as (path as given,
+/// file behind the fd), with the raw trace text.
+fn strace_opens(dir: &Path, script_s: &str, dir_s: &str) -> (Vec<(String, String)>, String) {
+    let (uid, gid) = test_user();
     let trace = dir.join("strace.txt");
     let st = Command::new("strace")
         .args(["-f", "-qq", "-y", "-e", "trace=openat,execve", "-o"])
@@ -653,19 +688,11 @@ fn kernel_paths_name_the_file_the_kernel_opened() {
             format!("--regid={gid}"),
             "--init-groups".into(),
         ])
-        .args(["/usr/bin/python3", &script_s, &dir_s])
+        .args(["/usr/bin/python3", script_s, dir_s])
         .status()
         .unwrap();
     assert!(st.success());
     let text = std::fs::read_to_string(&trace).unwrap();
-    let pid_free = |p: &str| -> String {
-        match p.strip_prefix("/proc/") {
-            Some(rest) if rest.starts_with(|c: char| c.is_ascii_digit()) => {
-                format!("/proc/PID/{}", rest.split_once('/').map_or("", |x| x.1))
-            }
-            _ => p.to_string(),
-        }
-    };
     let from_strace: Vec<(String, String)> = text
         .lines()
         .skip_while(|l| !l.contains("execve(\"/usr/bin/python3\""))
@@ -677,21 +704,55 @@ fn kernel_paths_name_the_file_the_kernel_opened() {
             Some((given.to_string(), pid_free(kernel)))
         })
         .collect();
-    let ours: Vec<(String, String)> = conn
-        .prepare(
-            "SELECT path_as_given, real_path FROM events
+    (from_strace, text)
+}
+
+/// Every successful open of the workload as captured: (path as given, real path).
+fn recorded_opens(conn: &Connection) -> Vec<(String, String)> {
+    conn.prepare(
+        "SELECT path_as_given, real_path FROM events
              WHERE kind = 'openat' AND result >= 0 AND process_id IN
                (SELECT id FROM processes WHERE argv LIKE '%kernel_paths.py%')
              ORDER BY mono_ns",
-        )
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get::<_, String>(1)?)))
-        .unwrap()
-        .map(|r| {
-            let (g, k): (String, String) = r.unwrap();
-            (g, pid_free(&k))
-        })
-        .collect();
+    )
+    .unwrap()
+    .query_map([], |r| Ok((r.get(0)?, r.get::<_, String>(1)?)))
+    .unwrap()
+    .map(|r| {
+        let (g, k): (String, String) = r.unwrap();
+        (g, pid_free(&k))
+    })
+    .collect()
+}
+
+/// Every successful open also carries the path of the file the kernel
+/// opened (`real_path`, with its device and inode), whatever path trick
+/// the process used: a symlink, a symlinked directory followed by `..`, a
+/// hard link, `/proc/self/fd/N`, a bind mount, a file renamed while open.
+/// Cross-checked against `strace -f -y`.
+#[test]
+fn kernel_paths_name_the_file_the_kernel_opened() {
+    require_root();
+    let dir = scratch("kpaths");
+    let _unmount = make_path_tricks(&dir);
+    let script = dir.join("kernel_paths.py");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/kernel_paths.py"),
+        &script,
+    )
+    .unwrap();
+    let (script_s, dir_s) = (script.display().to_string(), dir.display().to_string());
+    let db = dir.join("k.db");
+    let out = record(&db, &[], &["/usr/bin/python3", &script_s, &dir_s]);
+    assert_exit_0(&out);
+    let conn = open(&db);
+    assert_tricks_name_kernel_files(&conn, &dir);
+    assert_exec_and_lexical_paths(&conn, &dir);
+    // Every successful open of the workload (python's own start-up
+    // included: libc through /lib, locale.alias through /usr/share/locale),
+    // with the file strace -y names behind the returned fd.
+    let (from_strace, text) = strace_opens(&dir, &script_s, &dir_s);
+    let ours = recorded_opens(&conn);
     assert!(ours.len() >= 20, "{ours:#?}");
     assert_eq!(from_strace, ours, "strace saw:\n{text}");
     let differ = ours

@@ -778,9 +778,10 @@ fn allowed_unexplained(agent: Agent) -> Vec<(&'static str, bool)> {
     }
 }
 
-fn verify_correlation(run: &Run, id: &str, c: &Value, dump: &str) {
+/// The correlation names the session, and binds the CLI's process tree to
+/// it by the tree's own writes to the transcript.
+fn assert_session_bound_by_transcript(run: &Run, id: &str, c: &Value, ctx: &str) {
     let agent = run.agent;
-    let ctx = format!("{} {}\n{dump}", agent.name(), run.scenario.name);
     assert_eq!(c["session"]["session_id"], id, "{ctx}");
     assert_eq!(c["session"]["provider"], agent.name(), "{ctx}");
 
@@ -808,8 +809,29 @@ fn verify_correlation(run: &Run, id: &str, c: &Value, dump: &str) {
         "tree rooted at the CLI: {ctx}"
     );
     assert_eq!(c["unmatched_trees"], serde_json::json!([]), "{ctx}");
+}
 
-    // Each call explained by what it really did.
+/// The absolute paths of the scenario's background (late) writes.
+fn late_write_paths(run: &Run) -> Vec<String> {
+    run.scenario.json["expect"]["late_writes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| run.work.join(p.as_str().unwrap()).display().to_string())
+        .collect()
+}
+
+/// The activities of a call attributed for one of `reasons`.
+fn acts_by<'a>(acts: &'a [Value], reasons: &[&str]) -> Vec<&'a Value> {
+    acts.iter()
+        .filter(|a| reasons.contains(&a["reason"].as_str().unwrap_or("")))
+        .collect()
+}
+
+/// Each call explained by what it really did: its name, exit code, the
+/// activity its kind of tool must show, and which activity is late.
+fn assert_calls_explained(run: &Run, c: &Value, late_paths: &[String], ctx: &str) {
+    let agent = run.agent;
     let intents: Vec<Value> = run.scenario.json["turns"]
         .as_array()
         .unwrap()
@@ -818,12 +840,6 @@ fn verify_correlation(run: &Run, id: &str, c: &Value, dump: &str) {
         .collect();
     let tools = tools_of(c);
     assert_eq!(tools.len(), intents.len(), "{ctx}");
-    let late_paths: Vec<String> = run.scenario.json["expect"]["late_writes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|p| run.work.join(p.as_str().unwrap()).display().to_string())
-        .collect();
     for (i, (t, intent)) in tools.iter().zip(&intents).enumerate() {
         let want = expected_tool(agent, run, intent);
         assert_eq!(t["tool_index"], i, "{ctx}");
@@ -835,98 +851,104 @@ fn verify_correlation(run: &Run, id: &str, c: &Value, dump: &str) {
             "call {i}: transcript exit code: {ctx}"
         );
         let acts = t["activity"].as_array().unwrap();
-        let by = |reasons: &[&str]| -> Vec<&Value> {
-            acts.iter()
-                .filter(|a| reasons.contains(&a["reason"].as_str().unwrap_or("")))
-                .collect()
-        };
         if want.category == "shell" {
-            let matched: Vec<&Value> = by(&["argv_match"])
-                .into_iter()
-                .filter(|a| a["op"] == "exec")
-                .collect();
-            assert!(!matched.is_empty(), "call {i}: no argv_match exec: {ctx}");
-            let mut pids: Vec<i64> = matched
-                .iter()
-                .map(|a| a["process_id"].as_i64().unwrap())
-                .collect();
-            pids.sort();
-            pids.dedup();
-            // The kernel saw the code the scenario asked for, which is the
-            // transcript's wherever the transcript states one.
-            let code = intent["exit_code"].as_i64().unwrap_or(0);
-            assert!(want.exit_code.is_none_or(|c| c == code), "{ctx}");
-            assert_eq!(
-                t["exit_codes"],
-                serde_json::json!(vec![code; pids.len()]),
-                "call {i}: exit codes of its argv-matched processes: {ctx}"
-            );
-            let execd: Vec<&str> = by(&["argv_match", "descendant"])
-                .into_iter()
-                .filter(|a| a["op"] == "exec")
-                .filter_map(|a| a["argv"][0].as_str().map(basename))
-                .collect();
-            for p in programs(agent, intent) {
-                assert!(
-                    execd.contains(&p.as_str()),
-                    "call {i}: {p} not exec'd by the call's processes: {ctx}"
-                );
-            }
-            if let Some(port) = intent["connects_to"].as_u64() {
-                assert!(
-                    by(&["argv_match", "descendant"])
-                        .iter()
-                        .any(|a| a["op"] == "connect"
-                            && a["addr"] == "127.0.0.1"
-                            && a["port"] == port),
-                    "call {i}: connect to {port} not attributed: {ctx}"
-                );
-            }
+            assert_shell_call_activity(agent, i, t, acts, intent, &want, ctx);
         } else {
-            // A file tool: its path's events, done by the agent itself.
-            let (path, access) = &want.paths[0];
-            let path = if Path::new(path).is_absolute() {
-                path.clone()
-            } else {
-                run.work.join(path).display().to_string()
-            };
-            let ops: &[&str] = if access == "read" {
-                &["read"]
-            } else {
-                &["write", "rename"]
-            };
-            assert!(
-                by(&["path_match"]).iter().any(|a| ops
-                    .contains(&a["op"].as_str().unwrap())
-                    && a["path"] == path.as_str()),
-                "call {i}: no path_match {ops:?} on {path}: {ctx}"
-            );
-            // Claude Code's Write writes NAME.tmp.PID.HEX, then renames it
-            // onto NAME: the temp file's write is the call's too.
-            if agent == Agent::Claude && access != "read" {
-                let tmp = format!("{path}.tmp.*");
-                assert!(
-                    by(&["via_rename"]).iter().any(|a| a["op"] == "write"
-                        && glob(&tmp, a["path"].as_str().unwrap_or(""))),
-                    "call {i}: no via_rename write on {tmp}: {ctx}"
-                );
-            }
+            assert_file_call_activity(run, i, acts, &want, ctx);
         }
         for a in acts {
             let late = late_paths.iter().any(|p| a["path"] == p.as_str());
             assert_eq!(a["late"], late, "call {i}: late flag: {ctx}");
         }
     }
+}
 
-    let flags = &c["flags"];
+/// A shell call: its argv-matched execs, their exit codes, the programs
+/// it ran and the connection it made.
+fn assert_shell_call_activity(
+    agent: Agent,
+    i: usize,
+    t: &Value,
+    acts: &[Value],
+    intent: &Value,
+    want: &Tool,
+    ctx: &str,
+) {
+    let matched: Vec<&Value> = acts_by(acts, &["argv_match"])
+        .into_iter()
+        .filter(|a| a["op"] == "exec")
+        .collect();
+    assert!(!matched.is_empty(), "call {i}: no argv_match exec: {ctx}");
+    let mut pids: Vec<i64> = matched
+        .iter()
+        .map(|a| a["process_id"].as_i64().unwrap())
+        .collect();
+    pids.sort();
+    pids.dedup();
+    // The kernel saw the code the scenario asked for, which is the
+    // transcript's wherever the transcript states one.
+    let code = intent["exit_code"].as_i64().unwrap_or(0);
+    assert!(want.exit_code.is_none_or(|c| c == code), "{ctx}");
     assert_eq!(
-        flags["claimed_not_observed"],
-        serde_json::json!([]),
-        "{ctx}"
+        t["exit_codes"],
+        serde_json::json!(vec![code; pids.len()]),
+        "call {i}: exit codes of its argv-matched processes: {ctx}"
     );
-    assert_eq!(flags["mismatches"], serde_json::json!([]), "{ctx}");
+    let execd: Vec<&str> = acts_by(acts, &["argv_match", "descendant"])
+        .into_iter()
+        .filter(|a| a["op"] == "exec")
+        .filter_map(|a| a["argv"][0].as_str().map(basename))
+        .collect();
+    for p in programs(agent, intent) {
+        assert!(
+            execd.contains(&p.as_str()),
+            "call {i}: {p} not exec'd by the call's processes: {ctx}"
+        );
+    }
+    if let Some(port) = intent["connects_to"].as_u64() {
+        assert!(
+            acts_by(acts, &["argv_match", "descendant"])
+                .iter()
+                .any(|a| a["op"] == "connect" && a["addr"] == "127.0.0.1" && a["port"] == port),
+            "call {i}: connect to {port} not attributed: {ctx}"
+        );
+    }
+}
 
-    // Late activity: exactly the background writes the scenario names.
+/// A file tool: its path's events, done by the agent itself.
+fn assert_file_call_activity(run: &Run, i: usize, acts: &[Value], want: &Tool, ctx: &str) {
+    let (path, access) = &want.paths[0];
+    let path = if Path::new(path).is_absolute() {
+        path.clone()
+    } else {
+        run.work.join(path).display().to_string()
+    };
+    let ops: &[&str] = if access == "read" {
+        &["read"]
+    } else {
+        &["write", "rename"]
+    };
+    assert!(
+        acts_by(acts, &["path_match"])
+            .iter()
+            .any(|a| ops.contains(&a["op"].as_str().unwrap()) && a["path"] == path.as_str()),
+        "call {i}: no path_match {ops:?} on {path}: {ctx}"
+    );
+    // Claude Code's Write writes NAME.tmp.PID.HEX, then renames it
+    // onto NAME: the temp file's write is the call's too.
+    if run.agent == Agent::Claude && access != "read" {
+        let tmp = format!("{path}.tmp.*");
+        assert!(
+            acts_by(acts, &["via_rename"])
+                .iter()
+                .any(|a| a["op"] == "write" && glob(&tmp, a["path"].as_str().unwrap_or(""))),
+            "call {i}: no via_rename write on {tmp}: {ctx}"
+        );
+    }
+}
+
+/// Late activity: exactly the background writes the scenario names.
+fn assert_late_flags(flags: &Value, late_paths: &[String], ctx: &str) {
     let late: Vec<String> = flags["late"]
         .as_array()
         .unwrap()
@@ -934,16 +956,18 @@ fn verify_correlation(run: &Run, id: &str, c: &Value, dump: &str) {
         .map(|l| l["detail"].as_str().unwrap_or("").to_string())
         .collect();
     assert_eq!(late.len(), late_paths.len(), "late flags: {ctx}");
-    for p in &late_paths {
+    for p in late_paths {
         assert!(
             late.iter().any(|d| d.contains(p.as_str())),
             "{p} not flagged late: {ctx}"
         );
     }
+}
 
-    // Observed but not claimed: only the CLI's model-API connection and its
-    // known runtime noise, each listed.
-    let allowed = allowed_unexplained(agent);
+/// Observed but not claimed: only the CLI's model-API connection and its
+/// known runtime noise, each listed.
+fn assert_only_allowed_unexplained(run: &Run, flags: &Value, ctx: &str) {
+    let allowed = allowed_unexplained(run.agent);
     let keys: Vec<String> = flags["observed_not_claimed"]
         .as_array()
         .unwrap()
@@ -961,6 +985,23 @@ fn verify_correlation(run: &Run, id: &str, c: &Value, dump: &str) {
             "{p} not listed as observed-not-claimed: {ctx}"
         );
     }
+}
+
+fn verify_correlation(run: &Run, id: &str, c: &Value, dump: &str) {
+    let ctx = format!("{} {}\n{dump}", run.agent.name(), run.scenario.name);
+    assert_session_bound_by_transcript(run, id, c, &ctx);
+    let late_paths = late_write_paths(run);
+    assert_calls_explained(run, c, &late_paths, &ctx);
+
+    let flags = &c["flags"];
+    assert_eq!(
+        flags["claimed_not_observed"],
+        serde_json::json!([]),
+        "{ctx}"
+    );
+    assert_eq!(flags["mismatches"], serde_json::json!([]), "{ctx}");
+    assert_late_flags(flags, &late_paths, &ctx);
+    assert_only_allowed_unexplained(run, flags, &ctx);
     assert_execs_inside_their_calls(c, &ctx);
 }
 

@@ -390,10 +390,78 @@ fn capture_counts(db: &Path, agentsight: &Path) -> (Option<i64>, Option<i64>, Op
     (events, lost, span)
 }
 
+/// The compiled workloads, scratch trees and tools of one benchmark run.
+struct Bench<'a> {
+    agentsight: &'a Path,
+    work: PathBuf,
+    flood: PathBuf,
+    syscall_loop: PathBuf,
+    who: (u32, u32),
+    bpftrace: bool,
+    /// (a): the syscall mix over the scratch tree.
+    mix_cmd: Vec<String>,
+    /// (b): a clean C build with its tests.
+    build_cmd: Vec<String>,
+}
+
+/// What the benchmark measured: the table's rows and the notes under it.
+#[derive(Default)]
+struct Measured {
+    rows: Vec<Row>,
+    spreads: Vec<(&'static str, Vec<f64>)>,
+    program_costs: Vec<String>,
+}
+
+/// (c)'s syscall-cost parts: getppid ns without and during a recording,
+/// under an empty tracer, and the untraced wall time of (a).
+struct SyscallTax {
+    without: Vec<f64>,
+    with: Vec<f64>,
+    floor_ns: Option<f64>,
+    untraced_wall: Duration,
+}
+
+/// One workload's alternating untraced and recorded runs.
+#[derive(Default)]
+struct Pairs {
+    base: Vec<Usage>,
+    rec: Vec<Usage>,
+    spans: Vec<Duration>,
+    usage: Vec<RecorderUsage>,
+    counts: (Option<i64>, Option<i64>, Option<Duration>),
+    wall_ratios: Vec<f64>,
+    cpu_ratios: Vec<f64>,
+}
+
 pub fn run(agentsight: &Path) -> Result<()> {
     if !nix_is_root() {
         bail!("bench capture loads kernel programs: run it as root");
     }
+    let b = prepare(agentsight)?;
+    let mut m = Measured::default();
+    for (name, cmd) in [
+        ("(a) syscall mix", &b.mix_cmd),
+        ("(b) C build + tests", &b.build_cmd),
+    ] {
+        measure_workload(&b, name, cmd, &mut m)?;
+    }
+    let tax = measure_untracked_during_recording(&b, &mut m)?;
+    m.rows.push(measure_flood(&b)?);
+
+    print_table(&m.rows);
+    print_notes(b.bpftrace, m.spreads, &m.program_costs);
+    print_syscall_cost(tax, &b.mix_cmd, &b.work);
+    println!(
+        "cpu/rss: the recorder process (agentsight) or the tracer's extra CPU (strace), peak RSS."
+    );
+    let _ = std::fs::remove_dir_all(&b.work);
+    // Distinct events at rate: what a real install or checkout looks like.
+    crate::bench_flood::run(agentsight)
+}
+
+/// Compiles the workloads, writes the build project and the scratch tree
+/// (writable by `nobody`), and installs bpftrace if it is missing.
+fn prepare(agentsight: &Path) -> Result<Bench<'_>> {
     let work =
         std::env::temp_dir().join(format!("agentsight-bench-capture-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
@@ -416,6 +484,31 @@ pub fn run(agentsight: &Path) -> Result<()> {
             std::os::unix::fs::PermissionsExt::from_mode(0o666),
         )?;
     }
+    let bpftrace = ensure_bpftrace();
+    let mix_cmd = vec![
+        mix.display().to_string(),
+        tree.display().to_string(),
+        "50".into(),
+    ];
+    let build_cmd = vec![
+        "sh".to_string(),
+        "-c".into(),
+        format!("cd {} && make -s clean && make -s -j2", project.display()),
+    ];
+    Ok(Bench {
+        agentsight,
+        work,
+        flood,
+        syscall_loop,
+        who,
+        bpftrace,
+        mix_cmd,
+        build_cmd,
+    })
+}
+
+/// Whether bpftrace is available, after trying to install it.
+fn ensure_bpftrace() -> bool {
     // bpftrace is only for this comparison: install it here, not in setup.
     let have_bpftrace = || {
         Command::new("sh")
@@ -430,162 +523,163 @@ pub fn run(agentsight: &Path) -> Result<()> {
             .env("DEBIAN_FRONTEND", "noninteractive")
             .status();
     }
-    let bpftrace = have_bpftrace();
+    have_bpftrace()
+}
 
-    let mix_cmd = vec![
-        mix.display().to_string(),
-        tree.display().to_string(),
-        "50".into(),
-    ];
-    let build_cmd = vec![
-        "sh".to_string(),
-        "-c".into(),
-        format!("cd {} && make -s clean && make -s -j2", project.display()),
-    ];
-    let mut rows: Vec<Row> = Vec::new();
-    let mut spreads: Vec<(&str, Vec<f64>)> = Vec::new();
-    let mut program_costs: Vec<String> = Vec::new();
-    for (name, cmd) in [
-        ("(a) syscall mix", &mix_cmd),
-        ("(b) C build + tests", &build_cmd),
-    ] {
-        let best = |mut v: Vec<Usage>| {
-            v.sort_by_key(|u| u.wall);
-            v.swap_remove(0)
-        };
-        // Untraced and recorded runs alternate, so drift in the machine's
-        // state (page cache, other load) hits both sides alike.
-        let mut base = Vec::new();
-        let mut rec = Vec::new();
-        let mut spans: Vec<Duration> = Vec::new();
-        let mut usage = Vec::new();
-        let mut counts = (None, None, None);
-        // Each recorded run against its untraced partner: slow drift of the
-        // machine cancels out; the median of these pairs is the reported
-        // ratio.
-        let mut wall_ratios = Vec::new();
-        let mut cpu_ratios = Vec::new();
-        for i in 0..PAIRS {
-            let db = work.join(format!("rec-{i}.db"));
-            let recorded = || record_run(agentsight, &[], &db, &work.join("record.err"), cmd);
-            let (u, own) = if recorded_first(i) {
-                let r = recorded()?;
-                base.push(run_measured(&mut untraced(cmd, who))?);
-                r
-            } else {
-                base.push(run_measured(&mut untraced(cmd, who))?);
-                recorded()?
-            };
-            counts = capture_counts(&db, agentsight);
-            let b = &base[base.len() - 1];
-            if let Some(span) = counts.2 {
-                spans.push(span);
-                wall_ratios.push(ratio(span, b.wall));
-            }
-            // The recorded run's total minus the recorder's own CPU = the workload's.
-            if let Some(own_cpu) = own.0 {
-                cpu_ratios.push(ratio(u.cpu.saturating_sub(own_cpu), b.cpu));
-            }
-            usage.push(own);
-            rec.push(u);
-        }
-        let base = best(base);
-        rows.push(Row {
-            workload: name,
-            mode: "untraced",
-            ratio: 1.0,
-            wall: base.wall,
-            events: None,
-            lost: None,
-            tracer_cpu: None,
-            cpu_ratio: None,
-            tracer_rss_mib: None,
-        });
-        // One more recorded run with kernel program statistics on (they cost
-        // a little, so never in the timed pairs): what the programs took.
-        {
-            let err = work.join("stats.err");
-            let (u, own) = record_run(
-                agentsight,
-                &["--program-stats"],
-                &work.join("stats.db"),
-                &err,
-                cmd,
-            )?;
-            let own = own.0.unwrap_or_default();
-            let text = std::fs::read_to_string(&err).unwrap_or_default();
-            let workload_cpu = u.cpu.saturating_sub(own);
-            if let Some(line) = text.lines().find(|l| l.contains("kernel programs ran")) {
-                let words: Vec<&str> = line.split_whitespace().collect();
-                let ms = words
-                    .iter()
-                    .position(|w| *w == "ms")
-                    .and_then(|i| words.get(i - 1))
-                    .and_then(|v| v.parse::<f64>().ok());
-                if let Some(ms) = ms {
-                    program_costs.push(format!(
-                        "{name}: {} — {:.1} % of the workload's {:.2} s CPU",
-                        line.trim_start_matches("agentsight: "),
-                        ms / 10.0 / workload_cpu.as_secs_f64().max(1e-9),
-                        workload_cpu.as_secs_f64()
-                    ));
-                }
-            }
-        }
-        let rec = best(rec);
-        spans.sort();
-        spreads.push((name, wall_ratios.clone()));
-        let span = spans.first().copied().unwrap_or(rec.wall);
-        rows.push(Row {
-            workload: name,
-            mode: "agentsight record",
-            ratio: median(wall_ratios).unwrap_or(f64::NAN),
-            wall: span,
-            events: counts.0,
-            lost: counts.1,
-            tracer_cpu: usage.last().and_then(|u| u.0),
-            cpu_ratio: median(cpu_ratios),
-            tracer_rss_mib: usage.iter().filter_map(|u| u.1).reduce(f64::max),
-        });
+/// The fastest of the runs.
+fn best(mut v: Vec<Usage>) -> Usage {
+    v.sort_by_key(|u| u.wall);
+    v.swap_remove(0)
+}
 
-        let trace = work.join("strace.out");
-        let mut st = Vec::new();
-        for _ in 0..STRACE_REPS {
-            st.push(run_measured(
-                Command::new("strace")
-                    .args(["-f", "-qq", "-e", &format!("trace={SYSCALLS}"), "-o"])
-                    .arg(&trace)
-                    .args(cmd)
-                    .stdout(Stdio::null()),
-            )?);
-        }
-        let st = best(st);
-        let lines = std::fs::read_to_string(&trace)
-            .map(|t| t.lines().count() as i64)
-            .ok();
-        rows.push(Row {
-            workload: name,
-            mode: "strace -f",
-            ratio: ratio(st.wall, base.wall),
-            wall: st.wall,
-            events: lines,
-            lost: None,
-            tracer_cpu: Some(st.cpu.saturating_sub(base.cpu)),
-            cpu_ratio: None,
-            // wait4's peak RSS of a tracer covers its traced children too.
-            tracer_rss_mib: None,
-        });
-
-        if bpftrace {
-            match bpftrace_row(name, cmd, &work, base.wall) {
-                Ok(r) => rows.push(r),
-                Err(e) => println!("bpftrace row for {name} failed: {e:#}"),
-            }
+/// (a) or (b): untraced, under `agentsight record`, under `strace -f` and
+/// under bpftrace, plus one run with kernel program statistics.
+fn measure_workload(b: &Bench, name: &'static str, cmd: &[String], m: &mut Measured) -> Result<()> {
+    let pairs = alternate_untraced_and_recorded(b, cmd)?;
+    let base = best(pairs.base);
+    m.rows.push(Row {
+        workload: name,
+        mode: "untraced",
+        ratio: 1.0,
+        wall: base.wall,
+        events: None,
+        lost: None,
+        tracer_cpu: None,
+        cpu_ratio: None,
+        tracer_rss_mib: None,
+    });
+    if let Some(cost) = kernel_program_cost(b, name, cmd)? {
+        m.program_costs.push(cost);
+    }
+    let rec = best(pairs.rec);
+    let mut spans = pairs.spans;
+    spans.sort();
+    m.spreads.push((name, pairs.wall_ratios.clone()));
+    let span = spans.first().copied().unwrap_or(rec.wall);
+    m.rows.push(Row {
+        workload: name,
+        mode: "agentsight record",
+        ratio: median(pairs.wall_ratios).unwrap_or(f64::NAN),
+        wall: span,
+        events: pairs.counts.0,
+        lost: pairs.counts.1,
+        tracer_cpu: pairs.usage.last().and_then(|u| u.0),
+        cpu_ratio: median(pairs.cpu_ratios),
+        tracer_rss_mib: pairs.usage.iter().filter_map(|u| u.1).reduce(f64::max),
+    });
+    m.rows.push(strace_row(b, name, cmd, &base)?);
+    if b.bpftrace {
+        match bpftrace_row(name, cmd, &b.work, base.wall) {
+            Ok(r) => m.rows.push(r),
+            Err(e) => println!("bpftrace row for {name} failed: {e:#}"),
         }
     }
+    Ok(())
+}
 
-    // (c) an untracked process doing (a) while an agent tree is recorded;
-    // each recorded run alternates with one where no recording exists.
+/// Untraced and recorded runs alternate, so drift in the machine's state
+/// (page cache, other load) hits both sides alike.
+fn alternate_untraced_and_recorded(b: &Bench, cmd: &[String]) -> Result<Pairs> {
+    let mut p = Pairs::default();
+    // Each recorded run against its untraced partner: slow drift of the
+    // machine cancels out; the median of these pairs is the reported
+    // ratio.
+    for i in 0..PAIRS {
+        let db = b.work.join(format!("rec-{i}.db"));
+        let recorded = || record_run(b.agentsight, &[], &db, &b.work.join("record.err"), cmd);
+        let (u, own) = if recorded_first(i) {
+            let r = recorded()?;
+            p.base.push(run_measured(&mut untraced(cmd, b.who))?);
+            r
+        } else {
+            p.base.push(run_measured(&mut untraced(cmd, b.who))?);
+            recorded()?
+        };
+        p.counts = capture_counts(&db, b.agentsight);
+        let base = &p.base[p.base.len() - 1];
+        if let Some(span) = p.counts.2 {
+            p.spans.push(span);
+            p.wall_ratios.push(ratio(span, base.wall));
+        }
+        // The recorded run's total minus the recorder's own CPU = the workload's.
+        if let Some(own_cpu) = own.0 {
+            p.cpu_ratios
+                .push(ratio(u.cpu.saturating_sub(own_cpu), base.cpu));
+        }
+        p.usage.push(own);
+        p.rec.push(u);
+    }
+    Ok(p)
+}
+
+/// One more recorded run with kernel program statistics on (they cost
+/// a little, so never in the timed pairs): what the programs took.
+fn kernel_program_cost(b: &Bench, name: &str, cmd: &[String]) -> Result<Option<String>> {
+    let err = b.work.join("stats.err");
+    let (u, own) = record_run(
+        b.agentsight,
+        &["--program-stats"],
+        &b.work.join("stats.db"),
+        &err,
+        cmd,
+    )?;
+    let own = own.0.unwrap_or_default();
+    let text = std::fs::read_to_string(&err).unwrap_or_default();
+    let workload_cpu = u.cpu.saturating_sub(own);
+    let Some(line) = text.lines().find(|l| l.contains("kernel programs ran")) else {
+        return Ok(None);
+    };
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let ms = words
+        .iter()
+        .position(|w| *w == "ms")
+        .and_then(|i| words.get(i - 1))
+        .and_then(|v| v.parse::<f64>().ok());
+    Ok(ms.map(|ms| {
+        format!(
+            "{name}: {} — {:.1} % of the workload's {:.2} s CPU",
+            line.trim_start_matches("agentsight: "),
+            ms / 10.0 / workload_cpu.as_secs_f64().max(1e-9),
+            workload_cpu.as_secs_f64()
+        )
+    }))
+}
+
+/// The workload under `strace -f` tracing the same syscalls: best of
+/// `STRACE_REPS`, against the untraced best.
+fn strace_row(b: &Bench, name: &'static str, cmd: &[String], base: &Usage) -> Result<Row> {
+    let trace = b.work.join("strace.out");
+    let mut st = Vec::new();
+    for _ in 0..STRACE_REPS {
+        st.push(run_measured(
+            Command::new("strace")
+                .args(["-f", "-qq", "-e", &format!("trace={SYSCALLS}"), "-o"])
+                .arg(&trace)
+                .args(cmd)
+                .stdout(Stdio::null()),
+        )?);
+    }
+    let st = best(st);
+    let lines = std::fs::read_to_string(&trace)
+        .map(|t| t.lines().count() as i64)
+        .ok();
+    Ok(Row {
+        workload: name,
+        mode: "strace -f",
+        ratio: ratio(st.wall, base.wall),
+        wall: st.wall,
+        events: lines,
+        lost: None,
+        tracer_cpu: Some(st.cpu.saturating_sub(base.cpu)),
+        cpu_ratio: None,
+        // wait4's peak RSS of a tracer covers its traced children too.
+        tracer_rss_mib: None,
+    })
+}
+
+/// (c) an untracked process doing (a) while an agent tree is recorded;
+/// each recorded run alternates with one where no recording exists.
+fn measure_untracked_during_recording(b: &Bench, m: &mut Measured) -> Result<SyscallTax> {
     let mut with_bg = Vec::new();
     let mut without = Vec::new();
     let mut c_wall_ratios = Vec::new();
@@ -595,42 +689,22 @@ pub fn run(agentsight: &Path) -> Result<()> {
     let mut tax_with = Vec::new();
     for i in 0..PAIRS {
         let mut run_without = || -> Result<()> {
-            without.push(run_measured(&mut untraced(&mix_cmd, who))?);
-            tax_without.push(syscall_ns(&syscall_loop, who)?);
+            without.push(run_measured(&mut untraced(&b.mix_cmd, b.who))?);
+            tax_without.push(syscall_ns(&b.syscall_loop, b.who)?);
             Ok(())
         };
         if !recorded_first(i) {
             run_without()?;
         }
-        let db = work.join(format!("bg-{i}.db"));
-        let _ = std::fs::remove_file(&db);
-        let mut bg = Command::new(agentsight)
-            .args(["record", "--quiet", "--user", "nobody", "-o"])
-            .env_remove("SUDO_UID")
-            .env_remove("SUDO_GID")
-            .env_remove("SUDO_USER")
-            .arg(&db)
-            .args(["--", "/bin/sleep", "600"])
-            .spawn()?;
-        // Measure only once every program is attached (the capture says so).
-        let ready = Instant::now();
-        while ready.elapsed() < Duration::from_secs(60) {
-            let shown = Command::new(agentsight)
-                .args(["show", "--db"])
-                .arg(&db)
-                .output();
-            if shown.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(" attached, ")) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        with_bg.push(run_measured(&mut untraced(&mix_cmd, who))?);
-        tax_with.push(syscall_ns(&syscall_loop, who)?);
+        let db = b.work.join(format!("bg-{i}.db"));
+        let mut bg = start_background_recording(b.agentsight, &db)?;
+        with_bg.push(run_measured(&mut untraced(&b.mix_cmd, b.who))?);
+        tax_with.push(syscall_ns(&b.syscall_loop, b.who)?);
         let _ = Command::new("pkill")
             .args(["-f", "/bin/sleep 600"])
             .status();
         let _ = bg.wait();
-        bg_events = capture_counts(&db, agentsight).0;
+        bg_events = capture_counts(&db, b.agentsight).0;
         if recorded_first(i) {
             run_without()?;
         }
@@ -638,32 +712,16 @@ pub fn run(agentsight: &Path) -> Result<()> {
         c_wall_ratios.push(ratio(w.wall, wo.wall));
         c_cpu_ratios.push(ratio(w.cpu, wo.cpu));
     }
-    spreads.push((
+    m.spreads.push((
         "(c) untracked (a) during a recording",
         c_wall_ratios.clone(),
     ));
-    // The same loop under an empty tracer, alternating with untraced runs
-    // that join the baseline above.
-    let mut floor = Vec::new();
-    if bpftrace {
-        for _ in 0..5 {
-            tax_without.push(syscall_ns(&syscall_loop, who)?);
-            match syscall_ns_empty_tracer(&syscall_loop, who) {
-                Ok(ns) => floor.push(ns),
-                Err(e) => {
-                    println!("empty-tracer syscall measurement failed: {e:#}");
-                    break;
-                }
-            }
-        }
-    }
-    let floor_ns = median(floor);
+    let floor_ns = empty_tracer_floor(b, &mut tax_without)?;
     with_bg.sort_by_key(|u| u.wall);
     without.sort_by_key(|u| u.wall);
     let mid = &with_bg[0];
     let untraced_mid = &without[0];
-    let untraced_wall = untraced_mid.wall;
-    rows.push(Row {
+    m.rows.push(Row {
         workload: "(c) untracked (a) during a recording",
         mode: "untraced, no recording",
         ratio: 1.0,
@@ -674,7 +732,7 @@ pub fn run(agentsight: &Path) -> Result<()> {
         cpu_ratio: None,
         tracer_rss_mib: None,
     });
-    rows.push(Row {
+    m.rows.push(Row {
         workload: "(c) untracked (a) during a recording",
         mode: "agentsight record",
         ratio: median(c_wall_ratios).unwrap_or(f64::NAN),
@@ -685,13 +743,73 @@ pub fn run(agentsight: &Path) -> Result<()> {
         cpu_ratio: median(c_cpu_ratios),
         tracer_rss_mib: None,
     });
+    Ok(SyscallTax {
+        without: tax_without,
+        with: tax_with,
+        floor_ns,
+        untraced_wall: untraced_mid.wall,
+    })
+}
 
-    // Flood: 250,000 failed opens per second for 10 s, default ring.
-    let db = work.join("flood.db");
-    let flood_cmd = [flood.display().to_string(), "250000".into(), "10".into()];
-    let (u, flood_usage) = record_run(agentsight, &[], &db, &work.join("flood.err"), &flood_cmd)?;
-    let (events, lost, span) = capture_counts(&db, agentsight);
-    rows.push(Row {
+/// Starts recording an idle agent tree (`sleep 600` as `nobody`) into
+/// `db` and returns once every program is attached (or after 60 s).
+fn start_background_recording(agentsight: &Path, db: &Path) -> Result<std::process::Child> {
+    let _ = std::fs::remove_file(db);
+    let bg = Command::new(agentsight)
+        .args(["record", "--quiet", "--user", "nobody", "-o"])
+        .env_remove("SUDO_UID")
+        .env_remove("SUDO_GID")
+        .env_remove("SUDO_USER")
+        .arg(db)
+        .args(["--", "/bin/sleep", "600"])
+        .spawn()?;
+    // Measure only once every program is attached (the capture says so).
+    let ready = Instant::now();
+    while ready.elapsed() < Duration::from_secs(60) {
+        let shown = Command::new(agentsight)
+            .args(["show", "--db"])
+            .arg(db)
+            .output();
+        if shown.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(" attached, ")) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Ok(bg)
+}
+
+/// The same loop under an empty tracer, alternating with untraced runs
+/// that join the baseline `tax_without`: the median ns per syscall.
+fn empty_tracer_floor(b: &Bench, tax_without: &mut Vec<f64>) -> Result<Option<f64>> {
+    let mut floor = Vec::new();
+    if b.bpftrace {
+        for _ in 0..5 {
+            tax_without.push(syscall_ns(&b.syscall_loop, b.who)?);
+            match syscall_ns_empty_tracer(&b.syscall_loop, b.who) {
+                Ok(ns) => floor.push(ns),
+                Err(e) => {
+                    println!("empty-tracer syscall measurement failed: {e:#}");
+                    break;
+                }
+            }
+        }
+    }
+    Ok(median(floor))
+}
+
+/// Flood: 250,000 failed opens per second for 10 s, default ring.
+fn measure_flood(b: &Bench) -> Result<Row> {
+    let db = b.work.join("flood.db");
+    let flood_cmd = [b.flood.display().to_string(), "250000".into(), "10".into()];
+    let (u, flood_usage) = record_run(
+        b.agentsight,
+        &[],
+        &db,
+        &b.work.join("flood.err"),
+        &flood_cmd,
+    )?;
+    let (events, lost, span) = capture_counts(&db, b.agentsight);
+    Ok(Row {
         workload: "flood 250k/s × 10 s",
         mode: "agentsight record",
         ratio: f64::NAN,
@@ -701,13 +819,15 @@ pub fn run(agentsight: &Path) -> Result<()> {
         tracer_cpu: flood_usage.0,
         cpu_ratio: None,
         tracer_rss_mib: flood_usage.1,
-    });
+    })
+}
 
+fn print_table(rows: &[Row]) {
     println!(
         "\n{:<40} {:<22} {:>7} {:>9} {:>7} {:>10} {:>9} {:>10} {:>10}",
         "workload", "mode", "×untr.", "wall s", "cpu×", "events", "lost", "cpu s", "rss MiB"
     );
-    for r in &rows {
+    for r in rows {
         let opt = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_else(|| "—".into());
         println!(
             "{:<40} {:<22} {:>7} {:>9.3} {:>7} {:>10} {:>9} {:>10} {:>10}",
@@ -732,6 +852,10 @@ pub fn run(agentsight: &Path) -> Result<()> {
                 .unwrap_or_else(|| "—".into()),
         );
     }
+}
+
+/// What the columns mean, the per-pair ratios, and the kernel programs' cost.
+fn print_notes(bpftrace: bool, spreads: Vec<(&str, Vec<f64>)>, program_costs: &[String]) {
     if !bpftrace {
         println!("(bpftrace is not installed: `apt-get install bpftrace` to add its rows)");
     }
@@ -746,12 +870,16 @@ pub fn run(agentsight: &Path) -> Result<()> {
         let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
         println!("pairs, {name}: {}", shown.join(" "));
     }
-    for c in &program_costs {
+    for c in program_costs {
         println!("kernel programs (one extra run, statistics on), {c}");
     }
-    // (c) from its parts: what a syscall tracepoint costs every syscall of
-    // an untracked process, times the syscalls (a) makes, over its run time.
-    let (t0, t1) = (median(tax_without), median(tax_with));
+}
+
+/// (c) from its parts: what a syscall tracepoint costs every syscall of
+/// an untracked process, times the syscalls (a) makes, over its run time.
+fn print_syscall_cost(tax: SyscallTax, mix_cmd: &[String], work: &Path) {
+    let (t0, t1) = (median(tax.without), median(tax.with));
+    let floor_ns = tax.floor_ns;
     if let (Some(t0), Some(t1)) = (t0, t1) {
         let tax_ns = t1 - t0;
         print!(
@@ -763,9 +891,9 @@ pub fn run(agentsight: &Path) -> Result<()> {
                 floor - t0
             );
         }
-        match count_syscalls(&mix_cmd, &work) {
+        match count_syscalls(mix_cmd, work) {
             Some(n) => {
-                let secs = untraced_wall.as_secs_f64();
+                let secs = tax.untraced_wall.as_secs_f64();
                 let expect = |ns: f64| 1.0 + n as f64 * ns * 1e-9 / secs;
                 print!(
                     "; (a) makes {n} syscalls in {secs:.3} s: expected (c) ratio {:.4}",
@@ -779,12 +907,6 @@ pub fn run(agentsight: &Path) -> Result<()> {
             None => println!(),
         }
     }
-    println!(
-        "cpu/rss: the recorder process (agentsight) or the tracer's extra CPU (strace), peak RSS."
-    );
-    let _ = std::fs::remove_dir_all(&work);
-    // Distinct events at rate: what a real install or checkout looks like.
-    crate::bench_flood::run(agentsight)
 }
 
 fn median(mut v: Vec<f64>) -> Option<f64> {
