@@ -183,6 +183,33 @@ impl Container {
     }
 }
 
+/// Waits (≤ 15 s, polling every 50 ms) until the recorder writing `db`
+/// has stored a process row for `pid` (the container's init, seeded from
+/// /proc): its programs are attached by then.
+pub fn wait_seeded(db: &Path, pid: u32) {
+    let start = Instant::now();
+    loop {
+        let seeded =
+            rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+                .and_then(|c| {
+                    c.query_row(
+                        "SELECT COUNT(*) FROM processes WHERE pid = ?1",
+                        [pid],
+                        |r| r.get::<_, i64>(0),
+                    )
+                })
+                .unwrap_or(0);
+        if seeded > 0 {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "the recorder did not seed pid {pid}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 impl Drop for Container {
     fn drop(&mut self) {
         let _ = docker(&["rm", "-f", &self.name]);

@@ -225,10 +225,25 @@ fn agent_inside_the_policy_passes() {
     let _ = std::fs::remove_dir_all(&r.dir);
 }
 
-#[test]
-fn agent_breaking_the_policy_is_flagged() {
-    require_root();
-    let r = setup("audit-bad");
+/// The error findings of the breaking run. The read through a symlink
+/// (`cat innocent.txt`, innocent.txt → the key) is a finding: the capture
+/// holds the path the kernel opened; so is the read through a hard link
+/// (`cat copy.txt`): the key's inode was noted when recording started.
+const BAD_ERRORS: usize = 8;
+
+/// What the breaking run was given: the fake key, curl's hard link, the
+/// workload script and its arguments, and the TMPDIR its wrapper set.
+struct Bad {
+    key: PathBuf,
+    fetch: PathBuf,
+    script: String,
+    args: [String; 5],
+    tmpdir: String,
+}
+
+/// Records the workload's `bad` mode with `--audit`: the command succeeds,
+/// the audit fails (exit 1) with its summary and the denied read on stderr.
+fn record_the_breaking_agent(r: &Run) -> Bad {
     let key = fake_key();
     // curl under another name, for the workload to run (made as root).
     let fetch = r.work.join("fetch");
@@ -256,11 +271,7 @@ fn agent_breaking_the_policy_is_flagged() {
     let out = record(&r.db, &["--audit", &policy], &cmd);
     // The command succeeded; the audit failed: exit 1, findings on stderr.
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    // The read through a symlink (`cat innocent.txt`, innocent.txt → the
-    // key) is a finding: the capture holds the path the kernel opened; so is
-    // the read through a hard link (`cat copy.txt`): the key's inode was
-    // noted when recording started.
-    let errors = 8;
+    let errors = BAD_ERRORS;
     let err = stderr(&out);
     assert!(
         err.contains(&format!(
@@ -275,28 +286,30 @@ fn agent_breaking_the_policy_is_flagged() {
         )),
         "{err}"
     );
+    Bad {
+        key,
+        fetch,
+        script,
+        args,
+        tmpdir,
+    }
+}
 
-    let a = audit(&r.db, &r.policy, "json");
-    assert_eq!(a.status.code(), Some(1), "{}", stderr(&a));
-    let report: Value = serde_json::from_slice(&a.stdout).unwrap();
-    let root: Vec<String> = vec!["/bin/bash".into(), script.clone()];
-    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-    let key_s = key.display().to_string();
-    let curl_url = format!("http://127.0.0.1:{}/", r.denied);
-    let curl_argv = s(&["curl", "-s", "--max-time", "2", &curl_url]);
-    let mut root_argv = root.clone();
-    root_argv.extend(args.iter().cloned());
-    let tmpdirs: Vec<String> =
-        serde_json::from_str(&meta(&open(&r.db), "tmpdirs").unwrap()).unwrap();
-    assert!(tmpdirs.contains(&tmpdir), "{tmpdirs:?}");
-    let mut got = briefs(&report);
-    let through_hard_link = s(&["cat", "copy.txt"]);
-    let hard: Vec<Brief> = got
-        .iter()
-        .filter(|b| b.3 == through_hard_link)
-        .cloned()
-        .collect();
-    got.retain(|b| b.3 != through_hard_link);
+/// Takes the findings whose leaf argv is `argv` out of `got`.
+fn take_briefs_of(got: &mut Vec<Brief>, argv: &[String]) -> Vec<Brief> {
+    let taken: Vec<Brief> = got.iter().filter(|b| b.3 == argv).cloned().collect();
+    got.retain(|b| b.3 != argv);
+    taken
+}
+
+/// The findings through links, taken out of `got`: the key read through
+/// its hard link, curl exec'd through its hard link, the key read through
+/// a symlink.
+fn check_the_findings_through_links(r: &Run, bad: &Bad, got: &mut Vec<Brief>) {
+    let root: Vec<String> = vec!["/bin/bash".into(), bad.script.clone()];
+    let key_s = bad.key.display().to_string();
+    let through_hard_link = sv(&["cat", "copy.txt"]);
+    let hard = take_briefs_of(got, &through_hard_link);
     let copy = r.work.join("copy.txt").display().to_string();
     assert_eq!(hard.len(), 1, "{hard:?}");
     assert_eq!(
@@ -310,25 +323,19 @@ fn agent_breaking_the_policy_is_flagged() {
         "{hard:?}"
     );
     // The hard link of curl is known by its inode, noted as recording began.
-    let fetch_argv = s(&["./fetch", "--version"]);
-    let fetched: Vec<Brief> = got.iter().filter(|b| b.3 == fetch_argv).cloned().collect();
-    got.retain(|b| b.3 != fetch_argv);
+    let fetch_argv = sv(&["./fetch", "--version"]);
+    let fetched = take_briefs_of(got, &fetch_argv);
     assert_eq!(fetched.len(), 1, "{fetched:?}");
     assert_eq!(fetched[0].0, "denied-executable");
     assert!(
         fetched[0].2.starts_with(&format!(
             "exec of denied executable /usr/bin/curl through {} (the same file: device ",
-            fetch.display()
+            bad.fetch.display()
         )),
         "{fetched:?}"
     );
-    let through_link = s(&["cat", "innocent.txt"]);
-    let linked: Vec<Brief> = got
-        .iter()
-        .filter(|b| b.3 == through_link)
-        .cloned()
-        .collect();
-    got.retain(|b| b.3 != through_link);
+    let through_link = sv(&["cat", "innocent.txt"]);
+    let linked = take_briefs_of(got, &through_link);
     assert_eq!(linked.len(), 1, "{linked:?}");
     assert_eq!(
         (linked[0].0.as_str(), linked[0].1.as_str()),
@@ -336,6 +343,17 @@ fn agent_breaking_the_policy_is_flagged() {
     );
     assert!(linked[0].2.contains(&key_s), "{linked:?}");
     assert_eq!(linked[0].4, vec![root.clone(), through_link.clone()]);
+}
+
+/// The findings left once those through links are taken out: exactly the
+/// direct ones, in order, with their processes and chains.
+fn check_the_direct_findings(r: &Run, bad: &Bad, got: Vec<Brief>) {
+    let root: Vec<String> = vec!["/bin/bash".into(), bad.script.clone()];
+    let key_s = bad.key.display().to_string();
+    let curl_url = format!("http://127.0.0.1:{}/", r.denied);
+    let curl_argv = sv(&["curl", "-s", "--max-time", "2", &curl_url]);
+    let mut root_argv = root.clone();
+    root_argv.extend(bad.args.iter().cloned());
     assert_eq!(
         got,
         vec![
@@ -343,8 +361,8 @@ fn agent_breaking_the_policy_is_flagged() {
                 "denied-path".into(),
                 "error".into(),
                 format!("read of denied path {key_s}"),
-                s(&["cat", &key_s]),
-                vec![root.clone(), s(&["cat", &key_s])]
+                sv(&["cat", &key_s]),
+                vec![root.clone(), sv(&["cat", &key_s])]
             ),
             (
                 "write-outside-allowed".into(),
@@ -358,7 +376,7 @@ fn agent_breaking_the_policy_is_flagged() {
                 "error".into(),
                 "exec of denied executable /usr/bin/curl".into(),
                 curl_argv.clone(),
-                vec![root.clone(), s(&["curl", "-s"])]
+                vec![root.clone(), sv(&["curl", "-s"])]
             ),
             (
                 "network-denied".into(),
@@ -370,7 +388,7 @@ fn agent_breaking_the_policy_is_flagged() {
                     r.denied
                 ),
                 curl_argv.clone(),
-                vec![root.clone(), s(&["curl", "-s"])]
+                vec![root.clone(), sv(&["curl", "-s"])]
             ),
             (
                 "network-undeclared".into(),
@@ -391,10 +409,16 @@ fn agent_breaking_the_policy_is_flagged() {
             ),
         ]
     );
-    // Each finding names its event and a time inside the run.
+}
+
+/// Each finding names its event and a time inside the run; the denied
+/// read its matched glob, the denied connect its address; nothing under
+/// the TMPDIR is a finding.
+fn check_the_finding_details(r: &Run, bad: &Bad, report: &Value) {
+    let tmpdir = &bad.tmpdir;
     let started = meta(&open(&r.db), "started_at").unwrap();
     let findings = report["findings"].as_array().unwrap();
-    for f in findings.iter().take(errors) {
+    for f in findings.iter().take(BAD_ERRORS) {
         let t = f["time"].as_str().unwrap();
         assert!(t > started.as_str() && t.ends_with('Z'), "{t} vs {started}");
         assert!(!f["evidence"]["event_ids"].as_array().unwrap().is_empty());
@@ -411,11 +435,14 @@ fn agent_breaking_the_policy_is_flagged() {
     assert!(
         !findings
             .iter()
-            .any(|f| f["path"].as_str().is_some_and(|p| p.starts_with(&tmpdir))),
+            .any(|f| f["path"].as_str().is_some_and(|p| p.starts_with(tmpdir))),
         "{findings:?}"
     );
+}
 
-    // The other formats of the same report.
+/// The other formats of the same report: SARIF levels in time order, and
+/// the JUnit summary.
+fn check_the_sarif_and_junit_reports(r: &Run) {
     let sarif = audit(&r.db, &r.policy, "sarif");
     assert_eq!(sarif.status.code(), Some(1));
     let sarif: Value = serde_json::from_slice(&sarif.stdout).unwrap();
@@ -451,6 +478,26 @@ fn agent_breaking_the_policy_is_flagged() {
         ),
         "{xml}"
     );
+}
+
+#[test]
+fn agent_breaking_the_policy_is_flagged() {
+    require_root();
+    let r = setup("audit-bad");
+    let bad = record_the_breaking_agent(&r);
+
+    let a = audit(&r.db, &r.policy, "json");
+    assert_eq!(a.status.code(), Some(1), "{}", stderr(&a));
+    let report: Value = serde_json::from_slice(&a.stdout).unwrap();
+    let tmpdirs: Vec<String> =
+        serde_json::from_str(&meta(&open(&r.db), "tmpdirs").unwrap()).unwrap();
+    assert!(tmpdirs.contains(&bad.tmpdir), "{tmpdirs:?}");
+    let mut got = briefs(&report);
+    check_the_findings_through_links(&r, &bad, &mut got);
+    check_the_direct_findings(&r, &bad, got);
+    check_the_finding_details(&r, &bad, &report);
+
+    check_the_sarif_and_junit_reports(&r);
     let _ = std::fs::remove_dir_all(&r.dir);
 }
 

@@ -9,11 +9,10 @@ use std::{
     io::Write,
     path::Path,
     process::{Command, Output, Stdio},
-    time::{Duration, Instant},
 };
 
 use agentsight_tests::{
-    docker::{BASE_IMAGE, Container, ensure_base_image},
+    docker::{BASE_IMAGE, Container, ensure_base_image, wait_seeded},
     *,
 };
 use serde_json::Value;
@@ -27,31 +26,6 @@ const INIT: &str = "mkdir -p /workspace; while [ ! -e /workspace/go ]; do sleep 
 const POLICY: &str = "workspace = \"/srv/agentsight-host-workspace\"\nhome = \"/root\"\n\
                       unexplained_activity = \"ignore\"\nclaims_mismatch = \"ignore\"\n\n\
                       [container.writes]\nallow = [\"/workspace/**\"]\n";
-
-/// Waits (≤ 15 s) until the recorder has seeded `pid`.
-fn wait_seeded(db: &Path, pid: u32) {
-    let start = Instant::now();
-    loop {
-        let seeded =
-            rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-                .and_then(|c| {
-                    c.query_row(
-                        "SELECT COUNT(*) FROM processes WHERE pid = ?1",
-                        [pid],
-                        |r| r.get::<_, i64>(0),
-                    )
-                })
-                .unwrap_or(0);
-        if seeded > 0 {
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(15),
-            "the recorder did not seed {pid}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 fn audit(db: &Path, policy: &Path, format: &str) -> Output {
     Command::new(bin())

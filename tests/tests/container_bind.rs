@@ -7,11 +7,10 @@
 use std::{
     path::{Path, PathBuf},
     process::{Command, Stdio},
-    time::{Duration, Instant},
 };
 
 use agentsight_tests::{
-    docker::{BASE_IMAGE, Container, ensure_base_image},
+    docker::{BASE_IMAGE, Container, ensure_base_image, wait_seeded},
     *,
 };
 use serde_json::Value;
@@ -48,31 +47,6 @@ fn parsed(home: &Path, id: &str) -> Value {
         .unwrap();
     assert_exit_0(&out);
     serde_json::from_slice(&out.stdout).unwrap()
-}
-
-/// Waits until the recorder has stored the container's init.
-fn wait_seeded(db: &Path, pid: u32) {
-    let start = Instant::now();
-    loop {
-        let seeded =
-            rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-                .and_then(|c| {
-                    c.query_row(
-                        "SELECT COUNT(*) FROM processes WHERE pid = ?1",
-                        [pid],
-                        |r| r.get::<_, i64>(0),
-                    )
-                })
-                .unwrap_or(0);
-        if seeded > 0 {
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(15),
-            "the recorder did not seed the container's init"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// Records the container (with `extra` options) while a `docker exec`
@@ -120,10 +94,9 @@ type Bound = (
     String,
 );
 
-#[test]
-fn a_container_tree_is_bound_to_the_session_read_through_its_bridge() {
-    require_root();
-    ensure_base_image();
+/// Starts the container with its HOME and this build copied in; returns
+/// it and its init's host pid.
+fn start_the_container_with_this_build() -> (Container, u32) {
     let c = Container::run(
         NAME,
         &["-e", &format!("HOME={HOME_IN}"), BASE_IMAGE, "sleep", "600"],
@@ -137,8 +110,12 @@ fn a_container_tree_is_bound_to_the_session_read_through_its_bridge() {
     assert_exit_0(&out);
     assert_exit_0(&c.exec(&["mkdir", "-p", HOME_IN]));
     let init_pid: u32 = c.inspect("{{.State.Pid}}").parse().unwrap();
+    (c, init_pid)
+}
 
-    // On the host, the same path holds another session's transcript.
+/// On the host, the same path holds another session's transcript; returns
+/// the fixture session as parsed from the fixtures (the truth).
+fn put_a_decoy_at_the_same_host_path() -> Value {
     let _ = std::fs::remove_dir_all(HOME_IN);
     std::fs::create_dir_all(format!("{HOME_IN}/{PROJECT}")).unwrap();
     std::fs::copy(
@@ -151,11 +128,44 @@ fn a_container_tree_is_bound_to_the_session_read_through_its_bridge() {
     // The two differ, so the test tells which one was stored.
     assert_ne!(host_view["prompt_count"], truth["prompt_count"]);
     assert_ne!(host_view["cwd"], truth["cwd"]);
+    truth
+}
 
-    let dir = scratch("cbind");
-    let db = dir.join("bind.db");
-    record_the_write(&db, &["--docker-container", NAME], init_pid);
-    let conn = open(&db);
+/// Every stored binding of the capture.
+fn bindings(conn: &rusqlite::Connection) -> Vec<Bound> {
+    let mut st = conn
+        .prepare(
+            "SELECT t.root_process_id, t.root_pid, t.status, b.evidence, b.evidence_path,
+                    s.session_id, s.provider, s.source_path, s.model
+             FROM bindings b JOIN trees t ON t.id = b.tree_id JOIN sessions s ON s.id = b.session_row",
+        )
+        .unwrap();
+    st.query_map([], |r| {
+        Ok((
+            r.get(0)?,
+            r.get(1)?,
+            r.get(2)?,
+            r.get(3)?,
+            r.get(4)?,
+            r.get(5)?,
+            r.get(6)?,
+            r.get(7)?,
+            r.get(8)?,
+        ))
+    })
+    .unwrap()
+    .collect::<Result<_, _>>()
+    .unwrap()
+}
+
+/// The one binding is the `docker exec` shell's tree (in the container) to
+/// the session read inside the container, with no raw copy and meta naming
+/// it; returns that shell's pid.
+fn check_the_exec_tree_is_bound_to_the_containers_session(
+    conn: &rusqlite::Connection,
+    c: &Container,
+    truth: &Value,
+) -> i64 {
     // The container tree: the `docker exec` shell, in the container.
     let (sh_id, sh_pid): (i64, i64) = conn
         .query_row(
@@ -167,30 +177,7 @@ fn a_container_tree_is_bound_to_the_session_read_through_its_bridge() {
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .unwrap();
-    let mut st = conn
-        .prepare(
-            "SELECT t.root_process_id, t.root_pid, t.status, b.evidence, b.evidence_path,
-                    s.session_id, s.provider, s.source_path, s.model
-             FROM bindings b JOIN trees t ON t.id = b.tree_id JOIN sessions s ON s.id = b.session_row",
-        )
-        .unwrap();
-    let rows: Vec<Bound> = st
-        .query_map([], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-                r.get(6)?,
-                r.get(7)?,
-                r.get(8)?,
-            ))
-        })
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let rows = bindings(conn);
     assert_eq!(rows.len(), 1, "{rows:?}");
     let r = &rows[0];
     assert_eq!(
@@ -219,17 +206,21 @@ fn a_container_tree_is_bound_to_the_session_read_through_its_bridge() {
         .unwrap();
     assert_eq!(copies, 0);
     assert_eq!(
-        meta(&conn, "container_sessions").unwrap(),
+        meta(conn, "container_sessions").unwrap(),
         format!(
             r#"[{{"container_id":"{}","container_name":"{NAME}","provider":"claude","session_id":"{ID}"}}]"#,
             c.id
         )
     );
+    sh_pid
+}
 
-    // correlate works on the stored session.
+/// correlate works on the stored session, with `--db` and when it finds
+/// the capture in `dir` (the host home is not read then).
+fn check_correlate_uses_the_stored_session(db: &Path, dir: &Path, sh_pid: i64, truth: &Value) {
     let out = Command::new(bin())
         .args(["correlate", ID, "--json", "--db"])
-        .arg(&db)
+        .arg(db)
         .output()
         .unwrap();
     assert_exit_0(&out);
@@ -249,7 +240,7 @@ fn a_container_tree_is_bound_to_the_session_read_through_its_bridge() {
     // session: the host home with a file at the same path is not read.
     let out = Command::new(bin())
         .args(["correlate", ID, "--json"])
-        .current_dir(&dir)
+        .current_dir(dir)
         .env("HOME", HOME_IN)
         .output()
         .unwrap();
@@ -257,9 +248,11 @@ fn a_container_tree_is_bound_to_the_session_read_through_its_bridge() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["session_source"], "capture");
     assert_eq!(v["session"]["cwd"], truth["cwd"]);
+}
 
-    // Without --docker-container: the container's transcript stays unbound,
-    // with a note naming the option, although a host file has that path.
+/// Without --docker-container: the container's transcript stays unbound,
+/// with a note naming the option, although a host file has that path.
+fn check_without_the_option_the_session_stays_unbound(dir: &Path, c: &Container, init_pid: u32) {
     let db2 = dir.join("unbound.db");
     record_the_write(&db2, &[], init_pid);
     let conn = open(&db2);
@@ -294,6 +287,22 @@ fn a_container_tree_is_bound_to_the_session_read_through_its_bridge() {
         .unwrap();
     assert_eq!(stored, 0);
     assert_eq!(meta(&conn, "container_sessions"), None);
+}
+
+#[test]
+fn a_container_tree_is_bound_to_the_session_read_through_its_bridge() {
+    require_root();
+    ensure_base_image();
+    let (c, init_pid) = start_the_container_with_this_build();
+    let truth = put_a_decoy_at_the_same_host_path();
+
+    let dir = scratch("cbind");
+    let db = dir.join("bind.db");
+    record_the_write(&db, &["--docker-container", NAME], init_pid);
+    let conn = open(&db);
+    let sh_pid = check_the_exec_tree_is_bound_to_the_containers_session(&conn, &c, &truth);
+    check_correlate_uses_the_stored_session(&db, &dir, sh_pid, &truth);
+    check_without_the_option_the_session_stays_unbound(&dir, &c, init_pid);
 
     drop(c);
     let _ = std::fs::remove_dir_all(HOME_IN);

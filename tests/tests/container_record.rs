@@ -6,12 +6,13 @@
 
 use std::{
     os::unix::fs::MetadataExt,
+    path::PathBuf,
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
 use agentsight_tests::{
-    docker::{BASE_IMAGE, Container, ensure_base_image},
+    docker::{BASE_IMAGE, Container, ensure_base_image, wait_seeded},
     *,
 };
 
@@ -63,36 +64,26 @@ fn identities(conn: &rusqlite::Connection) -> Vec<Identity> {
     .unwrap()
 }
 
-/// Waits (≤ 15 s) until the recorder has seeded `pid`: the programs are
-/// attached by then.
-fn wait_seeded(db: &std::path::Path, pid: u32) {
-    let start = Instant::now();
-    loop {
-        let seeded =
-            rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-                .and_then(|c| {
-                    c.query_row(
-                        "SELECT COUNT(*) FROM processes WHERE pid = ?1",
-                        [pid],
-                        |r| r.get::<_, i64>(0),
-                    )
-                })
-                .unwrap_or(0);
-        if seeded > 0 {
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(15),
-            "the recorder did not seed the container's init"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// One recorded run of the container: its identity and namespaces, what
+/// its `docker exec` printed, and the host loop running beside it.
+struct Recorded {
+    c: Container,
+    name: String,
+    init_pid: u32,
+    pid_ns: i64,
+    mnt_ns: i64,
+    /// The pid the `docker exec` shell printed (as the container sees it).
+    exec_ns_pid: i64,
+    host_pid: u32,
+    host_file: PathBuf,
+    dir: PathBuf,
+    db: PathBuf,
 }
 
-#[test]
-fn container_processes_and_a_later_docker_exec_carry_the_container() {
-    require_root();
-    ensure_base_image();
+/// Starts the container, a busy host loop, and `record --container`; runs
+/// the `docker exec` once the init is seeded, and waits for the recording
+/// to end by itself when the container stops.
+fn record_the_container_beside_a_host_loop() -> Recorded {
     let name = format!("agentsight-test-rec-{}", std::process::id());
     let c = Container::run(&name, &[BASE_IMAGE, "sh", "-c", INIT]);
     let init_pid: u32 = c.inspect("{{.State.Pid}}").parse().unwrap();
@@ -134,24 +125,41 @@ fn container_processes_and_a_later_docker_exec_carry_the_container() {
     let _ = host.kill();
     let _ = host.wait();
     assert_exit_0(&out);
+    Recorded {
+        c,
+        name,
+        init_pid,
+        pid_ns,
+        mnt_ns,
+        exec_ns_pid,
+        host_pid: host.id(),
+        host_file,
+        dir,
+        db,
+    }
+}
 
-    let conn = open(&db);
-    assert_eq!(meta(&conn, "complete").as_deref(), Some("true"));
+/// The capture is complete, ended with the container, and every process
+/// row is the container's; the init and the `docker exec` shell have their
+/// namespaces and the pids they have in them.
+fn check_every_row_is_the_containers(r: &Recorded, conn: &rusqlite::Connection) -> Vec<Identity> {
+    let (init_pid, pid_ns, mnt_ns) = (r.init_pid, r.pid_ns, r.mnt_ns);
+    assert_eq!(meta(conn, "complete").as_deref(), Some("true"));
     assert_eq!(
-        meta(&conn, "end_reason").as_deref(),
+        meta(conn, "end_reason").as_deref(),
         Some("every container stopped")
     );
-    let procs = identities(&conn);
+    let procs = identities(conn);
     let ours = (
-        Some(c.id.clone()),
-        Some(name.clone()),
+        Some(r.c.id.clone()),
+        Some(r.name.clone()),
         Some(BASE_IMAGE.to_owned()),
     );
     // Every process row is the container's: nothing of the host.
     assert!(procs.len() >= 5, "{procs:#?}");
     for p in &procs {
         assert_eq!(p.container, ours, "{p:?}");
-        assert_ne!(p.pid, i64::from(host.id()), "{p:?}");
+        assert_ne!(p.pid, i64::from(r.host_pid), "{p:?}");
     }
     // The init, seeded from /proc: pid 1 in its namespaces.
     let init = procs
@@ -175,13 +183,19 @@ fn container_processes_and_a_later_docker_exec_carry_the_container() {
     // (then NULL, never another namespace's).
     assert_eq!(
         (exec.pid_ns, exec.ns_pid),
-        (Some(pid_ns), Some(exec_ns_pid))
+        (Some(pid_ns), Some(r.exec_ns_pid))
     );
     assert!(exec.mnt_ns.is_none_or(|n| n == mnt_ns), "{exec:?}");
-    // Namespace ids, where read, are the container's; every process that
-    // exec'd has its pid namespace and pid in it (the kernel reads them at
-    // the exec, so even `/bin/true`, gone at once, has them).
-    for p in &procs {
+    procs
+}
+
+/// Namespace ids, where read, are the container's; every process that
+/// exec'd has its pid namespace and pid in it.
+fn check_namespace_columns_of_every_row(r: &Recorded, procs: &[Identity]) {
+    let (init_pid, pid_ns, mnt_ns) = (r.init_pid, r.pid_ns, r.mnt_ns);
+    // The kernel reads them at the exec, so even `/bin/true`, gone at once,
+    // has them.
+    for p in procs {
         assert!(p.pid_ns.is_none_or(|n| n == pid_ns), "{p:?}");
         assert!(p.mnt_ns.is_none_or(|n| n == mnt_ns), "{p:?}");
         if p.exec_count > 0 || p.origin == "seeded" {
@@ -198,8 +212,11 @@ fn container_processes_and_a_later_docker_exec_carry_the_container() {
         .find(|p| p.argv == sv(&["/bin/true"]))
         .expect("the /bin/true row");
     assert!(true_row.ns_pid.is_some(), "{true_row:?}");
+}
 
-    // The workload, with paths as the container sees them.
+/// The workload, with paths as the container sees them: its opens and
+/// execs are there, the host loop's file is not, and the init wrote f1.
+fn check_the_workload_as_the_container_sees_it(r: &Recorded, conn: &rusqlite::Connection) {
     let paths_of = |kind: &str| -> Vec<(String, String)> {
         let mut st = conn
             .prepare(
@@ -215,16 +232,16 @@ fn container_processes_and_a_later_docker_exec_carry_the_container() {
     let opens = paths_of("openat");
     for path in ["/work/f1.txt", "/etc/hostname", "/work/f2.txt", "/work/go"] {
         assert!(
-            opens.contains(&(path.to_owned(), name.clone())),
+            opens.contains(&(path.to_owned(), r.name.clone())),
             "{path} not opened in the container: {opens:?}"
         );
     }
-    let host_path = host_file.display().to_string();
+    let host_path = r.host_file.display().to_string();
     assert!(
         !opens.iter().any(|(p, _)| *p == host_path),
         "the host loop was captured"
     );
-    let execs = execs(&conn);
+    let execs = execs(conn);
     let exec_argvs: Vec<Vec<String>> = execs.iter().map(|e| e.argv.clone()).collect();
     for argv in [
         sv(&["cat", "/etc/hostname"]),
@@ -241,13 +258,15 @@ fn container_processes_and_a_later_docker_exec_carry_the_container() {
             |r| r.get::<_, i64>(0),
         )
         .expect("the write of 'one\\n' to /work/f1.txt");
-    assert_eq!(f1_writer, i64::from(init_pid));
+    assert_eq!(f1_writer, i64::from(r.init_pid));
+}
 
-    // `show` names the container at the init's root; `export` puts it on
-    // every event.
+/// `show` names the container at the init's root.
+fn check_show_names_the_container_at_the_init(r: &Recorded) {
+    let (c, name, init_pid) = (&r.c, &r.name, r.init_pid);
     let show = Command::new(bin())
         .args(["show", "--db"])
-        .arg(&db)
+        .arg(&r.db)
         .output()
         .unwrap();
     assert_exit_0(&show);
@@ -259,9 +278,15 @@ fn container_processes_and_a_later_docker_exec_carry_the_container() {
             .any(|l| l.trim_start().starts_with(&format!("{init_pid} ")) && l.ends_with(&note)),
         "{show}"
     );
+}
+
+/// `export` puts the container on every event, and the init's namespace
+/// pid and pid namespace on its events.
+fn check_export_puts_the_container_on_every_event(r: &Recorded) {
+    let (c, name, init_pid) = (&r.c, &r.name, r.init_pid);
     let export = Command::new(bin())
         .args(["export", "--db"])
-        .arg(&db)
+        .arg(&r.db)
         .output()
         .unwrap();
     assert_exit_0(&export);
@@ -280,7 +305,21 @@ fn container_processes_and_a_later_docker_exec_carry_the_container() {
         .find(|l| l["pid"] == serde_json::json!(init_pid))
         .expect("an event of the init");
     assert_eq!(init_line["ns_pid"], serde_json::json!(1));
-    assert_eq!(init_line["pid_ns"], serde_json::json!(pid_ns));
+    assert_eq!(init_line["pid_ns"], serde_json::json!(r.pid_ns));
+}
+
+#[test]
+fn container_processes_and_a_later_docker_exec_carry_the_container() {
+    require_root();
+    ensure_base_image();
+    let r = record_the_container_beside_a_host_loop();
+    let conn = open(&r.db);
+    let procs = check_every_row_is_the_containers(&r, &conn);
+    check_namespace_columns_of_every_row(&r, &procs);
+    check_the_workload_as_the_container_sees_it(&r, &conn);
+    check_show_names_the_container_at_the_init(&r);
+    check_export_puts_the_container_on_every_event(&r);
+    let Recorded { c, dir, .. } = r;
     drop(c);
     let _ = std::fs::remove_dir_all(&dir);
 }
