@@ -3,6 +3,7 @@
 
 pub mod docker;
 pub mod e2e;
+pub mod python;
 
 use std::{
     path::{Path, PathBuf},

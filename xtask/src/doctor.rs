@@ -97,6 +97,16 @@ pub fn checks() -> Vec<Check> {
         None => clis.missing("pinned claude/codex/gemini not installed"),
     });
     out.push(docker_check());
+    let decoders = Check::new(
+        "export decoders (python venv)",
+        Need::Setup,
+        "cargo xtask setup (pip install into the venv)",
+    );
+    out.push(if crate::python_setup::complete() {
+        decoders.ok(crate::python_setup::VENV.to_string())
+    } else {
+        decoders.missing("opentelemetry-proto / perfetto not installed at their pins")
+    });
     optional_checks(&mut out);
     out
 }

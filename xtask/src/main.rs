@@ -20,6 +20,7 @@ mod doctor;
 mod e2e_setup;
 mod fresh_setup;
 mod imports;
+mod python_setup;
 mod toolchain;
 
 #[derive(Parser)]
@@ -92,6 +93,10 @@ pub(crate) const DEBIAN_PACKAGES: &[(&str, &str)] = &[
     // when none answers) and an offline-built base image.
     ("dockerd", "docker.io"),
     ("debootstrap", "debootstrap"),
+    // The export tests' decoders live in a venv (`python_setup`).
+    ("/usr/lib/python3.11/ensurepip/__init__.py", "python3-venv"),
+    // The HTML report is checked in a real headless browser.
+    ("chromium", "chromium"),
 ];
 
 fn main() -> Result<()> {
@@ -215,6 +220,8 @@ fn setup() -> Result<()> {
     }
     // 4. The real agent CLIs (pinned, from npm) for the end-to-end tests.
     e2e_setup::install_agent_clis()?;
+    // 5. The independent decoders of the export tests (PyPI, pinned, in a venv).
+    python_setup::install()?;
     let after = doctor::checks();
     if !doctor::report(&after) {
         bail!("setup finished, but the report above still shows what is missing");
