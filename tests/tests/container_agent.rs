@@ -103,7 +103,7 @@ fn start_the_container(run: &Run, name: &str) -> Container {
 }
 
 /// `agentsight record --user agentsight-docker --all-users --container NAME
-/// --docker-container NAME -o DB -- docker exec -i --user UID:GID NAME <the
+/// --agent auto --docker-container NAME -o DB -- docker exec -i --user UID:GID NAME <the
 /// CLI's command line>` (the command runs as a user of the `docker` group,
 /// never as root; the CLI as the test user in the container); returns its
 /// outcome and the capture. The CLI's command line is the host run's (`env -i -C WORK …
@@ -114,7 +114,7 @@ fn record_in_the_container(run: &Run, name: &str) -> (Outcome, PathBuf) {
     let start = std::time::Instant::now();
     let out = Command::new(bin())
         .args(["record", "--quiet", "--user", docker_user(), "--all-users"])
-        .args(["--container", name])
+        .args(["--container", name, "--agent", "auto"])
         .args(["--docker-container", name, "-o"])
         .arg(&db)
         .args(["--", "docker", "exec", "-i", "--user"])
@@ -137,8 +137,9 @@ fn record_in_the_container(run: &Run, name: &str) -> (Outcome, PathBuf) {
     (outcome, db)
 }
 
-/// Every process of the bound tree is the container's, and the capture's
-/// processes are the container's and the host's `docker exec` client only.
+/// The bound tree's root is the container's Codex, labelled as the agent;
+/// the capture's processes are the container's and the host's `docker
+/// exec` client only.
 fn check_the_tree_is_the_containers(db: &Path, c: &Container, name: &str, corr: &Value) {
     let conn = agentsight_tests::open(db);
     let root_pid = corr["bindings"][0]["root_pid"].as_i64().unwrap();
@@ -163,6 +164,27 @@ fn check_the_tree_is_the_containers(db: &Path, c: &Container, name: &str, corr: 
         )
         .unwrap();
     assert_eq!(argv0, "codex");
+    // `--agent auto` recognised the agent inside the container: its row,
+    // and no other, is labelled (Codex's tool processes exec'd shells).
+    let labelled: Vec<(i64, String)> = conn
+        .prepare("SELECT pid, agent FROM processes WHERE agent IS NOT NULL")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(labelled, vec![(root_pid, "codex".to_owned())]);
+    let show = Command::new(bin())
+        .args(["show", "--db"])
+        .arg(db)
+        .output()
+        .unwrap();
+    let show = String::from_utf8_lossy(&show.stdout);
+    let line = show
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("{root_pid} ")))
+        .unwrap_or_else(|| panic!("no line for {root_pid}: {show}"));
+    assert!(line.contains(" [agent codex]"), "{line}");
     // Host processes: only the `docker exec` client the recording started.
     let mut st = conn
         .prepare(

@@ -29,6 +29,9 @@ pub struct ProcessRecord {
     /// Its container and namespaces (`record --container`); all None for a
     /// host process and in captures made before these columns existed.
     pub identity: ProcessIdentity,
+    /// The agent `record --agent` recognised it as (`claude`, `codex`, …);
+    /// None otherwise and in captures made before the column existed.
+    pub agent: Option<String>,
 }
 
 /// The container a process ran in and its namespaces, as recorded.
@@ -105,9 +108,14 @@ pub fn processes(conn: &Connection) -> rusqlite::Result<Vec<ProcessRecord>> {
     } else {
         "NULL, NULL, NULL, NULL, NULL, NULL".to_owned()
     };
+    let agent = if has_column(conn, "processes", "agent")? {
+        "agent"
+    } else {
+        "NULL"
+    };
     let mut st = conn.prepare(&format!(
         "SELECT id, pid, start_mono_ns, parent_id, origin, comm, argv, cwd, uid, exec_count,
-                end_mono_ns, exit_code, signal, {identity}
+                end_mono_ns, exit_code, signal, {identity}, {agent}
          FROM processes ORDER BY start_mono_ns, id"
     ))?;
     st.query_map([], |r| {
@@ -136,6 +144,7 @@ pub fn processes(conn: &Connection) -> rusqlite::Result<Vec<ProcessRecord>> {
                 mnt_ns: r.get(17)?,
                 ns_pid: r.get(18)?,
             },
+            agent: r.get(19)?,
         })
     })?
     .collect()
@@ -384,6 +393,36 @@ mod tests {
         assert!(!has_column(&old, "processes", "container_id").unwrap());
         let p = processes(&old).unwrap();
         assert_eq!((p.len(), p[0].identity.is_empty()), (1, true));
+    }
+
+    #[test]
+    fn agents_are_labelled_by_their_last_argv_and_exe_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let rw = crate::store::CaptureRw::create(&path).unwrap();
+        rw.conn()
+            .execute_batch(
+                "INSERT INTO processes (id, pid, start_mono_ns, origin, argv, exe)
+                 VALUES (1, 10, 1, 'seeded', '[\"codex\",\"exec\"]', '/opt/codex/bin/codex'),
+                        (2, 11, 2, 'fork', '[\"bash\",\"-c\",\"codex\"]', '/usr/bin/bash'),
+                        (3, 12, 3, 'fork', NULL, NULL),
+                        (4, 13, 4, 'fork', '[\"codex\",\"exec\"]', '/opt/codex/bin/codex');",
+            )
+            .unwrap();
+        // What `record --agent codex` gives: its rules on argv[0] and exe.
+        let recognise = |argv: &[String], exe: Option<&str>| {
+            (argv.first().map(String::as_str) == Some("codex")
+                || exe.is_some_and(|e| e.ends_with("/codex")))
+            .then_some("codex")
+        };
+        assert_eq!(rw.label_agents(&recognise).unwrap(), 1);
+        let p = processes(rw.conn()).unwrap();
+        assert_eq!(
+            p.iter()
+                .map(|p| (p.id, p.agent.as_deref()))
+                .collect::<Vec<_>>(),
+            vec![(1, Some("codex")), (2, None), (3, None), (4, None)]
+        );
     }
 
     #[test]
