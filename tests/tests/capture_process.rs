@@ -12,42 +12,10 @@ const NULL_ARGV_EXEC: &str =
 #[test]
 fn records_process_tree_exactly() {
     require_root();
-    let (uid, _) = test_user();
-    let dir = scratch("tree");
-    let work = dir.join("work");
-    std::fs::create_dir_all(work.join("sub")).unwrap();
-    let script = dir.join("tree.sh");
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/tree.sh"),
-        &script,
-    )
-    .unwrap();
-    for p in [&work, &work.join("sub")] {
-        nix::unistd::chown(p.as_path(), Some(uid.into()), None).unwrap();
-    }
-    let work_s = work.display().to_string();
-    let sub = format!("{work_s}/sub");
-
-    // A process outside the tracked tree, busy exec'ing the whole time.
-    let mut outside = Command::new("/bin/sh")
-        .args([
-            "-c",
-            "while :; do /bin/echo outside-marker >/dev/null; /bin/sleep 0.05; done",
-        ])
-        .spawn()
-        .unwrap();
-
-    let db = dir.join("tree.db");
-    let script_s = script.display().to_string();
-    let out = record(&db, &[], &["/bin/sh", &script_s, &work_s]);
-    let _ = outside.kill();
-    let _ = outside.wait();
-    assert_exit_0(&out);
-
-    let conn = open(&db);
+    let run = TreeRun::record();
+    let conn = open(&run.db);
     assert_eq!(meta(&conn, "complete").as_deref(), Some("true"));
     let procs = processes(&conn);
-    let by_id: HashMap<i64, &ProcRow> = procs.iter().map(|p| (p.id, p)).collect();
     let execs = execs(&conn);
 
     // Nothing from outside the tree.
@@ -57,22 +25,101 @@ fn records_process_tree_exactly() {
             .all(|e| !e.argv.iter().any(|a| a.contains("outside-marker"))),
         "an untracked process leaked into the capture"
     );
-    assert!(execs.iter().all(|e| e.pid != outside.id() as i64));
+    assert!(execs.iter().all(|e| e.pid != run.outside_pid));
 
-    // Every exec, in order, with its cwd. (Failed execs included.)
-    // A successful exec keeps the first 4096 bytes of the argv the program
-    // got: "/bin/true", 1..=1038 (4093 bytes with terminators) and the
-    // first 3 bytes of "1039".
-    let mut true_2000 = vec!["/bin/true".to_string()];
-    true_2000.extend((1..=1038).map(|i| i.to_string()));
-    true_2000.push("103".into());
-    // A failed exec keeps at most 64 arguments.
-    let mut failed_100 = vec!["/nonexistent/prog".to_string()];
-    failed_100.extend((1..=63).map(|i| i.to_string()));
+    // The orphan's execs race with the main script: check them separately.
+    let (orphan, main): (Vec<&ExecRow>, Vec<&ExecRow>) = execs.iter().partition(|e| {
+        e.argv == sv(&["/bin/sleep", "0.3"]) || e.argv == sv(&["/bin/echo", "orphan"])
+    });
+    check_execs_in_order(&run, &main);
+    check_cut_and_failed_execs(&main);
+    check_parents_and_exits(&run, &procs, &main);
+    check_reparented_orphan(&procs, &orphan);
+    check_zero_loss(&conn);
+    let _ = std::fs::remove_dir_all(&run.dir);
+}
+
+/// The tree workload (workloads/tree.sh) recorded as the test user, while a
+/// process outside the tree keeps exec'ing.
+struct TreeRun {
+    dir: std::path::PathBuf,
+    db: std::path::PathBuf,
+    uid: u32,
+    script: String,
+    work: String,
+    sub: String,
+    outside_pid: i64,
+}
+
+impl TreeRun {
+    fn record() -> TreeRun {
+        let (uid, _) = test_user();
+        let dir = scratch("tree");
+        let work = dir.join("work");
+        std::fs::create_dir_all(work.join("sub")).unwrap();
+        let script = dir.join("tree.sh");
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/tree.sh"),
+            &script,
+        )
+        .unwrap();
+        for p in [&work, &work.join("sub")] {
+            nix::unistd::chown(p.as_path(), Some(uid.into()), None).unwrap();
+        }
+        let work = work.display().to_string();
+        // A process outside the tracked tree, busy exec'ing the whole time.
+        let mut outside = Command::new("/bin/sh")
+            .args([
+                "-c",
+                "while :; do /bin/echo outside-marker >/dev/null; /bin/sleep 0.05; done",
+            ])
+            .spawn()
+            .unwrap();
+        let db = dir.join("tree.db");
+        let script = script.display().to_string();
+        let out = record(&db, &[], &["/bin/sh", &script, &work]);
+        let _ = outside.kill();
+        let _ = outside.wait();
+        assert_exit_0(&out);
+        TreeRun {
+            sub: format!("{work}/sub"),
+            dir,
+            db,
+            uid,
+            script,
+            work,
+            outside_pid: i64::from(outside.id()),
+        }
+    }
+
+    /// A successful exec keeps the first 4096 bytes of the argv the program
+    /// got: "/bin/true", 1..=1038 (4093 bytes with terminators) and the first
+    /// 3 bytes of "1039".
+    fn true_2000() -> Vec<String> {
+        let mut argv = vec!["/bin/true".to_string()];
+        argv.extend((1..=1038).map(|i| i.to_string()));
+        argv.push("103".into());
+        argv
+    }
+
+    /// A failed exec keeps at most 64 arguments.
+    fn failed_100() -> Vec<String> {
+        let mut argv = vec!["/nonexistent/prog".to_string()];
+        argv.extend((1..=63).map(|i| i.to_string()));
+        argv
+    }
+}
+
+/// Every exec, in order, with its cwd (failed execs included).
+fn check_execs_in_order(run: &TreeRun, main: &[&ExecRow]) {
+    let (script_s, work_s, sub) = (&run.script, &run.work, &run.sub);
+    let dir = &run.dir;
+    let true_2000 = TreeRun::true_2000();
+    let failed_100 = TreeRun::failed_100();
     let expected: Vec<(&str, Vec<String>, String)> = vec![
         (
             "exec",
-            sv(&["/bin/sh", &script_s, &work_s]),
+            sv(&["/bin/sh", script_s, work_s]),
             dir.display().to_string(),
         ),
         ("exec", sv(&["/bin/echo", "hello", "world"]), sub.clone()),
@@ -110,10 +157,6 @@ fn records_process_tree_exactly() {
         ("exec", sv(&["/bin/sh", "-c", "kill -9 $$"]), sub.clone()),
         ("exec", sv(&["/bin/sleep", "0.8"]), sub.clone()),
     ];
-    // The orphan's execs race with the main script: check them separately.
-    let (orphan, main): (Vec<&ExecRow>, Vec<&ExecRow>) = execs.iter().partition(|e| {
-        e.argv == sv(&["/bin/sleep", "0.3"]) || e.argv == sv(&["/bin/echo", "orphan"])
-    });
     let got: Vec<(&str, Vec<String>, String)> = main
         .iter()
         .map(|e| (e.kind.as_str(), e.argv.clone(), e.cwd.clone()))
@@ -121,11 +164,16 @@ fn records_process_tree_exactly() {
     assert_eq!(got, expected);
     assert!(
         main.iter()
-            .all(|e| e.cwd_status == "complete" && e.uid == uid as i64)
+            .all(|e| e.cwd_status == "complete" && e.uid == i64::from(run.uid))
     );
+}
 
-    // Truncation: marked on exactly the two cut argvs; argc still tells
-    // how many arguments the program got.
+/// Truncation is marked on exactly the two cut argvs (argc still tells how
+/// many arguments the program got); failed execs keep their errno and name;
+/// binaries are resolved.
+fn check_cut_and_failed_execs(main: &[&ExecRow]) {
+    let true_2000 = TreeRun::true_2000();
+    let failed_100 = TreeRun::failed_100();
     let big = main.iter().find(|e| e.argv == true_2000).unwrap();
     assert_eq!(big.argc, Some(2001));
     let truncated: Vec<&Vec<String>> = main
@@ -159,7 +207,13 @@ fn records_process_tree_exactly() {
         .display()
         .to_string();
     assert_eq!(echo.exe.as_deref(), Some(real_echo.as_str()));
+}
 
+/// Parents and exit statuses, including a fork without exec.
+fn check_parents_and_exits(run: &TreeRun, procs: &[ProcRow], main: &[&ExecRow]) {
+    let by_id: HashMap<i64, &ProcRow> = procs.iter().map(|p| (p.id, p)).collect();
+    let true_2000 = TreeRun::true_2000();
+    let uid = run.uid;
     // Parents: every exec'd process hangs off the root script.
     let root = procs
         .iter()
@@ -209,13 +263,23 @@ fn records_process_tree_exactly() {
         codes.contains(&Some(127)),
         "failed-exec child missing: {codes:?}"
     );
+    let failed = main.iter().find(|e| e.kind == "exec_failed").unwrap();
     let failed_child = by_id[&failed.process_id];
     assert_eq!(failed_child.exit_code, Some(127));
     assert_eq!(failed_child.parent_id, Some(root.id));
+}
 
-    // The re-parented grandchild: forked by a subshell of the `& exit 0`
-    // shell, it outlived that shell; it keeps its fork parent, while the
-    // kernel's ppid at its exec is the reaper.
+/// The re-parented grandchild: forked by a subshell of the `& exit 0`
+/// shell, it outlived that shell; it keeps its fork parent, while the
+/// kernel's ppid at its exec is the reaper.
+fn check_reparented_orphan(procs: &[ProcRow], orphan: &[&ExecRow]) {
+    let by_id: HashMap<i64, &ProcRow> = procs.iter().map(|p| (p.id, p)).collect();
+    let proc_of = |argv: &[String]| -> &ProcRow {
+        procs
+            .iter()
+            .find(|p| p.argv == argv)
+            .unwrap_or_else(|| panic!("no process with argv {argv:?}"))
+    };
     assert_eq!(orphan.len(), 2, "orphan execs: {orphan:?}");
     let spawner = proc_of(&sv(&[
         "/bin/sh",
@@ -234,8 +298,10 @@ fn records_process_tree_exactly() {
         "expected re-parenting after the spawner exited"
     );
     assert_eq!(orphan_proc.exit_code, Some(0));
+}
 
-    // Zero loss, recorded as zero.
+/// Zero loss, recorded as zero.
+fn check_zero_loss(conn: &rusqlite::Connection) {
     let lost: i64 = conn
         .query_row("SELECT COALESCE(SUM(lost), 0) FROM loss", [], |r| r.get(0))
         .unwrap();
@@ -244,5 +310,4 @@ fn records_process_tree_exactly() {
         .query_row("SELECT COUNT(*) FROM gaps", [], |r| r.get(0))
         .unwrap();
     assert_eq!(gaps, 0);
-    let _ = std::fs::remove_dir_all(&dir);
 }
