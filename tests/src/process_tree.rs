@@ -1,9 +1,10 @@
 //! The process-tree workload of known ground truth (`workloads/tree.sh`)
 //! and its checks, shared by the host capture test
 //! (`tests/capture_process.rs`) and the `--container` one
-//! (`tests/container_truth.rs`).
+//! (`tests/container_truth.rs`): the same rows, with argv and cwd as the
+//! recorded process saw them.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use rusqlite::Connection;
 
@@ -13,26 +14,34 @@ use crate::{ExecRow, ProcRow, execs, processes, sv};
 pub const NULL_ARGV_EXEC: &str =
     r#"import ctypes; ctypes.CDLL(None).execve(b"/nonexistent/null-argv", None, None)"#;
 
-/// Checks a capture of `/bin/sh tree.sh WORK` exactly: every exec's argv
-/// and cwd (as the process saw them), the truncated and failed ones,
-/// parents, exit codes and signals, the fork without exec, the
-/// re-parented orphan, no process `outside_pid` and no loss. Only the
-/// script's tree is compared (the capture may hold other work). `root_argv`
-/// is the script's exec (`/bin/sh SCRIPT WORK`), `root_cwd` its cwd,
-/// `work_s` the WORK it was given, `uid` the user it ran as.
-pub fn check_tree(
-    conn: &Connection,
-    root_argv: &[String],
-    root_cwd: &str,
-    work_s: &str,
-    uid: u32,
-    outside_pid: u32,
-) {
-    let sub = format!("{work_s}/sub");
-    let procs = processes(conn);
-    let by_id: HashMap<i64, &ProcRow> = procs.iter().map(|p| (p.id, p)).collect();
-    let execs = execs(conn);
+/// One recorded run of `/bin/sh tree.sh WORK`, as the script saw it.
+pub struct Tree {
+    /// The script's exec: `/bin/sh SCRIPT WORK`.
+    pub root_argv: Vec<String>,
+    /// The script's cwd.
+    pub root_cwd: String,
+    /// The WORK it was given (it holds `sub`).
+    pub work: String,
+    /// The user it ran as.
+    pub uid: u32,
+    /// A process busy exec'ing outside the tree meanwhile.
+    pub outside_pid: i64,
+}
 
+impl Tree {
+    fn sub(&self) -> String {
+        format!("{}/sub", self.work)
+    }
+}
+
+/// Checks a capture of the tree workload exactly: every exec's argv and cwd,
+/// the cut and failed ones, parents, exit codes and signals, the fork
+/// without exec, the re-parented orphan, nothing of the outside process and
+/// no loss. Only the script's own tree is compared (a container's capture
+/// also holds the container's other work).
+pub fn check_tree(conn: &Connection, run: &Tree) {
+    let procs = processes(conn);
+    let execs = execs(conn);
     // Nothing from outside the tree.
     assert!(
         execs
@@ -40,43 +49,68 @@ pub fn check_tree(
             .all(|e| !e.argv.iter().any(|a| a.contains("outside-marker"))),
         "an untracked process leaked into the capture"
     );
-    assert!(execs.iter().all(|e| e.pid != i64::from(outside_pid)));
-    // The script's own tree: its root and every process forked below it
-    // (a capture of a container also holds the container's other work).
-    let root_id = procs
+    assert!(execs.iter().all(|e| e.pid != run.outside_pid));
+    let tree = tree_of(&procs, &run.root_argv);
+    let execs: Vec<ExecRow> = execs
+        .into_iter()
+        .filter(|e| tree.contains(&e.process_id))
+        .collect();
+    // The orphan's execs race with the main script: check them separately.
+    let (orphan, main): (Vec<&ExecRow>, Vec<&ExecRow>) = execs.iter().partition(|e| {
+        e.argv == sv(&["/bin/sleep", "0.3"]) || e.argv == sv(&["/bin/echo", "orphan"])
+    });
+    check_execs_in_order(run, &main);
+    check_cut_and_failed_execs(&main);
+    check_parents_and_exits(run, &procs, &main);
+    check_reparented_orphan(&procs, &orphan);
+    check_zero_loss(conn);
+}
+
+/// The row ids of the process whose argv is `root_argv` and of every
+/// process forked below it.
+fn tree_of(procs: &[ProcRow], root_argv: &[String]) -> BTreeSet<i64> {
+    let root = procs
         .iter()
         .find(|p| p.argv == root_argv)
-        .unwrap_or_else(|| panic!("no process with argv {root_argv:?}"))
-        .id;
-    let mut tree = std::collections::BTreeSet::from([root_id]);
+        .unwrap_or_else(|| panic!("no process with argv {root_argv:?}"));
+    let mut tree = BTreeSet::from([root.id]);
     loop {
         let before = tree.len();
-        for p in &procs {
+        for p in procs {
             if p.parent_id.is_some_and(|id| tree.contains(&id)) {
                 tree.insert(p.id);
             }
         }
         if tree.len() == before {
-            break;
+            return tree;
         }
     }
-    let execs: Vec<ExecRow> = execs
-        .into_iter()
-        .filter(|e| tree.contains(&e.process_id))
-        .collect();
+}
 
-    // Every exec, in order, with its cwd. (Failed execs included.)
-    // A successful exec keeps the first 4096 bytes of the argv the program
-    // got: "/bin/true", 1..=1038 (4093 bytes with terminators) and the
-    // first 3 bytes of "1039".
-    let mut true_2000 = vec!["/bin/true".to_string()];
-    true_2000.extend((1..=1038).map(|i| i.to_string()));
-    true_2000.push("103".into());
-    // A failed exec keeps at most 64 arguments.
-    let mut failed_100 = vec!["/nonexistent/prog".to_string()];
-    failed_100.extend((1..=63).map(|i| i.to_string()));
+/// A successful exec keeps the first 4096 bytes of the argv the program
+/// got: "/bin/true", 1..=1038 (4093 bytes with terminators) and the first
+/// 3 bytes of "1039".
+fn true_2000() -> Vec<String> {
+    let mut argv = vec!["/bin/true".to_string()];
+    argv.extend((1..=1038).map(|i| i.to_string()));
+    argv.push("103".into());
+    argv
+}
+
+/// A failed exec keeps at most 64 arguments.
+fn failed_100() -> Vec<String> {
+    let mut argv = vec!["/nonexistent/prog".to_string()];
+    argv.extend((1..=63).map(|i| i.to_string()));
+    argv
+}
+
+/// Every exec, in order, with its cwd (failed execs included).
+fn check_execs_in_order(run: &Tree, main: &[&ExecRow]) {
+    let sub = &run.sub();
+    let true_2000 = true_2000();
+    let failed_100 = failed_100();
     let expected: Vec<(&str, Vec<String>, String)> = vec![
-        ("exec", root_argv.to_vec(), root_cwd.to_owned()),
+        ("exec", run.root_argv.clone(), run.root_cwd.clone()),
         ("exec", sv(&["/bin/echo", "hello", "world"]), sub.clone()),
         (
             "exec",
@@ -112,10 +146,6 @@ pub fn check_tree(
         ("exec", sv(&["/bin/sh", "-c", "kill -9 $$"]), sub.clone()),
         ("exec", sv(&["/bin/sleep", "0.8"]), sub.clone()),
     ];
-    // The orphan's execs race with the main script: check them separately.
-    let (orphan, main): (Vec<&ExecRow>, Vec<&ExecRow>) = execs.iter().partition(|e| {
-        e.argv == sv(&["/bin/sleep", "0.3"]) || e.argv == sv(&["/bin/echo", "orphan"])
-    });
     let got: Vec<(&str, Vec<String>, String)> = main
         .iter()
         .map(|e| (e.kind.as_str(), e.argv.clone(), e.cwd.clone()))
@@ -123,11 +153,16 @@ pub fn check_tree(
     assert_eq!(got, expected);
     assert!(
         main.iter()
-            .all(|e| e.cwd_status == "complete" && e.uid == uid as i64)
+            .all(|e| e.cwd_status == "complete" && e.uid == i64::from(run.uid))
     );
+}
 
-    // Truncation: marked on exactly the two cut argvs; argc still tells
-    // how many arguments the program got.
+/// Truncation is marked on exactly the two cut argvs (argc still tells how
+/// many arguments the program got); failed execs keep their errno and name;
+/// binaries are resolved.
+fn check_cut_and_failed_execs(main: &[&ExecRow]) {
+    let true_2000 = true_2000();
+    let failed_100 = failed_100();
     let big = main.iter().find(|e| e.argv == true_2000).unwrap();
     assert_eq!(big.argc, Some(2001));
     let truncated: Vec<&Vec<String>> = main
@@ -161,7 +196,13 @@ pub fn check_tree(
         .display()
         .to_string();
     assert_eq!(echo.exe.as_deref(), Some(real_echo.as_str()));
+}
 
+/// Parents and exit statuses, including a fork without exec.
+fn check_parents_and_exits(run: &Tree, procs: &[ProcRow], main: &[&ExecRow]) {
+    let by_id: HashMap<i64, &ProcRow> = procs.iter().map(|p| (p.id, p)).collect();
+    let true_2000 = true_2000();
+    let uid = run.uid;
     // Parents: every exec'd process hangs off the root script.
     let proc_of = |argv: &[String]| -> &ProcRow {
         procs
@@ -169,7 +210,7 @@ pub fn check_tree(
             .find(|p| p.argv == argv)
             .unwrap_or_else(|| panic!("no process with argv {argv:?}"))
     };
-    let root = proc_of(root_argv);
+    let root = proc_of(&run.root_argv);
     assert_eq!(root.exit_code, Some(0));
     assert_eq!(root.uid, Some(uid as i64));
     for argv in [
@@ -208,13 +249,23 @@ pub fn check_tree(
         codes.contains(&Some(127)),
         "failed-exec child missing: {codes:?}"
     );
+    let failed = main.iter().find(|e| e.kind == "exec_failed").unwrap();
     let failed_child = by_id[&failed.process_id];
     assert_eq!(failed_child.exit_code, Some(127));
     assert_eq!(failed_child.parent_id, Some(root.id));
+}
 
-    // The re-parented grandchild: forked by a subshell of the `& exit 0`
-    // shell, it outlived that shell; it keeps its fork parent, while the
-    // kernel's ppid at its exec is the reaper.
+/// The re-parented grandchild: forked by a subshell of the `& exit 0`
+/// shell, it outlived that shell; it keeps its fork parent, while the
+/// kernel's ppid at its exec is the reaper.
+fn check_reparented_orphan(procs: &[ProcRow], orphan: &[&ExecRow]) {
+    let by_id: HashMap<i64, &ProcRow> = procs.iter().map(|p| (p.id, p)).collect();
+    let proc_of = |argv: &[String]| -> &ProcRow {
+        procs
+            .iter()
+            .find(|p| p.argv == argv)
+            .unwrap_or_else(|| panic!("no process with argv {argv:?}"))
+    };
     assert_eq!(orphan.len(), 2, "orphan execs: {orphan:?}");
     let spawner = proc_of(&sv(&[
         "/bin/sh",
@@ -233,8 +284,10 @@ pub fn check_tree(
         "expected re-parenting after the spawner exited"
     );
     assert_eq!(orphan_proc.exit_code, Some(0));
+}
 
-    // Zero loss, recorded as zero.
+/// Zero loss, recorded as zero.
+fn check_zero_loss(conn: &Connection) {
     let lost: i64 = conn
         .query_row("SELECT COALESCE(SUM(lost), 0) FROM loss", [], |r| r.get(0))
         .unwrap();

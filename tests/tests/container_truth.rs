@@ -23,7 +23,7 @@ use agentsight_tests::{
         Setup, assert_locked_open_denied, assert_network_matches, assert_writes_aggregated,
         expected_sub_rows, rows, setup,
     },
-    process_tree::check_tree,
+    process_tree::{Tree, check_tree},
     *,
 };
 
@@ -204,15 +204,17 @@ fn container_capture_passes_the_host_capture_truth() {
     let (uid, _) = test_user();
     check_tree(
         &conn,
-        &sv(&[
-            "/bin/sh",
-            &format!("{SEEN_AT}/tree.sh"),
-            &format!("{SEEN_AT}/work"),
-        ]),
-        SEEN_AT,
-        &format!("{SEEN_AT}/work"),
-        uid,
-        host.id(),
+        &Tree {
+            root_argv: sv(&[
+                "/bin/sh",
+                &format!("{SEEN_AT}/tree.sh"),
+                &format!("{SEEN_AT}/work"),
+            ]),
+            root_cwd: SEEN_AT.to_owned(),
+            work: format!("{SEEN_AT}/work"),
+            uid,
+            outside_pid: i64::from(host.id()),
+        },
     );
     drop(conn);
     drop(c);
