@@ -241,6 +241,78 @@ fn check_codex_in_a_container(scenario: &str) {
         &[(sv(&["sleep", "600"]), Some(name.as_str())), (client, None)],
     );
     check_the_tree_is_the_containers(&db, &c, &name, &corr);
+    audit_container_writes_pass(&run, &db);
+}
+
+/// The container's half of the host runs' strict audit: with the
+/// container's own path rules (`[container.writes]`: the run's workspace,
+/// TMPDIR and Codex's state directory, as the container sees them — the
+/// same paths here), no file or executable finding names the container;
+/// without the workspace, the edit scenario's write is found, in it.
+fn audit_container_writes_pass(run: &Run, db: &Path) {
+    assert_eq!(container_file_errors(run, db, true), Vec::<String>::new());
+    if run.scenario.name == "edit" {
+        let hello = run.work.join("hello.txt").display().to_string();
+        let errors = container_file_errors(run, db, false);
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.starts_with("write-outside-allowed ") && e.contains(&hello)),
+            "{errors:#?}"
+        );
+    }
+}
+
+/// `audit --format json` with a `[container.writes]` policy (the workspace
+/// allowed or not): the container's file and executable errors, as `RULE
+/// PATH: MESSAGE`.
+fn container_file_errors(run: &Run, db: &Path, allow_work: bool) -> Vec<String> {
+    let policy = run.root.join("container-policy.toml");
+    let mut allow: Vec<String> = [
+        "/dev/null",
+        "/dev/tty",
+        "/dev/pts/*",
+        "/dev/shm/**",
+        "/proc/self/**",
+        "/proc/thread-self/**",
+    ]
+    .map(String::from)
+    .to_vec();
+    allow.push(format!("{}/**", run.tmp.display()));
+    allow.push(format!("{}/.codex/**", run.home.display()));
+    if allow_work {
+        allow.push(format!("{}/**", run.work.display()));
+    }
+    std::fs::write(
+        &policy,
+        format!(
+            "[container.writes]\nallow = {allow:?}\n[executables]\ndeny = {:?}\n[network]\nallow = [\"127.0.0.1:{}\"]\n",
+            ["curl", "wget", "nc", "ncat", "netcat", "sudo"],
+            run.model_port
+        ),
+    )
+    .unwrap();
+    let (_, report) = audit_json(db, &policy);
+    let name = run.docker_container.as_deref().unwrap();
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| {
+            f["container"]["name"] == name
+                && f["severity"] == "error"
+                && ["write-outside-allowed", "denied-path", "denied-executable"]
+                    .contains(&f["rule"].as_str().unwrap_or(""))
+        })
+        .map(|f| {
+            format!(
+                "{} {}: {}",
+                f["rule"].as_str().unwrap_or(""),
+                f["path"].as_str().unwrap_or(""),
+                f["message"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
 }
 
 #[test]

@@ -74,8 +74,8 @@ pub struct RecordArgs {
     pub pids: Vec<u32>,
     /// Record a running Docker container (name or id; repeatable): every
     /// process in its cgroup, those running now and every later one
-    /// (`docker exec` too). With no command, --pid or --agent, recording
-    /// ends when every container has stopped.
+    /// (`docker exec` too). With no command or --pid (--agent only
+    /// labels then), recording ends when every container has stopped.
     // A value that looks like an option is taken as the name, so the name
     // check (not clap) refuses it, in one line.
     #[arg(long = "container", value_name = "NAME|ID", allow_hyphen_values = true)]
@@ -91,7 +91,9 @@ pub struct RecordArgs {
         allow_hyphen_values = true
     )]
     pub docker_containers: Vec<String>,
-    /// Track every process of this agent, running now or started later.
+    /// Track every process of this agent, running now or started later,
+    /// and label the rows it recognises (`processes.agent`). With
+    /// --container: only label the agents inside the containers.
     #[arg(long, value_parser = agent_name())]
     pub agent: Option<AgentName>,
     /// Under sudo, also record other users' processes with --pid/--agent
