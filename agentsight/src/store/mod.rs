@@ -347,6 +347,10 @@ impl Capture {
     }
 }
 
+/// Which agent (if any) a process with this last argv and executable is:
+/// `record --agent`'s rules, handed to [`CaptureRw::label_agents`].
+pub type RecogniseAgent<'a> = dyn Fn(&[String], Option<&str>) -> Option<&'static str> + 'a;
+
 /// A capture opened for writing: the recorder's writer (a new file), and
 /// the enrichment after it (sessions, transcripts, trees, bindings,
 /// correlations). Everything that writes a capture goes through one.
@@ -387,10 +391,7 @@ impl CaptureRw {
     /// A fork that never exec'd is not: it shows its parent's argv without
     /// having run anything of its own (e.g. a child whose exec failed).
     /// One transaction; returns how many rows were labelled.
-    pub fn label_agents(
-        &self,
-        recognise: &dyn Fn(&[String], Option<&str>) -> Option<&'static str>,
-    ) -> Result<usize, StoreError> {
+    pub fn label_agents(&self, recognise: &RecogniseAgent<'_>) -> Result<usize, StoreError> {
         let qe = |e: rusqlite::Error| StoreError::Query {
             path: self.path.clone(),
             reason: e.to_string(),
