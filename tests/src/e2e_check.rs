@@ -227,7 +227,8 @@ pub fn expected_usage(agent: Agent, responses: &[Value]) -> Value {
     })
 }
 
-/// Everything a run must show, however it was launched.
+/// Everything a run must show, however it was launched; returns the
+/// session id.
 pub fn verify(run: &Run, out: crate::e2e::Outcome) -> String {
     let agent = run.agent;
     let scenario = run.scenario.name.as_str();
@@ -245,8 +246,18 @@ pub fn verify(run: &Run, out: crate::e2e::Outcome) -> String {
         out.elapsed.as_secs_f64()
     );
     assert!(out.status.success(), "run failed: {ctx}");
+    let responses = verify_server_played_the_scenario(run, &ctx);
+    let native_id = verify_the_work_was_done(run, &ctx);
+    let model = responses[0]["usage"]["model"].as_str().unwrap().to_string();
+    assert_eq!(model, agent.model(), "model the CLI asked for");
+    verify_sessions_list(run, &native_id, &model, &responses);
+    verify_session_show(run, &native_id, &model, &responses);
+    native_id
+}
 
-    // The server answered every request it got with the scenario.
+/// The server answered every request it got with the scenario, one model
+/// call per turn, in order; returns the main responses.
+fn verify_server_played_the_scenario(run: &Run, ctx: &str) -> Vec<Value> {
     let entries = run.server_entries();
     let bad: Vec<&Value> = entries
         .iter()
@@ -263,9 +274,13 @@ pub fn verify(run: &Run, out: crate::e2e::Outcome) -> String {
     for (i, r) in responses.iter().enumerate() {
         assert_eq!(r["turn"], i, "turns played in order: {ctx}");
     }
+    responses
+}
 
-    // The CLI really did the work: files, target hits, outputs in transcript.
-    let (native_id, transcript) = native_session_id(agent, run);
+/// The CLI really did the work: files, target hits, outputs in its
+/// transcript; returns the session id its own files name.
+fn verify_the_work_was_done(run: &Run, ctx: &str) -> String {
+    let (native_id, transcript) = native_session_id(run.agent, run);
     let expect = &run.scenario.json["expect"];
     for s in expect["transcript_contains"]
         .as_array()
@@ -285,6 +300,7 @@ pub fn verify(run: &Run, out: crate::e2e::Outcome) -> String {
             "{p} written by the agent: {ctx}"
         );
     }
+    let entries = run.server_entries();
     let hits: Vec<&str> = entries
         .iter()
         .filter(|e| e["kind"] == "target")
@@ -297,43 +313,48 @@ pub fn verify(run: &Run, out: crate::e2e::Outcome) -> String {
         .filter_map(Value::as_str)
         .collect();
     assert_eq!(hits, want_hits, "requests to the target port: {ctx}");
+    native_id
+}
 
-    // `agentsight sessions`: exactly this session, its facts.
-    let model = responses[0]["usage"]["model"].as_str().unwrap().to_string();
-    assert_eq!(model, agent.model(), "model the CLI asked for");
-    let usage = expected_usage(agent, &responses);
+/// `agentsight sessions`: exactly this session, its facts.
+fn verify_sessions_list(run: &Run, native_id: &str, model: &str, responses: &[Value]) {
+    let agent = run.agent;
+    let usage = expected_usage(agent, responses);
     let list = run.sessions();
     let list = list.as_array().unwrap();
     assert_eq!(list.len(), 1, "sessions: {list:#?}");
     let row = &list[0];
     assert_eq!(row["provider"], agent.name());
-    assert_eq!(row["session_id"], native_id.as_str());
+    assert_eq!(row["session_id"], native_id);
     assert_eq!(row["cwd"], run.work.display().to_string());
-    assert_eq!(row["model"], model.as_str());
+    assert_eq!(row["model"], model);
     assert_eq!(row["usage"], usage, "sessions usage");
     // Codex rows come from its state database, which keeps no counts.
     if !row["prompts"].is_null() {
         assert_eq!(row["prompts"], 1, "sessions prompts");
     }
     if !row["tools"].is_null() {
-        assert_eq!(row["tools"], responses_calls(&responses), "sessions tools");
+        assert_eq!(row["tools"], responses_calls(responses), "sessions tools");
     }
+}
 
-    // `agentsight session show --json`: every detail.
-    let s = run.session_show(&native_id);
+/// `agentsight session show --json`: every detail.
+fn verify_session_show(run: &Run, native_id: &str, model: &str, responses: &[Value]) {
+    let agent = run.agent;
+    let usage = expected_usage(agent, responses);
+    let s = run.session_show(native_id);
     assert_eq!(s["provider"], agent.name());
-    assert_eq!(s["session_id"], native_id.as_str());
+    assert_eq!(s["session_id"], native_id);
     assert_eq!(s["cwd"], run.work.display().to_string());
     assert_eq!(s["models"], serde_json::json!([model]));
     assert_eq!(s["usage"], usage, "session show usage");
-    assert_eq!(
-        s["usage_by_model"],
-        serde_json::json!({ model.as_str(): usage })
-    );
+    assert_eq!(s["usage_by_model"], serde_json::json!({ model: usage }));
     assert_eq!(s["prompt_count"], 1, "prompts: {:#?}", s["prompts"]);
     assert_eq!(s["prompts"][0]["text"], run.scenario.prompt.as_str());
     assert_eq!(s["response_count"], responses.len());
-    let want: Vec<Tool> = turns
+    let want: Vec<Tool> = run.scenario.json["turns"]
+        .as_array()
+        .unwrap()
         .iter()
         .flat_map(|t| t["calls"].as_array().cloned().unwrap_or_default())
         .map(|i| expected_tool(agent, run, &i))
@@ -351,7 +372,6 @@ pub fn verify(run: &Run, out: crate::e2e::Outcome) -> String {
     }
     assert_eq!(s["errors"], serde_json::json!([]), "errors");
     assert_eq!(s["stats"]["bad_lines"], 0);
-    native_id
 }
 
 /// Issue 18 point 4: a run on a fresh home passes the default policy's file
