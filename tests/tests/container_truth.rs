@@ -168,12 +168,40 @@ fn check_the_file_and_network_truth(conn: &rusqlite::Connection, s: &Setup) {
     // loop's writes are not there, and the container's are not renamed.
     let host_paths: i64 = conn
         .query_row(
-            "SELECT COUNT(*) FROM events WHERE path LIKE ?1 || '%'",
+            "SELECT COUNT(*) FROM events WHERE path LIKE ?1 || '%' OR real_path LIKE ?1 || '%'",
             [s.dir.display().to_string()],
             |r| r.get(0),
         )
         .unwrap();
     assert_eq!(host_paths, 0);
+    // The file the kernel opened is named as the container sees it too:
+    // its dentry walk stops at the process's root, not the host's.
+    let opened: Vec<(String, Option<String>, Option<String>)> = conn
+        .prepare(
+            "SELECT path, real_path, real_path_status FROM events
+             WHERE kind = 'openat' AND result >= 0 AND path LIKE ?1 || '/sub%' ORDER BY mono_ns",
+        )
+        .unwrap()
+        .query_map([SEEN_AT], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let sub = format!("{SEEN_AT}/sub");
+    let complete = |p: &str| {
+        (
+            p.to_owned(),
+            Some(p.to_owned()),
+            Some("complete".to_owned()),
+        )
+    };
+    assert_eq!(
+        opened,
+        vec![
+            complete(&format!("{sub}/rel.txt")),
+            complete(&sub),
+            complete(&format!("{sub}/viadirfd.txt")),
+        ]
+    );
     // The workload's own exec: the `docker exec` process, as the container
     // sees its argv and cwd.
     let exec = execs(conn)
