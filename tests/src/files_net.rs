@@ -1,5 +1,6 @@
 //! The file and network workload of known ground truth
-//! (`workloads/files_net.py`) and its checks, shared by the host capture
+//! (`workloads/files_net.py`), the kernel-paths tricks
+//! (`workloads/kernel_paths.py`) and their checks, shared by the host capture
 //! test (`tests/capture_files_net.rs`) and the `--container` one
 //! (`tests/container_truth.rs`): the same rows, with the paths as the
 //! recorded process saw them.
@@ -8,6 +9,7 @@ use std::{
     net::{TcpListener, UdpSocket},
     os::unix::{fs::PermissionsExt, net::UnixListener},
     path::{Path, PathBuf},
+    process::Command,
 };
 
 use rusqlite::Connection;
@@ -302,4 +304,83 @@ pub fn assert_network_matches(conn: &Connection, s: &Setup, unix_path: &str) {
         v4("sendto", 53, 40, None, Some("connected.example.test")),
     ];
     assert_eq!(net, expected_net);
+}
+
+/// Unmounts the bind mount when dropped.
+pub struct Unmount(String);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// The path tricks of the kernel-paths workload in `dir`: a symlink, a
+/// symlinked directory, a hard link, and `real` bind-mounted on `bound`
+/// (unmounted when the returned guard drops).
+pub fn make_path_tricks(dir: &Path) -> Unmount {
+    let d = |p: &str| dir.join(p).display().to_string();
+    std::fs::write(dir.join("secret.txt"), "s").unwrap();
+    std::fs::create_dir_all(dir.join("real/sub")).unwrap();
+    std::fs::write(dir.join("real/marker.txt"), "m").unwrap();
+    std::fs::create_dir(dir.join("bound")).unwrap();
+    std::os::unix::fs::symlink("secret.txt", dir.join("innocent.txt")).unwrap();
+    std::os::unix::fs::symlink("real/sub", dir.join("linkdir")).unwrap();
+    std::fs::hard_link(dir.join("secret.txt"), dir.join("hard.txt")).unwrap();
+    let (uid, gid) = test_user();
+    for p in ["secret.txt", "hard.txt", "real/marker.txt"] {
+        nix::unistd::chown(dir.join(p).as_path(), Some(uid.into()), Some(gid.into())).unwrap();
+    }
+    let mount = Command::new("mount")
+        .args(["--bind", &d("real"), &d("bound")])
+        .status()
+        .unwrap();
+    assert!(mount.success(), "bind mount");
+    Unmount(d("bound"))
+}
+
+/// Each path trick's open (by the process running `kernel_paths.py`, which
+/// saw `dir` as `seen_as`) names the file the kernel opened, with its inode.
+pub fn assert_tricks_name_kernel_files(conn: &Connection, dir: &Path, seen_as: &str) {
+    use std::os::unix::fs::MetadataExt;
+    let d = |p: &str| format!("{seen_as}/{p}");
+    let ino = |p: &str| std::fs::metadata(dir.join(p)).unwrap().ino() as i64;
+    let rows: Vec<(String, String, String, i64)> = conn
+        .prepare(
+            "SELECT path_as_given, real_path, real_path_status, ino FROM events
+             WHERE kind = 'openat' AND result >= 0 AND process_id IN
+               (SELECT id FROM processes WHERE argv LIKE '%kernel_paths.py%')
+               AND (path_as_given NOT LIKE '/%' OR path_as_given LIKE '/proc/self/fd/%')
+             ORDER BY mono_ns",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let secret = ino("secret.txt");
+    let marker = ino("real/marker.txt");
+    let row = |given: &str, real: &str, ino: i64| {
+        (given.to_string(), d(real), "complete".to_string(), ino)
+    };
+    assert_eq!(
+        rows,
+        vec![
+            row("innocent.txt", "secret.txt", secret),
+            row("linkdir/../marker.txt", "real/marker.txt", marker),
+            // The same inode as secret.txt, under its own name.
+            row("hard.txt", "hard.txt", secret),
+            row("secret.txt", "secret.txt", secret),
+            (
+                "/proc/self/fd/3".to_string(),
+                d("secret.txt"),
+                "complete".into(),
+                secret
+            ),
+            // The mount is seen where it is mounted; the inode is real/'s.
+            row("bound/marker.txt", "bound/marker.txt", marker),
+            row("before.txt", "before.txt", ino("after.txt")),
+            row("after.txt", "after.txt", ino("after.txt")),
+        ]
+    );
 }

@@ -281,84 +281,6 @@ fn softirq_interleaving_leaves_no_gap() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Unmounts the bind mount when dropped.
-struct Unmount(String);
-
-impl Drop for Unmount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
-}
-
-/// The path tricks of the kernel-paths workload in `dir`: a symlink, a
-/// symlinked directory, a hard link, and `real` bind-mounted on `bound`
-/// (unmounted when the returned guard drops).
-fn make_path_tricks(dir: &Path) -> Unmount {
-    let d = |p: &str| dir.join(p).display().to_string();
-    std::fs::write(dir.join("secret.txt"), "s").unwrap();
-    std::fs::create_dir_all(dir.join("real/sub")).unwrap();
-    std::fs::write(dir.join("real/marker.txt"), "m").unwrap();
-    std::fs::create_dir(dir.join("bound")).unwrap();
-    std::os::unix::fs::symlink("secret.txt", dir.join("innocent.txt")).unwrap();
-    std::os::unix::fs::symlink("real/sub", dir.join("linkdir")).unwrap();
-    std::fs::hard_link(dir.join("secret.txt"), dir.join("hard.txt")).unwrap();
-    let (uid, gid) = test_user();
-    for p in ["secret.txt", "hard.txt", "real/marker.txt"] {
-        nix::unistd::chown(dir.join(p).as_path(), Some(uid.into()), Some(gid.into())).unwrap();
-    }
-    let mount = Command::new("mount")
-        .args(["--bind", &d("real"), &d("bound")])
-        .status()
-        .unwrap();
-    assert!(mount.success(), "bind mount");
-    Unmount(d("bound"))
-}
-
-/// Each path trick's open names the file the kernel opened, with its inode.
-fn assert_tricks_name_kernel_files(conn: &Connection, dir: &Path) {
-    use std::os::unix::fs::MetadataExt;
-    let d = |p: &str| dir.join(p).display().to_string();
-    let ino = |p: &str| std::fs::metadata(dir.join(p)).unwrap().ino() as i64;
-    let rows: Vec<(String, String, String, i64)> = conn
-        .prepare(
-            "SELECT path_as_given, real_path, real_path_status, ino FROM events
-             WHERE kind = 'openat' AND result >= 0 AND process_id IN
-               (SELECT id FROM processes WHERE argv LIKE '%kernel_paths.py%')
-               AND (path_as_given NOT LIKE '/%' OR path_as_given LIKE '/proc/self/fd/%')
-             ORDER BY mono_ns",
-        )
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    let secret = ino("secret.txt");
-    let marker = ino("real/marker.txt");
-    let row = |given: &str, real: &str, ino: i64| {
-        (given.to_string(), d(real), "complete".to_string(), ino)
-    };
-    assert_eq!(
-        rows,
-        vec![
-            row("innocent.txt", "secret.txt", secret),
-            row("linkdir/../marker.txt", "real/marker.txt", marker),
-            // The same inode as secret.txt, under its own name.
-            row("hard.txt", "hard.txt", secret),
-            row("secret.txt", "secret.txt", secret),
-            (
-                "/proc/self/fd/3".to_string(),
-                d("secret.txt"),
-                "complete".into(),
-                secret
-            ),
-            // The mount is seen where it is mounted; the inode is real/'s.
-            row("bound/marker.txt", "bound/marker.txt", marker),
-            row("before.txt", "before.txt", ino("after.txt")),
-            row("after.txt", "after.txt", ino("after.txt")),
-        ]
-    );
-}
-
 /// The exec names the file the kernel ran (python3 is a symlink) and its
 /// inode; the symlink trick's lexical path names the link.
 fn assert_exec_and_lexical_paths(conn: &Connection, dir: &Path) {
@@ -476,7 +398,7 @@ fn kernel_paths_name_the_file_the_kernel_opened() {
     let out = record(&db, &[], &["/usr/bin/python3", &script_s, &dir_s]);
     assert_exit_0(&out);
     let conn = open(&db);
-    assert_tricks_name_kernel_files(&conn, &dir);
+    assert_tricks_name_kernel_files(&conn, &dir, &dir_s);
     assert_exec_and_lexical_paths(&conn, &dir);
     // Every successful open of the workload (python's own start-up
     // included: libc through /lib, locale.alias through /usr/share/locale),

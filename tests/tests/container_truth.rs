@@ -1,8 +1,9 @@
 //! Capture truth in `record --container` mode, on a real Docker engine: the
 //! host suites' workloads of known ground truth run inside a container —
 //! the process tree (`workloads/tree.sh`) as the container's init, the file
-//! and network workload (`workloads/files_net.py`) in a `docker exec`
-//! started after recording began — and their captures pass the host
+//! and network workload (`workloads/files_net.py`) and the kernel-paths
+//! tricks (`workloads/kernel_paths.py`) in `docker exec`s started after
+//! recording began — and their captures pass the host
 //! suites' own checks (`agentsight_tests::process_tree`,
 //! `agentsight_tests::files_net`), with every path as the container sees
 //! it (the scratch directory is mounted at `/t`), the container on every
@@ -20,8 +21,9 @@ use std::{
 use agentsight_tests::{
     docker::{BASE_IMAGE, Container, ensure_base_image, wait_seeded},
     files_net::{
-        Setup, assert_locked_open_denied, assert_network_matches, assert_writes_aggregated,
-        expected_sub_rows, rows, setup,
+        Setup, Unmount, assert_locked_open_denied, assert_network_matches,
+        assert_tricks_name_kernel_files, assert_writes_aggregated, expected_sub_rows,
+        make_path_tricks, rows, setup,
     },
     process_tree::{Tree, check_tree},
     *,
@@ -66,6 +68,22 @@ fn add_the_tree_workload(s: &Setup) {
     let fifo = s.dir.join("go");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     nix::unistd::chown(&fifo, Some(uid.into()), Some(gid.into())).unwrap();
+}
+
+/// Adds the kernel-paths workload in `kp/` (its path tricks, the bind
+/// mount included, made before the container starts so its mount
+/// namespace gets them); the guard unmounts.
+fn add_the_kernel_paths_workload(s: &Setup) -> Unmount {
+    let (uid, gid) = test_user();
+    let kp = s.dir.join("kp");
+    std::fs::create_dir(&kp).unwrap();
+    nix::unistd::chown(&kp, Some(uid.into()), Some(gid.into())).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/kernel_paths.py"),
+        kp.join("kernel_paths.py"),
+    )
+    .unwrap();
+    make_path_tricks(&kp)
 }
 
 /// Starts the container as the test user, the scratch directory at `/t`.
@@ -121,6 +139,18 @@ fn record_the_container(s: &Setup, c: &Container, db: &Path) {
     assert_exit_0(&out);
     // The workload prints the refused connect's result.
     assert_eq!(String::from_utf8_lossy(&out.stdout), "111\n");
+    let out = Command::new("docker")
+        .args(["exec", "--user", &format!("{uid}:{gid}"), "-w", SEEN_AT])
+        .arg(&c.name)
+        .args([
+            "/usr/bin/python3",
+            &format!("{SEEN_AT}/kp/kernel_paths.py"),
+            &format!("{SEEN_AT}/kp"),
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_exit_0(&out);
     std::fs::write(s.dir.join("go"), "go\n").unwrap();
     let out = rec.wait_with_output().unwrap();
     assert_exit_0(&out);
@@ -218,6 +248,7 @@ fn container_capture_passes_the_host_capture_truth() {
     ensure_base_image();
     let s = setup("ctruth");
     add_the_tree_workload(&s);
+    let unmount = add_the_kernel_paths_workload(&s);
     let name = format!("agentsight-test-truth-{}", std::process::id());
     let c = start_the_container(&s, &name);
     let mut host = start_a_host_loop(&s);
@@ -229,6 +260,7 @@ fn container_capture_passes_the_host_capture_truth() {
     let conn = open(&db);
     check_every_row_is_the_containers(&conn, &c);
     check_the_file_and_network_truth(&conn, &s);
+    assert_tricks_name_kernel_files(&conn, &s.dir.join("kp"), &format!("{SEEN_AT}/kp"));
     let (uid, _) = test_user();
     check_tree(
         &conn,
@@ -246,5 +278,6 @@ fn container_capture_passes_the_host_capture_truth() {
     );
     drop(conn);
     drop(c);
+    drop(unmount);
     let _ = std::fs::remove_dir_all(&s.dir);
 }
