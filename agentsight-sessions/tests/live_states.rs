@@ -981,6 +981,10 @@ fn scaled_thresholds_shorten_only_durations() {
     assert_eq!(s.attention_window.as_millis(), 18_000);
     assert_eq!((s.tail_bytes, s.tail_lines), (128 * 1024, 200));
     assert_eq!(Thresholds::scaled(f64::NAN), d);
+    assert_eq!(
+        Thresholds::scaled(1e300).stall_after,
+        std::time::Duration::MAX
+    );
     assert_eq!(Thresholds::scaled(-1.0), d);
     // Stalled after 3 s with the scaled clock.
     let open = facts(Provider::Codex, "codex/working.jsonl");
@@ -1251,4 +1255,55 @@ fn registry_files_parse_and_liveness_uses_proc_start() {
         Some(4242)
     );
     assert_eq!(registry::stat_start_time("garbage"), None);
+}
+
+// ---------------------------------------------------------------------------
+// Robustness: every fixture cut at many offsets, read as a tail and as a
+// file start, then classified at several times — counted skips, no panic.
+
+#[test]
+fn every_cut_of_every_fixture_reads_and_classifies() {
+    fn files(d: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                files(&p, out);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    let mut all = Vec::new();
+    for p in ["claude", "codex", "gemini", "cursor"] {
+        files(&fixture(p), &mut all);
+    }
+    assert_eq!(all.len(), 49);
+    let now = t("2026-03-01T09:10:00Z");
+    let mut reads = 0;
+    for path in &all {
+        let bytes = std::fs::read(path).unwrap();
+        let step = (bytes.len() / 40).max(1);
+        for provider in Provider::ALL {
+            for cut in (0..bytes.len()).step_by(step) {
+                for f in [
+                    read_tail_bytes(provider, &bytes[cut..], false),
+                    read_tail_bytes(provider, &bytes[..cut], true),
+                ] {
+                    let mut tr = Tracker::new(now, Thresholds::default());
+                    for age in [0, 400, 4000] {
+                        let inputs = LiveInputs {
+                            facts: &f,
+                            mtime: Some(now),
+                            desktop_activity: None,
+                            process: ProcessTruth::Unknown,
+                            registry_status: None,
+                        };
+                        tr.classify(path, &inputs, plus(now, age * 1000));
+                    }
+                    reads += 1;
+                }
+            }
+        }
+    }
+    assert!(reads > 49 * 4 * 2 * 40 / 2, "{reads}");
 }
