@@ -1184,6 +1184,7 @@ fn registry_files_parse_and_liveness_uses_proc_start() {
             session_id: "5f0c1e2a-7b3d-4c8e-9a10-2b4c6d8e0f11".into(),
             proc_start: Some(884211),
             status: Some(Status::Busy),
+            waiting_for: None,
             cwd: Some("/home/dev/shop".into()),
             name: Some("shop".into()),
             version: Some("2.1.328".into()),
