@@ -202,6 +202,23 @@ fn claude_tails_say_turn_signal_and_activity() {
             Some("2026-03-01T09:00:04Z"),
             0,
         ),
+        // An error code that is no refusal: its text is not searched.
+        row(
+            C,
+            "claude/overloaded.jsonl",
+            TurnStatus::Open,
+            None,
+            Some("2026-03-01T09:00:40Z"),
+            0,
+        ),
+        row(
+            C,
+            "claude/oauth-org-not-allowed.jsonl",
+            TurnStatus::Open,
+            Some(Signal::AuthRequired),
+            Some("2026-03-01T09:00:04Z"),
+            0,
+        ),
         row(
             C,
             "claude/api-error-401-exhausted.jsonl",
@@ -1278,7 +1295,7 @@ fn every_cut_of_every_fixture_reads_and_classifies() {
     for p in ["claude", "codex", "gemini", "cursor"] {
         files(&fixture(p), &mut all);
     }
-    assert_eq!(all.len(), 49);
+    assert_eq!(all.len(), 51);
     let now = t("2026-03-01T09:10:00Z");
     let mut reads = 0;
     for path in &all {
@@ -1306,5 +1323,5 @@ fn every_cut_of_every_fixture_reads_and_classifies() {
             }
         }
     }
-    assert!(reads > 49 * 4 * 2 * 40 / 2, "{reads}");
+    assert!(reads > 51 * 4 * 2 * 40 / 2, "{reads}");
 }
