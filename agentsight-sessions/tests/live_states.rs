@@ -505,6 +505,15 @@ fn gemini_tails_say_turn_signal_and_activity() {
             Some("2026-05-01T08:00:03.5Z"),
             0,
         ),
+        // 0.61 records the call only once it completed: empty text = a call.
+        row(
+            G,
+            "gemini/cases/chats/call-not-recorded-yet.jsonl",
+            TurnStatus::Open,
+            None,
+            Some("2026-05-01T08:00:03Z"),
+            0,
+        ),
         // All calls succeeded: their results go back to the model.
         row(
             G,
@@ -1295,7 +1304,7 @@ fn every_cut_of_every_fixture_reads_and_classifies() {
     for p in ["claude", "codex", "gemini", "cursor"] {
         files(&fixture(p), &mut all);
     }
-    assert_eq!(all.len(), 51);
+    assert_eq!(all.len(), 52);
     let now = t("2026-03-01T09:10:00Z");
     let mut reads = 0;
     for path in &all {
@@ -1323,5 +1332,5 @@ fn every_cut_of_every_fixture_reads_and_classifies() {
             }
         }
     }
-    assert!(reads > 51 * 4 * 2 * 40 / 2, "{reads}");
+    assert!(reads > 52 * 4 * 2 * 40 / 2, "{reads}");
 }
