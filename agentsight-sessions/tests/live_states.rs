@@ -238,6 +238,34 @@ fn claude_tails_say_turn_signal_and_activity() {
             Some("2026-03-01T09:00:07Z"),
             3,
         ),
+        // Claude Code 2.1.328: the request went out (api-request of the main
+        // thread after a 160 KB request blob), nothing came back: open.
+        row(
+            C,
+            "claude/v2.1.328-request-in-flight.jsonl",
+            TurnStatus::Open,
+            None,
+            Some("2026-03-01T09:00:01Z"),
+            0,
+        ),
+        // Only bookkeeping in 128 KiB: the window widens to the prompt.
+        row(
+            C,
+            "claude/v2.1.328-widen-to-prompt.jsonl",
+            TurnStatus::Open,
+            None,
+            Some("2026-03-01T09:00:00.7Z"),
+            0,
+        ),
+        // Side-task and subagent requests after the end_turn change nothing.
+        row(
+            C,
+            "claude/v2.1.328-done-then-side-requests.jsonl",
+            done("f2f2f2f2-0000-4000-8000-0000000000f2"),
+            None,
+            Some("2026-03-01T09:00:02Z"),
+            0,
+        ),
         // The newest line (a 200 KB tool result) is longer than the tail.
         row(
             C,
@@ -310,7 +338,7 @@ fn codex_tails_say_turn_signal_and_activity() {
             Some("2026-03-02T10:00:07.5Z"),
             0,
         ),
-        // world_state: a newer record kind, counted.
+        // hologram_state: a record kind from the future, counted.
         row(
             X,
             "codex/done.jsonl",
@@ -414,6 +442,18 @@ fn codex_tails_say_turn_signal_and_activity() {
             2,
         ),
     ];
+    // Codex 0.169 `codex exec`: the prompt is a user message item (no
+    // user_message event) after injected context; newer kinds are known.
+    let mut c169 = row(
+        X,
+        "codex/v0.169-exec-prompt.jsonl",
+        TurnStatus::Open,
+        None,
+        Some("2026-03-02T10:00:00.321Z"),
+        0,
+    );
+    c169.hidden = Some(HiddenReason::CodexExec);
+    rows.push(c169);
     let mut sub = row(
         X,
         "codex/subagent.jsonl",
@@ -434,6 +474,33 @@ fn codex_tails_say_turn_signal_and_activity() {
     exec.hidden = Some(HiddenReason::CodexExec);
     rows.extend([sub, exec]);
     check(rows);
+}
+
+#[test]
+fn first_prompts_skip_injected_context() {
+    let p = |prov, f: &str| facts(prov, f).first_prompt;
+    assert_eq!(
+        p(Provider::Codex, "codex/v0.169-exec-prompt.jsonl").as_deref(),
+        Some("hello")
+    );
+    assert_eq!(
+        p(Provider::Gemini, "gemini/cases/chats/v0.61-fresh.jsonl"),
+        None
+    );
+    assert_eq!(
+        p(Provider::Gemini, "gemini/cases/chats/v0.61-prompt.jsonl").as_deref(),
+        Some("list files")
+    );
+    // Widened to the file's start: the prompt is the session's first.
+    assert_eq!(
+        p(Provider::Claude, "claude/v2.1.328-widen-to-prompt.jsonl").as_deref(),
+        Some("hello")
+    );
+    // The in-flight tail starts inside the request blob: no first prompt.
+    assert_eq!(
+        p(Provider::Claude, "claude/v2.1.328-request-in-flight.jsonl"),
+        None
+    );
 }
 
 #[test]
@@ -512,6 +579,24 @@ fn gemini_tails_say_turn_signal_and_activity() {
             TurnStatus::Open,
             None,
             Some("2026-05-01T08:00:03Z"),
+            0,
+        ),
+        // Gemini CLI 0.61 injects the workspace context as a user message:
+        // no turn until the person's prompt.
+        row(
+            G,
+            "gemini/cases/chats/v0.61-fresh.jsonl",
+            TurnStatus::Unknown,
+            None,
+            Some("2026-05-01T08:00:00.01Z"),
+            0,
+        ),
+        row(
+            G,
+            "gemini/cases/chats/v0.61-prompt.jsonl",
+            TurnStatus::Open,
+            None,
+            Some("2026-05-01T08:00:01Z"),
             0,
         ),
         // All calls succeeded: their results go back to the model.
@@ -762,6 +847,26 @@ fn states_at_every_threshold_edge_per_provider() {
             Provider::Claude,
             "claude/rate-limit-retrying.jsonl".into(),
             open,
+        ),
+        (
+            Provider::Claude,
+            "claude/v2.1.328-request-in-flight.jsonl".into(),
+            open,
+        ),
+        (
+            Provider::Codex,
+            "codex/v0.169-exec-prompt.jsonl".into(),
+            open,
+        ),
+        (
+            Provider::Gemini,
+            "gemini/cases/chats/v0.61-prompt.jsonl".into(),
+            open,
+        ),
+        (
+            Provider::Gemini,
+            "gemini/cases/chats/v0.61-fresh.jsonl".into(),
+            [W, U, U, U, U, U, U, U, U, I],
         ),
         (Provider::Claude, "claude/done.jsonl".into(), finished),
         (
@@ -1304,7 +1409,7 @@ fn every_cut_of_every_fixture_reads_and_classifies() {
     for p in ["claude", "codex", "gemini", "cursor"] {
         files(&fixture(p), &mut all);
     }
-    assert_eq!(all.len(), 52);
+    assert_eq!(all.len(), 58);
     let now = t("2026-03-01T09:10:00Z");
     let mut reads = 0;
     for path in &all {
@@ -1332,5 +1437,5 @@ fn every_cut_of_every_fixture_reads_and_classifies() {
             }
         }
     }
-    assert!(reads > 52 * 4 * 2 * 40 / 2, "{reads}");
+    assert!(reads > 58 * 4 * 2 * 40 / 2, "{reads}");
 }

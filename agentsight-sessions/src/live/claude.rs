@@ -42,6 +42,9 @@ struct Line {
     max_retries: Option<Count>,
     message: Option<ObjOr<Message>>,
     data: Option<ObjOr<Progress>>,
+    /// `api-request` records (2.1.3xx): who asked, and for which subagent.
+    query_source: LStr,
+    agent_id: LStr,
 }
 
 #[derive(Deserialize, Default)]
@@ -109,12 +112,13 @@ const BOOKKEEPING: &[&str] = &[
     "pr-link",
     "last-prompt",
     "bridge-session",
-    // Seen with Claude Code 2.1.3xx around requests and at exit.
-    "api-request",
+    // Seen with Claude Code 2.1.3xx around requests and at exit
+    // (`api-request` itself is read: see `api_request`).
     "api-request-shape",
     "api-request-blob",
     "atis-latch",
     "cost-state",
+    "tools-used",
 ];
 
 /// Prompt text that is the CLI's own (slash commands, their output, caveats),
@@ -169,6 +173,7 @@ fn one_line(raw: &str, l: Line, begin: bool, facts: &mut TailFacts, st: &mut Sta
         .map_or_else(|| line_key(raw), str::to_string);
     match kind {
         "user" | "assistant" | "system" | "progress" => {}
+        "api-request" => return api_request(&l, time, facts),
         k if BOOKKEEPING.contains(&k) => return,
         _ => {
             facts.skipped_lines += 1;
@@ -187,6 +192,24 @@ fn one_line(raw: &str, l: Line, begin: bool, facts: &mut TailFacts, st: &mut Sta
         "assistant" => assistant_line(&l, key, facts, st),
         "system" => system_line(&l, key, facts),
         _ => progress_line(&l, facts),
+    }
+}
+
+/// `api-request` (2.1.3xx) is written as the CLI sends a request. One of
+/// the main conversation (`querySource` `sdk` or `repl_main_thread…`, no
+/// `agentId`) means a turn is running even when its prompt is older than
+/// the tail (the request records themselves can be 100 KB each); requests
+/// of side tasks (titles, suggestions, memories) and subagents are not the
+/// person's turn and count for nothing.
+fn api_request(l: &Line, time: Option<Timestamp>, facts: &mut TailFacts) {
+    let main = l.agent_id.0.is_none()
+        && l.query_source
+            .as_deref()
+            .is_some_and(|q| q == "sdk" || q.starts_with("repl_main_thread"));
+    if main {
+        newest(&mut facts.last_activity, time);
+        facts.turn = TurnStatus::Open;
+        facts.signal = None;
     }
 }
 

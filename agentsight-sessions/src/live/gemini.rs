@@ -259,8 +259,13 @@ fn conclude<'a>(msgs: impl Iterator<Item = &'a Msg>, begin: bool, facts: &mut Ta
         let key = m.id.0.clone().unwrap_or_default();
         match m.kind.as_deref().unwrap_or("") {
             "user" => {
+                let t = text_of(m);
+                // Gemini CLI injects the workspace context as a first user
+                // message at start-up: no prompt, no turn.
+                if t.trim_start().starts_with("<session_context>") {
+                    continue;
+                }
                 if begin && facts.first_prompt.is_none() {
-                    let t = text_of(m);
                     facts.first_prompt = Some(crate::util::preview(t.trim(), PROMPT_CHARS));
                 }
                 facts.turn = TurnStatus::Open;
