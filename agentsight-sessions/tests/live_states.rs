@@ -1037,3 +1037,34 @@ fn every_cut_of_every_fixture_reads_and_classifies() {
     }
     assert!(reads > 58 * 4 * 2 * 40 / 2, "{reads}");
 }
+
+#[test]
+fn a_tail_without_turn_records_widens_up_to_4_mib() {
+    let dir = tempfile::tempdir().unwrap();
+    let prompt = "{\"type\":\"user\",\"sessionId\":\"s\",\"timestamp\":\"2026-03-01T09:00:00.700Z\",\"message\":{\"role\":\"user\",\"content\":\"hello\"}}\n";
+    let bookkeeping = format!(
+        "{{\"type\":\"api-request-blob\",\"sessionId\":\"s\",\"message\":{{\"role\":\"user\",\"content\":\"{}\"}}}}\n",
+        "b".repeat(100_000)
+    );
+    let file = |name: &str, blobs: usize| {
+        let path = dir.path().join(name);
+        let mut body = prompt.to_string();
+        for _ in 0..blobs {
+            body.push_str(&bookkeeping);
+        }
+        std::fs::write(&path, body).unwrap();
+        read_tail(Provider::Claude, &path, &Thresholds::default()).unwrap()
+    };
+    // 3 MB of request records after the prompt: found.
+    let near = file("near.jsonl", 30);
+    assert_eq!(
+        (near.turn, near.last_activity),
+        (TurnStatus::Open, Some(t("2026-03-01T09:00:00.7Z")))
+    );
+    // 5 MB: beyond the cap, the tail says nothing.
+    let far = file("far.jsonl", 50);
+    assert_eq!(
+        (far.turn, far.last_activity, far.skipped_lines),
+        (TurnStatus::Unknown, None, 0)
+    );
+}

@@ -17,6 +17,10 @@ pub const HUGE_LINE_CAP: u64 = 16 * 1024 * 1024;
 pub const FIRST_LINE_CHUNK: usize = 64 * 1024;
 /// …up to this cap.
 pub const FIRST_LINE_CAP: usize = 2 * 1024 * 1024;
+/// A tail without any turn record is widened backwards up to this size
+/// (a few of Claude Code's request records; bounded so a file of nothing
+/// but bookkeeping costs at most this per read).
+pub const WIDEN_CAP: u64 = 4 * 1024 * 1024;
 /// Gemini CLI's legacy `.json` record is parsed whole (streamed, content
 /// skipped) up to this size.
 pub const GEMINI_JSON_CAP: u64 = 256 * 1024 * 1024;
@@ -59,7 +63,7 @@ pub fn read_tail(provider: Provider, path: &Path, t: &Thresholds) -> Result<Tail
 /// Facts from the tail window. When the window holds no turn record at all
 /// (Claude Code 2.1.3xx writes request records of 100 KB and more, so 128
 /// KiB can be a handful of bookkeeping lines) it is widened backwards, four
-/// times each step and without the line limit, up to [`HUGE_LINE_CAP`].
+/// times each step and without the line limit, up to [`WIDEN_CAP`].
 /// Cursor is left alone: its legacy transcripts never have a turn record.
 fn read_window(
     provider: Provider,
@@ -71,14 +75,17 @@ fn read_window(
         let (bytes, begin, oversized) = tail_window(file, &window)?;
         let mut facts = facts_from(provider, &bytes, begin, false);
         facts.skipped_lines += u32::from(oversized);
+        // An oversized newest line already read back to the cap: widening
+        // cannot help.
         let widen = facts.turn == TurnStatus::Unknown
             && !begin
+            && !oversized
             && provider != Provider::Cursor
-            && window.tail_bytes < HUGE_LINE_CAP;
+            && window.tail_bytes < WIDEN_CAP;
         if !widen {
             return Ok((facts, begin));
         }
-        window.tail_bytes = window.tail_bytes.saturating_mul(4).min(HUGE_LINE_CAP);
+        window.tail_bytes = window.tail_bytes.saturating_mul(4).min(WIDEN_CAP);
         window.tail_lines = usize::MAX;
     }
 }
