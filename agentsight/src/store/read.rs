@@ -299,6 +299,50 @@ pub fn events_in_window(
     Ok(())
 }
 
+/// Every event, in the order `export --format jsonl` writes them (monotonic
+/// time, then CPU and sequence number), each handed to `visit` as it is
+/// read: a large capture is never held whole.
+pub fn events_by_time(
+    conn: &Connection,
+    mut visit: impl FnMut(EventRecord) -> std::io::Result<()>,
+) -> Result<(), EventsError> {
+    let mut st = conn.prepare(
+        "SELECT id, mono_ns, wall_ns, kind, pid, process_id, comm, argv, path, old_path, flags,
+                result, errno, family, addr, port, real_path
+         FROM events ORDER BY mono_ns, cpu, seq",
+    )?;
+    let mut rows = st.query([])?;
+    while let Some(r) = rows.next()? {
+        visit(event_record(r)?)?;
+    }
+    Ok(())
+}
+
+/// Why [`events_by_time`] stopped: the query failed, or the visitor did.
+#[derive(Debug, thiserror::Error)]
+pub enum EventsError {
+    #[error(transparent)]
+    Query(#[from] rusqlite::Error),
+    #[error(transparent)]
+    Visit(#[from] std::io::Error),
+}
+
+/// The capture's per-CPU sequence gaps: (stream, cpu, missing, from, to).
+pub fn gaps(conn: &Connection) -> rusqlite::Result<Vec<(i64, i64, i64, i64, i64)>> {
+    let mut st = conn.prepare(
+        "SELECT stream, cpu, missing, from_mono_ns, to_mono_ns FROM gaps ORDER BY from_mono_ns, id",
+    )?;
+    st.query_map([], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+    })?
+    .collect()
+}
+
+/// The newest monotonic time of any stored event, None when there is none.
+pub fn last_event_mono_ns(conn: &Connection) -> rusqlite::Result<Option<i64>> {
+    conn.query_row("SELECT MAX(mono_ns) FROM events", [], |r| r.get(0))
+}
+
 impl Capture {
     /// Every process, by start time (then row id).
     pub fn processes(&self) -> Result<Vec<ProcessRecord>, StoreError> {
