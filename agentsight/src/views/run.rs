@@ -3,7 +3,7 @@
 //! `correlate --db` does (no second copy of matching or attribution).
 
 use crate::{
-    correlate::{self, CaptureView, CorrelateError, Report, TreeInfo},
+    correlate::{self, CaptureView, CorrelateError, Report},
     sessions::AgentSession,
     store::Capture,
 };
@@ -13,28 +13,25 @@ pub struct CorrelatedSession {
     /// Its `sessions` row.
     pub row: i64,
     pub session: AgentSession,
+    /// What `correlate --db` reports for it (its `unmatched_trees` are the
+    /// capture's trees bound to no session).
     pub report: Report,
 }
 
 /// Every session stored in `cap`, by row, each correlated with its bound
-/// trees; and the trees bound to no session. A capture that stored no
-/// sessions (`--no-transcripts` does store them; version 1 captures do
-/// not) gives none.
-pub fn correlated_sessions(
-    cap: &Capture,
-) -> Result<(Vec<CorrelatedSession>, Vec<TreeInfo>), CorrelateError> {
+/// trees. A capture that stored no sessions (schema version 1, or a
+/// recording that bound none) gives none.
+pub fn correlated_sessions(cap: &Capture) -> Result<Vec<CorrelatedSession>, CorrelateError> {
     let view = CaptureView::load(&cap.conn, &cap.path)?;
     let mut out = Vec::new();
-    let mut unmatched = Vec::new();
     for s in cap.stored_sessions("")? {
-        let (bound, trees) = view.stored_trees(s.row)?;
-        unmatched = trees.clone();
+        let (bound, unmatched) = view.stored_trees(s.row)?;
         let report = correlate::correlate(
             &view,
             &s.session,
             correlate::SessionSource::Capture,
             &bound,
-            trees,
+            unmatched,
         )?;
         out.push(CorrelatedSession {
             row: s.row,
@@ -42,8 +39,5 @@ pub fn correlated_sessions(
             report,
         });
     }
-    if out.is_empty() && cap.has_session_tables()? {
-        unmatched = view.stored_trees(-1)?.1;
-    }
-    Ok((out, unmatched))
+    Ok(out)
 }

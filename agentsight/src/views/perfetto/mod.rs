@@ -52,33 +52,8 @@ pub struct Exported {
 /// Writes `cap` as a Perfetto trace to `out`.
 pub fn export(cap: &Capture, out: &mut dyn Write) -> Result<Exported, PerfettoError> {
     let qe = |e| cap.query_err(e);
-    let procs = cap.processes()?;
     let anchors = cap.anchors()?;
-    let capture_end = [
-        read::last_event_mono_ns(&cap.conn).map_err(qe)?,
-        procs.iter().filter_map(|p| p.end_mono_ns).max(),
-        procs.iter().map(|p| p.start_mono_ns).max(),
-        anchors.0.last().map(|a| a.0 as i64),
-    ]
-    .into_iter()
-    .flatten()
-    .max()
-    .unwrap_or(0)
-    .max(0) as u64;
-    let (sessions, _unbound) = run::correlated_sessions(cap)?;
-    let mut plan = Plan::default();
-    for (i, s) in sessions.iter().enumerate() {
-        plan::session(&mut plan, i, s, &anchors, capture_end);
-    }
-    drop(sessions);
-    plan::processes(&mut plan, &procs, capture_end);
-    let known: std::collections::HashSet<i64> = procs.iter().map(|p| p.id).collect();
-    drop(procs);
-    let gaps = read::gaps(&cap.conn).map_err(qe)?;
-    let complete = cap.meta("complete")?.as_deref() == Some("true");
-    plan::loss(&mut plan, &gaps, &cap.loss()?, complete, capture_end);
-    let mut plan = plan.finish();
-
+    let (mut plan, known) = plan_of(cap, &anchors)?;
     let mut w = TraceWriter::new(out);
     if anchors.0.is_empty() {
         w.clock_snapshot(0, None)?;
@@ -129,6 +104,36 @@ pub fn export(cap: &Capture, out: &mut dyn Write) -> Result<Exported, PerfettoEr
         events,
         written: w.written,
     })
+}
+
+/// Everything but the events, and the process rows events may name.
+fn plan_of(
+    cap: &Capture,
+    anchors: &crate::clock::Anchors,
+) -> Result<(Plan, std::collections::HashSet<i64>), PerfettoError> {
+    let qe = |e| cap.query_err(e);
+    let procs = cap.processes()?;
+    let capture_end = [
+        read::last_event_mono_ns(&cap.conn).map_err(qe)?,
+        procs.iter().filter_map(|p| p.end_mono_ns).max(),
+        procs.iter().map(|p| p.start_mono_ns).max(),
+        anchors.0.last().map(|a| a.0 as i64),
+    ]
+    .into_iter()
+    .flatten()
+    .max()
+    .unwrap_or(0)
+    .max(0) as u64;
+    let mut plan = Plan::default();
+    for (i, s) in run::correlated_sessions(cap)?.iter().enumerate() {
+        plan::session(&mut plan, i, s, anchors, capture_end);
+    }
+    plan::processes(&mut plan, &procs, capture_end);
+    let known = procs.iter().map(|p| p.id).collect();
+    let gaps = read::gaps(&cap.conn).map_err(qe)?;
+    let complete = cap.meta("complete")?.as_deref() == Some("true");
+    plan::loss(&mut plan, &gaps, &cap.loss()?, complete, capture_end);
+    Ok((plan.finish(), known))
 }
 
 fn write_mark(w: &mut TraceWriter, ts: u64, mark: Mark) -> std::io::Result<()> {

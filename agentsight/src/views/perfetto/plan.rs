@@ -489,6 +489,39 @@ fn tree_order(procs: &[ProcessRecord]) -> Vec<usize> {
     order
 }
 
+/// What the lifetime slice of `p` says at its start.
+fn lifetime_anns(p: &ProcessRecord, ppid: Option<i64>) -> Vec<Ann> {
+    let mut anns: Vec<Ann> = vec![
+        ("pid", Value::Int(p.pid)),
+        ("process_row", Value::Int(p.id)),
+        ("origin", Value::Str(p.origin.clone())),
+    ];
+    anns.extend(ppid.map(|q| ("ppid", Value::Int(q))));
+    if !p.argv.is_empty() {
+        anns.push(("argv", text(&join_argv(&p.argv))));
+    }
+    anns.extend(p.cwd.as_ref().map(|c| ("cwd", text(c))));
+    anns.extend(p.uid.map(|u| ("uid", Value::Int(u))));
+    anns.extend(ContainerRef::of(&p.identity).map(|c| ("container", Value::Str(c.label()))));
+    anns
+}
+
+/// When the lifetime of `p` ends (its exit, or the capture's end when it
+/// was still running) and what it says there.
+fn lifetime_end(p: &ProcessRecord, capture_end: u64) -> (u64, Vec<Ann>) {
+    let mut anns: Vec<Ann> = Vec::new();
+    anns.extend(p.exit_code.map(|c| ("exit_code", Value::Int(c))));
+    anns.extend(p.signal.map(|s| ("signal", Value::Int(s))));
+    let end = match p.end_mono_ns {
+        Some(e) => e.max(0) as u64,
+        None => {
+            anns.push(("running_at_capture_end", Value::Bool(true)));
+            capture_end
+        }
+    };
+    (end, anns)
+}
+
 /// One process track per process row and its place in a parallel tree of
 /// plain tracks; a lifetime slice (fork to exit, or to the capture's end
 /// when it was still running) on both; its parentage as a ProcessTree
@@ -538,28 +571,8 @@ pub fn processes(plan: &mut Plan, procs: &[ProcessRecord], capture_end: u64) {
                 uid: p.uid.map(|u| u as i32),
             }),
         );
-        let mut anns: Vec<Ann> = vec![
-            ("pid", Value::Int(p.pid)),
-            ("process_row", Value::Int(p.id)),
-            ("origin", Value::Str(p.origin.clone())),
-        ];
-        anns.extend(parent.map(|q| ("ppid", Value::Int(q.pid))));
-        if !p.argv.is_empty() {
-            anns.push(("argv", text(&join_argv(&p.argv))));
-        }
-        anns.extend(p.cwd.as_ref().map(|c| ("cwd", text(c))));
-        anns.extend(p.uid.map(|u| ("uid", Value::Int(u))));
-        anns.extend(ContainerRef::of(&p.identity).map(|c| ("container", Value::Str(c.label()))));
-        let mut end_anns: Vec<Ann> = Vec::new();
-        end_anns.extend(p.exit_code.map(|c| ("exit_code", Value::Int(c))));
-        end_anns.extend(p.signal.map(|s| ("signal", Value::Int(s))));
-        let end = match p.end_mono_ns {
-            Some(e) => e.max(0) as u64,
-            None => {
-                end_anns.push(("running_at_capture_end", Value::Bool(true)));
-                capture_end
-            }
-        };
+        let anns = lifetime_anns(p, parent.map(|q| q.pid));
+        let (end, end_anns) = lifetime_end(p, capture_end);
         let flows = plan.process_flows.remove(&p.id).unwrap_or_default();
         plan.slice(
             uuid::process(p.id),
