@@ -10,7 +10,10 @@ Structural checks (each violation is one line in "errors"):
   every iid used was interned before (or in the same packet);
 - every track a descriptor's parent_uuid or an event's track_uuid names was
   declared in an earlier packet (or the parent in an earlier descriptor);
-- timestamps never go back; every timestamped packet is on CLOCK_MONOTONIC;
+- timestamps never go back; every timestamped packet is on CLOCK_MONOTONIC
+  (its own timestamp_clock_id, or the sequence default the first packet
+  sets, for packets that need incremental state); interned annotation
+  string values resolve;
 - per track, slices nest strictly: no end without a begin, nothing left
   open, and no track of ours ever holds two slices at once (depth <= 1), so
   every end closes the begin it was written for;
@@ -45,7 +48,8 @@ class Checker:
     def __init__(self):
         self.errors = []
         self.seqs = set()
-        self.names, self.keys = {}, {}
+        self.names, self.keys, self.strings = {}, {}, {}
+        self.default_clock = None
         self.tracks = {}
         self.stacks = defaultdict(list)
         self.flow_out, self.flow_in = Counter(), Counter()
@@ -72,9 +76,18 @@ class Checker:
                 self.names[n.iid] = n.name
             for n in p.interned_data.debug_annotation_names:
                 self.keys[n.iid] = n.name
+            for n in p.interned_data.debug_annotation_string_values:
+                self.strings[n.iid] = n.str.decode("utf-8")
+        if p.HasField("trace_packet_defaults"):
+            if i != 0:
+                self.err(i, "packet defaults after the first packet")
+            if p.trace_packet_defaults.HasField("timestamp_clock_id"):
+                self.default_clock = p.trace_packet_defaults.timestamp_clock_id
         if p.HasField("timestamp"):
-            if p.timestamp_clock_id != MONOTONIC:
-                self.err(i, f"clock {p.timestamp_clock_id}, not MONOTONIC")
+            clock = (p.timestamp_clock_id if p.HasField("timestamp_clock_id") else
+                     self.default_clock if p.sequence_flags & NEEDS else None)
+            if clock != MONOTONIC:
+                self.err(i, f"clock {clock}, not MONOTONIC")
             # Clock snapshots all come first: they place the clocks, not
             # something on the timeline.
             if p.HasField("clock_snapshot"):
@@ -103,7 +116,7 @@ class Checker:
         if d.HasField("parent_uuid") and d.parent_uuid not in self.tracks:
             self.err(i, f"parent {d.parent_uuid} of {d.uuid} not declared before")
         kind = "process" if d.HasField("process") else {
-            1: "session", 2: "lane", 4: "tree", 5: "loss", 6: "no_process"}.get(d.uuid >> 56, "?")
+            1: "session", 2: "lane", 4: "tree", 5: "loss", 6: "no_process"}.get(d.uuid & 7, "?")
         self.tracks[d.uuid] = {"kind": kind, "name": d.name,
                                "pid": d.process.pid if d.HasField("process") else None,
                                "start": d.process.start_timestamp_ns if d.HasField("process") else None,
@@ -115,8 +128,11 @@ class Checker:
             if a.name_iid not in self.keys:
                 self.err(i, f"annotation name iid {a.name_iid} not interned")
             k = self.keys.get(a.name_iid, "?")
+            if a.HasField("string_value_iid") and a.string_value_iid not in self.strings:
+                self.err(i, f"string value iid {a.string_value_iid} not interned")
             out[k] = (a.int_value if a.HasField("int_value") else
                       a.string_value if a.HasField("string_value") else
+                      self.strings.get(a.string_value_iid) if a.HasField("string_value_iid") else
                       a.bool_value if a.HasField("bool_value") else None)
         return out
 
@@ -163,6 +179,8 @@ class Checker:
         elif e.type == INSTANT:
             self.instants[track["kind"]] += 1
             if "event_id" in anns:
+                # An event's pid is its process track's, or its own annotation.
+                anns.setdefault("pid", track.get("pid"))
                 self.event_instants.append((p.timestamp, name, anns, track["kind"], e.track_uuid,
                                             len(e.terminating_flow_ids)))
         else:
@@ -195,6 +213,8 @@ def main():
     proc_tracks = [t for t in c.tracks.values() if t["kind"] == "process"]
     out = {
         "packets": len(trace.packet),
+        "bytes": len(open(sys.argv[1], "rb").read()),
+        "paths": sorted({e[2]["path"] for e in c.event_instants if "path" in e[2]})[:50],
         "sequence_ids": sorted(c.seqs),
         "errors": c.errors,
         "primary_clocks": sorted(c.primary),

@@ -1,6 +1,6 @@
-//! `agentsight export --format perfetto` on a capture of a real Claude Code
-//! run (the scripted model server's `parallel` scenario: three tool calls in
-//! one turn), decoded by the PyPI `perfetto` package's own protobuf
+//! `agentsight export --format perfetto` on captures of real Claude Code and
+//! Codex runs (the scripted model server's `parallel` scenario: three tool
+//! calls in one turn), decoded by the PyPI `perfetto` package's own protobuf
 //! definitions (`tests/perfetto/check_trace.py`): every invariant the
 //! checker knows holds, and the counts equal the capture's own tables and
 //! `correlate --json`'s attribution.
@@ -32,7 +32,11 @@ fn decode(trace: &Path, jsonl: &Path) -> Value {
         .arg(jsonl)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -41,7 +45,12 @@ fn decode(trace: &Path, jsonl: &Path) -> Value {
 /// process it did not start.
 fn expected_flows(correlation: &Value) -> Vec<(Value, Value)> {
     let mut out = Vec::new();
-    for t in correlation["prompts"].as_array().unwrap().iter().flat_map(|p| p["tools"].as_array().unwrap()) {
+    for t in correlation["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["tools"].as_array().unwrap())
+    {
         if t["start"].is_null() {
             continue;
         }
@@ -62,8 +71,19 @@ fn expected_flows(correlation: &Value) -> Vec<(Value, Value)> {
 
 #[test]
 fn a_real_claude_run_exports_a_trace_that_decodes_whole() {
+    check(Agent::Claude, "claude");
+}
+
+#[test]
+fn a_real_codex_run_exports_a_trace_that_decodes_whole() {
+    check(Agent::Codex, "codex");
+}
+
+/// Records `agent` through the `parallel` scenario, exports the capture as
+/// a trace and as jsonl, and checks the decoded trace against the capture.
+fn check(agent: Agent, provider: &str) {
     agentsight_tests::require_root();
-    let run = Run::prepare(Agent::Claude, "parallel");
+    let run = Run::prepare(agent, "parallel");
     let (out, db) = run.run_recorded();
     assert!(out.status.success(), "{}", out.stderr);
     let conn = open(&db);
@@ -74,22 +94,48 @@ fn a_real_claude_run_exports_a_trace_that_decodes_whole() {
     let trace = run.server_dir.join("run.pftrace");
     let jsonl = run.server_dir.join("run.jsonl");
     let db_s = db.display().to_string();
-    agentsight(&["export", "--db", &db_s, "--format", "perfetto", "-o", &trace.display().to_string()]);
-    agentsight(&["export", "--db", &db_s, "--format", "jsonl", "-o", &jsonl.display().to_string()]);
+    agentsight(&[
+        "export",
+        "--db",
+        &db_s,
+        "--format",
+        "perfetto",
+        "-o",
+        &trace.display().to_string(),
+    ]);
+    agentsight(&[
+        "export",
+        "--db",
+        &db_s,
+        "--format",
+        "jsonl",
+        "-o",
+        &jsonl.display().to_string(),
+    ]);
     let d = decode(&trace, &jsonl);
     assert_eq!(d["errors"], json!([]), "{d}");
     assert_eq!(d["sequence_ids"], json!([1]));
     assert_eq!(d["primary_clocks"], json!([3]));
 
     // Every event once, in the jsonl export's order, at its times.
-    let events: i64 = conn.query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0)).unwrap();
+    let events: i64 = conn
+        .query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))
+        .unwrap();
     assert!(events > 100, "{events} events");
     assert_eq!(d["jsonl_events"], events);
     assert_eq!(d["jsonl_mismatch_count"], 0, "{}", d["jsonl_mismatches"]);
-    let anchors: i64 = conn.query_row("SELECT COUNT(*) FROM clock_anchors", [], |r| r.get(0)).unwrap();
+    let anchors: i64 = conn
+        .query_row("SELECT COUNT(*) FROM clock_anchors", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(d["clock_snapshots"], anchors);
 
-    // One process track per process row, each (pid, start) its own.
+    processes_match(&conn, &d);
+    calls_match(&d, &correlation, &format!("{provider} session {id}"));
+}
+
+/// One process track per process row, each (pid, start) its own, and the
+/// ProcessTree's parents are the capture's (as fork recorded them).
+fn processes_match(conn: &rusqlite::Connection, d: &Value) {
     let mut st = conn
         .prepare(
             "SELECT p.pid, p.start_mono_ns, q.pid FROM processes p LEFT JOIN processes q ON q.id = p.parent_id
@@ -112,7 +158,6 @@ fn a_real_claude_run_exports_a_trace_that_decodes_whole() {
     assert_eq!(tracks, want);
     assert_eq!(d["track_kinds"]["process"], procs.len());
     assert_eq!(d["slices"]["process"], procs.len());
-    // The ProcessTree's parents are the capture's (as fork recorded them).
     let mut tree: Vec<(i64, Option<i64>)> = d["process_tree"]
         .as_array()
         .unwrap()
@@ -123,13 +168,27 @@ fn a_real_claude_run_exports_a_trace_that_decodes_whole() {
     tree.sort();
     want_tree.sort();
     assert_eq!(tree, want_tree);
+}
 
-    // One session track; a slice per timed tool call, flows as correlate
-    // attributed (the three calls of the scenario all have times).
+/// One session track; a slice per timed tool call, with the flows
+/// correlate's attribution implies; no loss.
+fn calls_match(d: &Value, correlation: &Value, session_track: &str) {
     assert_eq!(d["track_kinds"]["session"], 1);
-    assert!(d["track_names"].as_array().unwrap().contains(&json!(format!("claude session {id}"))));
-    assert!(d["track_names"].as_array().unwrap().contains(&json!("loss: none")), "{}", d["track_names"]);
-    let calls = expected_flows(&correlation);
+    assert!(
+        d["track_names"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(session_track))
+    );
+    assert!(
+        d["track_names"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("loss: none")),
+        "{}",
+        d["track_names"]
+    );
+    let calls = expected_flows(correlation);
     assert_eq!(calls.len(), 3, "{correlation}");
     let mut slices: Vec<(Value, Value)> = d["tool_slices"]
         .as_array()

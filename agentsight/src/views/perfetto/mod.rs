@@ -78,7 +78,7 @@ pub fn export(cap: &Capture, out: &mut dyn Write) -> Result<Exported, PerfettoEr
             _ => uuid::NO_PROCESS,
         };
         let note = plan.notes.remove(&e.id).unwrap_or_default();
-        let mut anns = event_anns(&e);
+        let mut anns = event_anns(&e, track == uuid::NO_PROCESS);
         anns.extend(note.anns);
         w.event(&Event {
             ts,
@@ -158,10 +158,13 @@ fn write_mark(w: &mut TraceWriter, ts: u64, mark: Mark) -> std::io::Result<()> {
     }
 }
 
-/// An event's own fields as annotations: its row id (as in the jsonl
-/// export's `id`), what it touched, and how it ended.
-fn event_anns(e: &EventRecord) -> Vec<Ann> {
-    let mut a: Vec<Ann> = vec![("event_id", Value::Int(e.id)), ("pid", Value::Int(e.pid))];
+/// An event's own fields as annotations: its row id, what it touched, and
+/// how it ended; its pid only when its track is no process's.
+fn event_anns(e: &EventRecord, with_pid: bool) -> Vec<Ann> {
+    let mut a: Vec<Ann> = vec![("event_id", Value::Int(e.id))];
+    if with_pid {
+        a.push(("pid", Value::Int(e.pid)));
+    }
     let texts = [
         ("path", &e.path),
         ("old_path", &e.old_path),
@@ -172,17 +175,13 @@ fn event_anns(e: &EventRecord) -> Vec<Ann> {
     ];
     for (k, v) in texts {
         if let Some(v) = v {
-            a.push((k, Value::Str(crate::rawtext::escaped(v))));
+            a.push((k, Value::Shared(crate::rawtext::escaped(v))));
         }
     }
     if let Some(argv) = &e.argv {
         let argv: Vec<String> = serde_json::from_str(argv).unwrap_or_default();
-        a.push((
-            "argv",
-            plan::text(&crate::rawtext::escaped(&crate::sessions::util::join_argv(
-                &argv,
-            ))),
-        ));
+        let line = crate::sessions::util::join_argv(&argv);
+        a.push(("argv", plan::text(&crate::rawtext::escaped(&line))));
     }
     a.extend(e.port.map(|p| ("port", Value::Int(p))));
     a.extend(e.result.map(|r| ("result", Value::Int(r))));

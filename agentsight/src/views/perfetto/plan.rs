@@ -17,24 +17,28 @@ use crate::{
     views::run::CorrelatedSession,
 };
 
-/// Track uuids: the kind in the top byte, so they never collide.
+/// Track uuids: the kind in the low three bits, so they never collide and
+/// stay short on the wire (every event names its track).
 pub mod uuid {
-    pub const PROCESS_TREE: u64 = 4 << 56;
-    pub const LOSS: u64 = 5 << 56;
-    pub const NO_PROCESS: u64 = 6 << 56;
+    const SESSION: u64 = 1;
+    const LANE: u64 = 2;
+    const PROCESS: u64 = 3;
+    pub const PROCESS_TREE: u64 = 4;
+    pub const LOSS: u64 = 5;
+    pub const NO_PROCESS: u64 = 6;
     pub fn session(s: usize) -> u64 {
-        (1 << 56) | s as u64
+        (s as u64) << 3 | SESSION
     }
     pub fn lane(s: usize, lane: usize) -> u64 {
-        (2 << 56) | ((s as u64) << 24) | lane as u64
+        ((s as u64) << 24 | lane as u64) << 3 | LANE
     }
     /// The process track of a process row (one per (pid, start time)).
     pub fn process(id: i64) -> u64 {
-        (3 << 56) | (id as u64 & 0x00ff_ffff_ffff_ffff)
+        (id as u64) << 3 | PROCESS
     }
     /// Its place in the process-tree hierarchy.
     pub fn tree(id: i64) -> u64 {
-        PROCESS_TREE | ((id as u64 & 0x00ff_ffff_ffff_ffff) + 1)
+        (id as u64).wrapping_add(1) << 3 | PROCESS_TREE
     }
 }
 

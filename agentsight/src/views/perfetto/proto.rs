@@ -31,6 +31,16 @@ pub struct TracePacket {
     pub interned_data: Option<InternedData>,
     #[prost(message, optional, tag = "60")]
     pub track_descriptor: Option<TrackDescriptor>,
+    #[prost(message, optional, tag = "59")]
+    pub trace_packet_defaults: Option<TracePacketDefaults>,
+}
+
+/// Fields every later packet of the sequence that needs incremental state
+/// takes when it does not set them.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TracePacketDefaults {
+    #[prost(uint32, optional, tag = "58")]
+    pub timestamp_clock_id: Option<u32>,
 }
 
 /// `TracePacket.SequenceFlags`.
@@ -139,6 +149,8 @@ pub struct DebugAnnotation {
     pub int_value: Option<i64>,
     #[prost(string, optional, tag = "6")]
     pub string_value: Option<String>,
+    #[prost(uint64, optional, tag = "17")]
+    pub string_value_iid: Option<u64>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -147,9 +159,13 @@ pub struct InternedData {
     pub event_names: Vec<InternedString>,
     #[prost(message, repeated, tag = "3")]
     pub debug_annotation_names: Vec<InternedString>,
+    /// `InternedString {iid = 1, str = 2}`: the same wire shape.
+    #[prost(message, repeated, tag = "29")]
+    pub debug_annotation_string_values: Vec<InternedString>,
 }
 
-/// `EventName` and `DebugAnnotationName`: both are `{iid = 1, name = 2}`.
+/// `EventName`, `DebugAnnotationName` and `InternedString`: all three are
+/// `{iid = 1, name/str = 2}` (`str` is `bytes`, written the same as a string).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct InternedString {
     #[prost(uint64, optional, tag = "1")]
@@ -208,6 +224,14 @@ mod tests {
             p(|p| p.track_descriptor = Some(Default::default())),
             (60, LEN)
         );
+        assert_eq!(
+            p(|p| p.trace_packet_defaults = Some(Default::default())),
+            (59, LEN)
+        );
+        let defaults = TracePacketDefaults {
+            timestamp_clock_id: Some(3),
+        };
+        assert_eq!(key_of(&defaults.encode_to_vec()), (58, VARINT));
 
         let t = |f: fn(&mut TrackDescriptor)| {
             let mut t = TrackDescriptor::default();
@@ -261,6 +285,7 @@ mod tests {
         assert_eq!(d(|d| d.bool_value = Some(true)), (2, VARINT));
         assert_eq!(d(|d| d.int_value = Some(0)), (4, VARINT));
         assert_eq!(d(|d| d.string_value = Some("a".into())), (6, LEN));
+        assert_eq!(d(|d| d.string_value_iid = Some(1)), (17, VARINT));
 
         let i = |f: fn(&mut InternedData)| {
             let mut i = InternedData::default();
@@ -271,6 +296,10 @@ mod tests {
         assert_eq!(
             i(|i| i.debug_annotation_names = vec![Default::default()]),
             (3, LEN)
+        );
+        assert_eq!(
+            i(|i| i.debug_annotation_string_values = vec![Default::default()]),
+            (29, LEN)
         );
         let s = InternedString {
             iid: Some(1),

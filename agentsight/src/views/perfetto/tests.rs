@@ -400,6 +400,13 @@ fn a_synthetic_run_decodes_with_every_invariant() {
         ]
     );
     assert_eq!(d["flows"], 5);
+    // Paths are interned; they decode to the events' own.
+    assert_eq!(
+        d["paths"],
+        json!(["/h/.claude/projects/-w/s-1.jsonl", "/w/a.txt"])
+    );
+    // Attributed: the two bash, ls, sleep execs and the Write's open.
+    assert_eq!(d["attributed_events"], 5);
     assert_eq!(d["flow_ends_on_events"], 1);
     assert_eq!(
         (

@@ -16,8 +16,15 @@ pub const SEQUENCE_ID: u32 = 1;
 pub enum Value {
     Int(i64),
     Str(String),
+    /// A string many events repeat (paths, flags, addresses): interned
+    /// while the table has room ([`SHARED_MAX`] strings), plain after.
+    Shared(String),
     Bool(bool),
 }
+
+/// Bound on interned annotation values: memory stays bounded on a capture
+/// of a million distinct paths (later ones are written plain).
+pub const SHARED_MAX: usize = 100_000;
 
 /// One debug annotation: a fixed key and its value.
 pub type Ann = (&'static str, Value);
@@ -37,6 +44,7 @@ pub struct TraceWriter<'w> {
     frame: Vec<u8>,
     names: HashMap<String, u64>,
     keys: HashMap<&'static str, u64>,
+    shared: HashMap<String, u64>,
     first: bool,
     pub written: Written,
 }
@@ -59,6 +67,7 @@ impl<'w> TraceWriter<'w> {
             frame: Vec::with_capacity(256),
             names: HashMap::new(),
             keys: HashMap::new(),
+            shared: HashMap::new(),
             first: true,
             written: Written::default(),
         }
@@ -67,8 +76,12 @@ impl<'w> TraceWriter<'w> {
     fn write(&mut self, mut p: TracePacket) -> std::io::Result<()> {
         p.trusted_packet_sequence_id = Some(SEQUENCE_ID);
         if self.first {
-            // The first packet starts the sequence's interning state.
+            // The first packet starts the sequence's incremental state: the
+            // interning tables, and MONOTONIC as every event's clock.
             p.sequence_flags = Some(proto::SEQ_INCREMENTAL_STATE_CLEARED);
+            p.trace_packet_defaults = Some(proto::TracePacketDefaults {
+                timestamp_clock_id: Some(proto::CLOCK_MONOTONIC),
+            });
             self.first = false;
         }
         proto::packet_frame(&p, &mut self.frame);
@@ -125,41 +138,19 @@ impl<'w> TraceWriter<'w> {
         let debug_annotations = e
             .anns
             .iter()
-            .map(|(key, value)| {
-                let name_iid = match self.keys.get(key) {
-                    Some(&iid) => iid,
-                    None => {
-                        let iid = self.keys.len() as u64 + 1;
-                        self.keys.insert(key, iid);
-                        interned.debug_annotation_names.push(InternedString {
-                            iid: Some(iid),
-                            name: Some((*key).to_owned()),
-                        });
-                        iid
-                    }
-                };
-                let mut a = DebugAnnotation {
-                    name_iid: Some(name_iid),
-                    ..Default::default()
-                };
-                match value {
-                    Value::Int(v) => a.int_value = Some(*v),
-                    Value::Str(v) => a.string_value = Some(v.clone()),
-                    Value::Bool(v) => a.bool_value = Some(*v),
-                }
-                a
-            })
+            .map(|(key, value)| self.annotation(key, value, &mut interned))
             .collect();
         match e.kind {
             proto::SLICE_BEGIN => self.written.slices += 1,
             proto::INSTANT => self.written.instants += 1,
             _ => {}
         }
-        let has_interned =
-            !interned.event_names.is_empty() || !interned.debug_annotation_names.is_empty();
+        let has_interned = !interned.event_names.is_empty()
+            || !interned.debug_annotation_names.is_empty()
+            || !interned.debug_annotation_string_values.is_empty();
+        // The clock is the sequence's default (set by the first packet).
         self.write(TracePacket {
             timestamp: Some(e.ts),
-            timestamp_clock_id: Some(proto::CLOCK_MONOTONIC),
             sequence_flags: Some(proto::SEQ_NEEDS_INCREMENTAL_STATE),
             interned_data: has_interned.then_some(interned),
             track_event: Some(TrackEvent {
@@ -172,6 +163,42 @@ impl<'w> TraceWriter<'w> {
             }),
             ..Default::default()
         })
+    }
+
+    /// One annotation; its key (and a shared value) interned on first use.
+    fn annotation(
+        &mut self,
+        key: &'static str,
+        value: &Value,
+        interned: &mut InternedData,
+    ) -> DebugAnnotation {
+        let name_iid = match self.keys.get(key) {
+            Some(&iid) => iid,
+            None => {
+                let iid = self.keys.len() as u64 + 1;
+                self.keys.insert(key, iid);
+                interned.debug_annotation_names.push(InternedString {
+                    iid: Some(iid),
+                    name: Some(key.to_owned()),
+                });
+                iid
+            }
+        };
+        let mut a = DebugAnnotation {
+            name_iid: Some(name_iid),
+            ..Default::default()
+        };
+        match value {
+            Value::Int(v) => a.int_value = Some(*v),
+            Value::Str(v) => a.string_value = Some(v.clone()),
+            Value::Shared(v) if self.shared.contains_key(v) || self.shared.len() < SHARED_MAX => {
+                let new = &mut interned.debug_annotation_string_values;
+                a.string_value_iid = Some(intern(&mut self.shared, v, new));
+            }
+            Value::Shared(v) => a.string_value = Some(v.clone()),
+            Value::Bool(v) => a.bool_value = Some(*v),
+        }
+        a
     }
 
     pub fn flush(&mut self) -> std::io::Result<()> {
