@@ -327,13 +327,29 @@ pub enum EventsError {
     Visit(#[from] std::io::Error),
 }
 
-/// The capture's per-CPU sequence gaps: (stream, cpu, missing, from, to).
-pub fn gaps(conn: &Connection) -> rusqlite::Result<Vec<(i64, i64, i64, i64, i64)>> {
+/// One per-CPU sequence gap: records that never arrived.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Gap {
+    pub stream: i64,
+    pub cpu: i64,
+    pub missing: i64,
+    pub from_mono_ns: i64,
+    pub to_mono_ns: i64,
+}
+
+/// The capture's sequence gaps, by time.
+pub fn gaps(conn: &Connection) -> rusqlite::Result<Vec<Gap>> {
     let mut st = conn.prepare(
         "SELECT stream, cpu, missing, from_mono_ns, to_mono_ns FROM gaps ORDER BY from_mono_ns, id",
     )?;
     st.query_map([], |r| {
-        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        Ok(Gap {
+            stream: r.get(0)?,
+            cpu: r.get(1)?,
+            missing: r.get(2)?,
+            from_mono_ns: r.get(3)?,
+            to_mono_ns: r.get(4)?,
+        })
     })?
     .collect()
 }

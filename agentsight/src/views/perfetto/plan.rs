@@ -13,7 +13,7 @@ use crate::{
     clock::Anchors,
     correlate::{Op, ToolReport},
     sessions::util::join_argv,
-    store::read::{ContainerRef, ProcessRecord},
+    store::read::{ContainerRef, Gap, ProcessRecord},
     views::run::CorrelatedSession,
 };
 
@@ -608,13 +608,13 @@ pub fn processes(plan: &mut Plan, procs: &[ProcessRecord], capture_end: u64) {
 /// name says the total, "none" included.
 pub fn loss(
     plan: &mut Plan,
-    gaps: &[(i64, i64, i64, i64, i64)],
+    gaps: &[Gap],
     lost: &[(String, u64)],
     complete: bool,
     capture_end: u64,
 ) {
-    let total: u64 =
-        gaps.iter().map(|g| g.2.max(0) as u64).sum::<u64>() + lost.iter().map(|l| l.1).sum::<u64>();
+    let total: u64 = gaps.iter().map(|g| g.missing.max(0) as u64).sum::<u64>()
+        + lost.iter().map(|l| l.1).sum::<u64>();
     let name = match (total, complete) {
         (0, true) => "loss: none".to_owned(),
         (n, true) => format!("loss: {n} records"),
@@ -631,15 +631,16 @@ pub fn loss(
         flows: Vec::new(),
         terminating: Vec::new(),
     };
-    for &(stream, cpu, missing, from, to) in gaps {
+    for g in gaps {
+        let missing = g.missing;
         let anns = vec![
-            ("cpu", Value::Int(cpu)),
-            ("stream", Value::Int(stream)),
+            ("cpu", Value::Int(g.cpu)),
+            ("stream", Value::Int(g.stream)),
             ("missing", Value::Int(missing)),
-            ("to_mono_ns", Value::Int(to)),
+            ("to_mono_ns", Value::Int(g.to_mono_ns)),
         ];
         plan.push(
-            from.max(0) as u64,
+            g.from_mono_ns.max(0) as u64,
             RANK_EVENT,
             instant(format!("sequence gap: {missing} records lost"), anns),
         );
