@@ -202,3 +202,36 @@ fn calls_match(d: &Value, correlation: &Value, session_track: &str) {
     assert!(flows >= 2, "the shell calls' processes: {calls:?}");
     assert_eq!(d["flows"], flows);
 }
+
+/// A binary trace never goes to stdout: without `-o` the export stops
+/// before reading anything, with one line and status 2; a file that is not
+/// a capture leaves no trace file behind.
+#[test]
+fn perfetto_refuses_bad_arguments_in_one_line() {
+    let out = Command::new(bin())
+        .args(["export", "--db", "/nonexistent.db", "--format", "perfetto"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "agentsight: error: --format perfetto writes a binary trace: give -o FILE\n"
+    );
+    let dir = agentsight_tests::scratch("perfetto-bad");
+    let db = dir.join("not-a-capture.db");
+    std::fs::write(&db, "not a capture\n").unwrap();
+    let trace = dir.join("t.pftrace");
+    let out = Command::new(bin())
+        .arg("export")
+        .arg("--db")
+        .arg(&db)
+        .args(["--format", "perfetto", "-o"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("not-a-capture.db"), "{err}");
+    assert!(!trace.exists());
+}

@@ -335,6 +335,10 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Cmd::Export(a) => {
+            // Checked before the capture is read.
+            if matches!(a.format, ExportFormat::Perfetto) && a.output.is_none() {
+                bail!(PERFETTO_NEEDS_OUTPUT);
+            }
             let cap = Capture::open(&a.db)?;
             say_note(&cap);
             if cap.meta("complete")?.as_deref() != Some("true") {
@@ -373,15 +377,25 @@ fn export_jsonl(cap: &Capture, a: &ExportArgs) -> Result<i32> {
     Ok(0)
 }
 
+const PERFETTO_NEEDS_OUTPUT: &str = "--format perfetto writes a binary trace: give -o FILE";
+
 /// `export --format perfetto -o FILE`: a binary trace, so only to a file
 /// (as the invoking user, 0600 if new, never through a link).
 fn export_perfetto(cap: &Capture, a: &ExportArgs) -> Result<i32> {
     let Some(path) = &a.output else {
-        bail!("--format perfetto writes a binary trace: give -o FILE");
+        bail!(PERFETTO_NEEDS_OUTPUT);
     };
     let file = UserFile::open(path)?;
-    let mut out = std::io::BufWriter::new(file.truncated()?);
-    match views::perfetto::export(cap, &mut out) {
+    let created = file.created;
+    let result = {
+        let mut out = std::io::BufWriter::new(file.truncated()?);
+        views::perfetto::export(cap, &mut out).and_then(|x| Ok(out.flush().map(|_| x)?))
+    };
+    if result.is_err() && created {
+        // A half-written trace is not left behind as if it were one.
+        let _ = std::fs::remove_file(path);
+    }
+    match result {
         Ok(x) => {
             agentsight::sayln!(
                 "agentsight: wrote {}: {} sessions, {} tool calls, {} processes, {} events, {} flows ({} bytes)",
