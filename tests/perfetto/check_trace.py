@@ -214,6 +214,7 @@ def main():
     out = {
         "packets": len(trace.packet),
         "bytes": len(open(sys.argv[1], "rb").read()),
+        "queries": sorted({e[2]["query"] for e in c.event_instants if "query" in e[2]}),
         "paths": sorted({e[2]["path"] for e in c.event_instants if "path" in e[2]})[:50],
         "sequence_ids": sorted(c.seqs),
         "errors": c.errors,

@@ -209,6 +209,8 @@ pub struct EventRecord {
     pub addr: Option<String>,
     pub port: Option<i64>,
     pub real_path: Option<String>,
+    /// The DNS name a query asked for.
+    pub query: Option<String>,
 }
 
 /// Which events [`events_in_window`] hands out.
@@ -241,7 +243,7 @@ fn window_query(filter: &EventFilter) -> String {
     };
     format!(
         "SELECT id, mono_ns, wall_ns, kind, pid, process_id, comm, argv, path, old_path, flags,
-                result, errno, family, addr, port, real_path
+                result, errno, family, addr, port, real_path, query
          FROM events WHERE mono_ns BETWEEN ?1 AND ?2 AND kind IN ({}) {skip} ORDER BY mono_ns, id",
         kinds.join(", ")
     )
@@ -266,6 +268,7 @@ fn event_record(r: &rusqlite::Row) -> rusqlite::Result<EventRecord> {
         addr: r.get(14)?,
         port: r.get(15)?,
         real_path: r.get(16)?,
+        query: r.get(17)?,
     })
 }
 
@@ -308,7 +311,7 @@ pub fn events_by_time(
 ) -> Result<(), EventsError> {
     let mut st = conn.prepare(
         "SELECT id, mono_ns, wall_ns, kind, pid, process_id, comm, argv, path, old_path, flags,
-                result, errno, family, addr, port, real_path
+                result, errno, family, addr, port, real_path, query
          FROM events ORDER BY mono_ns, cpu, seq",
     )?;
     let mut rows = st.query([])?;

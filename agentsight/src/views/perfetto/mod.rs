@@ -172,6 +172,7 @@ fn event_anns(e: &EventRecord, with_pid: bool) -> Vec<Ann> {
         ("flags", &e.flags),
         ("addr", &e.addr),
         ("errno", &e.errno),
+        ("query", &e.query),
     ];
     for (k, v) in texts {
         if let Some(v) = v {

@@ -200,6 +200,8 @@ fn events() -> Vec<(i64, i64, &'static str, Option<&'static str>)> {
             Some("/h/.claude/projects/-w/s-1.jsonl"),
         ),
         (1, MONO0 + S / 5, "connect", None),
+        // A DNS query: its name is annotated.
+        (1, MONO0 + S / 5 + 1000, "sendto", None),
         (1, MONO0 + 2 * S, "fork", None),
         (2, MONO0 + 2 * S + S / 100, "exec", None),
         (2, MONO0 + 2 * S + S / 2, "exit", None),
@@ -252,18 +254,19 @@ fn write_capture(path: &Path, with_session: bool, complete: bool) {
             WALL0 + mono - MONO0
         };
         let flags = (kind == "openat").then_some("write,create,trunc");
-        let (addr, port) = if kind == "connect" {
-            (Some("127.0.0.1"), Some(443))
-        } else {
-            (None, None)
+        let (addr, port) = match kind {
+            "connect" => (Some("127.0.0.1"), Some(443)),
+            "sendto" => (Some("127.0.0.53"), Some(53)),
+            _ => (None, None),
         };
+        let query = (kind == "sendto").then_some("api.example.com");
         c.execute(
             "INSERT INTO events (mono_ns, wall_ns, kind, cpu, seq, pid, tid, ppid, uid, gid, comm, process_id,
-                 argv, path, flags, result, family, addr, port)
-             VALUES (?1, ?2, ?3, 0, ?4, ?5, ?5, ?6, 1000, 1000, ?7, ?8, ?9, ?10, ?11, 0, ?12, ?13, ?14)",
+                 argv, path, flags, result, family, addr, port, query)
+             VALUES (?1, ?2, ?3, 0, ?4, ?5, ?5, ?6, 1000, 1000, ?7, ?8, ?9, ?10, ?11, 0, ?12, ?13, ?14, ?15)",
             params![mono, wall, kind, seq as i64, pid, ppid, argv[0], row,
                 (kind == "exec").then(|| json!(argv).to_string()), path, flags,
-                addr.map(|_| "ipv4"), addr, port],
+                addr.map(|_| "ipv4"), addr, port, query],
         )
         .unwrap();
     }
@@ -357,10 +360,11 @@ fn a_synthetic_run_decodes_with_every_invariant() {
     // the jsonl export's wall time, the drifted anchor included.
     assert_eq!(
         (d["jsonl_events"].clone(), d["jsonl_mismatch_count"].clone()),
-        (json!(15), json!(0)),
+        (json!(16), json!(0)),
         "{d}"
     );
-    assert_eq!(exported.events, 15);
+    assert_eq!(exported.events, 16);
+    assert_eq!(d["queries"], json!(["api.example.com"]));
     // pid 200 twice: two process tracks.
     assert_eq!(
         d["process_tracks"],
