@@ -159,6 +159,8 @@ pub struct ShowArgs {
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum ExportFormat {
     Jsonl,
+    /// A Perfetto trace (protobuf TrackEvent) for ui.perfetto.dev; needs -o.
+    Perfetto,
 }
 
 #[derive(clap::Args, Debug)]
@@ -168,6 +170,9 @@ pub struct ExportArgs {
     pub db: PathBuf,
     #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
     pub format: ExportFormat,
+    /// Write to this file (created 0600) instead of stdout.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
 }
 
 /// The units `--duration`/`--max-age` take. humantime knows more (`M` is
@@ -332,6 +337,10 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Cmd::Export(a) => {
+            // Checked before the capture is read.
+            if matches!(a.format, ExportFormat::Perfetto) && a.output.is_none() {
+                bail!(PERFETTO_NEEDS_OUTPUT);
+            }
             let cap = Capture::open(&a.db)?;
             say_note(&cap);
             if cap.meta("complete")?.as_deref() != Some("true") {
@@ -341,21 +350,68 @@ fn run(cli: Cli) -> Result<i32> {
                     views::show::unknown_after(&cap)?
                 );
             }
-            let stdout = std::io::stdout();
-            let mut out = std::io::BufWriter::new(stdout.lock());
             match a.format {
-                ExportFormat::Jsonl => match views::export::jsonl(&cap, &mut out) {
-                    Ok(_) => {}
-                    // A closed pipe (`| head`) is not an error.
-                    Err(views::export::ExportError::Io(e))
-                        if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-                    Err(e) => {
-                        return Err(e).with_context(|| format!("exporting {}", a.db.display()));
-                    }
-                },
+                ExportFormat::Perfetto => export_perfetto(&cap, &a),
+                ExportFormat::Jsonl => export_jsonl(&cap, &a),
             }
+        }
+    }
+}
+
+/// `export --format jsonl`: to stdout, or to `-o FILE`.
+fn export_jsonl(cap: &Capture, a: &ExportArgs) -> Result<i32> {
+    let result = match &a.output {
+        Some(path) => {
+            let file = UserFile::open(path)?;
+            views::export::jsonl(cap, &mut std::io::BufWriter::new(file.truncated()?))
+        }
+        None => {
+            let stdout = std::io::stdout();
+            views::export::jsonl(cap, &mut std::io::BufWriter::new(stdout.lock()))
+        }
+    };
+    match result {
+        Ok(_) => {}
+        // A closed pipe (`| head`) is not an error.
+        Err(views::export::ExportError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(e) => return Err(e).with_context(|| format!("exporting {}", a.db.display())),
+    }
+    Ok(0)
+}
+
+const PERFETTO_NEEDS_OUTPUT: &str = "--format perfetto writes a binary trace: give -o FILE";
+
+/// `export --format perfetto -o FILE`: a binary trace, so only to a file
+/// (as the invoking user, 0600 if new, never through a link).
+fn export_perfetto(cap: &Capture, a: &ExportArgs) -> Result<i32> {
+    let Some(path) = &a.output else {
+        bail!(PERFETTO_NEEDS_OUTPUT);
+    };
+    let file = UserFile::open(path)?;
+    let created = file.created;
+    let result = {
+        let mut out = std::io::BufWriter::new(file.truncated()?);
+        views::perfetto::export(cap, &mut out).and_then(|x| Ok(out.flush().map(|_| x)?))
+    };
+    if result.is_err() && created {
+        // A half-written trace is not left behind as if it were one.
+        let _ = std::fs::remove_file(path);
+    }
+    match result {
+        Ok(x) => {
+            agentsight::sayln!(
+                "agentsight: wrote {}: {} sessions, {} tool calls, {} processes, {} events, {} flows ({} bytes)",
+                path.display(),
+                x.counts.sessions,
+                x.counts.tool_slices,
+                x.counts.processes,
+                x.events,
+                x.counts.flows,
+                x.written.bytes
+            );
             Ok(0)
         }
+        Err(e) => Err(e).with_context(|| format!("exporting {}", a.db.display())),
     }
 }
 
@@ -597,6 +653,14 @@ impl UserFile {
             .set_len(0)
             .and_then(|_| self.file.write_all(bytes))
             .with_context(|| format!("writing {}", self.path.display()))
+    }
+
+    /// Truncates the file and hands it over for a streamed write.
+    pub(crate) fn truncated(self) -> Result<std::fs::File> {
+        self.file
+            .set_len(0)
+            .with_context(|| format!("truncating {}", self.path.display()))?;
+        Ok(self.file)
     }
 
     /// Removes the file if this run created it (nothing was written).

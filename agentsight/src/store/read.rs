@@ -218,6 +218,8 @@ pub struct EventRecord {
     pub addr: Option<String>,
     pub port: Option<i64>,
     pub real_path: Option<String>,
+    /// The DNS name a query asked for.
+    pub query: Option<String>,
 }
 
 /// Which events [`events_in_window`] hands out.
@@ -250,7 +252,7 @@ fn window_query(filter: &EventFilter) -> String {
     };
     format!(
         "SELECT id, mono_ns, wall_ns, kind, pid, process_id, comm, argv, path, old_path, flags,
-                result, errno, family, addr, port, real_path
+                result, errno, family, addr, port, real_path, query
          FROM events WHERE mono_ns BETWEEN ?1 AND ?2 AND kind IN ({}) {skip} ORDER BY mono_ns, id",
         kinds.join(", ")
     )
@@ -275,6 +277,7 @@ fn event_record(r: &rusqlite::Row) -> rusqlite::Result<EventRecord> {
         addr: r.get(14)?,
         port: r.get(15)?,
         real_path: r.get(16)?,
+        query: r.get(17)?,
     })
 }
 
@@ -306,6 +309,66 @@ pub fn events_in_window(
         }
     }
     Ok(())
+}
+
+/// Every event, in the order `export --format jsonl` writes them (monotonic
+/// time, then CPU and sequence number), each handed to `visit` as it is
+/// read: a large capture is never held whole.
+pub fn events_by_time(
+    conn: &Connection,
+    mut visit: impl FnMut(EventRecord) -> std::io::Result<()>,
+) -> Result<(), EventsError> {
+    let mut st = conn.prepare(
+        "SELECT id, mono_ns, wall_ns, kind, pid, process_id, comm, argv, path, old_path, flags,
+                result, errno, family, addr, port, real_path, query
+         FROM events ORDER BY mono_ns, cpu, seq",
+    )?;
+    let mut rows = st.query([])?;
+    while let Some(r) = rows.next()? {
+        visit(event_record(r)?)?;
+    }
+    Ok(())
+}
+
+/// Why [`events_by_time`] stopped: the query failed, or the visitor did.
+#[derive(Debug, thiserror::Error)]
+pub enum EventsError {
+    #[error(transparent)]
+    Query(#[from] rusqlite::Error),
+    #[error(transparent)]
+    Visit(#[from] std::io::Error),
+}
+
+/// One per-CPU sequence gap: records that never arrived.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Gap {
+    pub stream: i64,
+    pub cpu: i64,
+    pub missing: i64,
+    pub from_mono_ns: i64,
+    pub to_mono_ns: i64,
+}
+
+/// The capture's sequence gaps, by time.
+pub fn gaps(conn: &Connection) -> rusqlite::Result<Vec<Gap>> {
+    let mut st = conn.prepare(
+        "SELECT stream, cpu, missing, from_mono_ns, to_mono_ns FROM gaps ORDER BY from_mono_ns, id",
+    )?;
+    st.query_map([], |r| {
+        Ok(Gap {
+            stream: r.get(0)?,
+            cpu: r.get(1)?,
+            missing: r.get(2)?,
+            from_mono_ns: r.get(3)?,
+            to_mono_ns: r.get(4)?,
+        })
+    })?
+    .collect()
+}
+
+/// The newest monotonic time of any stored event, None when there is none.
+pub fn last_event_mono_ns(conn: &Connection) -> rusqlite::Result<Option<i64>> {
+    conn.query_row("SELECT MAX(mono_ns) FROM events", [], |r| r.get(0))
 }
 
 impl Capture {
