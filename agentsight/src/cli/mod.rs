@@ -5,6 +5,7 @@ pub mod audit;
 pub mod bridge;
 mod containers;
 pub mod correlate;
+mod otlp;
 pub mod pid;
 pub mod sessions;
 
@@ -157,6 +158,8 @@ pub struct ShowArgs {
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum ExportFormat {
     Jsonl,
+    /// OpenTelemetry traces, GenAI semantic conventions, OTLP/JSON lines.
+    OtlpJson,
 }
 
 #[derive(clap::Args, Debug)]
@@ -166,6 +169,23 @@ pub struct ExportArgs {
     pub db: PathBuf,
     #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
     pub format: ExportFormat,
+    /// Write to this file (created 0600) instead of standard output.
+    #[arg(
+        short = 'o',
+        long,
+        value_name = "FILE",
+        conflicts_with = "otlp_endpoint"
+    )]
+    pub output: Option<PathBuf>,
+    /// Push the OTLP traces over OTLP/HTTP to URL/v1/traces (without URL:
+    /// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT);
+    /// headers, timeout and protocol from the OTEL_EXPORTER_OTLP_* variables.
+    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
+    pub otlp_endpoint: Option<String>,
+    /// Include prompt and response text, tool arguments and command lines
+    /// in the OTLP traces (off by default).
+    #[arg(long)]
+    pub capture_content: bool,
 }
 
 /// The units `--duration`/`--max-age` take. humantime knows more (`M` is
@@ -339,19 +359,24 @@ fn run(cli: Cli) -> Result<i32> {
                     views::show::unknown_after(&cap)?
                 );
             }
-            let stdout = std::io::stdout();
-            let mut out = std::io::BufWriter::new(stdout.lock());
-            match a.format {
-                ExportFormat::Jsonl => match views::export::jsonl(&cap, &mut out) {
-                    Ok(_) => {}
+            if a.otlp_endpoint.is_some() || matches!(a.format, ExportFormat::OtlpJson) {
+                return otlp::run(&a, &cap);
+            }
+            if a.capture_content {
+                bail!("--capture-content applies to --format otlp-json and --otlp-endpoint");
+            }
+            otlp::to_output(a.output.as_deref(), |out| {
+                match views::export::jsonl(&cap, out) {
+                    Ok(_) => Ok(()),
                     // A closed pipe (`| head`) is not an error.
                     Err(views::export::ExportError::Io(e))
-                        if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-                    Err(e) => {
-                        return Err(e).with_context(|| format!("exporting {}", a.db.display()));
+                        if e.kind() == std::io::ErrorKind::BrokenPipe =>
+                    {
+                        Ok(())
                     }
-                },
-            }
+                    Err(e) => Err(e).with_context(|| format!("exporting {}", a.db.display())),
+                }
+            })?;
             Ok(0)
         }
     }
@@ -595,6 +620,14 @@ impl UserFile {
             .set_len(0)
             .and_then(|_| self.file.write_all(bytes))
             .with_context(|| format!("writing {}", self.path.display()))
+    }
+
+    /// The file, emptied, to write into.
+    pub(crate) fn truncated(&mut self) -> Result<&mut std::fs::File> {
+        self.file
+            .set_len(0)
+            .with_context(|| format!("truncating {}", self.path.display()))?;
+        Ok(&mut self.file)
     }
 
     /// Removes the file if this run created it (nothing was written).
