@@ -35,7 +35,9 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("container sessions", &["bridge"]),
     ("store", &["store"]),
     ("model", &["matching"]),
-    ("views", &["correlate", "audit", "views"]),
+    ("views", &["correlate", "audit"]),
+    // The read-only outputs (show, export, OTLP) draw correlations.
+    ("outputs", &["views"]),
     ("enrichment", &["enrich"]),
     ("commands", &["record"]),
     ("cli", &["cli"]),

@@ -41,7 +41,7 @@ pub enum Cmd {
     Record(RecordArgs),
     /// Summarise a capture: run facts, loss, counts, the process tree.
     Show(ShowArgs),
-    /// Export a capture's events, one JSON object per line, by time.
+    /// Export a capture: its events as JSON lines, or OTLP traces (file or push).
     Export(ExportArgs),
     /// List recent agent sessions from the agents' own transcripts.
     Sessions(sessions::SessionsArgs),

@@ -5,7 +5,7 @@
 //! events, the unattributed rest under `agentsight.unattributed` — and one
 //! more trace for the trees bound to no session.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use opentelemetry_proto::tonic::trace::v1::{
     Span, Status,
@@ -86,9 +86,15 @@ impl<'m> Trace<'m> {
             attributes: s.attrs.0,
             events,
             dropped_events_count: u32::try_from(dropped).unwrap_or(u32::MAX),
-            status: s.error.then(|| Status {
+            // Always present (Unset unless an error): OTLP/JSON readers
+            // then never meet a null status.
+            status: Some(Status {
                 message: String::new(),
-                code: StatusCode::Error as i32,
+                code: if s.error {
+                    StatusCode::Error
+                } else {
+                    StatusCode::Unset
+                } as i32,
             }),
             ..Default::default()
         });
@@ -525,7 +531,7 @@ fn process_spans(
             _ => own.extend(list.into_iter().map(|a| activity_event(t, a, true))),
         }
     }
-    let members: Vec<usize> = spanned.iter().map(|(i, _)| *i).collect();
+    let members: HashSet<usize> = spanned.iter().map(|(i, _)| *i).collect();
     for (i, list) in spanned {
         let events = list.iter().map(|a| activity_event(t, a, false)).collect();
         process_span(t, parent, group, &members, i, events);
@@ -540,7 +546,7 @@ pub(super) fn process_span(
     t: &mut Trace,
     parent: &[u8],
     group: &str,
-    members: &[usize],
+    members: &HashSet<usize>,
     i: usize,
     events: Vec<Event>,
 ) {
@@ -700,15 +706,16 @@ pub fn unbound_trace<'m>(m: &'m RunModel<'m>, run: &UnboundRun, opts: Options) -
     let mut t = Trace::new(m, opts, &["unbound_trees"]);
     let root = span_id(&t.id, "unattributed");
     let procs = &m.view.procs;
-    let mut members: Vec<usize> = Vec::new();
+    let mut order: Vec<usize> = Vec::new();
     for (_, r) in &run.trees {
-        members.extend(procs.subtree(*r));
+        order.extend(procs.subtree(*r));
     }
+    let members: HashSet<usize> = order.iter().copied().collect();
     let mut by_proc: HashMap<i64, Vec<&Activity>> = HashMap::new();
     for a in &run.activity {
         by_proc.entry(a.process_id).or_default().push(a);
     }
-    for &i in &members {
+    for &i in &order {
         let events = by_proc
             .get(&procs.procs[i].id)
             .map(|v| v.iter().map(|a| activity_event(&t, a, false)).collect())
@@ -743,4 +750,104 @@ pub fn unbound_trace<'m>(m: &'m RunModel<'m>, run: &UnboundRun, opts: Options) -
     });
     t.spans = parents_first(std::mem::take(&mut t.spans));
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opentelemetry_proto::tonic::common::v1::any_value::Value;
+
+    fn get(a: &Attrs, key: &str) -> Option<Value> {
+        a.0.iter()
+            .find(|kv| kv.key == key)
+            .and_then(|kv| kv.value.clone()?.value)
+    }
+
+    /// The names the convention fixes, one row per provider.
+    #[test]
+    fn agents_and_providers_are_the_conventions_words() {
+        let table = [
+            (Provider::Claude, "claude-code", "anthropic"),
+            (Provider::Codex, "codex", "openai"),
+            (Provider::Gemini, "gemini-cli", "gcp.gemini"),
+            (Provider::Cursor, "cursor", "cursor"),
+        ];
+        for (p, agent, provider) in table {
+            assert_eq!(agent_of(p), (agent, provider), "{p}");
+        }
+    }
+
+    /// §3 token rules on the normalized model (input without cache):
+    /// input counts cache reads and writes, output includes reasoning.
+    #[test]
+    fn usage_follows_the_token_rules() {
+        // (model usage, input, output, cache read, cache creation, reasoning)
+        let table = [
+            // Anthropic: input_tokens 10, cache read 200, cache write 30.
+            (TokenUsage::new(10, 5, 200, 30, 0), 240, 5, 200, 30, 0),
+            // OpenAI: input_tokens 120 of which 100 cached; 7 of 20 output reasoning.
+            (TokenUsage::new(20, 20, 100, 0, 7), 120, 20, 100, 0, 7),
+            (TokenUsage::default(), 0, 0, 0, 0, 0),
+        ];
+        for (u, input, output, read, creation, reasoning) in table {
+            let mut a = Attrs::default();
+            usage_attrs(&mut a, &u);
+            let int = |k| get(&a, k);
+            assert_eq!(
+                int("gen_ai.usage.input_tokens"),
+                Some(Value::IntValue(input))
+            );
+            assert_eq!(
+                int("gen_ai.usage.output_tokens"),
+                Some(Value::IntValue(output))
+            );
+            assert_eq!(
+                int("gen_ai.usage.cache_read.input_tokens"),
+                Some(Value::IntValue(read))
+            );
+            assert_eq!(
+                int("gen_ai.usage.cache_creation.input_tokens"),
+                Some(Value::IntValue(creation))
+            );
+            assert_eq!(
+                int("gen_ai.usage.reasoning.output_tokens"),
+                Some(Value::IntValue(reasoning))
+            );
+        }
+    }
+
+    #[test]
+    fn a_response_starts_at_the_record_before_it() {
+        let t = Timeline(vec![100, 250, 250, 400]);
+        assert_eq!(t.before(250), 100);
+        assert_eq!(t.before(400), 250);
+        assert_eq!(t.before(100), 100, "nothing before: starts at its end");
+        assert_eq!(t.before(50), 50);
+    }
+
+    #[test]
+    fn parents_come_before_children() {
+        let span = |id: u8, parent: Option<u8>| Span {
+            span_id: vec![id; 8],
+            parent_span_id: parent.map(|p| vec![p; 8]).unwrap_or_default(),
+            ..Default::default()
+        };
+        // Built children first, as the mapping does.
+        let spans = vec![
+            span(3, Some(2)),
+            span(2, Some(1)),
+            span(4, Some(1)),
+            span(1, None),
+        ];
+        let order: Vec<u8> = parents_first(spans).iter().map(|s| s.span_id[0]).collect();
+        assert_eq!(order, vec![1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn every_op_has_an_event_name() {
+        let names: HashSet<&str> = Op::ALL.iter().map(|&op| event_name(op)).collect();
+        assert_eq!(names.len(), Op::ALL.len());
+        assert_eq!(event_name(Op::Connect), "network.connect");
+        assert_eq!(event_name(Op::Write), "file.write");
+    }
 }
