@@ -166,12 +166,20 @@ pub fn session_trace<'m>(m: &'m RunModel<'m>, run: &SessionRun, opts: Options) -
     }
     let unattributed: Vec<&Activity> = run.report.flags.observed_not_claimed.iter().collect();
     let un = span_id(&t.id, "unattributed");
+    let before = t.spans.len();
     let events = process_spans(&mut t, &un, "unattributed", &unattributed, |a| {
         a.by == Some(By::Child)
     });
-    let (lo, hi) = match activity_range(&t, &unattributed) {
-        Some(r) => r,
-        None => span_range(&t.spans),
+    // It spans its activity and its processes (all of the session's
+    // spans when there is neither).
+    let (lo, hi) = match (activity_range(&t, &unattributed), before < t.spans.len()) {
+        (Some((a, b)), true) => {
+            let (c, d) = span_range(&t.spans[before..]);
+            (a.min(c), b.max(d))
+        }
+        (Some(r), false) => r,
+        (None, true) => span_range(&t.spans[before..]),
+        (None, false) => span_range(&t.spans),
     };
     let mut a = Attrs::default();
     a.str("agentsight.unattributed.scope", "session")
