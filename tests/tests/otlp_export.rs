@@ -462,7 +462,7 @@ fn check_push(db: &Path, dir: &Path, file_summary: &Value) {
     assert!(said.contains(&format!("sent {spans} spans")), "{said}");
 }
 
-/// A real Claude Code and Codex run under `record`, exported and pushed.
+/// A real CLI run under `record`, exported twice and pushed.
 fn check_agent(agent: Agent, scenario: &str) {
     require_root();
     let run = Run::prepare(agent, scenario);
@@ -489,6 +489,11 @@ fn otlp_claude_edit() {
 #[test]
 fn otlp_codex_failing() {
     check_agent(Agent::Codex, "failing");
+}
+
+#[test]
+fn otlp_gemini_inspect() {
+    check_agent(Agent::Gemini, "inspect");
 }
 
 const SECRETS_ALWAYS_ABSENT: [&str; 1] = ["AGS-FILE-9d8e7f"];
