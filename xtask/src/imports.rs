@@ -36,7 +36,8 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("store", &["store"]),
     ("model", &["matching"]),
     ("analysis", &["correlate", "audit"]),
-    ("views", &["views"]),
+    // The read-only outputs (show, export, OTLP, Perfetto) draw correlations.
+    ("outputs", &["views"]),
     ("enrichment", &["enrich"]),
     ("commands", &["record"]),
     ("cli", &["cli"]),

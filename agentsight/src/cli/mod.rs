@@ -5,6 +5,7 @@ pub mod audit;
 pub mod bridge;
 mod containers;
 pub mod correlate;
+mod otlp;
 pub mod pid;
 pub mod sessions;
 
@@ -40,7 +41,7 @@ pub enum Cmd {
     Record(RecordArgs),
     /// Summarise a capture: run facts, loss, counts, the process tree.
     Show(ShowArgs),
-    /// Export a capture's events, one JSON object per line, by time.
+    /// Export a capture: its events as JSON lines, or OTLP traces (file or push).
     Export(ExportArgs),
     /// List recent agent sessions from the agents' own transcripts.
     Sessions(sessions::SessionsArgs),
@@ -161,6 +162,8 @@ pub enum ExportFormat {
     Jsonl,
     /// A Perfetto trace (protobuf TrackEvent) for ui.perfetto.dev; needs -o.
     Perfetto,
+    /// OpenTelemetry traces, GenAI semantic conventions, OTLP/JSON lines.
+    OtlpJson,
 }
 
 #[derive(clap::Args, Debug)]
@@ -170,9 +173,23 @@ pub struct ExportArgs {
     pub db: PathBuf,
     #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
     pub format: ExportFormat,
-    /// Write to this file (created 0600) instead of stdout.
-    #[arg(short, long)]
+    /// Write to this file (created 0600) instead of standard output.
+    #[arg(
+        short = 'o',
+        long,
+        value_name = "FILE",
+        conflicts_with = "otlp_endpoint"
+    )]
     pub output: Option<PathBuf>,
+    /// Push the OTLP traces over OTLP/HTTP to URL/v1/traces (without URL:
+    /// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT);
+    /// headers, timeout and protocol from the OTEL_EXPORTER_OTLP_* variables.
+    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "")]
+    pub otlp_endpoint: Option<String>,
+    /// Include prompt and response text, tool arguments and command lines
+    /// in the OTLP traces (off by default).
+    #[arg(long)]
+    pub capture_content: bool,
 }
 
 /// The units `--duration`/`--max-age` take. humantime knows more (`M` is
@@ -350,9 +367,15 @@ fn run(cli: Cli) -> Result<i32> {
                     views::show::unknown_after(&cap)?
                 );
             }
+            if a.otlp_endpoint.is_some() || matches!(a.format, ExportFormat::OtlpJson) {
+                return otlp::run(&a, &cap);
+            }
+            if a.capture_content {
+                bail!("--capture-content applies to --format otlp-json and --otlp-endpoint");
+            }
             match a.format {
                 ExportFormat::Perfetto => export_perfetto(&cap, &a),
-                ExportFormat::Jsonl => export_jsonl(&cap, &a),
+                _ => export_jsonl(&cap, &a),
             }
         }
     }
@@ -360,59 +383,50 @@ fn run(cli: Cli) -> Result<i32> {
 
 /// `export --format jsonl`: to stdout, or to `-o FILE`.
 fn export_jsonl(cap: &Capture, a: &ExportArgs) -> Result<i32> {
-    let result = match &a.output {
-        Some(path) => {
-            let file = UserFile::open(path)?;
-            views::export::jsonl(cap, &mut std::io::BufWriter::new(file.truncated()?))
+    otlp::to_output(a.output.as_deref(), |out| {
+        match views::export::jsonl(cap, out) {
+            Ok(_) => Ok(()),
+            // A closed pipe (`| head`) is not an error.
+            Err(views::export::ExportError::Io(e))
+                if e.kind() == std::io::ErrorKind::BrokenPipe =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e).with_context(|| format!("exporting {}", a.db.display())),
         }
-        None => {
-            let stdout = std::io::stdout();
-            views::export::jsonl(cap, &mut std::io::BufWriter::new(stdout.lock()))
-        }
-    };
-    match result {
-        Ok(_) => {}
-        // A closed pipe (`| head`) is not an error.
-        Err(views::export::ExportError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-        Err(e) => return Err(e).with_context(|| format!("exporting {}", a.db.display())),
-    }
+    })?;
     Ok(0)
 }
 
 const PERFETTO_NEEDS_OUTPUT: &str = "--format perfetto writes a binary trace: give -o FILE";
 
 /// `export --format perfetto -o FILE`: a binary trace, so only to a file
-/// (as the invoking user, 0600 if new, never through a link).
+/// (as the invoking user, 0600 if new, never through a link; a half-written
+/// trace this run created is removed).
 fn export_perfetto(cap: &Capture, a: &ExportArgs) -> Result<i32> {
     let Some(path) = &a.output else {
         bail!(PERFETTO_NEEDS_OUTPUT);
     };
-    let file = UserFile::open(path)?;
-    let created = file.created;
-    let result = {
-        let mut out = std::io::BufWriter::new(file.truncated()?);
-        views::perfetto::export(cap, &mut out).and_then(|x| Ok(out.flush().map(|_| x)?))
-    };
-    if result.is_err() && created {
-        // A half-written trace is not left behind as if it were one.
-        let _ = std::fs::remove_file(path);
+    let mut done = None;
+    otlp::to_output(Some(path), |out| {
+        let x = views::perfetto::export(cap, out)
+            .with_context(|| format!("exporting {}", a.db.display()))?;
+        done = Some(x);
+        Ok(())
+    })?;
+    if let Some(x) = done {
+        agentsight::sayln!(
+            "agentsight: wrote {}: {} sessions, {} tool calls, {} processes, {} events, {} flows ({} bytes)",
+            path.display(),
+            x.counts.sessions,
+            x.counts.tool_slices,
+            x.counts.processes,
+            x.events,
+            x.counts.flows,
+            x.written.bytes
+        );
     }
-    match result {
-        Ok(x) => {
-            agentsight::sayln!(
-                "agentsight: wrote {}: {} sessions, {} tool calls, {} processes, {} events, {} flows ({} bytes)",
-                path.display(),
-                x.counts.sessions,
-                x.counts.tool_slices,
-                x.counts.processes,
-                x.events,
-                x.counts.flows,
-                x.written.bytes
-            );
-            Ok(0)
-        }
-        Err(e) => Err(e).with_context(|| format!("exporting {}", a.db.display())),
-    }
+    Ok(0)
 }
 
 /// `--agent`'s words, from the library's vocabulary.
@@ -655,12 +669,12 @@ impl UserFile {
             .with_context(|| format!("writing {}", self.path.display()))
     }
 
-    /// Truncates the file and hands it over for a streamed write.
-    pub(crate) fn truncated(self) -> Result<std::fs::File> {
+    /// The file, emptied, to write into.
+    pub(crate) fn truncated(&mut self) -> Result<&mut std::fs::File> {
         self.file
             .set_len(0)
             .with_context(|| format!("truncating {}", self.path.display()))?;
-        Ok(self.file)
+        Ok(&mut self.file)
     }
 
     /// Removes the file if this run created it (nothing was written).

@@ -150,3 +150,25 @@ pub fn correlate(
         unmatched_trees: unmatched,
     })
 }
+
+/// The activity of whole process trees (by root index in `view.procs`)
+/// over their lifetimes, loaded as [`correlate`] loads a bound tree's:
+/// execs (with how each process ended), file changes and connections; no
+/// reads, since no call names a path. For the trees bound to no session,
+/// whose activity no call can explain (exports list it as unattributed).
+pub fn tree_activity(view: &CaptureView, roots: &[usize]) -> Result<Vec<Activity>, CorrelateError> {
+    let mut spans = HashMap::new();
+    for &root in roots {
+        for m in view.procs.subtree(root) {
+            spans.insert(m, (0, u64::MAX));
+        }
+    }
+    let mut acts = activity::load(view, &activity::Spans(spans), &Default::default())?;
+    for a in &mut acts {
+        if a.op == Op::Exec {
+            let p = &view.procs.procs[a.proc_ix];
+            a.exit_code = p.exit_code.or(p.signal.map(|s| 128 + s));
+        }
+    }
+    Ok(acts)
+}
