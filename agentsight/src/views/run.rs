@@ -25,14 +25,7 @@ pub fn correlated_sessions(cap: &Capture) -> Result<Vec<CorrelatedSession>, Corr
     let view = CaptureView::load(&cap.conn, &cap.path)?;
     let mut out = Vec::new();
     for s in cap.stored_sessions("")? {
-        let (bound, unmatched) = view.stored_trees(s.row)?;
-        let report = correlate::correlate(
-            &view,
-            &s.session,
-            correlate::SessionSource::Capture,
-            &bound,
-            unmatched,
-        )?;
+        let report = correlate_stored(&view, s.row, &s.session)?;
         out.push(CorrelatedSession {
             row: s.row,
             session: s.session,
@@ -40,4 +33,21 @@ pub fn correlated_sessions(cap: &Capture) -> Result<Vec<CorrelatedSession>, Corr
         });
     }
     Ok(out)
+}
+
+/// One stored session (its `sessions` row) correlated with the trees bound
+/// to it, from the capture alone, as `correlate --db` does.
+pub fn correlate_stored(
+    view: &CaptureView,
+    row: i64,
+    session: &AgentSession,
+) -> Result<Report, CorrelateError> {
+    let (bound, unmatched) = view.stored_trees(row)?;
+    correlate::correlate(
+        view,
+        session,
+        correlate::SessionSource::Capture,
+        &bound,
+        unmatched,
+    )
 }

@@ -127,14 +127,7 @@ impl<'a> RunModel<'a> {
     /// A stored session correlated with the trees bound to it, from the
     /// capture alone (the stored session model, as `correlate --db`).
     pub fn correlate(&self, s: StoredSession) -> Result<SessionRun, RunError> {
-        let (bound, unmatched) = self.view.stored_trees(s.row)?;
-        let report = correlate::correlate(
-            &self.view,
-            &s.session,
-            correlate::SessionSource::Capture,
-            &bound,
-            unmatched,
-        )?;
+        let report = crate::views::run::correlate_stored(&self.view, s.row, &s.session)?;
         Ok(SessionRun {
             session: s.session,
             report,
