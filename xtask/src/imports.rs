@@ -36,6 +36,8 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("store", &["store"]),
     ("model", &["matching"]),
     ("views", &["correlate", "audit", "views"]),
+    // The pictures of a whole run, drawn from correlate, audit and views.
+    ("reports", &["report"]),
     ("enrichment", &["enrich"]),
     ("commands", &["record"]),
     ("cli", &["cli"]),
