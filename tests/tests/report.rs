@@ -138,6 +138,8 @@ fn claude_run_report_in_a_real_browser() {
     let dom = String::from_utf8(chromium(&page, &["--dump-dom"]).stdout).unwrap();
     check_dom(&dom, &c, &tools);
 
+    check_findings_linked(&run, &db);
+
     let shot = artifacts().join("claude-report.png");
     let _ = std::fs::remove_file(&shot);
     chromium(
@@ -150,6 +152,50 @@ fn claude_run_report_in_a_real_browser() {
     let png = std::fs::read(&shot).expect("screenshot written");
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     eprintln!("report: screenshot kept at {}", shot.display());
+}
+
+/// With `--policy`, every finding of `audit --format json` is listed, in
+/// order, and each link it has points to an element of the page.
+fn check_findings_linked(run: &Run, db: &Path) {
+    let policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/policy.toml");
+    let audit = Command::new(bin())
+        .args(["audit", "--format", "json", "--db"])
+        .arg(db)
+        .arg("--policy")
+        .arg(&policy)
+        .output()
+        .expect("run agentsight audit");
+    let findings: Value = serde_json::from_slice(&audit.stdout).expect("audit json");
+    let findings = findings["findings"].as_array().unwrap();
+    assert!(!findings.is_empty(), "the run has findings under examples/policy.toml");
+    let page = run.server_dir.join("report-policy.html");
+    let r = Command::new(bin())
+        .arg("report")
+        .arg("--db")
+        .arg(db)
+        .arg("-o")
+        .arg(&page)
+        .arg("--policy")
+        .arg(&policy)
+        .output()
+        .expect("run agentsight report --policy");
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let dom = String::from_utf8(chromium(&page, &["--dump-dom"]).stdout).unwrap();
+    assert_eq!(dom.matches("<tr class=\"finding ").count(), findings.len());
+    let mut linked = 0;
+    for (i, f) in findings.iter().enumerate() {
+        let row_at = dom
+            .find(&format!("id=\"finding-{i}\""))
+            .unwrap_or_else(|| panic!("finding {i} missing"));
+        let row = &dom[row_at..row_at + dom[row_at..].find("</tr>").unwrap()];
+        assert!(row.contains(&format!("<td>{}</td>", f["rule"].as_str().unwrap())));
+        if let Some(at) = row.find("href=\"#") {
+            let target = &row[at + 7..at + 7 + row[at + 7..].find('"').unwrap()];
+            assert!(dom.contains(&format!("id=\"{target}\"")), "finding {i} links to {target}");
+            linked += 1;
+        }
+    }
+    assert!(linked > 0, "no finding linked to a row");
 }
 
 fn check_dom(dom: &str, c: &Value, tools: &[&Value]) {

@@ -1,5 +1,5 @@
 //! `cargo xtask demo`: the product's main job on a built-in example. A small
-//! scripted agent (POSIX sh, below) writes a Claude Code–format transcript
+//! scripted agent (bash, below) writes a Claude Code–format transcript
 //! (`user` prompt, `assistant` `tool_use`, `user` `tool_result` records)
 //! under a temporary HOME while it really runs its tool calls; agentsight
 //! records it, binds the transcript to the process tree, and the demo
@@ -17,19 +17,29 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-/// The scripted agent: `sh agent.sh WORK`; HOME is the temporary home.
+/// The scripted agent: `bash agent.sh WORK`; HOME is the temporary home.
 const AGENT: &str = r#"set -u
+# Bash builtins only for the agent's own bookkeeping (ids, clock, text), so
+# the processes it starts are its tool calls and one look-around.
+export TZ=UTC0
 work=$1
 cd "$work" || exit 1
-sid=$(cat /proc/sys/kernel/random/uuid)
-dir="$HOME/.claude/projects/$(printf '%s' "$work" | tr '/.' '--')"
+read -r sid < /proc/sys/kernel/random/uuid
+dir="$HOME/.claude/projects/${work//[\/.]/-}"
 mkdir -p "$dir"
 t="$dir/$sid.jsonl"
 n=0
-now() { date -u +%Y-%m-%dT%H:%M:%S.%3NZ; }
+now() {
+  local r=$EPOCHREALTIME
+  printf -v ts '%(%Y-%m-%dT%H:%M:%S)T.%sZ' "${r%.*}" "${r#*.}"
+  ts=${ts:0:23}Z
+}
 line() {
+  local u
+  read -r u < /proc/sys/kernel/random/uuid
+  now
   printf '{"type":"%s","uuid":"%s","parentUuid":null,"isSidechain":false,"userType":"external","cwd":"%s","sessionId":"%s","version":"2.1.0","timestamp":"%s",%s}\n' \
-    "$1" "$(cat /proc/sys/kernel/random/uuid)" "$work" "$sid" "$(now)" "$2" >> "$t"
+    "$1" "$u" "$work" "$sid" "$ts" "$2" >> "$t"
 }
 usage='"usage":{"input_tokens":12,"output_tokens":6}'
 prompt() { line user "\"message\":{\"role\":\"user\",\"content\":\"$1\"}"; }
@@ -44,13 +54,15 @@ result() {
   line user "\"message\":{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"toolu_demo$n\",\"is_error\":$1,\"content\":\"$2\"}]}${3:+,\"toolUseResult\":$3}"
 }
 # A Bash call: the command really runs (`sh -c`, as agents do); its output
-# goes to the agent's state directory, then into the result. With
-# `claim-ok` the transcript says it succeeded whatever happened.
+# goes to the agent's state directory, then (JSON-safe) into the result.
+# With `claim-ok` the transcript says it succeeded whatever happened.
 bash_call() {
   use_tool Bash "{\"command\":\"$1\",\"description\":\"demo step $n\"}"
   sh -c "$1" > "$HOME/.claude/demo-output" 2>&1
-  rc=$?
-  out=$(head -c 300 "$HOME/.claude/demo-output" | tr '\n\t' '  ' | tr -d '\000-\037\\"')
+  local rc=$? out=
+  read -r -d '' -N 300 out < "$HOME/.claude/demo-output"
+  out=${out//[[:cntrl:]]/ }
+  out=${out//[\"\\]/}
   if [ "$rc" -ne 0 ] && [ "${2:-}" != claim-ok ]; then
     result true "Exit code $rc $out"
   else
@@ -63,17 +75,21 @@ write_call() {
   result false "File created successfully at: $work/$1" "{\"type\":\"create\",\"filePath\":\"$work/$1\"}"
 }
 
+# A look-around no call claims, well before the first call (a pause of the
+# builtin kind: a read that times out on a pipe nobody writes).
+uname -a > /dev/null
+exec 9<> <(:)
+read -r -t 0.3 -u 9 _ || :
 prompt "Add a main.rs, check it, run the project check, and leave a note."
 say "Writing main.rs first."
 write_call main.rs "fn main() {}"
 bash_call "grep -c main main.rs"
 bash_call "ls -la"
 bash_call "sh -c 'echo check: 2 problems; exit 3'"
-uname -a > /dev/null
 bash_call "test -f missing.txt" claim-ok
 write_call NOTES.md "notes" claim-only
-bash_call "(sleep 1; echo done > late.txt) > /dev/null 2>&1 &"
-bash_call "sleep 2"
+bash_call "(sleep 2; echo done > late.txt) > /dev/null 2>&1 &"
+bash_call "sleep 3"
 say "Done: main.rs is written; the project check fails with exit code 3."
 "#;
 
@@ -121,7 +137,7 @@ pub fn run(root: &Path) -> Result<()> {
         .arg("--report")
         .arg(&html)
         .arg("--")
-        .arg("/bin/sh")
+        .arg("/bin/bash")
         .arg(&script)
         .arg(&work);
     crate::run(&mut rec)?;
@@ -168,9 +184,12 @@ fn check(bin: &Path, db: &Path, home: &Path) -> Result<String> {
         len(&f["mismatches"]),
         len(&f["late"]),
     );
-    if got != EXPECTED || len(&f["observed_not_claimed"]) == 0 {
+    let look_around = f["observed_not_claimed"]
+        .as_array()
+        .is_some_and(|v| v.iter().any(|a| a["argv"][0] == "uname"));
+    if got != EXPECTED || !look_around {
         bail!(
-            "the demo's session correlated to (calls, claimed-not-observed, mismatches, late) = {got:?}, expected {EXPECTED:?} and some unexplained activity"
+            "the demo's session correlated to (calls, claimed-not-observed, mismatches, late) = {got:?}, expected {EXPECTED:?} and `uname -a` unexplained (found: {look_around})"
         );
     }
     Ok(id)

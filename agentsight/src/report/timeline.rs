@@ -40,12 +40,13 @@ fn call_span(t: &ToolReport) -> Option<(i64, i64)> {
     Some((start, end.max(start)))
 }
 
-/// The processes a call exec'd (or that did its activity): row id, start, end.
+/// The processes a call started (its attributed execs: not the agent's own
+/// process, whose file work a call may claim): row id, start, end.
 fn call_processes(p: &Page, t: &ToolReport) -> Vec<(i64, i64, Option<i64>)> {
     let mut seen = HashSet::new();
     t.activity
         .iter()
-        .filter(|a| seen.insert(a.process_id))
+        .filter(|a| a.op == Op::Exec && seen.insert(a.process_id))
         .filter_map(|a| {
             let q = p.m.process(a.process_id)?;
             let (s, e) = p.m.lifetime_ms(q);
@@ -148,9 +149,10 @@ fn axis(scale: &Scale, t1: i64, height: f64, s: &mut String) {
     for i in 0..=5 {
         let ms = scale.t0 + span * i / 5;
         let x = scale.x(ms);
+        let anchor = if i == 5 { "end" } else { "middle" };
         let _ = write!(
             s,
-            "<line class=\"grid\" x1=\"{x:.1}\" y1=\"14\" x2=\"{x:.1}\" y2=\"{height:.0}\"/><text class=\"axis\" x=\"{x:.1}\" y=\"11\" text-anchor=\"middle\">+{:.2} s</text>",
+            "<line class=\"grid\" x1=\"{x:.1}\" y1=\"14\" x2=\"{x:.1}\" y2=\"{height:.0}\"/><text class=\"axis\" x=\"{x:.1}\" y=\"11\" text-anchor=\"{anchor}\">+{:.2} s</text>",
             (ms - scale.t0) as f64 / 1000.0
         );
     }
