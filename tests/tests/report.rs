@@ -167,7 +167,10 @@ fn check_findings_linked(run: &Run, db: &Path) {
         .expect("run agentsight audit");
     let findings: Value = serde_json::from_slice(&audit.stdout).expect("audit json");
     let findings = findings["findings"].as_array().unwrap();
-    assert!(!findings.is_empty(), "the run has findings under examples/policy.toml");
+    assert!(
+        !findings.is_empty(),
+        "the run has findings under examples/policy.toml"
+    );
     let page = run.server_dir.join("report-policy.html");
     let r = Command::new(bin())
         .arg("report")
@@ -191,7 +194,10 @@ fn check_findings_linked(run: &Run, db: &Path) {
         assert!(row.contains(&format!("<td>{}</td>", f["rule"].as_str().unwrap())));
         if let Some(at) = row.find("href=\"#") {
             let target = &row[at + 7..at + 7 + row[at + 7..].find('"').unwrap()];
-            assert!(dom.contains(&format!("id=\"{target}\"")), "finding {i} links to {target}");
+            assert!(
+                dom.contains(&format!("id=\"{target}\"")),
+                "finding {i} links to {target}"
+            );
             linked += 1;
         }
     }

@@ -127,7 +127,9 @@ pub fn run(bin: &Path) -> Result<()> {
     if m.status != Some(0) || size > REPORT_MAX_BYTES {
         failures.push("report (target ≤ 10 MB)".into());
     }
-    if Path::new(CHROMIUM).exists() && m.status == Some(0) {
+    if !Path::new(CHROMIUM).exists() {
+        println!("  (no {CHROMIUM}: the report's load time was not measured)");
+    } else if m.status == Some(0) {
         let empty = dir.join("empty.html");
         std::fs::write(&empty, "<!DOCTYPE html><title>empty</title>")?;
         let base = chromium_load(&empty, &dir)?;
@@ -137,8 +139,6 @@ pub fn run(bin: &Path) -> Result<()> {
             load.as_secs_f64(),
             base.as_secs_f64()
         );
-    } else {
-        println!("  (no {CHROMIUM}: the report's load time was not measured)");
     }
     if std::env::var_os("AGENTSIGHT_BENCH_KEEP").is_none() {
         let _ = std::fs::remove_dir_all(&dir);

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use super::{MAX_FINDINGS, MAX_TREE, RunModel, Summary, esc, esc_clip, session};
-use crate::{audit, store::read::ProcessRecord};
+use crate::{audit, store::read::ProcessRecord, views::show::count_word};
 
 const STYLE: &str = r#"
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1180px;padding:0 16px 48px;color:#1d2330;background:#fbfbfd}
@@ -97,7 +97,7 @@ pub(super) fn render(m: &RunModel, findings: Option<&audit::Report>) -> (String,
     for part in [&sessions, &tree, &activity, &unbound] {
         out.push_str(part);
     }
-    let _ = write!(out, "<script>{SCRIPT}</script></body></html>\n");
+    let _ = writeln!(out, "<script>{SCRIPT}</script></body></html>");
     let summary = Summary {
         sessions: m.sessions.len(),
         tool_calls: p.tool_calls,
@@ -271,8 +271,10 @@ fn activity_section(m: &RunModel) -> String {
         for (what, a, b) in &sec.rows {
             let _ = write!(
                 s,
-                "<tr><td><code>{}</code></td><td>{a}</td><td>{b}</td></tr>",
-                esc_clip(what)
+                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
+                esc_clip(what),
+                count_word(*a),
+                count_word(*b)
             );
         }
         s.push_str("</table>");
