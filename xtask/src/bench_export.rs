@@ -5,7 +5,7 @@
 //! [`EXPORT_FORMATS`], `jsonl` first as the baseline — with the wall time,
 //! peak RSS and output size of each, and the time headless Chromium takes
 //! to load the report beside its time for an empty page. Targets: report
-//! ≤ 10 MB, each export < 10 s.
+//! ≤ 10 MB, each export but the jsonl baseline < 10 s.
 //!
 //! `AGENTSIGHT_BENCH_DIR` chooses where the capture and outputs go;
 //! `AGENTSIGHT_BENCH_KEEP=1` keeps them.
@@ -109,7 +109,8 @@ pub fn run(bin: &Path) -> Result<()> {
             CAP,
         )?;
         line(&format!("export --format {format}"), &m, &out);
-        if m.status != Some(0) || m.wall >= EXPORT_TARGET {
+        // The target is the new formats'; jsonl is the baseline.
+        if m.status != Some(0) || (*format != "jsonl" && m.wall >= EXPORT_TARGET) {
             failures.push(format!("export --format {format} (target < 10 s)"));
         }
     }

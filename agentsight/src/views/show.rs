@@ -365,7 +365,7 @@ fn container_note(id: &ProcessIdentity) -> String {
 /// section's title and its rows `(what, a, b)`, the two counts the title
 /// names in parentheses.
 pub fn activity_sections(cap: &Capture) -> Result<Vec<ActivitySection>, StoreError> {
-    let rows = |sql: &str| -> Result<Vec<(String, Option<i64>, Option<i64>)>, StoreError> {
+    let rows = |sql: &str| -> Result<Vec<CountRow>, StoreError> {
         let mut st = cap.conn.prepare(sql).map_err(|e| cap.query_err(e))?;
         st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
             .and_then(|r| r.collect())
@@ -387,10 +387,12 @@ pub fn activity_sections(cap: &Capture) -> Result<Vec<ActivitySection>, StoreErr
 pub struct ActivitySection {
     /// The title, naming the two counts in parentheses.
     pub title: &'static str,
-    /// `(what, a, b)`; a count is `None` when the capture did not say it
-    /// (an `io` row without its count).
-    pub rows: Vec<(String, Option<i64>, Option<i64>)>,
+    pub rows: Vec<CountRow>,
 }
+
+/// `(what, a, b)` of an activity section; a count is `None` when the
+/// capture did not say it (an `io` row without its count).
+pub type CountRow = (String, Option<i64>, Option<i64>);
 
 /// A count as shown: `?` when the capture did not say it.
 pub fn count_word(n: Option<i64>) -> String {
