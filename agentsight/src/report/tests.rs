@@ -46,6 +46,13 @@ fn capture(dir: &std::path::Path, lost: i64) -> Capture {
         params![MONO0 + 2_000_000, WALL0 + 2_000_000],
     )
     .unwrap();
+    // An io row that does not say its count (synthetic captures have them).
+    conn.execute(
+        "INSERT INTO events (mono_ns, wall_ns, kind, cpu, seq, pid, tid, ppid, uid, gid, comm, process_id, path, flags, result, bytes)
+         VALUES (?1, ?2, 'io', 0, 2, 101, 101, 100, 0, 0, 'echo', 2, '/w/uncounted', 'write', 0, 3)",
+        params![MONO0 + 3_000_000, WALL0 + 3_000_000],
+    )
+    .unwrap();
     drop(conn);
     Capture::open(&path).unwrap()
 }
@@ -82,6 +89,11 @@ fn hostile_capture_text_is_text_and_loss_is_shown() {
     let root = page.find("<details open id=\"proc-1\">").unwrap();
     let child = page.find("<div class=\"leaf\" id=\"proc-2\">").unwrap();
     assert!(root < child);
+    // The files written, with the counts the capture says ("?" where it does not).
+    assert!(page.contains(
+        "<td><code>/w/&lt;img src=x onerror=alert(1)&gt;.txt</code></td><td>5</td><td>1</td>"
+    ));
+    assert!(page.contains("<td><code>/w/uncounted</code></td><td>3</td><td>?</td>"));
     assert!(page.contains("No session is bound in this capture"));
     assert_eq!((summary.sessions, summary.tool_calls), (0, 0));
     assert!(summary.aggregated.is_empty());
