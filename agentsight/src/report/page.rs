@@ -40,6 +40,8 @@ pub(super) struct Page<'a> {
     ids: HashSet<String>,
     pub aggregated: Vec<String>,
     pub tool_calls: usize,
+    /// Tool calls whose activity rows were cut, and the activities counted.
+    pub calls_cut: (usize, usize),
 }
 
 impl Page<'_> {
@@ -69,6 +71,7 @@ pub(super) fn render(m: &RunModel, findings: Option<&audit::Report>) -> (String,
         ids: HashSet::new(),
         aggregated: Vec::new(),
         tool_calls: 0,
+        calls_cut: (0, 0),
     };
     let loss = loss_section(m);
     let facts = facts_section(m);
@@ -77,6 +80,13 @@ pub(super) fn render(m: &RunModel, findings: Option<&audit::Report>) -> (String,
     let activity = activity_section(m);
     let unbound = unbound_section(&mut p);
     let findings = findings.map(|f| findings_section(&mut p, f));
+    if p.calls_cut.0 > 0 {
+        let (calls, acts) = p.calls_cut;
+        p.aggregate(format!(
+            "{calls} tool calls: {acts} activities beyond the first {} of each counted per operation (under each call)",
+            super::MAX_CALL_ROWS
+        ));
+    }
     let mut out = String::with_capacity(64 * 1024);
     let _ = write!(
         out,

@@ -319,12 +319,8 @@ fn activity_tables(p: &mut Page, t: &ToolReport, s: &mut String) {
             t.activity.len() - MAX_CALL_ROWS,
             counts.join(", ")
         );
-        p.aggregate(format!(
-            "tool call #{} {}: {} activities beyond the first {MAX_CALL_ROWS} counted per operation",
-            t.tool_index,
-            t.name,
-            t.activity.len() - MAX_CALL_ROWS
-        ));
+        p.calls_cut.0 += 1;
+        p.calls_cut.1 += t.activity.len() - MAX_CALL_ROWS;
     }
 }
 
