@@ -252,6 +252,12 @@ fn check_dom(dom: &str, c: &Value, tools: &[&Value]) {
         dom.matches("<tr class=\"flag-unexplained\"").count(),
         unexplained.len()
     );
+    // The agent's writes to its own state are listed, not flagged.
+    let books = c["agent_bookkeeping"].as_array().unwrap();
+    assert!(!books.is_empty());
+    let table = &dom[dom.find("<table class=\"bookkeeping\">").unwrap()..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert_eq!(table.matches("<tr>").count(), books.len() + 1);
     // Each exec'd process of a call links to the process tree.
     for t in tools {
         for a in t["activity"].as_array().unwrap() {

@@ -130,7 +130,45 @@ fn session(p: &mut Page, si: usize, r: &Report, s: &mut String) {
     calls(p, si, r, &flags, s);
     unexplained(p, si, r, s);
     flag_lists(si, r, s);
+    bookkeeping(p, r, s);
     s.push_str("</section>");
+}
+
+/// The agent's writes to its own state (transcripts, caches): counted, not flagged.
+fn bookkeeping(p: &mut Page, r: &Report, s: &mut String) {
+    let _ = write!(
+        s,
+        "<h3>Agent bookkeeping (not flagged): {}</h3>",
+        r.agent_bookkeeping.len()
+    );
+    if r.agent_bookkeeping.is_empty() {
+        s.push_str("<p class=\"note\">None.</p>");
+        return;
+    }
+    s.push_str("<table class=\"bookkeeping\"><tr><th>op</th><th>count</th><th>path</th></tr>");
+    for b in r.agent_bookkeeping.iter().take(MAX_UNEXPLAINED) {
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
+            b.op,
+            b.count,
+            esc_clip(&b.path)
+        );
+    }
+    s.push_str("</table>");
+    if r.agent_bookkeeping.len() > MAX_UNEXPLAINED {
+        let _ = write!(
+            s,
+            "<p class=\"note\">{} more paths not listed.</p>",
+            r.agent_bookkeeping.len() - MAX_UNEXPLAINED
+        );
+        p.aggregate(format!(
+            "session {}: {} of {} agent bookkeeping paths not listed",
+            r.session.session_id,
+            r.agent_bookkeeping.len() - MAX_UNEXPLAINED,
+            r.agent_bookkeeping.len()
+        ));
+    }
 }
 
 fn flag_counts(r: &Report, si: usize, s: &mut String) {
