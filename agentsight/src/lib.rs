@@ -36,6 +36,7 @@ pub mod privileges;
 pub mod procinfo;
 pub mod rawtext;
 pub mod record;
+pub mod report;
 pub mod store;
 pub mod views;
 mod vocabulary;

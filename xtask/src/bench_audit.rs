@@ -25,10 +25,10 @@ const TARGET: Duration = Duration::from_secs(5);
 
 /// One measured run: wall time, peak RSS (KiB), exit status (None: killed
 /// at the cap).
-struct Measured {
-    wall: Duration,
-    peak_kib: u64,
-    status: Option<i32>,
+pub(crate) struct Measured {
+    pub wall: Duration,
+    pub peak_kib: u64,
+    pub status: Option<i32>,
 }
 
 fn peak_from_proc(pid: i32) -> u64 {
@@ -44,7 +44,7 @@ fn peak_from_proc(pid: i32) -> u64 {
 }
 
 /// Runs `cmd` to its end or `cap`, whichever comes first.
-fn measure(cmd: &mut Command, cap: Duration) -> Result<Measured> {
+pub(crate) fn measure(cmd: &mut Command, cap: Duration) -> Result<Measured> {
     let start = Instant::now();
     let child = cmd
         .stdout(Stdio::null())

@@ -38,6 +38,8 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("analysis", &["correlate", "audit"]),
     // The read-only outputs (show, export, OTLP, Perfetto) draw correlations.
     ("outputs", &["views"]),
+    // The pictures of a whole run, drawn from correlate, audit and views.
+    ("reports", &["report"]),
     ("enrichment", &["enrich"]),
     ("commands", &["record"]),
     ("cli", &["cli"]),

@@ -14,8 +14,10 @@ use clap::{Parser, Subcommand, ValueEnum};
 mod bench_audit;
 mod bench_capture;
 mod bench_correlate;
+mod bench_export;
 mod bench_flood;
 mod bench_sessions;
+mod demo;
 mod doctor;
 mod e2e_setup;
 mod fresh_setup;
@@ -41,7 +43,8 @@ enum Task {
     FreshSetup,
     /// Set up, then build the release binary (kernel programs embedded).
     Build,
-    /// Set up, build, record a small scripted workload, and summarise it.
+    /// Set up, build, record a built-in scripted agent, print `correlate` for
+    /// its session and write the HTML report.
     Demo,
     /// Set up, check formatting and lints, and run the whole test suite (as root).
     Test,
@@ -72,6 +75,9 @@ enum BenchWhat {
     Flood,
     /// `audit` of a synthetic 1,000,000-event capture with up to 100,000 findings vs the approach before.
     Audit,
+    /// `report` and every `export` format on a synthetic 1,000,000-event
+    /// capture: time, peak RSS, output size, beside `export --format jsonl`.
+    Export,
 }
 
 /// Debian packages the tests use: (a program it provides, package).
@@ -119,7 +125,7 @@ fn main() -> Result<()> {
         Task::Demo => {
             setup()?;
             build_release()?;
-            demo()
+            demo::run(&workspace_root())
         }
         Task::Test => {
             setup()?;
@@ -135,6 +141,7 @@ fn main() -> Result<()> {
                 BenchWhat::Correlate => bench_correlate::run(&bin),
                 BenchWhat::Flood => bench_flood::run(&bin),
                 BenchWhat::Audit => bench_audit::run(&bin),
+                BenchWhat::Export => bench_export::run(&bin),
             }
         }
     }
@@ -234,57 +241,6 @@ fn build_release() -> Result<()> {
     run(cargo()
         .current_dir(workspace_root())
         .args(["build", "--release", "-p", "agentsight"]))
-}
-
-/// The demo workload: a small scripted "agent" that inspects and edits files
-/// in a scratch workspace and runs commands, one of which fails.
-const DEMO_SCRIPT: &str = r#"set -u
-cd "$1"
-echo "fn main() { println!(\"hi\"); }" > main.rs
-ls -la > listing.txt
-grep -c main main.rs
-sh -c 'cd /tmp && pwd'
-( exit 3 ) || echo "a subshell exited with $?"
-/bin/false || echo "false failed as expected"
-sh -c 'sleep 0.2 & wait'
-cat main.rs | wc -c
-"#;
-
-fn demo() -> Result<()> {
-    let root = workspace_root();
-    let bin = root.join("target/release/agentsight");
-    let user = std::env::var("SUDO_USER").unwrap_or_else(|_| "nobody".into());
-    let scratch = std::env::temp_dir().join(format!("agentsight-demo-{}", std::process::id()));
-    std::fs::create_dir_all(&scratch)?;
-    // The workload runs as `user`: give it the scratch directory.
-    run(Command::new("chown").arg(&user).arg(&scratch))?;
-    let work = scratch.join("work");
-    run(Command::new("install").args(["-d", "-o", &user]).arg(&work))?;
-    let script = scratch.join("agent.sh");
-    std::fs::write(&script, DEMO_SCRIPT)?;
-    let db = root.join("agentsight-demo.db");
-    let _ = std::fs::remove_file(&db);
-    let mut rec = Command::new(&bin);
-    rec.arg("record");
-    if std::env::var_os("SUDO_USER").is_none() {
-        rec.args(["--user", &user]);
-    }
-    rec.arg("-o")
-        .arg(&db)
-        .arg("--")
-        .arg("/bin/sh")
-        .arg(&script)
-        .arg(&work);
-    run(&mut rec)?;
-    run(Command::new(&bin).arg("show").arg("--db").arg(&db))?;
-    eprintln!(
-        "xtask: demo capture at {} (try: {} export --db {} --format jsonl)",
-        db.display(),
-        bin.display(),
-        db.display()
-    );
-    let _ = std::fs::remove_dir_all(&scratch);
-    Ok(())
 }
 
 fn test() -> Result<()> {

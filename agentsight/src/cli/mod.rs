@@ -7,6 +7,7 @@ mod containers;
 pub mod correlate;
 mod otlp;
 pub mod pid;
+pub mod report;
 pub mod sessions;
 
 use std::{ffi::OsString, io::IsTerminal, io::Write, path::PathBuf, time::Duration};
@@ -54,6 +55,8 @@ pub enum Cmd {
     Pid(pid::PidArgs),
     /// Check a capture against a policy (exit 0 pass, 1 error-level findings, 2 bad input).
     Audit(audit::AuditArgs),
+    /// Write one self-contained HTML report of a capture (timeline, tool calls, loss).
+    Report(report::ReportArgs),
     /// The in-container side of `--docker-container` (JSON lines on stdin/stdout).
     #[command(hide = true)]
     Bridge,
@@ -145,6 +148,10 @@ pub struct RecordArgs {
     /// Write the --audit report to this file.
     #[arg(long, requires = "audit")]
     pub audit_output: Option<PathBuf>,
+    /// At the end, write the HTML report of the capture here (as `agentsight
+    /// report`; with --audit, its findings are linked in it).
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
     /// The command to run and record.
     #[arg(last = true)]
     pub command: Vec<OsString>,
@@ -344,6 +351,7 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Correlate(a) => correlate::run(&a),
         Cmd::Pid(a) => pid::run(&a),
         Cmd::Audit(a) => audit::run(&a),
+        Cmd::Report(a) => report::run(&a),
         Cmd::Bridge => bridge::run(),
         Cmd::Show(a) => {
             let cap = Capture::open(&a.db)?;
@@ -551,6 +559,13 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         }
         None => None,
     };
+    let mut report_out = match &a.report {
+        Some(p) => {
+            let _as_user = agentsight::privileges::AsUser::maybe(creds.as_ref())?;
+            Some(UserFile::open(p)?)
+        }
+        None => None,
+    };
     let opts = RecordOptions {
         output: a.output.unwrap_or_else(record::default_output),
         command: a.command,
@@ -574,8 +589,8 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
     let outcome = match record::run(&opts, &mut |n| say_notice(&n, quiet, tty)) {
         Ok(o) => o,
         Err(e) => {
-            if let Some(f) = audit_out.take() {
-                let _as_user = agentsight::privileges::AsUser::maybe(creds.as_ref())?;
+            let _as_user = agentsight::privileges::AsUser::maybe(creds.as_ref())?;
+            for f in [audit_out.take(), report_out.take()].into_iter().flatten() {
                 f.abandon();
             }
             return Err(e.into());
@@ -593,6 +608,11 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         return Ok(1);
     }
     let status = outcome.command_status.unwrap_or(0);
+    if let Some(f) = report_out.take() {
+        // Read as the user, like every view of their capture.
+        let _as_user = agentsight::privileges::AsUser::maybe(creds.as_ref())?;
+        report::write(&opts.output, policy.as_ref(), f)?;
+    }
     if let Some(policy) = &policy {
         let report = {
             let _as_user = agentsight::privileges::AsUser::maybe(creds.as_ref())?;
@@ -675,6 +695,10 @@ impl UserFile {
             .set_len(0)
             .with_context(|| format!("truncating {}", self.path.display()))?;
         Ok(&mut self.file)
+    }
+
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.path
     }
 
     /// Removes the file if this run created it (nothing was written).

@@ -366,6 +366,31 @@ pub fn gaps(conn: &Connection) -> rusqlite::Result<Vec<Gap>> {
     .collect()
 }
 
+/// DNS names a process asked, once per (process, name), in the order first asked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DnsQuery {
+    pub process_id: i64,
+    pub name: String,
+    pub count: i64,
+}
+
+/// Every DNS name asked, per process (one grouped pass over the events).
+pub fn dns_queries(conn: &Connection) -> rusqlite::Result<Vec<DnsQuery>> {
+    let mut st = conn.prepare(
+        "SELECT process_id, query, COUNT(*) FROM events
+         WHERE query IS NOT NULL AND process_id IS NOT NULL
+         GROUP BY process_id, query ORDER BY MIN(mono_ns), process_id",
+    )?;
+    st.query_map([], |r| {
+        Ok(DnsQuery {
+            process_id: r.get(0)?,
+            name: r.get(1)?,
+            count: r.get(2)?,
+        })
+    })?
+    .collect()
+}
+
 /// The newest monotonic time of any stored event, None when there is none.
 pub fn last_event_mono_ns(conn: &Connection) -> rusqlite::Result<Option<i64>> {
     conn.query_row("SELECT MAX(mono_ns) FROM events", [], |r| r.get(0))

@@ -71,87 +71,170 @@ pub fn summary(cap: &Capture) -> Result<String, StoreError> {
     Ok(s)
 }
 
+/// What a capture says of its run: the meta keys `show` and `report` print.
+#[derive(Debug, Clone, Default)]
+pub struct RunFacts {
+    pub started_at: String,
+    pub ended_at: String,
+    pub host: String,
+    pub kernel: String,
+    /// The recorded command's argv (empty for `--pid`/`--agent` recordings).
+    pub command: Vec<String>,
+    /// Its exit status, when the capture says one.
+    pub command_exit_status: Option<String>,
+    pub end_reason: Option<String>,
+    /// The recorder finished (meta `complete` = `true`).
+    pub complete: bool,
+}
+
+impl RunFacts {
+    pub fn load(cap: &Capture) -> Result<Self, StoreError> {
+        let m = |k: &str| cap.meta(k).map(|v| v.unwrap_or_default());
+        let nonempty = |v: String| (!v.is_empty()).then_some(v);
+        Ok(Self {
+            started_at: m("started_at")?,
+            ended_at: m("ended_at")?,
+            host: m("host")?,
+            kernel: m("kernel")?,
+            command: serde_json::from_str(&m("command")?).unwrap_or_default(),
+            command_exit_status: nonempty(m("command_exit_status")?),
+            end_reason: nonempty(m("end_reason")?),
+            complete: m("complete")? == "true",
+        })
+    }
+
+    /// The command as a shell user would type it.
+    pub fn command_line(&self) -> String {
+        self.command
+            .iter()
+            .map(|a| shell_word(a))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
 /// Capture, recording times, command and end reason; whether the capture
 /// is complete.
 fn run_facts(cap: &Capture, s: &mut String) -> Result<bool, StoreError> {
-    let m = |k: &str| cap.meta(k).map(|v| v.unwrap_or_default());
+    let f = RunFacts::load(cap)?;
     let _ = writeln!(s, "capture   {}", cap.path);
-    let complete = m("complete")? == "true";
     let _ = writeln!(
         s,
         "recorded  {} → {}  on {} ({}){}",
-        m("started_at")?,
-        m("ended_at")?,
-        m("host")?,
-        m("kernel")?,
-        if complete {
+        f.started_at,
+        f.ended_at,
+        f.host,
+        f.kernel,
+        if f.complete {
             ""
         } else {
             "  [INCOMPLETE: the recorder did not finish]"
         }
     );
-    let command: Vec<String> = serde_json::from_str(&m("command")?).unwrap_or_default();
-    if !command.is_empty() {
-        let status = m("command_exit_status")?;
+    if !f.command.is_empty() {
         let _ = writeln!(
             s,
             "command   {}{}",
-            command
-                .iter()
-                .map(|a| shell_word(a))
-                .collect::<Vec<_>>()
-                .join(" "),
-            if status.is_empty() {
-                String::new()
-            } else {
-                format!("  → exit status {status}")
+            f.command_line(),
+            match &f.command_exit_status {
+                None => String::new(),
+                Some(status) => format!("  → exit status {status}"),
             }
         );
     }
-    let reason = m("end_reason")?;
-    if !reason.is_empty() {
+    if let Some(reason) = &f.end_reason {
         let _ = writeln!(s, "ended     {reason}");
     }
-    Ok(complete)
+    Ok(f.complete)
+}
+
+/// What a capture lost, from every source: kernel reserve failures per
+/// kind, sequence gaps, events not stored past `--max-size`, and the
+/// unknown tail of an unfinished capture. Zero is a fact too.
+#[derive(Debug, Clone, Default)]
+pub struct Loss {
+    /// Events lost in the kernel, all kinds.
+    pub lost: u64,
+    /// `(kind, count)` of the kinds that lost any.
+    pub by_kind: Vec<(String, u64)>,
+    /// Records missing by per-CPU sequence number.
+    pub missing: u64,
+    /// Events not stored once the capture reached `--max-size`.
+    pub not_stored: u64,
+    /// For an unfinished capture: what cannot be known (see [`unknown_after`]).
+    pub unknown: Option<String>,
+    /// Every exit record is known to be there ("no exit seen" then means
+    /// "still running at the end").
+    pub exits_known: bool,
+}
+
+impl Loss {
+    pub fn load(cap: &Capture, complete: bool) -> Result<Self, StoreError> {
+        let (loss, not_stored): (Vec<_>, Vec<_>) = cap
+            .loss()?
+            .into_iter()
+            .partition(|(k, _)| !k.starts_with(crate::store::MAX_SIZE_LOSS_PREFIX));
+        let missing = cap.gap_missing()?;
+        Ok(Self {
+            lost: loss.iter().map(|(_, n)| n).sum(),
+            exits_known: complete
+                && !loss.iter().any(|(k, n)| k == "exit" && *n > 0)
+                && missing == 0,
+            by_kind: loss.into_iter().filter(|(_, n)| *n > 0).collect(),
+            missing,
+            not_stored: not_stored.iter().map(|(_, n)| n).sum(),
+            unknown: if complete {
+                None
+            } else {
+                Some(unknown_after(cap)?)
+            },
+        })
+    }
+
+    /// Nothing lost, nothing missing, and the capture finished.
+    pub fn is_zero(&self) -> bool {
+        self.lost == 0 && self.missing == 0 && self.not_stored == 0 && self.unknown.is_none()
+    }
+
+    /// The one-line account `show` prints after `LOSS`.
+    pub fn line(&self) -> String {
+        let detail: Vec<String> = self
+            .by_kind
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        format!(
+            "{} events lost in the kernel{}; {} missing by sequence number{}{}",
+            self.lost,
+            if detail.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", detail.join(", "))
+            },
+            self.missing,
+            if self.not_stored > 0 {
+                format!(
+                    "; {} not stored (the capture reached --max-size)",
+                    self.not_stored
+                )
+            } else {
+                String::new()
+            },
+            match &self.unknown {
+                Some(u) => format!("; {u}"),
+                None => String::new(),
+            }
+        )
+    }
 }
 
 /// The LOSS line (always, zero included); whether every exit record is
 /// known to be there.
 fn loss_line(cap: &Capture, complete: bool, s: &mut String) -> Result<bool, StoreError> {
-    let all_loss = cap.loss()?;
-    let (loss, not_stored): (Vec<_>, Vec<_>) = all_loss
-        .iter()
-        .cloned()
-        .partition(|(k, _)| !k.starts_with(crate::store::MAX_SIZE_LOSS_PREFIX));
-    let lost: u64 = loss.iter().map(|(_, n)| n).sum();
-    let not_stored: u64 = not_stored.iter().map(|(_, n)| n).sum();
-    let missing = cap.gap_missing()?;
-    let detail: Vec<String> = loss
-        .iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(k, n)| format!("{k} {n}"))
-        .collect();
-    let _ = writeln!(
-        s,
-        "LOSS      {lost} events lost in the kernel{}; {missing} missing by sequence number{}{}",
-        if detail.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", detail.join(", "))
-        },
-        if not_stored > 0 {
-            format!("; {not_stored} not stored (the capture reached --max-size)")
-        } else {
-            String::new()
-        },
-        if complete {
-            String::new()
-        } else {
-            format!("; {}", unknown_after(cap)?)
-        }
-    );
+    let loss = Loss::load(cap, complete)?;
+    let _ = writeln!(s, "LOSS      {}", loss.line());
     // Without every exit record, "no exit seen" does not mean "still running".
-    Ok(complete && !loss.iter().any(|(k, n)| k == "exit" && *n > 0) && missing == 0)
+    Ok(loss.exits_known)
 }
 
 /// Kernel programs attached and failed.
@@ -284,63 +367,95 @@ fn container_note(id: &ProcessIdentity) -> String {
     note
 }
 
-/// Top files written and read, network destinations and DNS names.
-fn activity(cap: &Capture, s: &mut String) -> Result<(), StoreError> {
-    let rows = |sql: &str| -> Result<Vec<(String, i64, i64)>, StoreError> {
+/// Top files written and read, network destinations and DNS names: each
+/// section's title and its rows `(what, a, b)`, the two counts the title
+/// names in parentheses.
+pub fn activity_sections(cap: &Capture) -> Result<Vec<ActivitySection>, StoreError> {
+    let rows = |sql: &str| -> Result<Vec<CountRow>, StoreError> {
         let mut st = cap.conn.prepare(sql).map_err(|e| cap.query_err(e))?;
         st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
             .and_then(|r| r.collect())
             .map_err(|e| cap.query_err(e))
     };
-    let sections = [
-        (
-            "files written (bytes, writes)",
-            "SELECT path, SUM(bytes), SUM(count) FROM events
-             WHERE kind = 'io' AND path IS NOT NULL AND bytes > 0
-             GROUP BY path ORDER BY SUM(bytes) DESC, path LIMIT 10",
-        ),
-        (
-            "files read (bytes, reads)",
-            "SELECT path, SUM(read_bytes), SUM(read_count) FROM events
-             WHERE kind = 'io' AND path IS NOT NULL AND read_bytes > 0
-             GROUP BY path ORDER BY SUM(read_bytes) DESC, path LIMIT 10",
-        ),
-        (
-            "files changed (created/deleted/renamed; operations, failed)",
-            "SELECT kind || ' ' || COALESCE(path, path_as_given, '?'), COUNT(*), SUM(result < 0) FROM events
-             WHERE kind IN ('unlink','unlinkat','rmdir','rename','renameat','renameat2','mkdir','mkdirat',
-                            'truncate','ftruncate','symlink','symlinkat','link','linkat','creat')
-                OR (kind IN ('open','openat','openat2') AND flags LIKE '%create%')
-             GROUP BY 1 ORDER BY MIN(mono_ns) LIMIT 15",
-        ),
-        (
-            "opened under another name (path as resolved → file the kernel opened; opens, 0)",
-            "SELECT path || ' → ' || real_path, COUNT(*), 0 FROM events
-             WHERE real_path IS NOT NULL AND path IS NOT NULL AND real_path != path
-               AND path NOT LIKE '/proc/self/%' AND path NOT LIKE '/proc/thread-self/%'
-             GROUP BY 1 ORDER BY MIN(mono_ns) LIMIT 10",
-        ),
-        (
-            "network destinations (connects, failed)",
-            "SELECT family || ' ' || addr || COALESCE(':' || port, ''), COUNT(*),
-                    SUM(result < 0 AND errno != 'EINPROGRESS') FROM events
-             WHERE kind IN ('connect','sendto','sendmsg','sendmmsg') AND addr IS NOT NULL
-             GROUP BY 1 ORDER BY COUNT(*) DESC LIMIT 10",
-        ),
-        (
-            "DNS names queried (queries)",
-            "SELECT query, COUNT(*), 0 FROM events WHERE query IS NOT NULL
-             GROUP BY query ORDER BY COUNT(*) DESC LIMIT 10",
-        ),
-    ];
-    for (title, sql) in sections {
-        let r = rows(sql)?;
-        let _ = writeln!(s, "\n{title}");
-        if r.is_empty() {
+    ACTIVITY_SECTIONS
+        .iter()
+        .map(|&(title, sql)| {
+            Ok(ActivitySection {
+                title,
+                rows: rows(sql)?,
+            })
+        })
+        .collect()
+}
+
+/// One section of [`activity_sections`].
+#[derive(Debug, Clone)]
+pub struct ActivitySection {
+    /// The title, naming the two counts in parentheses.
+    pub title: &'static str,
+    pub rows: Vec<CountRow>,
+}
+
+/// `(what, a, b)` of an activity section; a count is `None` when the
+/// capture did not say it (an `io` row without its count).
+pub type CountRow = (String, Option<i64>, Option<i64>);
+
+/// A count as shown: `?` when the capture did not say it.
+pub fn count_word(n: Option<i64>) -> String {
+    n.map_or_else(|| "?".to_owned(), |n| n.to_string())
+}
+
+/// The summary's activity sections: title and query (each bounded by LIMIT).
+const ACTIVITY_SECTIONS: [(&str, &str); 6] = [
+    (
+        "files written (bytes, writes)",
+        "SELECT path, SUM(bytes), SUM(count) FROM events
+         WHERE kind = 'io' AND path IS NOT NULL AND bytes > 0
+         GROUP BY path ORDER BY SUM(bytes) DESC, path LIMIT 10",
+    ),
+    (
+        "files read (bytes, reads)",
+        "SELECT path, SUM(read_bytes), SUM(read_count) FROM events
+         WHERE kind = 'io' AND path IS NOT NULL AND read_bytes > 0
+         GROUP BY path ORDER BY SUM(read_bytes) DESC, path LIMIT 10",
+    ),
+    (
+        "files changed (created/deleted/renamed; operations, failed)",
+        "SELECT kind || ' ' || COALESCE(path, path_as_given, '?'), COUNT(*), SUM(result < 0) FROM events
+         WHERE kind IN ('unlink','unlinkat','rmdir','rename','renameat','renameat2','mkdir','mkdirat',
+                        'truncate','ftruncate','symlink','symlinkat','link','linkat','creat')
+            OR (kind IN ('open','openat','openat2') AND flags LIKE '%create%')
+         GROUP BY 1 ORDER BY MIN(mono_ns) LIMIT 15",
+    ),
+    (
+        "opened under another name (path as resolved → file the kernel opened; opens, 0)",
+        "SELECT path || ' → ' || real_path, COUNT(*), 0 FROM events
+         WHERE real_path IS NOT NULL AND path IS NOT NULL AND real_path != path
+           AND path NOT LIKE '/proc/self/%' AND path NOT LIKE '/proc/thread-self/%'
+         GROUP BY 1 ORDER BY MIN(mono_ns) LIMIT 10",
+    ),
+    (
+        "network destinations (connects, failed)",
+        "SELECT family || ' ' || addr || COALESCE(':' || port, ''), COUNT(*),
+                SUM(result < 0 AND errno != 'EINPROGRESS') FROM events
+         WHERE kind IN ('connect','sendto','sendmsg','sendmmsg') AND addr IS NOT NULL
+         GROUP BY 1 ORDER BY COUNT(*) DESC LIMIT 10",
+    ),
+    (
+        "DNS names queried (queries)",
+        "SELECT query, COUNT(*), 0 FROM events WHERE query IS NOT NULL
+         GROUP BY query ORDER BY COUNT(*) DESC LIMIT 10",
+    ),
+];
+
+fn activity(cap: &Capture, s: &mut String) -> Result<(), StoreError> {
+    for section in activity_sections(cap)? {
+        let _ = writeln!(s, "\n{}", section.title);
+        if section.rows.is_empty() {
             let _ = writeln!(s, "  (none)");
         }
-        for (what, a, b) in r {
-            let _ = writeln!(s, "  {what}  ({a}, {b})");
+        for (what, a, b) in &section.rows {
+            let _ = writeln!(s, "  {what}  ({}, {})", count_word(*a), count_word(*b));
         }
     }
     Ok(())
