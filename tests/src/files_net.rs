@@ -1,7 +1,9 @@
 //! The file and network workload of known ground truth
-//! (`workloads/files_net.py`), the kernel-paths tricks
-//! (`workloads/kernel_paths.py`) and their checks, shared by the host capture
-//! test (`tests/capture_files_net.rs`) and the `--container` one
+//! (`workloads/files_net.py`) with its strace cross-check, the
+//! kernel-paths tricks (`workloads/kernel_paths.py`), the io left open at
+//! exit and non-UTF-8 names workloads, the flood and softirq loss
+//! accounting, and their checks, shared by the host capture test
+//! (`tests/capture_files_net.rs`) and the `--container` one
 //! (`tests/container_truth.rs`): the same rows, with the paths as the
 //! recorded process saw them.
 
