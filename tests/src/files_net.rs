@@ -1,7 +1,9 @@
 //! The file and network workload of known ground truth
-//! (`workloads/files_net.py`), the kernel-paths tricks
-//! (`workloads/kernel_paths.py`) and their checks, shared by the host capture
-//! test (`tests/capture_files_net.rs`) and the `--container` one
+//! (`workloads/files_net.py`) with its strace cross-check, the
+//! kernel-paths tricks (`workloads/kernel_paths.py`), the io left open at
+//! exit and non-UTF-8 names workloads, the flood and softirq loss
+//! accounting, and their checks, shared by the host capture test
+//! (`tests/capture_files_net.rs`) and the `--container` one
 //! (`tests/container_truth.rs`): the same rows, with the paths as the
 //! recorded process saw them.
 
@@ -383,4 +385,228 @@ pub fn assert_tricks_name_kernel_files(conn: &Connection, dir: &Path, seen_as: &
             row("after.txt", "after.txt", ino("after.txt")),
         ]
     );
+}
+
+/// The syscalls `strace -e` traces for the cross-check of the file and
+/// network workload.
+pub const STRACE_SCRATCH_TRACE: &str = "trace=openat,chdir,renameat2,rename,unlinkat,unlink,mkdirat,mkdir,symlinkat,symlink,rmdir,connect";
+
+/// The (syscall, result) pairs on the scratch paths in an `strace -f -qq`
+/// trace of the file and network workload equal the captured ones: the
+/// rows under `sub` and the denied open of `../locked.txt`, same order,
+/// same results. The names strace prints are the workload's relative
+/// ones, so the check does not depend on where the directory is seen.
+pub fn assert_strace_agrees(text: &str) {
+    let from_strace: Vec<(String, i64)> = text.lines().filter_map(strace_scratch_call).collect();
+    let mut ours: Vec<(String, i64)> = expected_sub_rows("")
+        .iter()
+        .map(|r| (r.kind.clone(), r.result))
+        .collect();
+    ours.insert(5, ("openat".into(), -13));
+    assert_eq!(from_strace, ours, "strace saw:\n{text}");
+}
+
+/// One strace line as (syscall, result), if it names a scratch path; a
+/// failure is given as -errno.
+fn strace_scratch_call(line: &str) -> Option<(String, i64)> {
+    let (_, call) = line.split_once(' ')?;
+    let call = call.trim_start();
+    let name = call.split('(').next()?;
+    if !(call.contains(&format!("\"{}", "sub"))
+        || call.contains("\"rel.txt\"")
+        || call.contains("\"viadirfd.txt\"")
+        || call.contains("\"missing.txt\"")
+        || call.contains("\"renamed.txt\"")
+        || call.contains("\"newdir\"")
+        || call.contains("\"../locked.txt\"")
+        || call.contains("\".\""))
+    {
+        return None;
+    }
+    let result: i64 = call
+        .rsplit(" = ")
+        .next()
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(-999);
+    let result = if result == -1 {
+        // strace prints -1 ERRNO; compare with -errno.
+        if call.contains("ENOENT") {
+            -2
+        } else if call.contains("EACCES") {
+            -13
+        } else {
+            -1
+        }
+    } else {
+        result
+    };
+    Some((name.to_string(), result))
+}
+
+/// The io-left-open workload (`python3 -c SCRIPT N PREFIX`): N files
+/// `DIR/PREFIX-NN`, file i gets i+1 writes of 3 bytes, and `os._exit`
+/// skips every close. Run with 3 `few` (within the kernel's list of 32
+/// fds per process) and 40 `many` (8 beyond it).
+pub fn io_left_open_script(dir: &str) -> String {
+    format!(
+        "import os, sys\nn = int(sys.argv[1])\nfds = [os.open('{dir}/%s-%02d' % (sys.argv[2], i), os.O_WRONLY | os.O_CREAT, 0o644) for i in range(n)]\nfor i, fd in enumerate(fds):\n    for _ in range(i + 1):\n        os.write(fd, b'abc')\nos._exit(0)\n"
+    )
+}
+
+/// I/O on fds never closed is flushed at exit: each file's bytes and
+/// write count are exact, and each aggregate comes before the exit that
+/// closed it. `dir` as the workload named it.
+pub fn assert_io_left_open_flushed(conn: &Connection, dir: &str) {
+    for (prefix, n) in [("few", 3i64), ("many", 40)] {
+        let got: Vec<(String, i64, i64)> = conn
+            .prepare("SELECT path, bytes, count FROM events WHERE kind = 'io' AND path LIKE ?1 || '%' ORDER BY path")
+            .unwrap()
+            .query_map([format!("{dir}/{prefix}-")], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let want: Vec<(String, i64, i64)> = (0..n)
+            .map(|i| (format!("{dir}/{prefix}-{i:02}"), 3 * (i + 1), i + 1))
+            .collect();
+        assert_eq!(got, want, "{prefix}");
+        // Every aggregate precedes its process's exit.
+        let late: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM events io JOIN events ex ON ex.kind = 'exit' AND ex.process_id = io.process_id
+                 WHERE io.kind = 'io' AND io.path LIKE ?1 || '%' AND io.id > ex.id",
+                [format!("{dir}/{prefix}-")],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(late, 0, "{prefix}: an aggregate after its exit");
+    }
+}
+
+/// The non-UTF-8 names workload (`python3 -c SCRIPT DIR`): creates `f\xff`
+/// and `f\xfe` in DIR and runs `/bin/true arg\xfe`.
+pub const NON_UTF8_SCRIPT: &str = "import os, subprocess, sys\nos.chdir(sys.argv[1])\nfor n in (b'f\\xff', b'f\\xfe'):\n    os.close(os.open(n, os.O_WRONLY | os.O_CREAT, 0o600))\nsubprocess.run([b'/bin/true', b'arg\\xfe'], check=True)\n";
+
+/// The non-UTF-8 names stay distinct and exact in `export`'s output
+/// (`\xNN` shown, the exact bytes in `*_hex`); `dir` as the workload
+/// named it. Only `/bin/true` execs whose first argument starts with `arg`
+/// are the workload's (another workload may run `/bin/true` too).
+pub fn assert_non_utf8_names_exported(export: &str, dir: &str) {
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let mut created: Vec<(String, String)> = Vec::new();
+    let mut true_argv: Vec<(serde_json::Value, serde_json::Value)> = Vec::new();
+    for line in export.lines() {
+        let e: serde_json::Value = serde_json::from_str(line).unwrap();
+        if e["kind"] == "openat"
+            && e["path_as_given"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("f\\x"))
+        {
+            created.push((
+                e["path"].as_str().unwrap().to_string(),
+                e["path_hex"].as_str().unwrap().to_string(),
+            ));
+        }
+        if e["kind"] == "exec"
+            && e["filename"] == "/bin/true"
+            && e["argv"][1].as_str().is_some_and(|a| a.starts_with("arg"))
+        {
+            true_argv.push((e["argv"].clone(), e["argv_hex"].clone()));
+        }
+    }
+    let path = |name: &[u8]| {
+        let mut b = dir.as_bytes().to_vec();
+        b.push(b'/');
+        b.extend_from_slice(name);
+        b
+    };
+    assert_eq!(
+        created,
+        vec![
+            (format!("{dir}/f\\xff"), hex(&path(b"f\xff"))),
+            (format!("{dir}/f\\xfe"), hex(&path(b"f\xfe"))),
+        ]
+    );
+    assert_eq!(
+        true_argv,
+        vec![(
+            serde_json::json!(["/bin/true", "arg\\xfe"]),
+            serde_json::json!([hex(b"/bin/true"), hex(b"arg\xfe")])
+        )]
+    );
+}
+
+/// The open flood (`static_open_flood`: `n` failed opens of `path`, no
+/// other hooked syscall) overran the ring: captured + lost = generated,
+/// and every lost record shows as a sequence gap. Returns (captured, lost).
+pub fn assert_flood_accounted(conn: &Connection, n: u64, path: &str) -> (i64, i64) {
+    let captured: i64 = conn
+        .query_row("SELECT COALESCE(SUM(COALESCE(repeat, 1)), 0) FROM events WHERE kind = 'openat' AND path_as_given = ?1", [path], |r| r.get(0))
+        .unwrap();
+    let other_sys: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM events WHERE kind NOT IN ('exec', 'exit', 'fork', 'openat')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let lost: i64 = conn
+        .query_row("SELECT lost FROM loss WHERE kind = 'syscall'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let missing: i64 = conn
+        .query_row("SELECT COALESCE(SUM(missing), 0) FROM gaps", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let total_lost: i64 = conn
+        .query_row("SELECT SUM(lost) FROM loss", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(
+        other_sys, 0,
+        "the static flood program makes no other hooked syscalls"
+    );
+    assert_eq!(
+        captured + lost,
+        n as i64,
+        "captured {captured} + lost {lost}"
+    );
+    assert_eq!(
+        missing, total_lost,
+        "every lost record shows as a sequence gap"
+    );
+    (captured, lost)
+}
+
+/// The softirq workload (`workloads/seq_stress.py DIR PORT CONNECTS
+/// FILES`, `dir` as it named it) on `cpus` CPUs: no kernel loss, no
+/// sequence gap, every connect's ESTABLISHED transition (run in softirq)
+/// and every file is there.
+pub fn assert_softirq_no_gap(
+    conn: &Connection,
+    dir: &str,
+    port: u16,
+    (connects, files): (usize, usize),
+    cpus: usize,
+) {
+    let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(
+        count("SELECT COALESCE(SUM(lost), 0) FROM loss"),
+        0,
+        "kernel loss"
+    );
+    assert_eq!(count("SELECT COUNT(*) FROM gaps"), 0, "sequence gaps");
+    let established = count(&format!(
+        "SELECT COUNT(*) FROM events WHERE kind = 'tcp_state' AND tcp_state = 'established' AND port = {port}"
+    ));
+    assert_eq!(
+        established as usize,
+        connects * cpus,
+        "established connects"
+    );
+    let created = count(&format!(
+        "SELECT COALESCE(SUM(COALESCE(repeat, 1)), 0) FROM events WHERE kind = 'openat' AND result >= 0 AND path LIKE '{dir}/w%/f%'"
+    ));
+    assert_eq!(created as usize, files * cpus, "files created");
 }

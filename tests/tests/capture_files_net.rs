@@ -8,63 +8,26 @@ use agentsight_tests::{files_net::*, *};
 use rusqlite::Connection;
 
 /// Runs the workload again under `strace -f` as the unprivileged user and
-/// returns the (syscall, result) pairs on the scratch paths, with the raw
-/// trace text.
-fn strace_scratch_calls(s: &Setup) -> (Vec<(String, i64)>, String) {
+/// returns the trace text.
+fn strace_the_workload(s: &Setup) -> String {
     std::fs::remove_file(s.dir.join("sub/link")).unwrap();
     let trace = s.dir.join("strace.txt");
     let (uid, gid) = test_user();
     let st = Command::new("strace")
-        .args(["-f", "-qq", "-e", "trace=openat,chdir,renameat2,rename,unlinkat,unlink,mkdirat,mkdir,symlinkat,symlink,rmdir,connect", "-o"])
+        .args(["-f", "-qq", "-e", STRACE_SCRATCH_TRACE, "-o"])
         .arg(&trace)
         .arg("setpriv")
-        .args([format!("--reuid={uid}"), format!("--regid={gid}"), "--init-groups".into()])
+        .args([
+            format!("--reuid={uid}"),
+            format!("--regid={gid}"),
+            "--init-groups".into(),
+        ])
         .args(&s.args)
         .current_dir(&s.dir)
         .status()
         .unwrap();
     assert!(st.success());
-    let text = std::fs::read_to_string(&trace).unwrap();
-    let from_strace = text.lines().filter_map(strace_scratch_call).collect();
-    (from_strace, text)
-}
-
-/// One strace line as (syscall, result), if it names a scratch path; a
-/// failure is given as -errno.
-fn strace_scratch_call(line: &str) -> Option<(String, i64)> {
-    let (_, call) = line.split_once(' ')?;
-    let call = call.trim_start();
-    let name = call.split('(').next()?;
-    if !(call.contains(&format!("\"{}", "sub"))
-        || call.contains("\"rel.txt\"")
-        || call.contains("\"viadirfd.txt\"")
-        || call.contains("\"missing.txt\"")
-        || call.contains("\"renamed.txt\"")
-        || call.contains("\"newdir\"")
-        || call.contains("\"../locked.txt\"")
-        || call.contains("\".\""))
-    {
-        return None;
-    }
-    let result: i64 = call
-        .rsplit(" = ")
-        .next()
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(-999);
-    let result = if result == -1 {
-        // strace prints -1 ERRNO; compare with -errno.
-        if call.contains("ENOENT") {
-            -2
-        } else if call.contains("EACCES") {
-            -13
-        } else {
-            -1
-        }
-    } else {
-        result
-    };
-    Some((name.to_string(), result))
+    std::fs::read_to_string(&trace).unwrap()
 }
 
 #[test]
@@ -90,13 +53,7 @@ fn files_and_network_match_ground_truth_and_strace() {
 
     // Cross-check with strace on the same workload: the same syscalls on the
     // scratch paths, with the same results.
-    let (from_strace, text) = strace_scratch_calls(&s);
-    let mut ours: Vec<(String, i64)> = expected
-        .iter()
-        .map(|r| (r.kind.clone(), r.result))
-        .collect();
-    ours.insert(5, ("openat".into(), -13));
-    assert_eq!(from_strace, ours, "strace saw:\n{text}");
+    assert_strace_agrees(&strace_the_workload(&s));
     let _ = std::fs::remove_dir_all(&s.dir);
 }
 
@@ -112,42 +69,7 @@ fn flood_counts_captured_plus_lost_equal_generated() {
     let out = record(&db, &["--ring-mib", "1"], &[&bin_s]);
     assert_exit_0(&out);
     let conn = open(&db);
-    let captured: i64 = conn
-        .query_row("SELECT COALESCE(SUM(COALESCE(repeat, 1)), 0) FROM events WHERE kind = 'openat' AND path_as_given = '/nonexistent-agentsight-flood'", [], |r| r.get(0))
-        .unwrap();
-    let other_sys: i64 = conn
-        .query_row(
-            "SELECT COUNT(*) FROM events WHERE kind NOT IN ('exec', 'exit', 'fork', 'openat')",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    let lost: i64 = conn
-        .query_row("SELECT lost FROM loss WHERE kind = 'syscall'", [], |r| {
-            r.get(0)
-        })
-        .unwrap();
-    let missing: i64 = conn
-        .query_row("SELECT COALESCE(SUM(missing), 0) FROM gaps", [], |r| {
-            r.get(0)
-        })
-        .unwrap();
-    let total_lost: i64 = conn
-        .query_row("SELECT SUM(lost) FROM loss", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(
-        other_sys, 0,
-        "the static flood program makes no other hooked syscalls"
-    );
-    assert_eq!(
-        captured + lost,
-        N as i64,
-        "captured {captured} + lost {lost}"
-    );
-    assert_eq!(
-        missing, total_lost,
-        "every lost record shows as a sequence gap"
-    );
+    let (captured, lost) = assert_flood_accounted(&conn, N, "/nonexistent-agentsight-flood");
     eprintln!("flood: {N} generated, {captured} captured, {lost} lost (1 MiB ring)");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -163,10 +85,7 @@ fn io_left_open_at_exit_is_flushed_exactly() {
     let db = dir.join("io.db");
     let d = dir.display().to_string();
     // few: 3 files (listed); many: 40 files (8 beyond the kernel's list).
-    // File i gets i+1 writes of 3 bytes; os._exit skips every close.
-    let script = format!(
-        "import os, sys\nn = int(sys.argv[1])\nfds = [os.open('{d}/%s-%02d' % (sys.argv[2], i), os.O_WRONLY | os.O_CREAT, 0o644) for i in range(n)]\nfor i, fd in enumerate(fds):\n    for _ in range(i + 1):\n        os.write(fd, b'abc')\nos._exit(0)\n"
-    );
+    let script = io_left_open_script(&d);
     let cmd = "python3 -c \"$S\" 3 few && python3 -c \"$S\" 40 many";
     let out = {
         let (uid, gid) = test_user();
@@ -184,29 +103,7 @@ fn io_left_open_at_exit_is_flushed_exactly() {
     };
     assert_exit_0(&out);
     let conn = open(&db);
-    for (prefix, n) in [("few", 3i64), ("many", 40)] {
-        let got: Vec<(String, i64, i64)> = conn
-            .prepare("SELECT path, bytes, count FROM events WHERE kind = 'io' AND path LIKE ?1 || '%' ORDER BY path")
-            .unwrap()
-            .query_map([format!("{d}/{prefix}-")], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
-        let want: Vec<(String, i64, i64)> = (0..n)
-            .map(|i| (format!("{d}/{prefix}-{i:02}"), 3 * (i + 1), i + 1))
-            .collect();
-        assert_eq!(got, want, "{prefix}");
-        // Every aggregate precedes its process's exit.
-        let late: i64 = conn
-            .query_row(
-                "SELECT COUNT(*) FROM events io JOIN events ex ON ex.kind = 'exit' AND ex.process_id = io.process_id
-                 WHERE io.kind = 'io' AND io.path LIKE ?1 || '%' AND io.id > ex.id",
-                [format!("{d}/{prefix}-")],
-                |r| r.get(0),
-            )
-            .unwrap();
-        assert_eq!(late, 0, "{prefix}: an aggregate after its exit");
-    }
+    assert_io_left_open_flushed(&conn, &d);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -254,25 +151,7 @@ fn softirq_interleaving_leaves_no_gap() {
     assert_exit_0(&out);
     let cpus = std::thread::available_parallelism().unwrap().get();
     let conn = open(&db);
-    let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
-    assert_eq!(
-        count("SELECT COALESCE(SUM(lost), 0) FROM loss"),
-        0,
-        "kernel loss"
-    );
-    assert_eq!(count("SELECT COUNT(*) FROM gaps"), 0, "sequence gaps");
-    let established = count(&format!(
-        "SELECT COUNT(*) FROM events WHERE kind = 'tcp_state' AND tcp_state = 'established' AND port = {port}"
-    ));
-    assert_eq!(
-        established as usize,
-        CONNECTS * cpus,
-        "established connects"
-    );
-    let created = count(&format!(
-        "SELECT COALESCE(SUM(COALESCE(repeat, 1)), 0) FROM events WHERE kind = 'openat' AND result >= 0 AND path LIKE '{dir_s}/w%/f%'"
-    ));
-    assert_eq!(created as usize, FILES * cpus, "files created");
+    assert_softirq_no_gap(&conn, &dir_s, port, (CONNECTS, FILES), cpus);
     eprintln!(
         "seq stress: {cpus} CPUs, {} connects and {} files, 0 lost, 0 gaps",
         CONNECTS * cpus,
@@ -426,10 +305,13 @@ fn kernel_paths_name_the_file_the_kernel_opened() {
 fn non_utf8_names_round_trip_exactly_through_export() {
     require_root();
     let dir = scratch("rawnames");
-    let script = "import os, subprocess, sys\nos.chdir(sys.argv[1])\nfor n in (b'f\\xff', b'f\\xfe'):\n    os.close(os.open(n, os.O_WRONLY | os.O_CREAT, 0o600))\nsubprocess.run([b'/bin/true', b'arg\\xfe'], check=True)\n";
     let db = dir.join("raw.db");
     let dir_s = dir.display().to_string();
-    let out = record(&db, &[], &["/usr/bin/python3", "-c", script, &dir_s]);
+    let out = record(
+        &db,
+        &[],
+        &["/usr/bin/python3", "-c", NON_UTF8_SCRIPT, &dir_s],
+    );
     assert_exit_0(&out);
     let export = Command::new(bin())
         .args(["export", "--db"])
@@ -437,44 +319,6 @@ fn non_utf8_names_round_trip_exactly_through_export() {
         .output()
         .unwrap();
     assert_exit_0(&export);
-    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-    let mut created: Vec<(String, String)> = Vec::new();
-    let mut true_argv: Option<(serde_json::Value, serde_json::Value)> = None;
-    for line in String::from_utf8_lossy(&export.stdout).lines() {
-        let e: serde_json::Value = serde_json::from_str(line).unwrap();
-        if e["kind"] == "openat"
-            && e["path_as_given"]
-                .as_str()
-                .is_some_and(|p| p.starts_with("f\\x"))
-        {
-            created.push((
-                e["path"].as_str().unwrap().to_string(),
-                e["path_hex"].as_str().unwrap().to_string(),
-            ));
-        }
-        if e["kind"] == "exec" && e["filename"] == "/bin/true" {
-            true_argv = Some((e["argv"].clone(), e["argv_hex"].clone()));
-        }
-    }
-    let path = |name: &[u8]| {
-        let mut b = dir_s.as_bytes().to_vec();
-        b.push(b'/');
-        b.extend_from_slice(name);
-        b
-    };
-    assert_eq!(
-        created,
-        vec![
-            (format!("{dir_s}/f\\xff"), hex(&path(b"f\xff"))),
-            (format!("{dir_s}/f\\xfe"), hex(&path(b"f\xfe"))),
-        ]
-    );
-    assert_eq!(
-        true_argv,
-        Some((
-            serde_json::json!(["/bin/true", "arg\\xfe"]),
-            serde_json::json!([hex(b"/bin/true"), hex(b"arg\xfe")])
-        ))
-    );
+    assert_non_utf8_names_exported(&String::from_utf8_lossy(&export.stdout), &dir_s);
     let _ = std::fs::remove_dir_all(&dir);
 }

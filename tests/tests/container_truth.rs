@@ -2,28 +2,40 @@
 //! host suites' workloads of known ground truth run inside a container —
 //! the process tree (`workloads/tree.sh`) as the container's init, the file
 //! and network workload (`workloads/files_net.py`) and the kernel-paths
-//! tricks (`workloads/kernel_paths.py`) in `docker exec`s started after
-//! recording began — and their captures pass the host
-//! suites' own checks (`agentsight_tests::process_tree`,
-//! `agentsight_tests::files_net`), with every path as the container sees
-//! it (the scratch directory is mounted at `/t`), the container on every
-//! row, and a host process busy at the same time absent.
+//! tricks (`workloads/kernel_paths.py`), the io left open at exit and the
+//! non-UTF-8 names workloads in `docker exec`s started after recording
+//! began — and their captures pass the host suites' own checks
+//! (`agentsight_tests::process_tree`, `agentsight_tests::files_net`), with
+//! every path as the container sees it (the scratch directory is mounted
+//! at `/t`), the container on every row, and a host process busy at the
+//! same time absent. The file and network workload runs under `strace -f`
+//! inside the container, so the strace cross-check sees the very run the
+//! capture saw.
+//!
+//! Loss accounting too, each in a container of its own whose init is the
+//! workload: the open flood through a 1 MiB ring (captured + lost =
+//! generated) and the softirq interleaving (no loss, no gap, every
+//! connect's ESTABLISHED transition and every file).
 //!
 //! The container shares the host's network namespace (`--network host`),
 //! so the workload's loopback connects reach the listeners the test owns;
 //! its Python is the host's (same Debian release), mounted read-only.
 
 use std::{
+    net::TcpListener,
     path::Path,
     process::{Command, Stdio},
+    sync::Mutex,
 };
 
 use agentsight_tests::{
     docker::{BASE_IMAGE, Container, ensure_base_image, wait_seeded},
     files_net::{
-        Setup, Unmount, assert_locked_open_denied, assert_network_matches,
+        NON_UTF8_SCRIPT, STRACE_SCRATCH_TRACE, Setup, Unmount, assert_flood_accounted,
+        assert_io_left_open_flushed, assert_locked_open_denied, assert_network_matches,
+        assert_non_utf8_names_exported, assert_softirq_no_gap, assert_strace_agrees,
         assert_tricks_name_kernel_files, assert_writes_aggregated, expected_sub_rows,
-        make_path_tricks, rows, setup,
+        io_left_open_script, make_path_tricks, rows, setup,
     },
     process_tree::{Tree, check_tree},
     *,
@@ -31,6 +43,10 @@ use agentsight_tests::{
 
 /// Where the container sees the test's scratch directory.
 const SEEN_AT: &str = "/t";
+
+/// One test at a time: the loss tests load every CPU and overrun a ring,
+/// and the truth test binds 127.0.0.1:53.
+static SERIAL: Mutex<()> = Mutex::new(());
 
 /// The container's init: waits until the test says go (a FIFO: no exec
 /// while it waits), then becomes the tree workload.
@@ -49,6 +65,38 @@ fn python_mounts() -> Vec<String> {
             real("/lib/x86_64-linux-gnu/libexpat.so.1")
         ),
     ]
+}
+
+/// The host's strace, mounted read-only with the libunwind libraries it
+/// links (the base image has its other libraries: same Debian release).
+/// It runs inside the container rather than on the host with `strace -f -p`:
+/// attaching to a process the container already started would miss its
+/// first calls, while run as the workload's parent in the container it
+/// traces every call of that workload, under the container's own mount
+/// namespace, user and cwd, as the capture records them.
+fn strace_mounts() -> Vec<String> {
+    let real = |p: &str| std::fs::canonicalize(p).unwrap().display().to_string();
+    let mut mounts = vec![format!("{}:/usr/bin/strace:ro", real("/usr/bin/strace"))];
+    for lib in [
+        "libunwind-ptrace.so.0",
+        "libunwind-x86_64.so.8",
+        "libunwind.so.8",
+    ] {
+        let host = format!("/lib/x86_64-linux-gnu/{lib}");
+        mounts.push(format!("{}:{host}:ro", real(&host)));
+    }
+    mounts
+}
+
+/// Directories the test user writes in: `trace` (strace's output), `io`
+/// (the io left open at exit workload) and `raw` (the non-UTF-8 names).
+fn add_the_user_dirs(s: &Setup) {
+    let (uid, gid) = test_user();
+    for d in ["trace", "io", "raw"] {
+        let p = s.dir.join(d);
+        std::fs::create_dir(&p).unwrap();
+        nix::unistd::chown(p.as_path(), Some(uid.into()), Some(gid.into())).unwrap();
+    }
 }
 
 /// Adds the tree workload beside the file workload's scratch files:
@@ -91,7 +139,8 @@ fn start_the_container(s: &Setup, name: &str) -> Container {
     let (uid, gid) = test_user();
     let user = format!("{uid}:{gid}");
     let scratch = format!("{}:{SEEN_AT}", s.dir.display());
-    let mounts = python_mounts();
+    let mut mounts = python_mounts();
+    mounts.extend(strace_mounts());
     let init = init_script();
     let mut args: Vec<&str> = vec!["--user", &user, "-w", SEEN_AT, "-v", &scratch];
     for m in &mounts {
@@ -115,9 +164,24 @@ fn start_a_host_loop(s: &Setup) -> std::process::Child {
         .unwrap()
 }
 
-/// Records the container: once its init is seeded, the file workload runs
-/// by `docker exec`, then the init is told to go; the recording ends by
-/// itself when the container stops.
+/// `docker exec --user UID:GID -w /t NAME ARGS…` as the test user; it
+/// must succeed. Its output.
+fn exec_as_the_user(c: &Container, args: &[String]) -> std::process::Output {
+    let (uid, gid) = test_user();
+    let out = Command::new("docker")
+        .args(["exec", "--user", &format!("{uid}:{gid}"), "-w", SEEN_AT])
+        .arg(&c.name)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_exit_0(&out);
+    out
+}
+
+/// Records the container: once its init is seeded, the `docker exec`
+/// workloads run one after the other, then the init is told to go; the
+/// recording ends by itself when the container stops.
 fn record_the_container(s: &Setup, c: &Container, db: &Path) {
     let rec = Command::new(bin())
         .args(["record", "--quiet", "--duration", "60s", "-o"])
@@ -128,29 +192,33 @@ fn record_the_container(s: &Setup, c: &Container, db: &Path) {
         .unwrap();
     let init_pid: u32 = c.inspect("{{.State.Pid}}").parse().unwrap();
     wait_seeded(db, init_pid);
-    let (uid, gid) = test_user();
-    let out = Command::new("docker")
-        .args(["exec", "--user", &format!("{uid}:{gid}"), "-w", SEEN_AT])
-        .arg(&c.name)
-        .args(s.args_seen_at(SEEN_AT))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_exit_0(&out);
+    let mut traced = sv(&[
+        "/usr/bin/strace",
+        "-f",
+        "-qq",
+        "-e",
+        STRACE_SCRATCH_TRACE,
+        "-o",
+        &format!("{SEEN_AT}/trace/strace.txt"),
+    ]);
+    traced.extend(s.args_seen_at(SEEN_AT));
+    let out = exec_as_the_user(c, &traced);
     // The workload prints the refused connect's result.
     assert_eq!(String::from_utf8_lossy(&out.stdout), "111\n");
-    let out = Command::new("docker")
-        .args(["exec", "--user", &format!("{uid}:{gid}"), "-w", SEEN_AT])
-        .arg(&c.name)
-        .args([
+    exec_as_the_user(
+        c,
+        &sv(&[
             "/usr/bin/python3",
             &format!("{SEEN_AT}/kp/kernel_paths.py"),
             &format!("{SEEN_AT}/kp"),
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert_exit_0(&out);
+        ]),
+    );
+    let io = io_left_open_script(&format!("{SEEN_AT}/io"));
+    for (n, prefix) in [("3", "few"), ("40", "many")] {
+        exec_as_the_user(c, &sv(&["/usr/bin/python3", "-c", &io, n, prefix]));
+    }
+    let raw = format!("{SEEN_AT}/raw");
+    exec_as_the_user(c, &sv(&["/usr/bin/python3", "-c", NON_UTF8_SCRIPT, &raw]));
     std::fs::write(s.dir.join("go"), "go\n").unwrap();
     let out = rec.wait_with_output().unwrap();
     assert_exit_0(&out);
@@ -244,11 +312,13 @@ fn check_the_file_and_network_truth(conn: &rusqlite::Connection, s: &Setup) {
 
 #[test]
 fn container_capture_passes_the_host_capture_truth() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     require_root();
     ensure_base_image();
     let s = setup("ctruth");
     add_the_tree_workload(&s);
     let unmount = add_the_kernel_paths_workload(&s);
+    add_the_user_dirs(&s);
     let name = format!("agentsight-test-truth-{}", std::process::id());
     let c = start_the_container(&s, &name);
     let mut host = start_a_host_loop(&s);
@@ -261,6 +331,18 @@ fn container_capture_passes_the_host_capture_truth() {
     check_every_row_is_the_containers(&conn, &c);
     check_the_file_and_network_truth(&conn, &s);
     assert_tricks_name_kernel_files(&conn, &s.dir.join("kp"), &format!("{SEEN_AT}/kp"));
+    assert_strace_agrees(&std::fs::read_to_string(s.dir.join("trace/strace.txt")).unwrap());
+    assert_io_left_open_flushed(&conn, &format!("{SEEN_AT}/io"));
+    let export = Command::new(bin())
+        .args(["export", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_exit_0(&export);
+    assert_non_utf8_names_exported(
+        &String::from_utf8_lossy(&export.stdout),
+        &format!("{SEEN_AT}/raw"),
+    );
     let (uid, _) = test_user();
     check_tree(
         &conn,
@@ -280,4 +362,152 @@ fn container_capture_passes_the_host_capture_truth() {
     drop(c);
     drop(unmount);
     let _ = std::fs::remove_dir_all(&s.dir);
+}
+
+/// Runs a container (scratch `dir` at `/t`, the test user, on `network`,
+/// with `mounts`) whose init's child shell stops itself, then, continued,
+/// `exec`s `command`; records it with `extra` record options from while
+/// that child is stopped until the container stops. Stopped rather than
+/// waiting on a FIFO or a polled file: a redirection's dup2/close or a
+/// poller's children would be captured events of the container besides
+/// the workload's, and the flood's check admits none (`kill` and `wait4`
+/// are not captured syscalls). A child, because the kernel drops the
+/// signals a namespace's init sends itself.
+fn record_an_init_workload(
+    dir: &Path,
+    (name, network): (&str, &str),
+    mounts: &[String],
+    command: &str,
+    extra: &[&str],
+) -> Container {
+    let (uid, gid) = test_user();
+    let user = format!("{uid}:{gid}");
+    let scratch = format!("{}:{SEEN_AT}", dir.display());
+    let init = format!("/bin/sh -c 'kill -STOP $$; exec {command}'; exit $?");
+    let mut args: Vec<&str> = vec!["--user", &user, "-w", SEEN_AT, "-v", &scratch];
+    for m in mounts {
+        args.extend(["-v", m]);
+    }
+    args.extend([BASE_IMAGE, "sh", "-c", &init]);
+    let c = Container::run_on(network, name, &args);
+    let init_pid: i32 = c.inspect("{{.State.Pid}}").parse().unwrap();
+    let stopped = wait_stopped_child(init_pid);
+    let db = dir.join("c.db");
+    let rec = Command::new(bin())
+        .args(["record", "--quiet", "--duration", "120s", "-o"])
+        .arg(&db)
+        .args(extra)
+        .args(["--container", &c.name])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_seeded(&db, init_pid as u32);
+    wait_seeded(&db, stopped as u32);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(stopped),
+        nix::sys::signal::Signal::SIGCONT,
+    )
+    .unwrap();
+    let out = rec.wait_with_output().unwrap();
+    assert_exit_0(&out);
+    c
+}
+
+/// Waits (≤ 15 s) until the child of `parent` is stopped (state `T` in
+/// its `/proc/PID/stat`); its pid.
+fn wait_stopped_child(parent: i32) -> i32 {
+    let start = std::time::Instant::now();
+    loop {
+        let child: Option<i32> =
+            std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
+                .ok()
+                .and_then(|c| c.split_whitespace().next()?.parse().ok());
+        let stat = child
+            .and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+            .unwrap_or_default();
+        // The state follows the parenthesised command name.
+        if let Some(pid) = child
+            && stat
+                .rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('T'))
+        {
+            return pid;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(15),
+            "no stopped child of {parent}: {stat}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn container_flood_counts_captured_plus_lost_equal_generated() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    require_root();
+    ensure_base_image();
+    let dir = scratch("cflood");
+    const N: u64 = 300_000;
+    const FLOODED: &str = "/nonexistent-agentsight-flood";
+    static_open_flood(&dir, N, FLOODED);
+    let name = format!("agentsight-test-flood-{}", std::process::id());
+    // A 1 MiB ring so the flood overruns it: loss must be counted, never silent.
+    let c = record_an_init_workload(
+        &dir,
+        (&name, "none"),
+        &[],
+        &format!("{SEEN_AT}/flood"),
+        &["--ring-mib", "1"],
+    );
+    let conn = open(&dir.join("c.db"));
+    check_every_row_is_the_containers(&conn, &c);
+    let (captured, lost) = assert_flood_accounted(&conn, N, FLOODED);
+    assert!(lost > 0, "a 1 MiB ring holds the whole flood");
+    eprintln!("container flood: {N} generated, {captured} captured, {lost} lost (1 MiB ring)");
+    drop(conn);
+    drop(c);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn container_softirq_interleaving_leaves_no_gap() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    require_root();
+    ensure_base_image();
+    let dir = scratch("csoftirq");
+    const CONNECTS: usize = 1500;
+    const FILES: usize = 4000;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Accept and drop, so the backlog never fills and no connect waits.
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            drop(conn);
+        }
+    });
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/seq_stress.py"),
+        dir.join("seq_stress.py"),
+    )
+    .unwrap();
+    let name = format!("agentsight-test-softirq-{}", std::process::id());
+    let c = record_an_init_workload(
+        &dir,
+        (&name, "host"),
+        &python_mounts(),
+        &format!("/usr/bin/python3 {SEEN_AT}/seq_stress.py {SEEN_AT} {port} {CONNECTS} {FILES}"),
+        &[],
+    );
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    let conn = open(&dir.join("c.db"));
+    check_every_row_is_the_containers(&conn, &c);
+    assert_softirq_no_gap(&conn, SEEN_AT, port, (CONNECTS, FILES), cpus);
+    eprintln!(
+        "container seq stress: {cpus} CPUs, {} connects and {} files, 0 lost, 0 gaps",
+        CONNECTS * cpus,
+        FILES * cpus
+    );
+    drop(conn);
+    drop(c);
+    let _ = std::fs::remove_dir_all(&dir);
 }
