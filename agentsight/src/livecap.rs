@@ -18,10 +18,7 @@
 use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
-    sync::{
-        Arc, Mutex,
-        atomic::Ordering,
-    },
+    sync::{Arc, Mutex, atomic::Ordering},
     thread::JoinHandle,
     time::{Duration, Instant},
 };
@@ -492,8 +489,8 @@ fn snapshot_of(
     for (key, roots) in roots_by_session(&trees) {
         let members = members_of(&procs, &roots, as_of);
         let ids: Vec<i64> = members.iter().map(|&i| procs.procs[i].id).collect();
-        let counts = read::tree_counts(conn, &ids, as_of, EXEC_RATE_WINDOW.as_nanos() as u64)
-            .map_err(qe)?;
+        let counts =
+            read::tree_counts(conn, &ids, as_of, EXEC_RATE_WINDOW.as_nanos() as u64).map_err(qe)?;
         let first_write = evidence
             .iter()
             .filter(|e| e.key == key && roots.iter().any(|&r| procs.subtree(r).contains(&e.proc)))
@@ -501,7 +498,16 @@ fn snapshot_of(
             .min();
         snap.sessions.insert(
             key.1.clone(),
-            columns(&key, &procs, &roots, &members, &counts, as_of, first_write, lost),
+            columns(
+                &key,
+                &procs,
+                &roots,
+                &members,
+                &counts,
+                as_of,
+                first_write,
+                lost,
+            ),
         );
     }
     Ok(snap)
@@ -632,10 +638,11 @@ fn activity_of(
                 .map(|f| f.path.clone())
         })
         .ok_or_else(|| KernelWatchError::NotBound(session_id.to_string()))?;
-    let session = crate::sessions::parse_file(key.0, &path).map_err(|e| KernelWatchError::Session {
-        id: session_id.to_string(),
-        reason: e.to_string(),
-    })?;
+    let session =
+        crate::sessions::parse_file(key.0, &path).map_err(|e| KernelWatchError::Session {
+            id: session_id.to_string(),
+            reason: e.to_string(),
+        })?;
     let view = CaptureView::load(conn, "live capture")?;
     let trees: Vec<BoundTree> = bound
         .iter()
