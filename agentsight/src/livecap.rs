@@ -45,6 +45,11 @@ pub const EXEC_RATE_WINDOW: Duration = Duration::from_secs(10);
 /// up to `newest − SETTLE` makes a snapshot's figures final: the finished
 /// capture gives the same figures for the same `as_of`.
 pub const SETTLE: Duration = Duration::from_millis(100);
+/// Events older than this before a stored clock anchor were stored before
+/// it: the reader drains the ring every 20 ms and hands each batch to the
+/// writer's queue, which the anchor joins behind them. The margin covers a
+/// reader that is late by an order of magnitude.
+pub const DRAINED_BEFORE_ANCHOR: Duration = Duration::from_millis(250);
 /// How long [`KernelWatch::start`] waits for the kernel programs to load.
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How often the cwd-fallback candidates are re-read from the home.
@@ -271,6 +276,8 @@ impl KernelWatch {
             ));
         }
         let fd_obs = self.fd_observations();
+        // The anchor asked for now marks how far the next snapshot may count.
+        self.link.anchor_request.store(true, Ordering::Release);
         self.with_conn(|conn| {
             let fallback = self.fallback_sessions(conn);
             let mut snap = snapshot_of(conn, &fd_obs, &fallback)?;
@@ -480,10 +487,9 @@ fn snapshot_of(
         unbound_trees: trees.iter().filter(|t| t.bindings.is_empty()).count(),
         ..KernelSnapshot::default()
     };
-    let Some(newest) = read::newest_event_mono_ns(conn).map_err(qe)? else {
+    let Some(as_of) = settled_until(conn, &anchors).map_err(qe)? else {
         return Ok(snap);
     };
-    let as_of = newest.saturating_sub(SETTLE.as_nanos() as u64);
     snap.as_of_mono_ns = Some(as_of);
     snap.as_of = (!anchors.0.is_empty()).then(|| rfc3339_ns(anchors.wall_ns(as_of).max(0) as u64));
     for (key, roots) in roots_by_session(&trees) {
@@ -511,6 +517,23 @@ fn snapshot_of(
         );
     }
     Ok(snap)
+}
+
+/// The time up to which the capture is complete: the newest stored event
+/// less `SETTLE` while events flow, and, when they stop (the agents are
+/// idle or gone), the newest stored anchor less `DRAINED_BEFORE_ANCHOR`
+/// (every snapshot asks for a fresh anchor), so exits are counted even
+/// when nothing follows them.
+fn settled_until(conn: &Connection, anchors: &Anchors) -> rusqlite::Result<Option<u64>> {
+    let by_events =
+        read::newest_event_mono_ns(conn)?.map(|n| n.saturating_sub(SETTLE.as_nanos() as u64));
+    let by_anchor = anchors
+        .0
+        .iter()
+        .map(|a| a.0)
+        .max()
+        .map(|m| m.saturating_sub(DRAINED_BEFORE_ANCHOR.as_nanos() as u64));
+    Ok(by_events.max(by_anchor))
 }
 
 /// Each bound session's tree roots (a session resumed in a new process has

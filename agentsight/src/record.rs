@@ -109,6 +109,11 @@ pub struct LiveLink {
     /// Homes whose sessions are cwd-fallback candidates when the finished
     /// capture is bound (besides the recorded command's user's home).
     pub homes: Vec<PathBuf>,
+    /// Set to have a clock anchor stored at the next tick (≤ 50 ms). The
+    /// writer keeps the order of what it is sent, so once that anchor is
+    /// stored every batch the reader sent before it is too: a live reader
+    /// learns how far the capture is complete even when no event comes.
+    pub anchor_request: Arc<AtomicBool>,
 }
 
 /// How the run ended, for the summary and the exit status.
@@ -609,6 +614,11 @@ impl Periodic {
     }
 
     fn tick(&mut self, w: &mut WatchCtx<'_>) {
+        if let Some(live) = &w.opts.live
+            && live.anchor_request.swap(false, Ordering::AcqRel)
+        {
+            let _ = w.tracker.tx.send(StoreMsg::Anchor(Anchor::now("live")));
+        }
         if let Some(agent) = w.opts.agent
             && self.scan.elapsed() >= Duration::from_millis(250)
         {
