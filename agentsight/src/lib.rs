@@ -37,6 +37,7 @@ pub mod procinfo;
 pub mod rawtext;
 pub mod record;
 pub mod store;
+pub mod top;
 pub mod views;
 mod vocabulary;
 

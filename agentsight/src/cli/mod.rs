@@ -7,6 +7,7 @@ mod containers;
 pub mod correlate;
 pub mod pid;
 pub mod sessions;
+pub mod top;
 
 use std::{ffi::OsString, io::IsTerminal, io::Write, path::PathBuf, time::Duration};
 
@@ -53,6 +54,8 @@ pub enum Cmd {
     Pid(pid::PidArgs),
     /// Check a capture against a policy (exit 0 pass, 1 error-level findings, 2 bad input).
     Audit(audit::AuditArgs),
+    /// Live agent states: which session works, waits for you, stalled, is rate-limited.
+    Top(top::TopArgs),
     /// The in-container side of `--docker-container` (JSON lines on stdin/stdout).
     #[command(hide = true)]
     Bridge,
@@ -300,6 +303,7 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Sessions(a) => Some(a.home.as_deref()),
         Cmd::Session(SessionCmd::Show(a)) => Some(a.home.as_deref()),
         Cmd::Correlate(a) => Some(a.home.as_deref()),
+        Cmd::Top(a) => Some(a.home.as_deref()),
         _ => None,
     };
     match home {
@@ -320,6 +324,7 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Correlate(a) => correlate::run(&a),
         Cmd::Pid(a) => pid::run(&a),
         Cmd::Audit(a) => audit::run(&a),
+        Cmd::Top(a) => top::run(&a),
         Cmd::Bridge => bridge::run(),
         Cmd::Show(a) => {
             let cap = Capture::open(&a.db)?;
