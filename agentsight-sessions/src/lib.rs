@@ -25,6 +25,7 @@ mod de;
 pub mod discovery;
 mod error;
 pub mod gemini;
+pub mod live;
 pub mod safefs;
 /// Helpers shared by the parsers; the library uses a few (opening a
 /// transcript, the transcript owner, argv display).
