@@ -31,6 +31,7 @@ pub mod correlate;
 pub mod docker;
 pub mod enrich;
 pub mod envreset;
+pub mod livecap;
 pub mod matching;
 pub mod privileges;
 pub mod procinfo;

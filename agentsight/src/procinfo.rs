@@ -188,12 +188,17 @@ impl AgentName {
     }
 
     pub fn matches(self, p: &ProcInfo) -> bool {
-        let exe = p.exe.as_deref();
+        self.matches_argv(&p.argv, p.exe.as_deref())
+    }
+
+    /// [`AgentName::matches`] on an argv (and exe, when known) as a capture
+    /// stores them.
+    pub fn matches_argv(self, argv: &[String], exe: Option<&str>) -> bool {
         match self {
             Self::Auto => [Self::Claude, Self::Codex, Self::Gemini, Self::Cursor]
                 .iter()
-                .any(|a| a.matches_one(&p.argv, exe)),
-            one => one.matches_one(&p.argv, exe),
+                .any(|a| a.matches_one(argv, exe)),
+            one => one.matches_one(argv, exe),
         }
     }
 }

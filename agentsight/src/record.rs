@@ -92,6 +92,23 @@ pub struct RecordOptions {
     pub max_bytes: Option<u64>,
     /// Meta stored when recording starts (e.g. `denied_inodes` for --audit).
     pub start_meta: Vec<(String, String)>,
+    /// Set by a caller that reads the capture while it is being recorded
+    /// (`livecap::KernelWatch`, under `agentsight top`).
+    pub live: Option<LiveLink>,
+}
+
+/// What a caller reading the capture live shares with the recording.
+#[derive(Clone, Debug, Default)]
+pub struct LiveLink {
+    /// Set to end the recording (as a signal would, but without one): the
+    /// capture is then finished and bound as usual.
+    pub stop: Arc<AtomicBool>,
+    /// Every `/proc/PID/fd` observation the recording makes, in order, so
+    /// live binding uses the same evidence the final binding does.
+    pub fd_observations: Arc<std::sync::Mutex<Vec<crate::matching::FdObservation>>>,
+    /// Homes whose sessions are cwd-fallback candidates when the finished
+    /// capture is bound (besides the recorded command's user's home).
+    pub homes: Vec<PathBuf>,
 }
 
 /// How the run ended, for the summary and the exit status.
@@ -621,7 +638,13 @@ impl Periodic {
                 .keys()
                 .filter_map(|k| k.ok())
                 .collect();
+            let before = w.fd_obs.len();
             crate::matching::scan_fds(&pids, mono_now_ns(), w.fd_obs);
+            if let Some(live) = &w.opts.live
+                && let Ok(mut shared) = live.fd_observations.lock()
+            {
+                shared.extend_from_slice(&w.fd_obs[before..]);
+            }
             self.fd_scan = Instant::now();
         }
         if self.anchor.elapsed() >= Duration::from_secs(10) {
@@ -678,6 +701,13 @@ fn watch(
         }
         if let Some(why) = stop_by_signal(signals, child.as_ref(), &mut term_forwarded_at) {
             break why;
+        }
+        if opts
+            .live
+            .as_ref()
+            .is_some_and(|l| l.stop.load(Ordering::Acquire))
+        {
+            break "stopped by its caller".to_string();
         }
         // A wrapper (`env TMPDIR=… agent`, `sh -c 'TMPDIR=… exec agent'`)
         // sets the command's TMPDIR after we started it: read the root's
@@ -818,7 +848,12 @@ fn bind_sessions(
     // user's own files (and, under sudo, read as the user: see `finish`).
     crate::sessions::util::set_transcript_owner(target.user.as_ref().map(|u| u.uid));
     let bind = crate::enrich::BindOptions {
-        homes: target.user.iter().map(|u| PathBuf::from(&u.home)).collect(),
+        homes: target
+            .user
+            .iter()
+            .map(|u| PathBuf::from(&u.home))
+            .chain(opts.live.iter().flat_map(|l| l.homes.iter().cloned()))
+            .collect(),
         copy_transcripts: opts.copy_transcripts,
         transcript_budget: opts.transcript_budget,
         fd_observations: fd_obs,

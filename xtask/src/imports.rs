@@ -38,6 +38,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("views", &["correlate", "audit", "views"]),
     ("enrichment", &["enrich"]),
     ("commands", &["record"]),
+    ("live capture", &["livecap"]),
     ("cli", &["cli"]),
 ];
 

@@ -501,6 +501,7 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         max_bytes: a.max_size,
         start_meta,
         transcript_budget: a.transcript_max_mib.saturating_mul(1024 * 1024),
+        live: None,
     };
     let quiet = a.quiet;
     let tty = std::io::stderr().is_terminal() && !quiet;
