@@ -15,10 +15,13 @@ use serde_json::Value;
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/top");
 
+/// A fresh directory the unprivileged test user can read (mode 0755).
 fn scratch(name: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
     let d = std::env::temp_dir().join(format!("agentsight-top-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
     d
 }
 
@@ -104,15 +107,25 @@ fn fixture_home(name: &str) -> (PathBuf, i64) {
     let now = now_s();
     copy_tree(&Path::new(FIXTURE).join("home"), &home, now);
     let ages = std::fs::read_to_string(Path::new(FIXTURE).join("ages.txt")).unwrap();
-    for l in ages.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+    for l in ages
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
         let (p, s) = l.rsplit_once(' ').unwrap();
         set_age(&home.join(p), now, s.parse().unwrap());
     }
     (home, now)
 }
 
+/// `top --once --json` as the unprivileged test user (the fixture home is
+/// world-readable): what every user without root sees.
 fn top_once(home: &Path, extra: &[&str]) -> Value {
-    let out = Command::new(bin())
+    let (uid, gid) = agentsight_tests::test_user();
+    let out = Command::new("setpriv")
+        .arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={gid}"))
+        .arg("--clear-groups")
+        .arg(bin())
         .args(["top", "--once", "--json", "--home"])
         .arg(home)
         .args(extra)
@@ -176,10 +189,25 @@ fn default_rows() -> Vec<(String, String, String, String)> {
         t4("codex", XD3, "rate_limited", "Upgrade the bundler"),
         t4("claude", C3, "rate_limited", "Refactor the payment module"),
         t4("claude", C1, "your_turn", "Checkout test fix"),
-        t4("cursor", U1, "your_turn", "fix the broken links in the docs"),
-        t4("codex", XF1, "your_turn", "Add request ids to the access log"),
+        t4(
+            "cursor",
+            U1,
+            "your_turn",
+            "fix the broken links in the docs",
+        ),
+        t4(
+            "codex",
+            XF1,
+            "your_turn",
+            "Add request ids to the access log",
+        ),
         t4("gemini", G1, "working", "Why is the web build slow?"),
-        t4("claude", C2, "working", "Add a dark mode toggle to the header"),
+        t4(
+            "claude",
+            C2,
+            "working",
+            "Add a dark mode toggle to the header",
+        ),
     ]
 }
 
@@ -247,10 +275,15 @@ fn once_json_lists_states_titles_and_hides_what_it_should() {
         rows(&codex),
         vec![
             t4("codex", XD3, "rate_limited", "Upgrade the bundler"),
-            t4("codex", XF1, "your_turn", "Add request ids to the access log"),
+            t4(
+                "codex",
+                XF1,
+                "your_turn",
+                "Add request ids to the access log"
+            ),
         ]
     );
-    assert_eq!(codex["not_listed"]["other_provider"], 6);
+    assert_eq!(codex["not_listed"]["other_provider"], 8);
 }
 
 #[test]
@@ -317,7 +350,10 @@ impl Drop for Stream {
 /// Child process ids of `pid` (all its threads').
 fn children(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
-    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
         let c = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
         out.extend(c.split_whitespace().filter_map(|x| x.parse::<u32>().ok()));
     }
@@ -357,7 +393,10 @@ fn follow_changes(s: &Stream, home: &Path) {
     let shop = home.join(".claude/projects/-home-dev-shop");
     // Append: the streaming session finishes its turn.
     let c2 = shop.join(format!("{C2}.jsonl"));
-    append(&c2, &end_turn_line(C2, "/home/dev/shop", "u2-0003", &rfc3339(now_s())));
+    append(
+        &c2,
+        &end_turn_line(C2, "/home/dev/shop", "u2-0003", &rfc3339(now_s())),
+    );
     let v = s.wait_for(limit, "C2 your_turn", |v| {
         state_of(v, C2).as_deref() == Some("your_turn")
     });
@@ -369,7 +408,13 @@ fn follow_changes(s: &Stream, home: &Path) {
     let path = dir.join(format!("{id}.jsonl"));
     std::fs::write(
         &path,
-        user_line(id, "/home/dev/new", "u7-1", &rfc3339(now_s()), "Start a new service") + "\n",
+        user_line(
+            id,
+            "/home/dev/new",
+            "u7-1",
+            &rfc3339(now_s()),
+            "Start a new service",
+        ) + "\n",
     )
     .unwrap();
     let v = s.wait_for(limit, "the new session working", |v| {
@@ -395,7 +440,13 @@ fn follow_changes(s: &Stream, home: &Path) {
     // Rename-on-write of a transcript: Claude 1 gets a new prompt.
     let c1 = shop.join(format!("{C1}.jsonl"));
     let mut text = std::fs::read_to_string(&c1).unwrap();
-    text.push_str(&user_line(C1, "/home/dev/shop", "u1-9", &rfc3339(now_s()), "One more test"));
+    text.push_str(&user_line(
+        C1,
+        "/home/dev/shop",
+        "u1-9",
+        &rfc3339(now_s()),
+        "One more test",
+    ));
     text.push('\n');
     let tmp = shop.join(".c1.tmp");
     std::fs::write(&tmp, text).unwrap();
@@ -410,7 +461,7 @@ fn json_stream_follows_appends_new_files_and_renames() {
     let (home, _) = fixture_home("stream");
     let s = Stream::start(
         Command::new(bin())
-            .args(["top", "--json", "--home"])
+            .args(["top", "--json", "--no-kernel", "--home"])
             .arg(&home),
     );
     let first = s.wait_for(Duration::from_secs(10), "the first snapshot", |_| true);
@@ -430,7 +481,7 @@ fn in_userns_with_watch_limit(limit: u32, args: &[&str], home: &Path) -> Command
         ))
         .arg(bin())
         .args(args)
-        .arg("--home")
+        .args(["--no-kernel", "--home"])
         .arg(home);
     c
 }
@@ -460,7 +511,11 @@ fn watch_limit_falls_back_to_polling_and_says_so() {
     // The states are the same as with watches.
     assert_eq!(rows(&v), default_rows());
     // And they stay current: polling follows the same changes.
-    let s = Stream::start(&mut in_userns_with_watch_limit(3, &["top", "--json"], &home));
+    let s = Stream::start(&mut in_userns_with_watch_limit(
+        3,
+        &["top", "--json"],
+        &home,
+    ));
     let first = s.wait_for(Duration::from_secs(10), "the first snapshot", |_| true);
     assert_eq!(first["degraded"], "polling");
     follow_changes(&s, &home);
@@ -475,7 +530,7 @@ fn top_makes_no_network_calls() {
         .args(["-f", "-qq", "-e", "trace=network", "-o"])
         .arg(&log)
         .arg(bin())
-        .args(["top", "--json", "--home"])
+        .args(["top", "--json", "--no-kernel", "--home"])
         .arg(&home)
         .stdout(Stdio::piped())
         .spawn()
@@ -488,7 +543,10 @@ fn top_makes_no_network_calls() {
     assert_eq!(rows(&v), default_rows());
     // Let it run through a change and a few ticks.
     let c2 = home.join(format!(".claude/projects/-home-dev-shop/{C2}.jsonl"));
-    append(&c2, &end_turn_line(C2, "/home/dev/shop", "u2-0003", &rfc3339(now_s())));
+    append(
+        &c2,
+        &end_turn_line(C2, "/home/dev/shop", "u2-0003", &rfc3339(now_s())),
+    );
     std::thread::sleep(Duration::from_secs(3));
     // SIGTERM to top itself (strace's child): it ends cleanly, status 0.
     let top_pid = children(child.id())[0];
@@ -506,7 +564,14 @@ fn top_makes_no_network_calls() {
     assert_eq!(state_of(&last, C2).as_deref(), Some("your_turn"), "{rest}");
     // No socket at all: not even a local one.
     let trace = std::fs::read_to_string(&log).unwrap();
-    for call in ["socket(", "socketpair(", "connect(", "sendto(", "sendmsg(", "sendmmsg("] {
+    for call in [
+        "socket(",
+        "socketpair(",
+        "connect(",
+        "sendto(",
+        "sendmsg(",
+        "sendmmsg(",
+    ] {
         assert!(!trace.contains(call), "{call} in:\n{trace}");
     }
 }

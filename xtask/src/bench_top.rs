@@ -76,7 +76,9 @@ fn bench(bin: &Path, base: &Path) -> Result<()> {
         bytes as f64 / 1e9,
         t.elapsed().as_secs_f64()
     );
-    let live = home.join(".claude/projects/-bench-live").join(format!("{LIVE_ID}.jsonl"));
+    let live = home
+        .join(".claude/projects/-bench-live")
+        .join(format!("{LIVE_ID}.jsonl"));
     std::fs::create_dir_all(live.parent().context("live dir")?)?;
     std::fs::write(&live, user_line(0) + "\n")?;
 

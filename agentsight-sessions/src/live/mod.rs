@@ -29,7 +29,7 @@ use serde::Serialize;
 
 use crate::{Provider, SessionError};
 
-pub use classify::Tracker;
+pub use classify::{Tracker, activity_time};
 pub use tail::{read_tail, read_tail_bytes};
 
 /// The live state of one session. Declaration order is not the urgency

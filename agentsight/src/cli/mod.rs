@@ -294,7 +294,14 @@ pub fn main() -> i32 {
 fn run(cli: Cli) -> Result<i32> {
     // Only `record` needs root. Under sudo every other command runs wholly
     // as the invoking user, so it reads and writes only what they could.
-    if !matches!(cli.command, Cmd::Record(_)) {
+    // `top` keeps root only to load the kernel programs (KernelWatch reads
+    // transcripts and creates files as the caller, as record does).
+    let keeps_root = match &cli.command {
+        Cmd::Record(_) => true,
+        Cmd::Top(a) => a.wants_kernel(),
+        _ => false,
+    };
+    if !keeps_root {
         agentsight::privileges::drop_to_invoking_user()?;
     }
     // Transcripts are read only from an existing home and only if they are

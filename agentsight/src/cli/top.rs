@@ -1,6 +1,7 @@
 //! `agentsight top`: live agent states — a full-screen terminal UI, or
 //! `--plain` text, or `--json` (one snapshot per line; `--once` for one).
 
+mod kernel;
 mod tui;
 
 use std::io::Write;
@@ -40,6 +41,13 @@ pub struct TopArgs {
     /// Watch by polling (every second) instead of inotify.
     #[arg(long)]
     pub polling: bool,
+    /// As root: keep everything the kernel programs watched as a normal
+    /// capture in FILE (bound and correlated when top ends).
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// As root, do not load the kernel programs (no kernel columns).
+    #[arg(long, conflicts_with = "record")]
+    pub no_kernel: bool,
     /// Test only: multiply every state threshold by this factor.
     #[arg(long, hide = true, value_name = "F")]
     pub test_thresholds_scale: Option<f64>,
@@ -61,6 +69,11 @@ impl TopArgs {
             polling: self.polling,
             ..Default::default()
         })
+    }
+
+    /// Kernel columns are wanted: root (under sudo or not) and not refused.
+    pub fn wants_kernel(&self) -> bool {
+        nix::unistd::geteuid().is_root() && !self.no_kernel
     }
 
     fn filter(&self) -> RowFilter {
@@ -100,18 +113,28 @@ pub fn run(args: &TopArgs) -> Result<i32> {
         .enable_time()
         .build()
         .context("starting the event loop")?;
-    rt.block_on(async {
-        let mut top = LiveTop::start(&opts, None).context("top")?;
+    let watch = if args.wants_kernel() {
+        kernel::start(args)?
+    } else {
+        None
+    };
+    let code = rt.block_on(async {
+        let source = watch.as_ref().map(kernel::source);
+        let mut top = LiveTop::start(&opts, source).context("top")?;
         top.set_filter(args.filter());
         let full_screen = !args.json && !args.plain && !args.once && {
             use std::io::IsTerminal;
             std::io::stdout().is_terminal()
         };
         if full_screen {
-            return tui::run(top, signals).await;
+            return tui::run(top, signals, watch.clone()).await;
         }
         stream(&mut top, args, signals).await
-    })
+    });
+    if let Some(w) = watch {
+        kernel::stop(w, args)?;
+    }
+    code
 }
 
 /// `--json` / `--plain` / `--once`: print the snapshot, then one per change
@@ -235,8 +258,18 @@ fn plain(s: &Snapshot) -> String {
     );
     out.push_str(&format!(
         "{:<7} {:<13} {:<30} {:<24} {:<18} {:>5} {:>13} {:>5} {:>7} {:>5} {:>5} {:>5}\n",
-        "AGENT", "STATE", "TITLE", "CWD", "MODEL", "AGE", "TOKENS IN/OUT", "PROCS", "EXEC/S",
-        "FILES", "CONN", "LOST"
+        "AGENT",
+        "STATE",
+        "TITLE",
+        "CWD",
+        "MODEL",
+        "AGE",
+        "TOKENS IN/OUT",
+        "PROCS",
+        "EXEC/S",
+        "FILES",
+        "CONN",
+        "LOST"
     ));
     for r in &s.rows {
         let k = kernel_cells(r);

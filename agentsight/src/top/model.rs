@@ -253,7 +253,13 @@ impl LiveModel {
         let recent = self.recent(path, mtime_ms, provider);
         let e = self.entries.get_mut(path).expect("inserted above");
         if e.facts.is_some() || recent {
-            read_entry(e, path, &self.thresholds, &mut self.skipped_lines, grew_from);
+            read_entry(
+                e,
+                path,
+                &self.thresholds,
+                &mut self.skipped_lines,
+                grew_from,
+            );
         }
     }
 
@@ -292,14 +298,16 @@ impl LiveModel {
         let mut rows = Vec::new();
         let mut not_listed = NotListed::default();
         for path in paths {
-            let row = self.row(&path, now, kernel);
-            let Some(row) = row else {
+            let provider = self.entries.get(&path).map(|e| e.provider);
+            if filter.provider.is_some() && provider != filter.provider {
+                not_listed.other_provider += 1;
+                continue;
+            }
+            let Some(row) = self.row(&path, now, kernel) else {
                 not_listed.idle += 1;
                 continue;
             };
-            if filter.provider.is_some_and(|p| p != row.provider) {
-                not_listed.other_provider += 1;
-            } else if row.hidden.is_some() && !filter.all {
+            if row.hidden.is_some() && !filter.all {
                 not_listed.hidden += 1;
             } else if row.state == LiveState::Idle && !filter.all {
                 not_listed.idle += 1;
@@ -387,15 +395,15 @@ impl LiveModel {
             .or(whole.cwd)
             .or_else(|| desk.as_ref().and_then(|d| d.cwd.clone()));
         let first_prompt = facts.first_prompt.clone().or(whole.first_prompt);
-        let (title, title_source) = match (desk.as_ref().and_then(|d| d.title.clone()), first_prompt)
-        {
-            (Some(t), _) => (Some(t), TitleSource::Desktop),
-            (None, Some(p)) => (Some(p), TitleSource::FirstPrompt),
-            (None, None) => match &cwd {
-                Some(c) => (Some(c.clone()), TitleSource::Cwd),
-                None => (None, TitleSource::None),
-            },
-        };
+        let (title, title_source) =
+            match (desk.as_ref().and_then(|d| d.title.clone()), first_prompt) {
+                (Some(t), _) => (Some(t), TitleSource::Desktop),
+                (None, Some(p)) => (Some(p), TitleSource::FirstPrompt),
+                (None, None) => match &cwd {
+                    Some(c) => (Some(c.clone()), TitleSource::Cwd),
+                    None => (None, TitleSource::None),
+                },
+            };
         let hidden = match facts.hidden {
             Some(HiddenReason::CodexExec) => Some(Hidden::Exec),
             Some(_) => Some(Hidden::Subagent),

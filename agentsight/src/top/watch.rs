@@ -53,7 +53,10 @@ fn interval(d: std::time::Duration) -> Interval {
 impl LiveTop {
     /// Discovers the candidates, reads the recent tails and starts watching
     /// (or polling, when asked or when watching cannot start).
-    pub fn start(opts: &TopOptions, kernel: Option<Box<dyn KernelSource>>) -> Result<Self, TopError> {
+    pub fn start(
+        opts: &TopOptions,
+        kernel: Option<Box<dyn KernelSource>>,
+    ) -> Result<Self, TopError> {
         let model = LiveModel::new(opts)?;
         let (tx, rx) = mpsc::unbounded_channel();
         let mut top = LiveTop {
@@ -173,7 +176,10 @@ impl LiveTop {
         let mut resync = false;
         for m in batch {
             match m {
-                WatchMsg::Paths { paths: p, dir_changed } => {
+                WatchMsg::Paths {
+                    paths: p,
+                    dir_changed,
+                } => {
                     resync |= dir_changed;
                     paths.extend(p);
                 }

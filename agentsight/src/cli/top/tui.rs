@@ -2,6 +2,7 @@
 //! every way out: `q`, Ctrl-C, SIGINT, SIGTERM, an error and a panic.
 
 use std::io::Stdout;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use crossterm::event::{Event, KeyCode, KeyEventKind, KeyModifiers};
@@ -14,8 +15,9 @@ use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row as TRow, Table, Tabl
 use tokio::sync::mpsc;
 
 use super::{age_text, clip, kernel_cells, state_word, tokens_text};
-use agentsight::sessions::{Provider, ToolStatus};
+use agentsight::livecap::KernelWatch;
 use agentsight::sessions::live::LiveState;
+use agentsight::sessions::{Provider, ToolStatus};
 use agentsight::top::{LiveTop, Snapshot, ToolLine};
 
 /// Leaves the alternate screen and raw mode (idempotent).
@@ -60,12 +62,15 @@ struct View {
     selected: usize,
     detail: Option<Detail>,
     color: bool,
+    kernel: Option<Arc<KernelWatch>>,
 }
 
 struct Detail {
     path: std::path::PathBuf,
     title: String,
     tools: Vec<ToolLine>,
+    /// As root: per tool call, what the kernel attributed to it.
+    kernel: Vec<String>,
 }
 
 enum Input {
@@ -96,6 +101,7 @@ const TOOLS_SHOWN: usize = 20;
 pub async fn run(
     mut top: LiveTop,
     mut signals: mpsc::UnboundedReceiver<nix::sys::signal::Signal>,
+    kernel: Option<Arc<KernelWatch>>,
 ) -> Result<i32> {
     let (_guard, mut term) = setup()?;
     let mut input = spawn_input();
@@ -104,6 +110,7 @@ pub async fn run(
         selected: 0,
         detail: None,
         color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        kernel,
     };
     loop {
         term.draw(|f| draw(f, &view)).context("drawing")?;
@@ -129,11 +136,8 @@ pub async fn run(
 }
 
 fn refresh_detail(top: &LiveTop, view: &mut View, path: std::path::PathBuf) {
-    let title = view
-        .snap
-        .rows
-        .iter()
-        .find(|r| r.path == path)
+    let row = view.snap.rows.iter().find(|r| r.path == path);
+    let title = row
         .map(|r| {
             format!(
                 "{} {} — {}",
@@ -143,8 +147,17 @@ fn refresh_detail(top: &LiveTop, view: &mut View, path: std::path::PathBuf) {
             )
         })
         .unwrap_or_else(|| path.display().to_string());
+    let kernel = match (&view.kernel, row) {
+        (Some(w), Some(r)) => super::kernel::activity_lines(w, &r.session_id, TOOLS_SHOWN),
+        _ => Vec::new(),
+    };
     let tools = top.tool_calls(&path, TOOLS_SHOWN);
-    view.detail = Some(Detail { path, title, tools });
+    view.detail = Some(Detail {
+        path,
+        title,
+        tools,
+        kernel,
+    });
 }
 
 /// Handles one key; false means quit.
@@ -197,7 +210,9 @@ fn state_style(s: LiveState, color: bool) -> Style {
     }
     match s {
         LiveState::Working => Style::default().fg(Color::Green),
-        LiveState::YourTurn => Style::default().fg(Color::Cyan).add_modifier(Modifier::BOLD),
+        LiveState::YourTurn => Style::default()
+            .fg(Color::Cyan)
+            .add_modifier(Modifier::BOLD),
         LiveState::Stalled => Style::default().fg(Color::Yellow),
         LiveState::RateLimited | LiveState::AuthRequired => {
             Style::default().fg(Color::Red).add_modifier(Modifier::BOLD)
@@ -220,13 +235,13 @@ fn header_line(v: &View) -> String {
         if s.kernel {
             ""
         } else {
-            " — kernel columns need root"
+            " — no kernel columns (root loads them)"
         }
     )
 }
 
 fn draw(f: &mut ratatui::Frame, v: &View) {
-    let detail_h = if v.detail.is_some() { 12 } else { 0 };
+    let detail_h = if v.detail.is_some() { 16 } else { 0 };
     let [head, body, detail, foot] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(3),
@@ -272,8 +287,18 @@ fn draw(f: &mut ratatui::Frame, v: &View) {
         Constraint::Length(4),
     ];
     let header = TRow::new(vec![
-        "AGENT", "STATE", "TITLE", "CWD", "MODEL", "AGE", "TOKENS IN/OUT", "PROCS", "EXEC/S",
-        "FILES", "CONN", "LOST",
+        "AGENT",
+        "STATE",
+        "TITLE",
+        "CWD",
+        "MODEL",
+        "AGE",
+        "TOKENS IN/OUT",
+        "PROCS",
+        "EXEC/S",
+        "FILES",
+        "CONN",
+        "LOST",
     ])
     .style(Style::default().add_modifier(Modifier::BOLD));
     let table = Table::new(rows, widths)
@@ -282,7 +307,9 @@ fn draw(f: &mut ratatui::Frame, v: &View) {
     let mut state = TableState::default().with_selected(Some(v.selected));
     f.render_stateful_widget(table, body, &mut state);
     if let Some(d) = &v.detail {
-        let lines: Vec<Line> = if d.tools.is_empty() {
+        let lines: Vec<Line> = if !d.kernel.is_empty() {
+            d.kernel.iter().map(|l| Line::from(l.as_str())).collect()
+        } else if d.tools.is_empty() {
             vec![Line::from("no tool calls in the transcript")]
         } else {
             d.tools
