@@ -38,6 +38,7 @@ pub mod procinfo;
 pub mod rawtext;
 pub mod record;
 pub mod store;
+pub mod top;
 pub mod views;
 mod vocabulary;
 

@@ -39,6 +39,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("enrichment", &["enrich"]),
     ("commands", &["record"]),
     ("live capture", &["livecap"]),
+    ("live view", &["top"]),
     ("cli", &["cli"]),
 ];
 

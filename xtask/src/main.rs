@@ -16,6 +16,7 @@ mod bench_capture;
 mod bench_correlate;
 mod bench_flood;
 mod bench_sessions;
+mod bench_top;
 mod doctor;
 mod e2e_setup;
 mod fresh_setup;
@@ -72,6 +73,9 @@ enum BenchWhat {
     Flood,
     /// `audit` of a synthetic 1,000,000-event capture with up to 100,000 findings vs the approach before.
     Audit,
+    /// `top`: append-to-screen latency, start-up, idle CPU and RSS over the
+    /// 10,001-transcript home, inotify beside polling.
+    Top,
 }
 
 /// Debian packages the tests use: (a program it provides, package).
@@ -88,6 +92,8 @@ pub(crate) const DEBIAN_PACKAGES: &[(&str, &str)] = &[
     // The privilege-boundary tests run agentsight through real sudo.
     ("sudo", "sudo"),
     ("python3", "python3"),
+    // `top`'s terminal tests drive the full-screen UI in a real terminal.
+    ("tmux", "tmux"),
     ("npm", "npm"),
     // The container tests: a real Docker engine (the tests start `dockerd`
     // when none answers) and an offline-built base image.
@@ -135,6 +141,7 @@ fn main() -> Result<()> {
                 BenchWhat::Correlate => bench_correlate::run(&bin),
                 BenchWhat::Flood => bench_flood::run(&bin),
                 BenchWhat::Audit => bench_audit::run(&bin),
+                BenchWhat::Top => bench_top::run(&bin),
             }
         }
     }

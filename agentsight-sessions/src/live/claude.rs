@@ -109,6 +109,12 @@ const BOOKKEEPING: &[&str] = &[
     "pr-link",
     "last-prompt",
     "bridge-session",
+    // Seen with Claude Code 2.1.3xx around requests and at exit.
+    "api-request",
+    "api-request-shape",
+    "api-request-blob",
+    "atis-latch",
+    "cost-state",
 ];
 
 /// Prompt text that is the CLI's own (slash commands, their output, caveats),

@@ -53,6 +53,9 @@ struct Payload {
     info: Option<Value>,
     rate_limits: Option<Value>,
     codex_error_info: Option<Value>,
+    /// `task_complete` of a failed turn (Codex ≥ 0.16x):
+    /// `{message, codex_error_info}`.
+    error: Option<Value>,
 }
 
 pub(super) fn read(lines: &[&str], begin: bool, facts: &mut TailFacts) {
@@ -82,8 +85,8 @@ pub(super) fn read(lines: &[&str], begin: bool, facts: &mut TailFacts) {
                 response_item(line, p, facts);
             }
             "compacted" => newest(&mut facts.last_activity, time),
-            // Newer kinds this reader does not use (token_usage_record, …).
-            _ => {}
+            // Newer kinds this reader does not know (token_usage_record, …).
+            _ => facts.skipped_lines += 1,
         }
     }
 }
@@ -154,6 +157,11 @@ fn event(raw: &str, p: &Payload, time: Option<Timestamp>, begin: bool, facts: &m
             facts.turn = TurnStatus::Done {
                 key: turn_key(raw, p),
             };
+            // A turn that ended on a refusal carries it here.
+            if let Some(s) = error_signal(p.error.as_ref().and_then(|e| e.get("codex_error_info")))
+            {
+                raise(facts, s);
+            }
         }
         (_, "turn_aborted") => {
             facts.turn = TurnStatus::WaitingOnUser {
@@ -171,7 +179,7 @@ fn event(raw: &str, p: &Payload, time: Option<Timestamp>, begin: bool, facts: &m
         }
         (_, "error") => {
             if let Some(s) = error_signal(p.codex_error_info.as_ref()) {
-                facts.signal = Some(s);
+                raise(facts, s);
             }
         }
         (_, "agent_message") => facts.signal = None,
@@ -197,6 +205,18 @@ fn response_item(raw: &str, p: &Payload, facts: &mut TailFacts) {
         _ if facts.turn == TurnStatus::Unknown => facts.turn = TurnStatus::Open,
         _ => {}
     }
+}
+
+/// Sets a refusal; an error without a reset time keeps the reset the
+/// preceding `token_count` gave for the same limit.
+fn raise(facts: &mut TailFacts, s: Signal) {
+    facts.signal = match (facts.signal, s) {
+        (
+            Some(Signal::RateLimited { resets_at: Some(r) }),
+            Signal::RateLimited { resets_at: None },
+        ) => Some(Signal::RateLimited { resets_at: Some(r) }),
+        _ => Some(s),
+    };
 }
 
 fn error_signal(info: Option<&Value>) -> Option<Signal> {

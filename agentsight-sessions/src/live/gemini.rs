@@ -53,6 +53,7 @@ struct TextPart {
 #[serde(default)]
 struct ToolCall {
     status: LStr,
+    timestamp: LStr,
 }
 
 #[derive(Deserialize, Default, Clone, Copy)]
@@ -248,6 +249,12 @@ fn conclude<'a>(msgs: impl Iterator<Item = &'a Msg>, begin: bool, facts: &mut Ta
             &mut facts.last_activity,
             m.timestamp.as_deref().and_then(parse_time),
         );
+        for c in m.tool_calls.iter().flatten().filter_map(ObjOr::obj) {
+            newest(
+                &mut facts.last_activity,
+                c.timestamp.as_deref().and_then(parse_time),
+            );
+        }
         let key = m.id.0.clone().unwrap_or_default();
         match m.kind.as_deref().unwrap_or("") {
             "user" => {

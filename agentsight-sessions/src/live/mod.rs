@@ -24,12 +24,14 @@ mod tail;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use jiff::Timestamp;
+/// The time type of this module (jiff's), re-exported so callers need no
+/// jiff dependency of their own.
+pub use jiff::Timestamp;
 use serde::Serialize;
 
 use crate::{Provider, SessionError};
 
-pub use classify::Tracker;
+pub use classify::{Tracker, activity_time};
 pub use tail::{read_tail, read_tail_bytes};
 
 /// The live state of one session. Declaration order is not the urgency
@@ -166,7 +168,10 @@ impl Thresholds {
         if !(factor.is_finite() && factor > 0.0) {
             return d;
         }
-        let s = |x: Duration| Duration::from_secs_f64(x.as_secs_f64() * factor);
+        // A factor so large the product overflows saturates (no panic).
+        let s = |x: Duration| {
+            Duration::try_from_secs_f64(x.as_secs_f64() * factor).unwrap_or(Duration::MAX)
+        };
         Thresholds {
             active_window: s(d.active_window),
             stall_after: s(d.stall_after),

@@ -42,8 +42,9 @@ pub fn read_tail(provider: Provider, path: &Path, t: &Thresholds) -> Result<Tail
     let mut facts = if provider == Provider::Gemini && is_json {
         super::gemini::read_legacy_file(&mut file, GEMINI_JSON_CAP).map_err(|e| io_err(path, e))?
     } else {
-        let (bytes, begin) = tail_window(&mut file, t).map_err(|e| io_err(path, e))?;
+        let (bytes, begin, oversized) = tail_window(&mut file, t).map_err(|e| io_err(path, e))?;
         let mut facts = facts_from(provider, &bytes, begin, false);
+        facts.skipped_lines += u32::from(oversized);
         if !begin && matches!(provider, Provider::Codex | Provider::Gemini) {
             match first_line(&mut file).map_err(|e| io_err(path, e))? {
                 Some(line) => first_line_facts(provider, &line, &mut facts),
@@ -84,11 +85,12 @@ fn from_path(provider: Provider, path: &Path, facts: &mut TailFacts) {
     }
 }
 
-/// The window to read: `(bytes, starts_at_file_begin)`. Starts after the
-/// first newline when it does not start at offset 0; keeps the last
-/// `tail_lines` complete lines; grows backwards (to [`HUGE_LINE_CAP`]) while
-/// it holds no complete line at all.
-fn tail_window(file: &mut File, t: &Thresholds) -> std::io::Result<(Vec<u8>, bool)> {
+/// The window to read: `(bytes, starts_at_file_begin, oversized)`. Starts
+/// after the first newline when it does not start at offset 0; keeps the
+/// last `tail_lines` complete lines; grows backwards (to [`HUGE_LINE_CAP`])
+/// while it holds no complete line at all (`oversized` when even that did
+/// not reach the start of the newest line).
+fn tail_window(file: &mut File, t: &Thresholds) -> std::io::Result<(Vec<u8>, bool, bool)> {
     let len = file.metadata()?.len();
     let mut want = t.tail_bytes.max(1);
     loop {
@@ -108,7 +110,7 @@ fn tail_window(file: &mut File, t: &Thresholds) -> std::io::Result<(Vec<u8>, boo
             if keep_last_lines(&mut buf, t.tail_lines) {
                 begin = false;
             }
-            return Ok((buf, begin));
+            return Ok((buf, begin, !has_line && !begin));
         }
         want = (want.saturating_mul(4)).min(HUGE_LINE_CAP);
     }

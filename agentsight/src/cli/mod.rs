@@ -7,6 +7,7 @@ mod containers;
 pub mod correlate;
 pub mod pid;
 pub mod sessions;
+pub mod top;
 
 use std::{ffi::OsString, io::IsTerminal, io::Write, path::PathBuf, time::Duration};
 
@@ -53,6 +54,8 @@ pub enum Cmd {
     Pid(pid::PidArgs),
     /// Check a capture against a policy (exit 0 pass, 1 error-level findings, 2 bad input).
     Audit(audit::AuditArgs),
+    /// Live agent states: which session works, waits for you, stalled, is rate-limited.
+    Top(top::TopArgs),
     /// The in-container side of `--docker-container` (JSON lines on stdin/stdout).
     #[command(hide = true)]
     Bridge,
@@ -291,7 +294,14 @@ pub fn main() -> i32 {
 fn run(cli: Cli) -> Result<i32> {
     // Only `record` needs root. Under sudo every other command runs wholly
     // as the invoking user, so it reads and writes only what they could.
-    if !matches!(cli.command, Cmd::Record(_)) {
+    // `top` keeps root only to load the kernel programs (KernelWatch reads
+    // transcripts and creates files as the caller, as record does).
+    let keeps_root = match &cli.command {
+        Cmd::Record(_) => true,
+        Cmd::Top(a) => a.wants_kernel(),
+        _ => false,
+    };
+    if !keeps_root {
         agentsight::privileges::drop_to_invoking_user()?;
     }
     // Transcripts are read only from an existing home and only if they are
@@ -300,6 +310,7 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Sessions(a) => Some(a.home.as_deref()),
         Cmd::Session(SessionCmd::Show(a)) => Some(a.home.as_deref()),
         Cmd::Correlate(a) => Some(a.home.as_deref()),
+        Cmd::Top(a) => Some(a.home.as_deref()),
         _ => None,
     };
     match home {
@@ -320,6 +331,7 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Correlate(a) => correlate::run(&a),
         Cmd::Pid(a) => pid::run(&a),
         Cmd::Audit(a) => audit::run(&a),
+        Cmd::Top(a) => top::run(&a),
         Cmd::Bridge => bridge::run(),
         Cmd::Show(a) => {
             let cap = Capture::open(&a.db)?;
