@@ -88,6 +88,9 @@ pub struct KernelColumns {
     pub files_written: u64,
     pub connections: u64,
     pub lost_events: u64,
+    /// The columns count kernel events up to this CLOCK_MONOTONIC time (ns):
+    /// the same figures can be recomputed on a `--record` capture.
+    pub as_of_mono_ns: u64,
 }
 
 /// What a kernel source knows about one session: its columns and whether its

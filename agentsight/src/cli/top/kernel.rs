@@ -44,6 +44,7 @@ impl KernelSource for Source {
                         files_written: c.files_written,
                         connections: c.connections,
                         lost_events: c.lost_events,
+                        as_of_mono_ns: c.as_of_mono_ns,
                     };
                     (
                         id,
