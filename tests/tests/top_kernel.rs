@@ -16,7 +16,7 @@ use std::{
 use agentsight_tests::{
     bin,
     e2e::{Agent, RUN_TIMEOUT, Run, as_test_user},
-    open, require_root,
+    open, require_root, scratch,
 };
 use serde_json::Value;
 
@@ -208,4 +208,105 @@ fn top_kernel_columns_equal_the_recorded_capture() {
     // While the sleep ran, the session was working (process truth: a tool
     // is running).
     assert_eq!(row["state"], "working", "{row}");
+}
+
+/// Starts `top --json ARGS --home HOME` as root with `TMPDIR=tmpdir`;
+/// returns it and its line reader once the first line (kernel loaded) came.
+fn start_top(
+    home: &Path,
+    tmpdir: &Path,
+    args: &[&str],
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    let mut top = Command::new(bin())
+        .args(["top", "--json", "--all"])
+        .args(args)
+        .arg("--home")
+        .arg(home)
+        .env("TMPDIR", tmpdir)
+        .env_remove("SUDO_UID")
+        .env_remove("SUDO_GID")
+        .env_remove("SUDO_USER")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start top");
+    let rx = lines_of(&mut top);
+    let first = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("top printed nothing");
+    let v: Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(v["kernel"], true, "kernel programs not loaded: {first}");
+    (top, rx)
+}
+
+fn sigterm(top: &mut std::process::Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(top.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = top.wait().unwrap();
+    assert!(status.success(), "top exited {status}");
+}
+
+/// Without `--record` the live capture is a private temporary file, gone
+/// when `top` ends.
+#[test]
+fn top_without_record_leaves_no_capture() {
+    require_root();
+    let dir = scratch("top-no-record");
+    let home = dir.join("home");
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&tmp).unwrap();
+    let (mut top, _rx) = start_top(&home, &tmp, &[]);
+    let during: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().collect();
+    assert_eq!(during.len(), 1, "one private capture directory: {during:?}");
+    assert!(
+        during[0]
+            .file_name()
+            .to_string_lossy()
+            .starts_with("agentsight-top-")
+    );
+    sigterm(&mut top);
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "left behind");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Process truth beats file age: Gemini CLI 0.61 exits on a 401 and leaves
+/// a transcript whose newest record is the prompt (an open turn, "working"
+/// without root, see top_agents.rs). As root, its bound tree has exited, so
+/// the session is not working: idle.
+#[test]
+fn exited_tree_is_never_working() {
+    require_root();
+    let run = Run::prepare(Agent::Gemini, "unauthorized");
+    let tmp = run.server_dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let (mut top, rx) = start_top(&run.home, &tmp, &[]);
+    let out = run.launch(as_test_user);
+    assert!(!out.status.success(), "gemini should fail on the 401");
+    let start = Instant::now();
+    let row = loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("top went silent");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        // Only this run's session (other agents on the machine are listed too).
+        let home = run.home.display().to_string();
+        let row = v["rows"].as_array().and_then(|rows| {
+            rows.iter()
+                .find(|r| r["path"].as_str().is_some_and(|p| p.starts_with(&home)))
+                .cloned()
+        });
+        if let Some(row) = row
+            && row["kernel"]["processes_alive"] == 0
+        {
+            break row;
+        }
+        assert!(start.elapsed() < RUN_TIMEOUT, "no exited row: {line}");
+    };
+    sigterm(&mut top);
+    assert_eq!(row["provider"], "gemini", "{row}");
+    // The open turn of an exited tree is not waiting for anything: idle.
+    assert_eq!(row["state"], "idle", "{row}");
 }
