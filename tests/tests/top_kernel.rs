@@ -113,9 +113,13 @@ fn lines_of(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<String
     rx
 }
 
-/// The newest row with kernel columns for the run's Claude session that
-/// shows the `sleep 12` running (files written, the tree running a tool).
-fn row_while_sleeping(rx: &std::sync::mpsc::Receiver<String>, run: &Run) -> Value {
+/// The first row of the run's Claude session whose kernel columns satisfy
+/// `pred`.
+fn row_until(
+    rx: &std::sync::mpsc::Receiver<String>,
+    run: &Run,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
     let start = Instant::now();
     let mut seen = Vec::new();
     while start.elapsed() < RUN_TIMEOUT {
@@ -138,16 +142,21 @@ fn row_while_sleeping(rx: &std::sync::mpsc::Receiver<String>, run: &Run) -> Valu
         else {
             continue;
         };
-        let k = &row["kernel"];
-        seen.push(k.clone());
-        // Claude, the tool's bash and its sleep alive, the three files written.
-        if k["processes_alive"].as_i64().unwrap_or(0) >= 3
-            && k["files_written"].as_i64().unwrap_or(0) >= 3
-        {
+        seen.push(row["kernel"].clone());
+        if pred(&row["kernel"]) {
             return row.clone();
         }
     }
-    panic!("no row showed the sleep running; kernel columns seen: {seen:?}");
+    panic!("no row matched; kernel columns seen: {seen:?}");
+}
+
+/// A row that shows the `sleep 12` running after the build step: Claude,
+/// the tool's bash and its sleep alive, the three files written.
+fn row_while_sleeping(rx: &std::sync::mpsc::Receiver<String>, run: &Run) -> Value {
+    row_until(rx, run, |k| {
+        k["processes_alive"].as_i64().unwrap_or(0) >= 3
+            && k["files_written"].as_i64().unwrap_or(0) >= 3
+    })
 }
 
 #[test]
@@ -309,4 +318,30 @@ fn exited_tree_is_never_working() {
     assert_eq!(row["provider"], "gemini", "{row}");
     // The open turn of an exited tree is not waiting for anything: idle.
     assert_eq!(row["state"], "idle", "{row}");
+}
+
+/// An agent already running when `top` starts is adopted at start and its
+/// session bound (by the `/proc` fd scan or its next transcript write).
+#[test]
+fn running_agent_is_adopted_at_start() {
+    require_root();
+    let run = Run::prepare(Agent::Claude, "busy");
+    let running = run.start(as_test_user);
+    let start = Instant::now();
+    while run.transcripts().is_empty() {
+        assert!(start.elapsed() < RUN_TIMEOUT, "no transcript appeared");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let tmp = run.server_dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let (mut top, rx) = start_top(&run.home, &tmp, &[]);
+    // Bound and measured: Claude, the tool's bash and its sleep alive (the
+    // files the build step wrote before top started are not counted).
+    let row = row_until(&rx, &run, |k| {
+        k["processes_alive"].as_i64().unwrap_or(0) >= 3
+    });
+    sigterm(&mut top);
+    let out = running.wait(RUN_TIMEOUT);
+    assert!(out.status.success(), "claude run failed: {}", out.stderr);
+    assert_eq!(row["state"], "working", "{row}");
 }
