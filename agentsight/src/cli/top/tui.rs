@@ -115,9 +115,13 @@ pub async fn run(
     loop {
         term.draw(|f| draw(f, &view)).context("drawing")?;
         tokio::select! {
-            s = top.next_change() => {
+            // Every turn redraws (ages move each tick); the detail pane is
+            // re-read only when something besides the clock changed.
+            _ = top.step() => {
+                let s = top.snapshot();
+                let changed = !s.same_content(&view.snap);
                 view.snap = s;
-                if let Some(d) = &view.detail {
+                if changed && let Some(d) = &view.detail {
                     let path = d.path.clone();
                     refresh_detail(&top, &mut view, path);
                 }
