@@ -351,3 +351,60 @@ pub fn watch_dirs(roots: &[(Provider, PathBuf)], desktop: &Path, registry: &Path
     out.dedup();
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The directories watched for a home with every layout, and for roots
+    /// that do not exist yet (their nearest existing parent).
+    #[test]
+    fn watch_dirs_follow_each_layout() {
+        let t = tempfile::tempdir().unwrap();
+        let h = t.path();
+        for d in [
+            ".claude/projects/-home-dev-shop/11111111-0000-4000-8000-000000000001/subagents",
+            ".codex/sessions/2026/12/01",
+            ".gemini/tmp/web/chats",
+            ".gemini/tmp/web/other",
+            ".cursor/projects/docs/agent-transcripts/7c0de000",
+            ".cursor/projects/docs/rules",
+            ".config/Claude/claude-code-sessions/org/ws",
+        ] {
+            std::fs::create_dir_all(h.join(d)).unwrap();
+        }
+        let roots = crate::sessions::discovery::provider_roots(h);
+        let got = watch_dirs(
+            &roots,
+            &h.join(".config/Claude"),
+            &h.join(".claude/sessions"),
+        );
+        let rel: Vec<String> = got
+            .iter()
+            .map(|p| p.strip_prefix(h).unwrap().display().to_string())
+            .collect();
+        let want = [
+            // ~/.config/claude/projects is missing: ~/.config stands in.
+            ".claude",
+            ".claude/projects",
+            ".claude/projects/-home-dev-shop",
+            ".codex",
+            ".codex/sessions",
+            ".codex/sessions/2026",
+            ".codex/sessions/2026/12",
+            ".codex/sessions/2026/12/01",
+            ".config",
+            ".config/Claude/claude-code-sessions",
+            ".config/Claude/claude-code-sessions/org",
+            ".config/Claude/claude-code-sessions/org/ws",
+            ".cursor/projects",
+            ".cursor/projects/docs",
+            ".cursor/projects/docs/agent-transcripts",
+            ".cursor/projects/docs/agent-transcripts/7c0de000",
+            ".gemini/tmp",
+            ".gemini/tmp/web",
+            ".gemini/tmp/web/chats",
+        ];
+        assert_eq!(rel, want);
+    }
+}
