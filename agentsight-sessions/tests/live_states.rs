@@ -99,137 +99,44 @@ fn check(rows: Vec<Row>) {
 }
 
 #[test]
+#[rustfmt::skip] // one row per line: these are tables
 fn claude_tails_say_turn_signal_and_activity() {
     use Provider::Claude as C;
     check(vec![
         // Progress lines of a long Bash are activity; the sidechain's
         // end_turn and the partial last line change nothing.
-        row(
-            C,
-            "claude/working-bash.jsonl",
-            TurnStatus::Open,
-            None,
-            Some("2026-03-01T09:00:11Z"),
-            0,
-        ),
+        row(C, "claude/working-bash.jsonl", TurnStatus::Open, None, Some("2026-03-01T09:00:11Z"), 0),
         // end_turn, then hook bookkeeping and a title: still that turn's key.
-        row(
-            C,
-            "claude/done.jsonl",
-            done("d0d0d0d0-0000-4000-8000-00000000e0d0"),
-            None,
-            Some("2026-03-01T09:00:05.3Z"),
-            0,
-        ),
-        row(
-            C,
-            "claude/ask-user-question.jsonl",
-            waiting("a5a5a5a5-0000-4000-8000-0000000000a5", WaitReason::Question),
-            None,
-            Some("2026-03-01T09:00:05Z"),
-            0,
-        ),
-        row(
-            C,
-            "claude/exit-plan-mode.jsonl",
-            waiting(
-                "b1b1b1b1-0000-4000-8000-0000000000b1",
-                WaitReason::PlanApproval,
-            ),
-            None,
-            Some("2026-03-01T09:00:05.2Z"),
-            0,
-        ),
-        row(
-            C,
-            "claude/interrupted.jsonl",
-            waiting(
-                "c1c1c1c1-0000-4000-8000-0000000000c1",
-                WaitReason::Interrupted,
-            ),
-            None,
-            Some("2026-03-01T09:00:09.01Z"),
-            0,
-        ),
-        row(
-            C,
-            "claude/streaming.jsonl",
-            TurnStatus::Open,
-            None,
-            Some("2026-03-01T09:00:05Z"),
-            0,
-        ),
+        row(C, "claude/done.jsonl", done("d0d0d0d0-0000-4000-8000-00000000e0d0"), None, Some("2026-03-01T09:00:05.3Z"), 0),
+        row(C, "claude/ask-user-question.jsonl", waiting("a5a5a5a5-0000-4000-8000-0000000000a5", WaitReason::Question), None, Some("2026-03-01T09:00:05Z"), 0),
+        row(C, "claude/exit-plan-mode.jsonl", waiting("b1b1b1b1-0000-4000-8000-0000000000b1", WaitReason::PlanApproval), None, Some("2026-03-01T09:00:05.2Z"), 0),
+        row(C, "claude/interrupted.jsonl", waiting("c1c1c1c1-0000-4000-8000-0000000000c1", WaitReason::Interrupted), None, Some("2026-03-01T09:00:09.01Z"), 0),
+        row(C, "claude/streaming.jsonl", TurnStatus::Open, None, Some("2026-03-01T09:00:05Z"), 0),
         // Retries remain: working, no signal.
-        row(
-            C,
-            "claude/rate-limit-retrying.jsonl",
-            TurnStatus::Open,
-            None,
-            Some("2026-03-01T09:00:34Z"),
-            0,
-        ),
+        row(C, "claude/rate-limit-retrying.jsonl", TurnStatus::Open, None, Some("2026-03-01T09:00:34Z"), 0),
         // The banner has an end_turn-like envelope and a turn_duration
         // follows: never a turn end, the signal stays.
-        row(
-            C,
-            "claude/rate-limit-banner.jsonl",
-            TurnStatus::Open,
-            limited(None),
-            Some("2026-03-01T09:05:00.1Z"),
-            0,
-        ),
-        row(
-            C,
-            "claude/rate-limit-then-prompt.jsonl",
-            TurnStatus::Open,
-            None,
-            Some("2026-03-01T14:01:03Z"),
-            0,
-        ),
-        row(
-            C,
-            "claude/usage-limit-1x.jsonl",
-            TurnStatus::Open,
-            limited(Some("2025-08-20T14:00:00Z")),
-            Some("2025-08-20T10:00:01Z"),
-            0,
-        ),
-        row(
-            C,
-            "claude/auth-failed.jsonl",
-            TurnStatus::Open,
-            Some(Signal::AuthRequired),
-            Some("2026-03-01T09:00:04Z"),
-            0,
-        ),
-        row(
-            C,
-            "claude/api-error-401-exhausted.jsonl",
-            TurnStatus::Open,
-            Some(Signal::AuthRequired),
-            Some("2026-03-01T09:00:04Z"),
-            0,
-        ),
+        row(C, "claude/rate-limit-banner.jsonl", TurnStatus::Open, limited(None), Some("2026-03-01T09:05:00.1Z"), 0),
+        row(C, "claude/rate-limit-then-prompt.jsonl", TurnStatus::Open, None, Some("2026-03-01T14:01:03Z"), 0),
+        row(C, "claude/usage-limit-1x.jsonl", TurnStatus::Open, limited(Some("2025-08-20T14:00:00Z")), Some("2025-08-20T10:00:01Z"), 0),
+        row(C, "claude/auth-failed.jsonl", TurnStatus::Open, Some(Signal::AuthRequired), Some("2026-03-01T09:00:04Z"), 0),
+        // An error code that is no refusal: its text is not searched.
+        row(C, "claude/overloaded.jsonl", TurnStatus::Open, None, Some("2026-03-01T09:00:40Z"), 0),
+        row(C, "claude/oauth-org-not-allowed.jsonl", TurnStatus::Open, Some(Signal::AuthRequired), Some("2026-03-01T09:00:04Z"), 0),
+        row(C, "claude/api-error-401-exhausted.jsonl", TurnStatus::Open, Some(Signal::AuthRequired), Some("2026-03-01T09:00:04Z"), 0),
         // Unknown type, a line of garbage and one of invalid UTF-8 are
         // counted; the sidechain (still streaming) and the isMeta reminder
         // after the end_turn change nothing.
-        row(
-            C,
-            "claude/ugly.jsonl",
-            done("e1e1e1e1-0000-4000-8000-0000000000e1"),
-            None,
-            Some("2026-03-01T09:00:07Z"),
-            3,
-        ),
+        row(C, "claude/ugly.jsonl", done("e1e1e1e1-0000-4000-8000-0000000000e1"), None, Some("2026-03-01T09:00:07Z"), 3),
+        // Claude Code 2.1.328: the request went out (api-request of the main
+        // thread after a 160 KB request blob), nothing came back: open.
+        row(C, "claude/v2.1.328-request-in-flight.jsonl", TurnStatus::Open, None, Some("2026-03-01T09:00:01Z"), 0),
+        // Only bookkeeping in 128 KiB: the window widens to the prompt.
+        row(C, "claude/v2.1.328-widen-to-prompt.jsonl", TurnStatus::Open, None, Some("2026-03-01T09:00:00.7Z"), 0),
+        // Side-task and subagent requests after the end_turn change nothing.
+        row(C, "claude/v2.1.328-done-then-side-requests.jsonl", done("f2f2f2f2-0000-4000-8000-0000000000f2"), None, Some("2026-03-01T09:00:02Z"), 0),
         // The newest line (a 200 KB tool result) is longer than the tail.
-        row(
-            C,
-            "claude/huge-last-line.jsonl",
-            TurnStatus::Open,
-            None,
-            Some("2026-03-01T09:00:06Z"),
-            0,
-        ),
+        row(C, "claude/huge-last-line.jsonl", TurnStatus::Open, None, Some("2026-03-01T09:00:06Z"), 0),
     ]);
 }
 
@@ -282,121 +189,43 @@ fn claude_tail_identity_tokens_and_first_prompt() {
 }
 
 #[test]
+#[rustfmt::skip] // one row per line: these are tables
 fn codex_tails_say_turn_signal_and_activity() {
     use Provider::Codex as X;
     let mut rows = vec![
-        row(
-            X,
-            "codex/working.jsonl",
-            TurnStatus::Open,
-            None,
-            Some("2026-03-02T10:00:07.5Z"),
-            0,
-        ),
-        // world_state: a newer record kind, counted.
-        row(
-            X,
-            "codex/done.jsonl",
-            done("t-1"),
-            None,
-            Some("2026-03-02T10:00:15Z"),
-            1,
-        ),
+        row(X, "codex/working.jsonl", TurnStatus::Open, None, Some("2026-03-02T10:00:07.5Z"), 0),
+        // hologram_state: a record kind from the future, counted.
+        row(X, "codex/done.jsonl", done("t-1"), None, Some("2026-03-02T10:00:15Z"), 1),
         // A rate-limit-only refresh (info null) 20 min later is no activity.
-        row(
-            X,
-            "codex/done-then-refresh.jsonl",
-            done("t-1"),
-            None,
-            Some("2026-03-02T10:00:15Z"),
-            1,
-        ),
-        row(
-            X,
-            "codex/aborted.jsonl",
-            waiting("t-1", WaitReason::Interrupted),
-            None,
-            Some("2026-03-02T10:00:09Z"),
-            0,
-        ),
+        row(X, "codex/done-then-refresh.jsonl", done("t-1"), None, Some("2026-03-02T10:00:15Z"), 1),
+        row(X, "codex/aborted.jsonl", waiting("t-1", WaitReason::Interrupted), None, Some("2026-03-02T10:00:09Z"), 0),
         // 0.169: token_count at 100 %, then task_complete carrying the error.
-        row(
-            X,
-            "codex/usage-limit.jsonl",
-            done("t-1"),
-            limited(Some("2026-03-02T14:30:00Z")),
-            Some("2026-03-02T10:00:08.1Z"),
-            0,
-        ),
+        row(X, "codex/usage-limit.jsonl", done("t-1"), limited(Some("2026-03-02T14:30:00Z")), Some("2026-03-02T10:00:08.1Z"), 0),
         // Flat 2025-09 shape, info null (the count is not activity).
-        row(
-            X,
-            "codex/rate-limits-flat.jsonl",
-            TurnStatus::Open,
-            limited(Some("2026-03-02T10:10:08Z")),
-            Some("2026-03-02T10:00:07.5Z"),
-            0,
-        ),
+        row(X, "codex/rate-limits-flat.jsonl", TurnStatus::Open, limited(Some("2026-03-02T10:10:08Z")), Some("2026-03-02T10:00:07.5Z"), 0),
         // Nested with resets_in_seconds; the weekly window is the full one.
-        row(
-            X,
-            "codex/rate-limits-in-seconds.jsonl",
-            TurnStatus::Open,
-            limited(Some("2026-03-02T12:00:08Z")),
-            Some("2026-03-02T10:00:08Z"),
-            0,
-        ),
-        row(
-            X,
-            "codex/rate-limit-reached-type.jsonl",
-            TurnStatus::Open,
-            limited(None),
-            Some("2026-03-02T10:00:08Z"),
-            0,
-        ),
-        row(
-            X,
-            "codex/rate-limit-cleared.jsonl",
-            TurnStatus::Open,
-            None,
-            Some("2026-03-02T10:00:09Z"),
-            0,
-        ),
-        row(
-            X,
-            "codex/error-event-unauthorized.jsonl",
-            TurnStatus::Open,
-            Some(Signal::AuthRequired),
-            Some("2026-03-02T10:00:08Z"),
-            0,
-        ),
-        row(
-            X,
-            "codex/http-401.jsonl",
-            done("t-1"),
-            Some(Signal::AuthRequired),
-            Some("2026-03-02T10:00:30Z"),
-            0,
-        ),
-        row(
-            X,
-            "codex/request-user-input.jsonl",
-            waiting("call_Q1", WaitReason::Question),
-            None,
-            Some("2026-03-02T10:00:08Z"),
-            0,
-        ),
+        row(X, "codex/rate-limits-in-seconds.jsonl", TurnStatus::Open, limited(Some("2026-03-02T12:00:08Z")), Some("2026-03-02T10:00:08Z"), 0),
+        row(X, "codex/rate-limit-reached-type.jsonl", TurnStatus::Open, limited(None), Some("2026-03-02T10:00:08Z"), 0),
+        row(X, "codex/rate-limit-cleared.jsonl", TurnStatus::Open, None, Some("2026-03-02T10:00:09Z"), 0),
+        row(X, "codex/error-event-unauthorized.jsonl", TurnStatus::Open, Some(Signal::AuthRequired), Some("2026-03-02T10:00:08Z"), 0),
+        row(X, "codex/http-401.jsonl", done("t-1"), Some(Signal::AuthRequired), Some("2026-03-02T10:00:30Z"), 0),
+        row(X, "codex/request-user-input.jsonl", waiting("call_Q1", WaitReason::Question), None, Some("2026-03-02T10:00:08Z"), 0),
         // Only response items in the tail: mid-turn; garbage and a payload
         // of invalid UTF-8 are counted.
-        row(
-            X,
-            "codex/mid-turn-no-markers.jsonl",
-            TurnStatus::Open,
-            None,
-            Some("2026-03-02T11:00:02Z"),
-            2,
-        ),
+        row(X, "codex/mid-turn-no-markers.jsonl", TurnStatus::Open, None, Some("2026-03-02T11:00:02Z"), 2),
     ];
+    // Codex 0.169 `codex exec`: the prompt is a user message item (no
+    // user_message event) after injected context; newer kinds are known.
+    let mut c169 = row(
+        X,
+        "codex/v0.169-exec-prompt.jsonl",
+        TurnStatus::Open,
+        None,
+        Some("2026-03-02T10:00:00.321Z"),
+        0,
+    );
+    c169.hidden = Some(HiddenReason::CodexExec);
+    rows.push(c169);
     let mut sub = row(
         X,
         "codex/subagent.jsonl",
@@ -417,6 +246,33 @@ fn codex_tails_say_turn_signal_and_activity() {
     exec.hidden = Some(HiddenReason::CodexExec);
     rows.extend([sub, exec]);
     check(rows);
+}
+
+#[test]
+fn first_prompts_skip_injected_context() {
+    let p = |prov, f: &str| facts(prov, f).first_prompt;
+    assert_eq!(
+        p(Provider::Codex, "codex/v0.169-exec-prompt.jsonl").as_deref(),
+        Some("hello")
+    );
+    assert_eq!(
+        p(Provider::Gemini, "gemini/cases/chats/v0.61-fresh.jsonl"),
+        None
+    );
+    assert_eq!(
+        p(Provider::Gemini, "gemini/cases/chats/v0.61-prompt.jsonl").as_deref(),
+        Some("list files")
+    );
+    // Widened to the file's start: the prompt is the session's first.
+    assert_eq!(
+        p(Provider::Claude, "claude/v2.1.328-widen-to-prompt.jsonl").as_deref(),
+        Some("hello")
+    );
+    // The in-flight tail starts inside the request blob: no first prompt.
+    assert_eq!(
+        p(Provider::Claude, "claude/v2.1.328-request-in-flight.jsonl"),
+        None
+    );
 }
 
 #[test]
@@ -468,102 +324,31 @@ fn codex_identity_from_a_long_first_line_outside_the_tail() {
 }
 
 #[test]
+#[rustfmt::skip] // one row per line: these are tables
 fn gemini_tails_say_turn_signal_and_activity() {
     use Provider::Gemini as G;
-    let c = |f: &'static str| f;
     check(vec![
-        row(
-            G,
-            c("gemini/cases/chats/executing.jsonl"),
-            TurnStatus::Open,
-            None,
-            Some("2026-05-01T08:00:03.5Z"),
-            0,
-        ),
-        row(
-            G,
-            c("gemini/cases/chats/awaiting-approval.jsonl"),
-            waiting("m-2", WaitReason::ToolApproval),
-            None,
-            Some("2026-05-01T08:00:03.5Z"),
-            0,
-        ),
+        row(G, "gemini/cases/chats/executing.jsonl", TurnStatus::Open, None, Some("2026-05-01T08:00:03.5Z"), 0),
+        row(G, "gemini/cases/chats/awaiting-approval.jsonl", waiting("m-2", WaitReason::ToolApproval), None, Some("2026-05-01T08:00:03.5Z"), 0),
+        // 0.61 records the call only once it completed: empty text = a call.
+        row(G, "gemini/cases/chats/call-not-recorded-yet.jsonl", TurnStatus::Open, None, Some("2026-05-01T08:00:03Z"), 0),
+        // Gemini CLI 0.61 injects the workspace context as a user message:
+        // no turn until the person's prompt.
+        row(G, "gemini/cases/chats/v0.61-fresh.jsonl", TurnStatus::Unknown, None, Some("2026-05-01T08:00:00.01Z"), 0),
+        row(G, "gemini/cases/chats/v0.61-prompt.jsonl", TurnStatus::Open, None, Some("2026-05-01T08:00:01Z"), 0),
         // All calls succeeded: their results go back to the model.
-        row(
-            G,
-            c("gemini/cases/chats/tools-done-results-pending.jsonl"),
-            TurnStatus::Open,
-            None,
-            Some("2026-05-01T08:00:03.5Z"),
-            0,
-        ),
-        row(
-            G,
-            c("gemini/cases/chats/cancelled.jsonl"),
-            waiting("m-2", WaitReason::Interrupted),
-            None,
-            Some("2026-05-01T08:00:03.5Z"),
-            0,
-        ),
+        row(G, "gemini/cases/chats/tools-done-results-pending.jsonl", TurnStatus::Open, None, Some("2026-05-01T08:00:03.5Z"), 0),
+        row(G, "gemini/cases/chats/cancelled.jsonl", waiting("m-2", WaitReason::Interrupted), None, Some("2026-05-01T08:00:03.5Z"), 0),
         // Rewound to before the answer; the partial last line is ignored.
-        row(
-            G,
-            c("gemini/cases/chats/rewind.jsonl"),
-            TurnStatus::Open,
-            None,
-            Some("2026-05-01T08:00:06Z"),
-            0,
-        ),
-        row(
-            G,
-            c("gemini/cases/chats/set-messages.jsonl"),
-            done("m-3"),
-            None,
-            Some("2026-05-01T08:00:05Z"),
-            0,
-        ),
-        row(
-            G,
-            c("gemini/cases/chats/error-quota.jsonl"),
-            done("m-e"),
-            limited(None),
-            Some("2026-05-01T08:00:40Z"),
-            0,
-        ),
-        row(
-            G,
-            c("gemini/cases/chats/error-auth.jsonl"),
-            done("m-e"),
-            Some(Signal::AuthRequired),
-            Some("2026-05-01T08:00:02Z"),
-            0,
-        ),
-        row(
-            G,
-            c("gemini/cases/chats/error-other.jsonl"),
-            done("m-e"),
-            None,
-            Some("2026-05-01T08:00:02.5Z"),
-            0,
-        ),
+        row(G, "gemini/cases/chats/rewind.jsonl", TurnStatus::Open, None, Some("2026-05-01T08:00:06Z"), 0),
+        row(G, "gemini/cases/chats/set-messages.jsonl", done("m-3"), None, Some("2026-05-01T08:00:05Z"), 0),
+        row(G, "gemini/cases/chats/error-quota.jsonl", done("m-e"), limited(None), Some("2026-05-01T08:00:40Z"), 0),
+        row(G, "gemini/cases/chats/error-auth.jsonl", done("m-e"), Some(Signal::AuthRequired), Some("2026-05-01T08:00:02Z"), 0),
+        row(G, "gemini/cases/chats/error-other.jsonl", done("m-e"), None, Some("2026-05-01T08:00:02.5Z"), 0),
         // Gemini CLI 0.61 writes nothing on 429/401: an open turn.
-        row(
-            G,
-            c("gemini/cases/chats/silent-429.jsonl"),
-            TurnStatus::Open,
-            None,
-            Some("2026-05-01T08:00:01Z"),
-            0,
-        ),
+        row(G, "gemini/cases/chats/silent-429.jsonl", TurnStatus::Open, None, Some("2026-05-01T08:00:01Z"), 0),
         // A torn legacy record says nothing this time.
-        row(
-            G,
-            c("gemini/cases/chats/legacy-torn.json"),
-            TurnStatus::Unknown,
-            None,
-            None,
-            1,
-        ),
+        row(G, "gemini/cases/chats/legacy-torn.json", TurnStatus::Unknown, None, None, 1),
     ]);
 }
 
@@ -726,101 +511,40 @@ use LiveState::{
 /// Per provider: fixture, then the state at each edge (age from its newest
 /// record; Cursor from the mtime).
 #[test]
+#[rustfmt::skip] // one row per line: these are tables
 fn states_at_every_threshold_edge_per_provider() {
     let open = [W, W, W, S, S, I, I, I, I, I];
     let finished = [Y, Y, Y, Y, Y, Y, Y, I, I, I];
     let table: Vec<(Provider, String, [LiveState; 10])> = vec![
         (Provider::Claude, "claude/working-bash.jsonl".into(), open),
         (Provider::Claude, "claude/streaming.jsonl".into(), open),
-        (
-            Provider::Claude,
-            "claude/rate-limit-retrying.jsonl".into(),
-            open,
-        ),
+        (Provider::Claude, "claude/rate-limit-retrying.jsonl".into(), open),
+        (Provider::Claude, "claude/v2.1.328-request-in-flight.jsonl".into(), open),
+        (Provider::Codex, "codex/v0.169-exec-prompt.jsonl".into(), open),
+        (Provider::Gemini, "gemini/cases/chats/v0.61-prompt.jsonl".into(), open),
+        (Provider::Gemini, "gemini/cases/chats/v0.61-fresh.jsonl".into(), [W, U, U, U, U, U, U, U, U, I]),
         (Provider::Claude, "claude/done.jsonl".into(), finished),
-        (
-            Provider::Claude,
-            "claude/ask-user-question.jsonl".into(),
-            finished,
-        ),
-        (
-            Provider::Claude,
-            "claude/exit-plan-mode.jsonl".into(),
-            finished,
-        ),
-        (
-            Provider::Claude,
-            "claude/interrupted.jsonl".into(),
-            finished,
-        ),
-        (
-            Provider::Claude,
-            "claude/rate-limit-banner.jsonl".into(),
-            [R, R, R, R, R, R, R, R, R, I],
-        ),
-        (
-            Provider::Claude,
-            "claude/auth-failed.jsonl".into(),
-            [A, A, A, A, A, A, A, A, A, I],
-        ),
+        (Provider::Claude, "claude/ask-user-question.jsonl".into(), finished),
+        (Provider::Claude, "claude/exit-plan-mode.jsonl".into(), finished),
+        (Provider::Claude, "claude/interrupted.jsonl".into(), finished),
+        (Provider::Claude, "claude/rate-limit-banner.jsonl".into(), [R, R, R, R, R, R, R, R, R, I]),
+        (Provider::Claude, "claude/auth-failed.jsonl".into(), [A, A, A, A, A, A, A, A, A, I]),
         (Provider::Codex, "codex/working.jsonl".into(), open),
         (Provider::Codex, "codex/done.jsonl".into(), finished),
         (Provider::Codex, "codex/aborted.jsonl".into(), finished),
-        (
-            Provider::Codex,
-            "codex/usage-limit.jsonl".into(),
-            [R, R, R, R, R, R, R, R, R, I],
-        ),
-        (
-            Provider::Codex,
-            "codex/http-401.jsonl".into(),
-            [A, A, A, A, A, A, A, A, A, I],
-        ),
-        (
-            Provider::Gemini,
-            "gemini/cases/chats/executing.jsonl".into(),
-            open,
-        ),
-        (
-            Provider::Gemini,
-            "gemini/cases/chats/silent-429.jsonl".into(),
-            open,
-        ),
-        (
-            Provider::Gemini,
-            "gemini/cases/chats/awaiting-approval.jsonl".into(),
-            finished,
-        ),
-        (
-            Provider::Gemini,
-            format!("{GEMINI}/session-2026-05-01T08-00-5e1f0c2a.jsonl"),
-            finished,
-        ),
-        (
-            Provider::Gemini,
-            "gemini/cases/chats/error-quota.jsonl".into(),
-            [R, R, R, R, R, R, R, R, R, I],
-        ),
-        (
-            Provider::Cursor,
-            format!("{CURSOR}/0a0a0a0a-0000-4000-8000-00000000000a.jsonl"),
-            finished,
-        ),
-        (
-            Provider::Cursor,
-            format!(
-                "{CURSOR}/0b0b0b0b-0000-4000-8000-00000000000b/0b0b0b0b-0000-4000-8000-00000000000b.jsonl"
-            ),
-            open,
-        ),
+        (Provider::Codex, "codex/usage-limit.jsonl".into(), [R, R, R, R, R, R, R, R, R, I]),
+        (Provider::Codex, "codex/http-401.jsonl".into(), [A, A, A, A, A, A, A, A, A, I]),
+        (Provider::Gemini, "gemini/cases/chats/executing.jsonl".into(), open),
+        (Provider::Gemini, "gemini/cases/chats/silent-429.jsonl".into(), open),
+        (Provider::Gemini, "gemini/cases/chats/awaiting-approval.jsonl".into(), finished),
+        (Provider::Gemini, format!("{GEMINI}/session-2026-05-01T08-00-5e1f0c2a.jsonl"), finished),
+        (Provider::Gemini, "gemini/cases/chats/error-quota.jsonl".into(), [R, R, R, R, R, R, R, R, R, I]),
+        (Provider::Cursor, format!("{CURSOR}/0a0a0a0a-0000-4000-8000-00000000000a.jsonl"), finished),
+        (Provider::Cursor, format!("{CURSOR}/0b0b0b0b-0000-4000-8000-00000000000b/0b0b0b0b-0000-4000-8000-00000000000b.jsonl" ), open),
         // No turn marker at all: only a fresh write says working (the 18 s
         // window); after it the tail cannot tell, so unknown, never idle
         // before 30 min, and never stalled.
-        (
-            Provider::Cursor,
-            format!("{CURSOR}/0e0e0e0e-0000-4000-8000-00000000000e.txt"),
-            [W, U, U, U, U, U, U, U, U, I],
-        ),
+        (Provider::Cursor, format!("{CURSOR}/0e0e0e0e-0000-4000-8000-00000000000e.txt"), [W, U, U, U, U, U, U, U, U, I]),
     ];
     let mtime = t("2026-06-01T12:00:00Z");
     for (p, file, want) in table {
@@ -1170,7 +894,7 @@ fn desktop_store_joins_on_cli_session_id_and_degrades_silently() {
 }
 
 #[test]
-fn registry_files_parse_and_liveness_uses_proc_start() {
+fn registry_files_parse_leniently() {
     use registry::{Entry, Status};
     let reg = registry::load(&fixture("registry/sessions"));
     // A torn file and one without pid are skipped; README.txt is not read.
@@ -1184,6 +908,7 @@ fn registry_files_parse_and_liveness_uses_proc_start() {
             session_id: "5f0c1e2a-7b3d-4c8e-9a10-2b4c6d8e0f11".into(),
             proc_start: Some(884211),
             status: Some(Status::Busy),
+            waiting_for: None,
             cwd: Some("/home/dev/shop".into()),
             name: Some("shop".into()),
             version: Some("2.1.328".into()),
@@ -1213,6 +938,11 @@ fn registry_files_parse_and_liveness_uses_proc_start() {
         registry::parse(br#"{"pid":5}"#).unwrap_err(),
         registry::RegistryError::Missing("sessionId")
     );
+}
+
+#[test]
+fn registry_liveness_compares_proc_start() {
+    let reg = registry::load(&fixture("registry/sessions"));
     // Liveness against a /proc of our own making: the same start time is
     // alive; a reused pid (other start time) or a missing one has exited;
     // without procStart a live pid is trusted.
@@ -1277,7 +1007,7 @@ fn every_cut_of_every_fixture_reads_and_classifies() {
     for p in ["claude", "codex", "gemini", "cursor"] {
         files(&fixture(p), &mut all);
     }
-    assert_eq!(all.len(), 49);
+    assert_eq!(all.len(), 58);
     let now = t("2026-03-01T09:10:00Z");
     let mut reads = 0;
     for path in &all {
@@ -1305,5 +1035,36 @@ fn every_cut_of_every_fixture_reads_and_classifies() {
             }
         }
     }
-    assert!(reads > 49 * 4 * 2 * 40 / 2, "{reads}");
+    assert!(reads > 58 * 4 * 2 * 40 / 2, "{reads}");
+}
+
+#[test]
+fn a_tail_without_turn_records_widens_up_to_4_mib() {
+    let dir = tempfile::tempdir().unwrap();
+    let prompt = "{\"type\":\"user\",\"sessionId\":\"s\",\"timestamp\":\"2026-03-01T09:00:00.700Z\",\"message\":{\"role\":\"user\",\"content\":\"hello\"}}\n";
+    let bookkeeping = format!(
+        "{{\"type\":\"api-request-blob\",\"sessionId\":\"s\",\"message\":{{\"role\":\"user\",\"content\":\"{}\"}}}}\n",
+        "b".repeat(100_000)
+    );
+    let file = |name: &str, blobs: usize| {
+        let path = dir.path().join(name);
+        let mut body = prompt.to_string();
+        for _ in 0..blobs {
+            body.push_str(&bookkeeping);
+        }
+        std::fs::write(&path, body).unwrap();
+        read_tail(Provider::Claude, &path, &Thresholds::default()).unwrap()
+    };
+    // 3 MB of request records after the prompt: found.
+    let near = file("near.jsonl", 30);
+    assert_eq!(
+        (near.turn, near.last_activity),
+        (TurnStatus::Open, Some(t("2026-03-01T09:00:00.7Z")))
+    );
+    // 5 MB: beyond the cap, the tail says nothing.
+    let far = file("far.jsonl", 50);
+    assert_eq!(
+        (far.turn, far.last_activity, far.skipped_lines),
+        (TurnStatus::Unknown, None, 0)
+    );
 }

@@ -421,6 +421,31 @@ fn follow_changes(s: &Stream, home: &Path) {
         state_of(v, id).as_deref() == Some("working")
     });
     assert_eq!(row(&v, id)["title"], "Start a new service");
+    // A new Codex day directory (local midnight) and a rollout in it.
+    let day = home.join(".codex/sessions/2026/12/02");
+    std::fs::create_dir(&day).unwrap();
+    let xid = "019d0000-0000-7000-8000-0000000000a4";
+    let t = rfc3339(now_s());
+    std::fs::write(
+        day.join(format!("rollout-2026-12-02T00-00-05-{xid}.jsonl")),
+        format!(
+            concat!(
+                r#"{{"timestamp":"{t}","type":"session_meta","payload":{{"id":"{x}","timestamp":"{t}","cwd":"/home/dev/night","originator":"codex_cli_rs","cli_version":"0.169.0","source":"cli","model_provider":"openai"}}}}"#,
+                "\n",
+                r#"{{"timestamp":"{t}","type":"event_msg","payload":{{"type":"task_started","turn_id":"019d0000-0001-7000-8000-0000000000a4","model_context_window":258400}}}}"#,
+                "\n",
+                r#"{{"timestamp":"{t}","type":"event_msg","payload":{{"type":"user_message","message":"Rotate the logs","images":[]}}}}"#,
+                "\n"
+            ),
+            t = t,
+            x = xid
+        ),
+    )
+    .unwrap();
+    let v = s.wait_for(limit, "the rollout in the new day directory", |v| {
+        state_of(v, xid).as_deref() == Some("working")
+    });
+    assert_eq!(row(&v, xid)["title"], "Rotate the logs");
     // Rename-on-write of the desktop file: a new title.
     let desk = home.join(".config/Claude/claude-code-sessions/org-7f1e/ws-31a0");
     let target = desk.join("local_9a1f3c2e-1111-4000-8000-00000000d001.json");

@@ -158,9 +158,15 @@ fn rows_shown(s: &str) -> bool {
 
 /// The shell's line after top: exit status 0 and cooked mode back.
 fn assert_restored(t: &Tmux) {
-    let s = t.wait_screen("the shell after top", |s| s.contains("TOP-EXIT="));
+    // The modes line follows the status line ("icanon" or "-icanon").
+    let s = t.wait_screen("the shell after top", |s| {
+        s.contains("TOP-EXIT=") && s.contains("icanon")
+    });
     assert!(s.contains("TOP-EXIT=0"), "{s}");
-    assert!(s.contains("icanon echo"), "terminal left in raw mode:\n{s}");
+    assert!(
+        s.contains("icanon echo") && !s.contains("-icanon") && !s.contains("-echo"),
+        "terminal left in raw mode:\n{s}"
+    );
     // The main screen is back: the table is gone with the alternate screen.
     assert!(!s.contains("AGENT"), "{s}");
 }

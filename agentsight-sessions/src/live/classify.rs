@@ -1,12 +1,14 @@
 //! The classification rules over [`TailFacts`], with an injected clock.
 //!
-//! Order (docs/live-states.md): activity time → older than the attention
-//! window is idle → a refusal signal wins → an unrecognised registry status
-//! is unknown → the desktop app busy ahead of the transcript → a finished
-//! turn is your turn while fresh → an open turn is working while fresh →
-//! stalled only if this tracker saw it working → idle. Process truth then
-//! corrects: an exited process is never working (nor stalled), a process
-//! running tools is working.
+//! Order (the numbered steps of docs/live-states.md): a refusal signal wins
+//! (idle past the attention window) → a process running tools is working →
+//! an unrecognised registry status is unknown → no activity time is
+//! unknown, older than the attention window idle → the desktop app busy
+//! ahead of the transcript → a finished turn is your turn while fresh → an
+//! open turn is working while fresh, then stalled only if this tracker saw
+//! it working → no turn record: working only within the fresh-write window.
+//! Process truth then corrects: an exited process is never working (nor
+//! stalled); registry `waiting` over an open turn is your turn.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -136,7 +138,7 @@ impl Tracker {
         self.correct(state, inputs)
     }
 
-    /// Steps 3–6: the desktop rule, the turn, the silence.
+    /// Steps 5–8: the desktop rule, the turn, the silence.
     fn by_transcript(
         &self,
         path: &Path,

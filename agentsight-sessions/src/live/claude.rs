@@ -42,6 +42,9 @@ struct Line {
     max_retries: Option<Count>,
     message: Option<ObjOr<Message>>,
     data: Option<ObjOr<Progress>>,
+    /// `api-request` records (2.1.3xx): who asked, and for which subagent.
+    query_source: LStr,
+    agent_id: LStr,
 }
 
 #[derive(Deserialize, Default)]
@@ -109,12 +112,13 @@ const BOOKKEEPING: &[&str] = &[
     "pr-link",
     "last-prompt",
     "bridge-session",
-    // Seen with Claude Code 2.1.3xx around requests and at exit.
-    "api-request",
+    // Seen with Claude Code 2.1.3xx around requests and at exit
+    // (`api-request` itself is read: see `api_request`).
     "api-request-shape",
     "api-request-blob",
     "atis-latch",
     "cost-state",
+    "tools-used",
 ];
 
 /// Prompt text that is the CLI's own (slash commands, their output, caveats),
@@ -169,6 +173,7 @@ fn one_line(raw: &str, l: Line, begin: bool, facts: &mut TailFacts, st: &mut Sta
         .map_or_else(|| line_key(raw), str::to_string);
     match kind {
         "user" | "assistant" | "system" | "progress" => {}
+        "api-request" => return api_request(&l, time, facts),
         k if BOOKKEEPING.contains(&k) => return,
         _ => {
             facts.skipped_lines += 1;
@@ -184,9 +189,27 @@ fn one_line(raw: &str, l: Line, begin: bool, facts: &mut TailFacts, st: &mut Sta
     }
     match kind {
         "user" => user_line(&l, key, begin, facts),
-        "assistant" => assistant_line(&l, key, time, facts, st),
+        "assistant" => assistant_line(&l, key, facts, st),
         "system" => system_line(&l, key, facts),
         _ => progress_line(&l, facts),
+    }
+}
+
+/// `api-request` (2.1.3xx) is written as the CLI sends a request. One of
+/// the main conversation (`querySource` `sdk` or `repl_main_thread…`, no
+/// `agentId`) means a turn is running even when its prompt is older than
+/// the tail (the request records themselves can be 100 KB each); requests
+/// of side tasks (titles, suggestions, memories) and subagents are not the
+/// person's turn and count for nothing.
+fn api_request(l: &Line, time: Option<Timestamp>, facts: &mut TailFacts) {
+    let main = l.agent_id.0.is_none()
+        && l.query_source
+            .as_deref()
+            .is_some_and(|q| q == "sdk" || q.starts_with("repl_main_thread"));
+    if main {
+        newest(&mut facts.last_activity, time);
+        facts.turn = TurnStatus::Open;
+        facts.signal = None;
     }
 }
 
@@ -226,17 +249,11 @@ fn user_line(l: &Line, key: String, begin: bool, facts: &mut TailFacts) {
     facts.signal = None;
 }
 
-fn assistant_line(
-    l: &Line,
-    key: String,
-    time: Option<Timestamp>,
-    facts: &mut TailFacts,
-    st: &mut State,
-) {
+fn assistant_line(l: &Line, key: String, facts: &mut TailFacts, st: &mut State) {
     let msg = l.message.as_ref().and_then(ObjOr::obj);
     if l.is_api_error_message.0 == Some(true) {
         // Never ends a turn; may be a refusal.
-        if let Some(s) = error_line_signal(l, msg, time) {
+        if let Some(s) = error_line_signal(l, msg) {
             facts.signal = Some(s);
         }
         if facts.turn == TurnStatus::Unknown {
@@ -303,7 +320,7 @@ fn count_usage(msg: &Message, st: &mut State) {
 }
 
 /// The refusal a synthetic `isApiErrorMessage` line carries, if any.
-fn error_line_signal(l: &Line, msg: Option<&Message>, time: Option<Timestamp>) -> Option<Signal> {
+fn error_line_signal(l: &Line, msg: Option<&Message>) -> Option<Signal> {
     let code = match &l.error {
         Some(ObjOr::Other(s)) => s.as_str(),
         _ => "",
@@ -318,20 +335,24 @@ fn error_line_signal(l: &Line, msg: Option<&Message>, time: Option<Timestamp>) -
                 .join("\n"),
         })
         .unwrap_or_default();
+    // The codes Claude Code writes (2.1.3xx); other codes (overloaded,
+    // server_error, invalid_request, account_on_hold …) are no refusal this
+    // module can name, and their text is not searched.
     match code {
-        "rate_limit" | "billing_error" => {
-            return Some(Signal::RateLimited {
-                resets_at: usage_limit_reset(&text),
-            });
-        }
-        "authentication_failed" => return Some(Signal::AuthRequired),
-        _ => {}
+        "rate_limit" | "billing_error" => Some(Signal::RateLimited {
+            resets_at: usage_limit_reset(&text),
+        }),
+        "authentication_failed"
+        | "oauth_org_not_allowed"
+        | "cloud_credential_error"
+        | "verification_required" => Some(Signal::AuthRequired),
+        "" => text_signal(&text),
+        _ => None,
     }
-    text_signal(&text, time)
 }
 
 /// Signals from the error text alone (older versions wrote no `error` code).
-fn text_signal(text: &str, _time: Option<Timestamp>) -> Option<Signal> {
+fn text_signal(text: &str) -> Option<Signal> {
     let lower = text.to_ascii_lowercase();
     if let Some(resets_at) = usage_limit_reset(text).map(Some).or_else(|| {
         (lower.contains("usage limit reached")

@@ -20,7 +20,7 @@ use super::{
     HiddenReason, PROMPT_CHARS, Signal, TailFacts, TokenTotals, TurnStatus, WaitReason, line_key,
     newest, parse_time,
 };
-use crate::de::{LStr, ObjOr};
+use crate::de::{Content, LStr, ObjOr, Prefix};
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
@@ -39,6 +39,8 @@ struct Payload {
     #[serde(rename = "type")]
     kind: LStr,
     role: LStr,
+    /// A `response_item` message's parts (only their text prefixes).
+    content: Option<Content<TextPart>>,
     name: LStr,
     turn_id: LStr,
     id: LStr,
@@ -57,6 +59,33 @@ struct Payload {
     /// `{message, codex_error_info}`.
     error: Option<Value>,
 }
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct TextPart {
+    text: Option<Prefix>,
+}
+
+/// Record kinds newer Codex versions write that this reader does not use:
+/// known, so not counted as skipped; written during a turn, so activity.
+const KNOWN_UNUSED: &[&str] = &[
+    "token_usage_record",
+    "inter_agent_communication",
+    "agent_response_observation",
+    "retained_context",
+    "world_state",
+    "security_risk_score",
+    "realtime_item",
+];
+
+/// Context Codex injects as user messages: not a person's prompt.
+const INJECTED: &[&str] = &[
+    "<environment_context>",
+    "<user_instructions>",
+    "<skills_instructions>",
+    "<INSTRUCTIONS>",
+    "# AGENTS.md instructions",
+];
 
 pub(super) fn read(lines: &[&str], begin: bool, facts: &mut TailFacts) {
     for (i, line) in lines.iter().enumerate() {
@@ -82,10 +111,10 @@ pub(super) fn read(lines: &[&str], begin: bool, facts: &mut TailFacts) {
             "event_msg" => event(line, p, time, begin, facts),
             "response_item" => {
                 newest(&mut facts.last_activity, time);
-                response_item(line, p, facts);
+                response_item(line, p, begin, facts);
             }
             "compacted" => newest(&mut facts.last_activity, time),
-            // Newer kinds this reader does not know (token_usage_record, …).
+            k if KNOWN_UNUSED.contains(&k) => newest(&mut facts.last_activity, time),
             _ => facts.skipped_lines += 1,
         }
     }
@@ -188,23 +217,47 @@ fn event(raw: &str, p: &Payload, time: Option<Timestamp>, begin: bool, facts: &m
     newest(&mut facts.last_activity, time);
 }
 
-/// Mid-turn evidence when the markers are older than the tail; Codex's
-/// `request_user_input` tool waits on the person until its output arrives.
-fn response_item(raw: &str, p: &Payload, facts: &mut TailFacts) {
-    match p.kind.as_deref().unwrap_or("") {
-        "message" if p.role.as_deref() == Some("user") => facts.turn = TurnStatus::Open,
-        "function_call" if p.name.as_deref() == Some("request_user_input") => {
+/// A user `message` item is a prompt (Codex 0.169 writes no `user_message`
+/// event) unless it is injected context; other items are mid-turn evidence
+/// when the markers are older than the tail. Codex's `request_user_input`
+/// tool waits on the person until its output arrives.
+fn response_item(raw: &str, p: &Payload, begin: bool, facts: &mut TailFacts) {
+    match (p.kind.as_deref().unwrap_or(""), p.role.as_deref()) {
+        ("message", Some("user")) => {
+            let text = first_text(p);
+            if INJECTED.iter().any(|t| text.starts_with(t)) {
+                return;
+            }
+            if begin && facts.first_prompt.is_none() && !text.is_empty() {
+                facts.first_prompt = Some(crate::util::preview(text, PROMPT_CHARS));
+            }
+            facts.turn = TurnStatus::Open;
+            facts.signal = None;
+        }
+        ("message", Some("developer" | "system")) => {}
+        ("function_call", _) if p.name.as_deref() == Some("request_user_input") => {
             facts.turn = TurnStatus::WaitingOnUser {
                 key: turn_key(raw, p),
                 reason: WaitReason::Question,
             };
         }
-        "function_call_output" if matches!(facts.turn, TurnStatus::WaitingOnUser { .. }) => {
+        ("function_call_output", _) if matches!(facts.turn, TurnStatus::WaitingOnUser { .. }) => {
             facts.turn = TurnStatus::Open;
         }
         _ if facts.turn == TurnStatus::Unknown => facts.turn = TurnStatus::Open,
         _ => {}
     }
+}
+
+fn first_text(p: &Payload) -> &str {
+    let text = match &p.content {
+        Some(Content::Text(t)) => Some(t.as_str()),
+        Some(Content::Blocks(bs)) => bs
+            .iter()
+            .find_map(|b| b.text.as_ref().map(|t| t.0.as_str())),
+        None => None,
+    };
+    text.unwrap_or("").trim()
 }
 
 /// Sets a refusal; an error without a reset time keeps the reset the

@@ -5,7 +5,8 @@
 //! message with a tool call `awaiting_approval` waits on the person, one
 //! with a call `validating` / `scheduled` / `executing` (or all calls done,
 //! their results going back to the model) keeps it open, one with a
-//! cancelled call was interrupted, one without tool calls ends the turn.
+//! cancelled call was interrupted, one without tool calls ends the turn when
+//! it has text (without text it is a call not recorded yet: open).
 //! An `error` message ends the turn; its text alone says rate-limited or
 //! auth required (fragile: the only local source). `info` / `warning`
 //! messages are activity only.
@@ -258,8 +259,13 @@ fn conclude<'a>(msgs: impl Iterator<Item = &'a Msg>, begin: bool, facts: &mut Ta
         let key = m.id.0.clone().unwrap_or_default();
         match m.kind.as_deref().unwrap_or("") {
             "user" => {
+                let t = text_of(m);
+                // Gemini CLI injects the workspace context as a first user
+                // message at start-up: no prompt, no turn.
+                if t.trim_start().starts_with("<session_context>") {
+                    continue;
+                }
                 if begin && facts.first_prompt.is_none() {
-                    let t = text_of(m);
                     facts.first_prompt = Some(crate::util::preview(t.trim(), PROMPT_CHARS));
                 }
                 facts.turn = TurnStatus::Open;
@@ -301,7 +307,14 @@ fn gemini_turn(m: &Msg, key: String) -> TurnStatus {
             reason: WaitReason::ToolApproval,
         }
     } else if statuses.is_empty() {
-        TurnStatus::Done { key }
+        // Gemini CLI (0.61) records a response when its stream ends but its
+        // tool calls only once they completed: a response without text is
+        // a call still running (or awaiting approval), not an answer.
+        if text_of(m).trim().is_empty() {
+            TurnStatus::Open
+        } else {
+            TurnStatus::Done { key }
+        }
     } else if statuses.contains(&"cancelled")
         && statuses
             .iter()

@@ -55,6 +55,9 @@ pub struct Entry {
     /// `/proc/<pid>/stat`.
     pub proc_start: Option<u64>,
     pub status: Option<Status>,
+    /// `waitingFor` beside `status: waiting` (Claude Code 2.1.3xx: `input
+    /// needed`, `dialog open`, a permission dialog's own words…), verbatim.
+    pub waiting_for: Option<String>,
     pub cwd: Option<String>,
     pub name: Option<String>,
     pub version: Option<String>,
@@ -79,6 +82,7 @@ struct Raw {
     session_id: Option<String>,
     proc_start: Option<serde_json::Value>,
     status: Option<String>,
+    waiting_for: Option<String>,
     cwd: Option<String>,
     name: Option<String>,
     version: Option<String>,
@@ -126,6 +130,7 @@ pub fn parse(bytes: &[u8]) -> Result<Entry, RegistryError> {
         session_id,
         proc_start: raw.proc_start.as_ref().and_then(as_u64),
         status: raw.status.as_deref().map(Status::from_word),
+        waiting_for: raw.waiting_for.filter(|w| !w.is_empty()),
         cwd: raw.cwd,
         name: raw.name,
         version: raw.version,

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
-use super::{HiddenReason, LiveError, TailFacts, Thresholds};
+use super::{HiddenReason, LiveError, TailFacts, Thresholds, TurnStatus};
 use crate::Provider;
 use crate::util::open_regular;
 
@@ -17,6 +17,10 @@ pub const HUGE_LINE_CAP: u64 = 16 * 1024 * 1024;
 pub const FIRST_LINE_CHUNK: usize = 64 * 1024;
 /// …up to this cap.
 pub const FIRST_LINE_CAP: usize = 2 * 1024 * 1024;
+/// A tail without any turn record is widened backwards up to this size
+/// (a few of Claude Code's request records; bounded so a file of nothing
+/// but bookkeeping costs at most this per read).
+pub const WIDEN_CAP: u64 = 4 * 1024 * 1024;
 /// Gemini CLI's legacy `.json` record is parsed whole (streamed, content
 /// skipped) up to this size.
 pub const GEMINI_JSON_CAP: u64 = 256 * 1024 * 1024;
@@ -42,9 +46,8 @@ pub fn read_tail(provider: Provider, path: &Path, t: &Thresholds) -> Result<Tail
     let mut facts = if provider == Provider::Gemini && is_json {
         super::gemini::read_legacy_file(&mut file, GEMINI_JSON_CAP).map_err(|e| io_err(path, e))?
     } else {
-        let (bytes, begin, oversized) = tail_window(&mut file, t).map_err(|e| io_err(path, e))?;
-        let mut facts = facts_from(provider, &bytes, begin, false);
-        facts.skipped_lines += u32::from(oversized);
+        let (mut facts, begin) =
+            read_window(provider, &mut file, t).map_err(|e| io_err(path, e))?;
         if !begin && matches!(provider, Provider::Codex | Provider::Gemini) {
             match first_line(&mut file).map_err(|e| io_err(path, e))? {
                 Some(line) => first_line_facts(provider, &line, &mut facts),
@@ -55,6 +58,36 @@ pub fn read_tail(provider: Provider, path: &Path, t: &Thresholds) -> Result<Tail
     };
     from_path(provider, path, &mut facts);
     Ok(facts)
+}
+
+/// Facts from the tail window. When the window holds no turn record at all
+/// (Claude Code 2.1.3xx writes request records of 100 KB and more, so 128
+/// KiB can be a handful of bookkeeping lines) it is widened backwards, four
+/// times each step and without the line limit, up to [`WIDEN_CAP`].
+/// Cursor is left alone: its legacy transcripts never have a turn record.
+fn read_window(
+    provider: Provider,
+    file: &mut File,
+    t: &Thresholds,
+) -> std::io::Result<(TailFacts, bool)> {
+    let mut window = *t;
+    loop {
+        let (bytes, begin, oversized) = tail_window(file, &window)?;
+        let mut facts = facts_from(provider, &bytes, begin, false);
+        facts.skipped_lines += u32::from(oversized);
+        // An oversized newest line already read back to the cap: widening
+        // cannot help.
+        let widen = facts.turn == TurnStatus::Unknown
+            && !begin
+            && !oversized
+            && provider != Provider::Cursor
+            && window.tail_bytes < WIDEN_CAP;
+        if !widen {
+            return Ok((facts, begin));
+        }
+        window.tail_bytes = window.tail_bytes.saturating_mul(4).min(WIDEN_CAP);
+        window.tail_lines = usize::MAX;
+    }
 }
 
 /// Facts only the path gives: ids from file names, subagent layouts, the

@@ -161,6 +161,7 @@ impl LiveTop {
             }
             _ = self.poll.tick(), if polling => {
                 self.model.reload_desktop();
+                self.model.reload_registry();
                 self.model.rescan();
             }
             _ = self.tick.tick() => {
@@ -194,16 +195,22 @@ impl LiveTop {
             }
         }
         let desktop = self.model.desktop_dir().to_path_buf();
-        let mut desktop_changed = false;
+        let registry = self.model.registry_dir().to_path_buf();
+        let (mut desktop_changed, mut registry_changed) = (false, false);
         for p in &paths {
             if p.starts_with(&desktop) {
                 desktop_changed = true;
+            } else if p.starts_with(&registry) {
+                registry_changed = true;
             } else if !self.model.touch(p) && p.is_dir() {
                 resync = true;
             }
         }
         if desktop_changed {
             self.model.reload_desktop();
+        }
+        if registry_changed {
+            self.model.reload_registry();
         }
         if resync {
             self.sync_watches();
@@ -214,7 +221,11 @@ impl LiveTop {
     /// Watch every directory of the provider layouts that exists (and the
     /// nearest existing parent of one that does not yet).
     fn sync_watches(&mut self) {
-        let dirs = watch_dirs(self.model.roots(), self.model.desktop_dir());
+        let dirs = watch_dirs(
+            self.model.roots(),
+            self.model.desktop_dir(),
+            self.model.registry_dir(),
+        );
         let Some(w) = self.watcher.as_mut() else {
             return;
         };
@@ -287,7 +298,7 @@ fn subdirs(d: &Path) -> Vec<PathBuf> {
 /// The directories to watch: each existing root with its layout's
 /// subdirectories (as deep as transcripts live), and for a missing root its
 /// nearest existing ancestor, so its creation is seen.
-pub fn watch_dirs(roots: &[(Provider, PathBuf)], desktop: &Path) -> Vec<PathBuf> {
+pub fn watch_dirs(roots: &[(Provider, PathBuf)], desktop: &Path, registry: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = Vec::new();
     // Depths of directories under each root that may hold transcripts or
     // lead to them.
@@ -305,6 +316,7 @@ pub fn watch_dirs(roots: &[(Provider, PathBuf)], desktop: &Path) -> Vec<PathBuf>
         })
         .collect();
     layouts.push((desktop.join("claude-code-sessions"), 2, None));
+    layouts.push((registry.to_path_buf(), 0, None));
     for (root, depth, second) in layouts {
         if !root.is_dir() {
             if let Some(a) = root.ancestors().skip(1).find(|a| a.is_dir()) {
@@ -338,4 +350,61 @@ pub fn watch_dirs(roots: &[(Provider, PathBuf)], desktop: &Path) -> Vec<PathBuf>
     out.sort();
     out.dedup();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The directories watched for a home with every layout, and for roots
+    /// that do not exist yet (their nearest existing parent).
+    #[test]
+    fn watch_dirs_follow_each_layout() {
+        let t = tempfile::tempdir().unwrap();
+        let h = t.path();
+        for d in [
+            ".claude/projects/-home-dev-shop/11111111-0000-4000-8000-000000000001/subagents",
+            ".codex/sessions/2026/12/01",
+            ".gemini/tmp/web/chats",
+            ".gemini/tmp/web/other",
+            ".cursor/projects/docs/agent-transcripts/7c0de000",
+            ".cursor/projects/docs/rules",
+            ".config/Claude/claude-code-sessions/org/ws",
+        ] {
+            std::fs::create_dir_all(h.join(d)).unwrap();
+        }
+        let roots = crate::sessions::discovery::provider_roots(h);
+        let got = watch_dirs(
+            &roots,
+            &h.join(".config/Claude"),
+            &h.join(".claude/sessions"),
+        );
+        let rel: Vec<String> = got
+            .iter()
+            .map(|p| p.strip_prefix(h).unwrap().display().to_string())
+            .collect();
+        let want = [
+            // ~/.config/claude/projects is missing: ~/.config stands in.
+            ".claude",
+            ".claude/projects",
+            ".claude/projects/-home-dev-shop",
+            ".codex",
+            ".codex/sessions",
+            ".codex/sessions/2026",
+            ".codex/sessions/2026/12",
+            ".codex/sessions/2026/12/01",
+            ".config",
+            ".config/Claude/claude-code-sessions",
+            ".config/Claude/claude-code-sessions/org",
+            ".config/Claude/claude-code-sessions/org/ws",
+            ".cursor/projects",
+            ".cursor/projects/docs",
+            ".cursor/projects/docs/agent-transcripts",
+            ".cursor/projects/docs/agent-transcripts/7c0de000",
+            ".gemini/tmp",
+            ".gemini/tmp/web",
+            ".gemini/tmp/web/chats",
+        ];
+        assert_eq!(rel, want);
+    }
 }

@@ -115,9 +115,13 @@ pub async fn run(
     loop {
         term.draw(|f| draw(f, &view)).context("drawing")?;
         tokio::select! {
-            s = top.next_change() => {
+            // Every turn redraws (ages move each tick); the detail pane is
+            // re-read only when something besides the clock changed.
+            _ = top.step() => {
+                let s = top.snapshot();
+                let changed = !s.same_content(&view.snap);
                 view.snap = s;
-                if let Some(d) = &view.detail {
+                if changed && let Some(d) = &view.detail {
                     let path = d.path.clone();
                     refresh_detail(&top, &mut view, path);
                 }
@@ -250,6 +254,17 @@ fn draw(f: &mut ratatui::Frame, v: &View) {
     ])
     .areas(f.area());
     f.render_widget(Paragraph::new(header_line(v)), head);
+    draw_table(f, v, body);
+    if let Some(d) = &v.detail {
+        draw_detail(f, d, detail);
+    }
+    f.render_widget(
+        Paragraph::new("↑/↓ j/k select  Enter detail  p provider  a all  q quit"),
+        foot,
+    );
+}
+
+fn draw_table(f: &mut ratatui::Frame, v: &View, area: ratatui::layout::Rect) {
     let rows: Vec<TRow> = v
         .snap
         .rows
@@ -305,40 +320,37 @@ fn draw(f: &mut ratatui::Frame, v: &View) {
         .header(header)
         .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED));
     let mut state = TableState::default().with_selected(Some(v.selected));
-    f.render_stateful_widget(table, body, &mut state);
-    if let Some(d) = &v.detail {
-        let lines: Vec<Line> = if !d.kernel.is_empty() {
-            d.kernel.iter().map(|l| Line::from(l.as_str())).collect()
-        } else if d.tools.is_empty() {
-            vec![Line::from("no tool calls in the transcript")]
-        } else {
-            d.tools
-                .iter()
-                .rev()
-                .map(|t| {
-                    Line::from(format!(
-                        "{}  {:<12} {:<8} {}",
-                        t.start_ms
-                            .map(agentsight::sessions::format_ts)
-                            .unwrap_or_else(|| "–".into()),
-                        clip(&t.name, 12),
-                        match t.status {
-                            ToolStatus::Ok => "ok",
-                            ToolStatus::Failed => "failed",
-                            ToolStatus::Unknown => "…",
-                        },
-                        clip(t.summary.as_deref().unwrap_or(""), 100)
-                    ))
-                })
-                .collect()
-        };
-        let block = Block::default()
-            .borders(Borders::TOP)
-            .title(format!("last tool calls: {}", clip(&d.title, 80)));
-        f.render_widget(Paragraph::new(lines).block(block), detail);
-    }
-    f.render_widget(
-        Paragraph::new("↑/↓ j/k select  Enter detail  p provider  a all  q quit"),
-        foot,
-    );
+    f.render_stateful_widget(table, area, &mut state);
+}
+
+fn draw_detail(f: &mut ratatui::Frame, d: &Detail, area: ratatui::layout::Rect) {
+    let lines: Vec<Line> = if !d.kernel.is_empty() {
+        d.kernel.iter().map(|l| Line::from(l.as_str())).collect()
+    } else if d.tools.is_empty() {
+        vec![Line::from("no tool calls in the transcript")]
+    } else {
+        d.tools
+            .iter()
+            .rev()
+            .map(|t| {
+                Line::from(format!(
+                    "{}  {:<12} {:<8} {}",
+                    t.start_ms
+                        .map(agentsight::sessions::format_ts)
+                        .unwrap_or_else(|| "–".into()),
+                    clip(&t.name, 12),
+                    match t.status {
+                        ToolStatus::Ok => "ok",
+                        ToolStatus::Failed => "failed",
+                        ToolStatus::Unknown => "…",
+                    },
+                    clip(t.summary.as_deref().unwrap_or(""), 100)
+                ))
+            })
+            .collect()
+    };
+    let block = Block::default()
+        .borders(Borders::TOP)
+        .title(format!("last tool calls: {}", clip(&d.title, 80)));
+    f.render_widget(Paragraph::new(lines).block(block), area);
 }
