@@ -8,10 +8,7 @@
 //!
 //! Where a CLI writes nothing a state could be derived from, the test
 //! asserts what it does write and the state that follows from it; the gaps
-//! are listed in docs/live-states.md. Claude Code's stalled stream is not
-//! tested yet: its transcript's last 128 KiB then hold only bookkeeping
-//! lines (a ~140 KB `api-request-blob` follows the prompt), so the tail
-//! rules read `unknown`, not stalled (docs/live-states.md).
+//! are listed in docs/live-states.md.
 
 use std::{
     io::{BufRead, BufReader},
@@ -359,6 +356,11 @@ fn states_until(
         }
     }
     panic!("{until} not reached in {timeout:?}: {states:?}");
+}
+
+#[test]
+fn claude_stalled() {
+    stalled(Agent::Claude);
 }
 
 #[test]

@@ -321,27 +321,35 @@ fn exited_tree_is_never_working() {
 }
 
 /// An agent already running when `top` starts is adopted at start and its
-/// session bound (by the `/proc` fd scan or its next transcript write).
+/// session bound (by the `/proc` fd scan or its next transcript write). The
+/// agent's call waits for a file the test creates once `top` showed it, so
+/// however long loading takes, the agent is still running.
 #[test]
 fn running_agent_is_adopted_at_start() {
     require_root();
-    let run = Run::prepare(Agent::Claude, "busy");
+    let run = Run::prepare(Agent::Claude, "gated");
     let running = run.start(as_test_user);
     let start = Instant::now();
-    while run.transcripts().is_empty() {
-        assert!(start.elapsed() < RUN_TIMEOUT, "no transcript appeared");
+    // The gated call is running once the transcript holds it.
+    while !run.transcripts().first().is_some_and(|f| {
+        std::fs::read_to_string(f).is_ok_and(|t| t.contains("while [ ! -e release ]"))
+    }) {
+        assert!(
+            start.elapsed() < RUN_TIMEOUT,
+            "the gated call never started"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     let tmp = run.server_dir.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
     let (mut top, rx) = start_top(&run.home, &tmp, &[]);
-    // Bound and measured: Claude, the tool's bash and its sleep alive (the
-    // files the build step wrote before top started are not counted).
+    // Bound and measured: Claude and the call's shell alive.
     let row = row_until(&rx, &run, |k| {
-        k["processes_alive"].as_i64().unwrap_or(0) >= 3
+        k["processes_alive"].as_i64().unwrap_or(0) >= 2
     });
-    sigterm(&mut top);
+    std::fs::write(run.work.join("release"), "").unwrap();
     let out = running.wait(RUN_TIMEOUT);
+    sigterm(&mut top);
     assert!(out.status.success(), "claude run failed: {}", out.stderr);
     assert_eq!(row["state"], "working", "{row}");
 }
