@@ -46,12 +46,20 @@ fn codex_401_is_auth_required() {
     assert_eq!(f.signal, Some(Signal::AuthRequired), "{f:?}");
 }
 
-/// Gemini CLI 0.61 writes nothing about a 429 or a 401: an open turn.
+/// Gemini CLI 0.61 writes nothing about a 429: while it retries, the chat
+/// ends with the user's prompt, an open turn.
 #[test]
-fn gemini_errors_leave_an_open_turn() {
-    for name in ["gemini-0.61.0-429.jsonl", "gemini-0.61.0-401.jsonl"] {
-        let f = tail(name, Provider::Gemini, true);
-        assert_eq!(f.signal, None, "{name}: {f:?}");
-        assert_eq!(f.turn, TurnStatus::Open, "{name}: {f:?}");
-    }
+fn gemini_429_leaves_an_open_turn() {
+    let f = tail("gemini-0.61.0-429.jsonl", Provider::Gemini, true);
+    assert_eq!(f.signal, None, "{f:?}");
+    assert_eq!(f.turn, TurnStatus::Open, "{f:?}");
+}
+
+/// …nor about a 401: it exits and rewrites the history back to the injected
+/// session context, which holds no turn record.
+#[test]
+fn gemini_401_leaves_no_turn() {
+    let f = tail("gemini-0.61.0-401.jsonl", Provider::Gemini, true);
+    assert_eq!(f.signal, None, "{f:?}");
+    assert_eq!(f.turn, TurnStatus::Unknown, "{f:?}");
 }

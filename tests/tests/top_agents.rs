@@ -225,15 +225,25 @@ fn codex_auth_required() {
     assert_row_is(&run, &row);
 }
 
-/// Gemini CLI 0.61 writes nothing about a 401: the process exits 1 and its
-/// transcript ends with the user's prompt, so the transcript alone reads as
-/// an open turn (working, while fresh). This pins that gap.
+/// Gemini CLI 0.61 writes nothing about a 401: the process exits 1, and its
+/// last line rewrites the chat's history back to the injected session
+/// context (the failed prompt is dropped). No turn record is left, so the
+/// transcript says only that it was just written: working while fresh
+/// (unknown later). This pins that gap.
 #[test]
-fn gemini_auth_failure_leaves_an_open_turn() {
+fn gemini_auth_failure_leaves_no_turn() {
     require_root();
     let run = failed_run(Agent::Gemini, "unauthorized");
-    let last = last_gemini_message(&run);
-    assert_eq!(last["type"], "user", "last message: {last}");
+    let text = std::fs::read_to_string(&run.transcripts()[0]).unwrap();
+    let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let history = last["$set"]["messages"]
+        .as_array()
+        .expect("a $set of messages");
+    assert_eq!(history.len(), 1, "history: {last}");
+    let context = history[0]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(context.starts_with("<session_context>"), "history: {last}");
     let row = wait_state(&run, "working", Duration::from_secs(10));
     assert_row_is(&run, &row);
 }
