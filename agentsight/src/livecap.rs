@@ -621,7 +621,7 @@ fn truth_of(
     let tool = first_write.is_some_and(|w| {
         alive
             .iter()
-            .any(|p| p.start_mono_ns > w && !AgentName::Auto.matches_argv(&p.argv, None))
+            .any(|p| p.start_mono_ns > w && AgentName::Auto.recognise(&p.argv, None).is_none())
     });
     if tool {
         ProcessTruth::RunningTools

@@ -188,17 +188,17 @@ impl AgentName {
     }
 
     pub fn matches(self, p: &ProcInfo) -> bool {
-        self.matches_argv(&p.argv, p.exe.as_deref())
+        self.recognise(&p.argv, p.exe.as_deref()).is_some()
     }
 
-    /// [`AgentName::matches`] on an argv (and exe, when known) as a capture
-    /// stores them.
-    pub fn matches_argv(self, argv: &[String], exe: Option<&str>) -> bool {
+    /// Which agent a process with this argv and executable is, by this
+    /// name's rules (`Auto`: the first of them all that matches).
+    pub fn recognise(self, argv: &[String], exe: Option<&str>) -> Option<AgentName> {
         match self {
             Self::Auto => [Self::Claude, Self::Codex, Self::Gemini, Self::Cursor]
-                .iter()
-                .any(|a| a.matches_one(argv, exe)),
-            one => one.matches_one(argv, exe),
+                .into_iter()
+                .find(|a| a.matches_one(argv, exe)),
+            one => one.matches_one(argv, exe).then_some(one),
         }
     }
 }
@@ -266,6 +266,23 @@ mod tests {
         assert!(AgentName::Codex.matches(&codex));
         assert!(AgentName::Auto.matches(&codex));
         assert!(!AgentName::Auto.matches(&plain_node));
+        // The label a recognised process gets: the agent itself.
+        assert_eq!(
+            AgentName::Auto.recognise(&codex.argv, codex.exe.as_deref()),
+            Some(AgentName::Codex)
+        );
+        assert_eq!(
+            AgentName::Auto.recognise(&claude.argv, claude.exe.as_deref()),
+            Some(AgentName::Claude)
+        );
+        assert_eq!(
+            AgentName::Codex.recognise(&claude.argv, claude.exe.as_deref()),
+            None
+        );
+        assert_eq!(
+            AgentName::Auto.recognise(&plain_node.argv, plain_node.exe.as_deref()),
+            None
+        );
     }
 
     /// `--pid`/`--agent` read an adopted root's TMPDIR from

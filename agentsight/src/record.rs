@@ -74,6 +74,9 @@ pub struct RecordOptions {
     /// `--docker-container`: where the matching at the end reads the
     /// sessions written inside containers (none: they stay unbound).
     pub container_sessions: Option<crate::enrich::ContainerSource>,
+    /// `--agent`: adopt the agent's processes found on the host (not with
+    /// `--container`: the containers' processes are all tracked already),
+    /// and label every process row the agent's rules recognise.
     pub agent: Option<AgentName>,
     pub user: Option<String>,
     /// `--env` arguments for the command's environment (see `envreset`).
@@ -449,8 +452,9 @@ pub fn run(
         },
         _ => None,
     };
-    let containers = (opts.command.is_empty() && opts.pids.is_empty() && opts.agent.is_none())
-        .then_some(target.containers.as_slice());
+    let containers =
+        (opts.command.is_empty() && opts.pids.is_empty() && host_agent(opts).is_none())
+            .then_some(target.containers.as_slice());
     let watched = watch(
         opts,
         &signals,
@@ -466,6 +470,13 @@ pub fn run(
         watched,
     };
     finish(opts, &target, writer, tracker, reading, ended, notify)
+}
+
+/// The agent whose processes are looked for on the host (`--agent`, unless
+/// `--container` names what to record: then the agents are the ones in the
+/// containers, tracked by their cgroup and only labelled).
+fn host_agent(opts: &RecordOptions) -> Option<AgentName> {
+    opts.agent.filter(|_| opts.containers.is_empty())
 }
 
 /// The processes the recording follows besides the command it starts:
@@ -491,7 +502,7 @@ impl Tracker {
                 .keep_own(procinfo::tree_of(&procs, &roots), notify);
             self.adopt(&tree, ProcessOrigin::Seeded);
         }
-        if let Some(agent) = opts.agent {
+        if let Some(agent) = host_agent(opts) {
             self.scan_agents(agent, notify);
         }
     }
@@ -619,7 +630,7 @@ impl Periodic {
         {
             let _ = w.tracker.tx.send(StoreMsg::Anchor(Anchor::now("live")));
         }
-        if let Some(agent) = w.opts.agent
+        if let Some(agent) = host_agent(w.opts)
             && self.scan.elapsed() >= Duration::from_millis(250)
         {
             w.tracker.scan_agents(agent, w.notify);
@@ -813,6 +824,7 @@ fn finish(
     let _as_user = privileges::AsUser::maybe(target.creds.as_ref())?;
     let summary = writer.finish(&gaps, &final_meta);
     if summary.error.is_none() {
+        label_agents(opts, notify);
         bind_sessions(opts, target, fd_obs, notify);
     }
     detach_in_parallel();
@@ -843,6 +855,24 @@ fn finish(
         cpu,
         program_runs: program_runs.map(|(_, total)| total),
     })
+}
+
+/// `--agent`: labels every process row the agent's executable/argv rules
+/// recognise (`processes.agent`), on the host or in a container alike.
+fn label_agents(opts: &RecordOptions, notify: &mut dyn FnMut(Notice)) {
+    let Some(agent) = opts.agent else {
+        return;
+    };
+    let labelled = crate::store::CaptureRw::open(&opts.output).and_then(|c| {
+        c.label_agents(&|argv: &[String], exe: Option<&str>| {
+            agent.recognise(argv, exe).map(|a| a.as_str())
+        })
+    });
+    if let Err(e) = labelled {
+        notify(Notice::Warning(format!(
+            "agent processes not labelled: {e}"
+        )));
+    }
 }
 
 /// Binds the trees to sessions and stores sessions, transcripts, bindings

@@ -1,7 +1,7 @@
 //! A real Docker engine for the container tests: the daemon started when
 //! none answers, an offline-built base image, and containers removed when
 //! the test is done. No mock engine; no bridge network, no traffic off
-//! loopback (`--bridge=none`, containers `--network none`).
+//! loopback (`--bridge=none`, containers `--network none` or `host`).
 
 use std::{
     fs::File,
@@ -127,6 +127,30 @@ pub fn ensure_base_image() {
     let _ = std::fs::remove_dir_all(root);
 }
 
+/// An unprivileged user in the `docker` group (created once): what a
+/// developer who drives Docker is, so `record --user` can run a `docker
+/// exec` command as someone other than root. (Driving the daemon is root's
+/// power all the same: README "Agents in containers".)
+pub const DOCKER_USER: &str = "agentsight-docker";
+
+/// Creates [`DOCKER_USER`] when missing; returns its name.
+pub fn docker_user() -> &'static str {
+    let exists = |u: &str| nix::unistd::User::from_name(u).ok().flatten().is_some();
+    if !exists(DOCKER_USER) {
+        let out = Command::new("useradd")
+            .args(["--create-home", "--shell", "/bin/sh", "--groups", "docker"])
+            .arg(DOCKER_USER)
+            .output()
+            .expect("run useradd");
+        assert!(
+            out.status.success() || String::from_utf8_lossy(&out.stderr).contains("already exists"),
+            "useradd {DOCKER_USER}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    DOCKER_USER
+}
+
 /// A running container, removed (`docker rm -f`) when dropped.
 pub struct Container {
     pub name: String,
@@ -138,11 +162,17 @@ impl Container {
     /// `docker run -d --network none --name NAME ARGS…` (ARGS: options,
     /// the image and its command).
     pub fn run(name: &str, args: &[&str]) -> Self {
+        Self::run_on("none", name, args)
+    }
+
+    /// [`Container::run`] on `network`: `none`, or `host` (the host's
+    /// network namespace, so only its loopback: the daemon has no bridge).
+    pub fn run_on(network: &str, name: &str, args: &[&str]) -> Self {
         ensure_daemon();
         // A container left behind by an interrupted run of the same test.
         let _ = docker(&["rm", "-f", name]);
         let out = Command::new("docker")
-            .args(["run", "-d", "--network", "none", "--name", name])
+            .args(["run", "-d", "--network", network, "--name", name])
             .args(args)
             .stdin(Stdio::null())
             .output()

@@ -100,6 +100,19 @@ pub fn clis_bin() -> PathBuf {
     dir
 }
 
+/// The pinned Codex package's own native build (a static musl binary, with
+/// `bin/codex` and `codex-path/rg`), which runs in any Linux container: the
+/// directory the npm launcher would start it from.
+pub fn codex_native_dir() -> PathBuf {
+    let dir = clis_bin().join("../@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl");
+    assert!(
+        dir.join("bin/codex").is_file(),
+        "the native Codex binary is not in {} (run `cargo xtask setup`)",
+        dir.display()
+    );
+    dir
+}
+
 /// A scenario file `tests/e2e/scenarios/NAME.json`.
 #[derive(Debug, Clone)]
 pub struct Scenario {
@@ -208,6 +221,15 @@ pub struct Run {
     pub server_log: PathBuf,
     /// `K=V` added to the CLI's environment (e.g. `CLAUDE_CODE_MAX_RETRIES=0`).
     pub extra_env: Vec<String>,
+    /// The model server's port ([`MODEL_PORT`] inside the run's own
+    /// namespace; another when the server runs on the host's loopback).
+    pub model_port: u16,
+    /// The target port of the network scenario ([`TARGET_PORT`] likewise).
+    pub target_port: u16,
+    /// Set when the CLI runs inside this Docker container: sessions,
+    /// session show and correlate read its sessions through the bridge
+    /// (`--docker-container NAME`) instead of `--home`.
+    pub docker_container: Option<String>,
 }
 
 fn chown_tree(p: &Path, uid: u32, gid: u32) {
@@ -298,6 +320,9 @@ impl Run {
             tmp,
             server_dir,
             extra_env: Vec::new(),
+            model_port: MODEL_PORT,
+            target_port: TARGET_PORT,
+            docker_container: None,
         };
         run.write_config();
         for d in [&run.home, &run.work, &run.tmp] {
@@ -306,8 +331,19 @@ impl Run {
         run
     }
 
+    /// Points the run at a model server on other ports (one started on
+    /// the host's loopback by [`Run::start_server`]): rewrites the CLI's
+    /// configuration.
+    pub fn set_ports(&mut self, model_port: u16, target_port: u16) {
+        self.model_port = model_port;
+        self.target_port = target_port;
+        self.write_config();
+        let (uid, gid) = test_user();
+        chown_tree(&self.home, uid, gid);
+    }
+
     fn write_config(&self) {
-        let base = format!("http://127.0.0.1:{MODEL_PORT}");
+        let base = format!("http://127.0.0.1:{}", self.model_port);
         match self.agent {
             Agent::Claude => {
                 // Print mode needs no onboarding state; nothing to write.
@@ -357,10 +393,15 @@ remote_plugin = false
     /// K=V… cli args…`), so any wrapper that runs a command as the test user
     /// runs the agent exactly as a direct run does.
     pub fn cli_command(&self) -> Vec<String> {
-        let bin = clis_bin();
+        self.cli_command_with_path(&clis_bin().display().to_string())
+    }
+
+    /// [`Run::cli_command`] with the CLI looked up in `bin_dirs` (a PATH
+    /// prefix, e.g. where a container mounts the CLI).
+    pub fn cli_command_with_path(&self, bin_dirs: &str) -> Vec<String> {
         let mut env = vec![
             format!("HOME={}", self.home.display()),
-            format!("PATH={}:/usr/local/bin:/usr/bin:/bin", bin.display()),
+            format!("PATH={bin_dirs}:/usr/local/bin:/usr/bin:/bin"),
             format!("TMPDIR={}", self.tmp.display()),
             format!("USER={TEST_USER}"),
             format!("LOGNAME={TEST_USER}"),
@@ -369,7 +410,7 @@ remote_plugin = false
             "TERM=dumb".into(),
             "NO_COLOR=1".into(),
         ];
-        let base = format!("http://127.0.0.1:{MODEL_PORT}");
+        let base = format!("http://127.0.0.1:{}", self.model_port);
         let prompt = self.scenario.prompt.clone();
         let args: Vec<String> = match self.agent {
             Agent::Claude => {
@@ -551,23 +592,99 @@ remote_plugin = false
         (out, db)
     }
 
-    /// `agentsight correlate ID --db DB --json --home HOME`.
+    /// `agentsight correlate ID --db DB --json --home HOME`; for a run in a
+    /// container, `agentsight correlate ID --json --docker-container NAME`
+    /// in the capture's directory (the session read live through the
+    /// bridge, the capture found there: `--db` and a container are never
+    /// mixed).
     pub fn correlate(&self, id: &str, db: &Path) -> Value {
-        let db = db.display().to_string();
-        agentsight_json(
-            &["correlate", id, "--db", &db, "--json", "--home"],
-            &self.home,
-        )
+        match &self.docker_container {
+            None => {
+                let db = db.display().to_string();
+                agentsight_json(
+                    &["correlate", id, "--db", &db, "--json", "--home"],
+                    Some(&self.home),
+                    None,
+                )
+            }
+            Some(name) => agentsight_json(
+                &["correlate", id, "--json", "--docker-container", name],
+                None,
+                db.parent(),
+            ),
+        }
     }
 
-    /// `agentsight sessions --json --home HOME`.
+    /// `agentsight sessions --json --home HOME` (or `--docker-container NAME`).
     pub fn sessions(&self) -> Value {
-        agentsight_json(&["sessions", "--json", "--home"], &self.home)
+        self.read_sessions(&["sessions", "--json"])
     }
 
-    /// `agentsight session show ID --json --home HOME`.
+    /// `agentsight session show ID --json --home HOME` (or
+    /// `--docker-container NAME`).
     pub fn session_show(&self, id: &str) -> Value {
-        agentsight_json(&["session", "show", id, "--json", "--home"], &self.home)
+        self.read_sessions(&["session", "show", id, "--json"])
+    }
+
+    fn read_sessions(&self, args: &[&str]) -> Value {
+        match &self.docker_container {
+            None => agentsight_json(&[args, &["--home"]].concat(), Some(&self.home), None),
+            Some(name) => {
+                agentsight_json(&[args, &["--docker-container", name]].concat(), None, None)
+            }
+        }
+    }
+
+    /// Starts the scripted model server on the host's loopback, on ports
+    /// the kernel chooses, and points the run at them (for a CLI that
+    /// shares the host's network namespace, such as one in a `--network
+    /// host` container). The server stops when the handle is dropped.
+    pub fn start_server(&mut self) -> Server {
+        let ports = self.server_dir.join("server.ports");
+        let mut child = Command::new("node")
+            .arg(e2e_dir().join("server/server.js"))
+            .arg("--scenario")
+            .arg(&self.scenario.path)
+            .arg("--log")
+            .arg(&self.server_log)
+            .args(["--port", "0", "--target-port", "0", "--cwd"])
+            .arg(&self.work)
+            .stdin(Stdio::null())
+            .stdout(fs::File::create(&ports).unwrap())
+            .stderr(fs::File::create(self.server_dir.join("server.stderr")).unwrap())
+            .spawn()
+            .expect("start node");
+        let start = Instant::now();
+        let (model, target) = loop {
+            let text = fs::read_to_string(&ports).unwrap_or_default();
+            let p: Vec<u16> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+            if p.len() == 2 {
+                break (p[0], p[1]);
+            }
+            if start.elapsed() > Duration::from_secs(10)
+                || child.try_wait().ok().flatten().is_some()
+            {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "the model server did not start: {}",
+                    fs::read_to_string(self.server_dir.join("server.stderr")).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        self.set_ports(model, target);
+        Server(child)
+    }
+}
+
+/// The scripted model server of [`Run::start_server`], killed when dropped.
+pub struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -581,12 +698,14 @@ impl Drop for Run {
     }
 }
 
-fn agentsight_json(args: &[&str], home: &Path) -> Value {
-    let out = Command::new(bin())
-        .args(args)
-        .arg(home)
-        .output()
-        .expect("run agentsight");
+/// `agentsight ARGS [HOME]` (in `dir`, when given), its JSON output.
+fn agentsight_json(args: &[&str], home: Option<&Path>, dir: Option<&Path>) -> Value {
+    let mut cmd = Command::new(bin());
+    cmd.args(args).args(home);
+    if let Some(d) = dir {
+        cmd.current_dir(d);
+    }
+    let out = cmd.output().expect("run agentsight");
     assert!(
         out.status.success(),
         "agentsight {args:?} failed: {}",

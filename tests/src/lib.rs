@@ -3,6 +3,9 @@
 
 pub mod docker;
 pub mod e2e;
+pub mod e2e_check;
+pub mod files_net;
+pub mod process_tree;
 pub mod python;
 
 use std::{

@@ -1,248 +1,86 @@
 //! Root test: record a process-tree workload whose ground truth is known and
 //! assert every exec's argv, cwd, parent and every exit status exactly.
 
-use std::{collections::HashMap, path::Path, process::Command};
+use std::{path::Path, process::Command};
 
-use agentsight_tests::*;
-
-/// The tree workload's call of execve(path, NULL, NULL) (see workloads/tree.sh).
-const NULL_ARGV_EXEC: &str =
-    r#"import ctypes; ctypes.CDLL(None).execve(b"/nonexistent/null-argv", None, None)"#;
+use agentsight_tests::{
+    process_tree::{Tree, check_tree},
+    *,
+};
 
 #[test]
 fn records_process_tree_exactly() {
     require_root();
-    let (uid, _) = test_user();
-    let dir = scratch("tree");
-    let work = dir.join("work");
-    std::fs::create_dir_all(work.join("sub")).unwrap();
-    let script = dir.join("tree.sh");
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/tree.sh"),
-        &script,
-    )
-    .unwrap();
-    for p in [&work, &work.join("sub")] {
-        nix::unistd::chown(p.as_path(), Some(uid.into()), None).unwrap();
-    }
-    let work_s = work.display().to_string();
-    let sub = format!("{work_s}/sub");
-
-    // A process outside the tracked tree, busy exec'ing the whole time.
-    let mut outside = Command::new("/bin/sh")
-        .args([
-            "-c",
-            "while :; do /bin/echo outside-marker >/dev/null; /bin/sleep 0.05; done",
-        ])
-        .spawn()
-        .unwrap();
-
-    let db = dir.join("tree.db");
-    let script_s = script.display().to_string();
-    let out = record(&db, &[], &["/bin/sh", &script_s, &work_s]);
-    let _ = outside.kill();
-    let _ = outside.wait();
-    assert_exit_0(&out);
-
-    let conn = open(&db);
+    let run = TreeRun::record();
+    let conn = open(&run.db);
     assert_eq!(meta(&conn, "complete").as_deref(), Some("true"));
-    let procs = processes(&conn);
-    let by_id: HashMap<i64, &ProcRow> = procs.iter().map(|p| (p.id, p)).collect();
-    let execs = execs(&conn);
-
-    // Nothing from outside the tree.
-    assert!(
-        execs
-            .iter()
-            .all(|e| !e.argv.iter().any(|a| a.contains("outside-marker"))),
-        "an untracked process leaked into the capture"
-    );
-    assert!(execs.iter().all(|e| e.pid != outside.id() as i64));
-
-    // Every exec, in order, with its cwd. (Failed execs included.)
-    // A successful exec keeps the first 4096 bytes of the argv the program
-    // got: "/bin/true", 1..=1038 (4093 bytes with terminators) and the
-    // first 3 bytes of "1039".
-    let mut true_2000 = vec!["/bin/true".to_string()];
-    true_2000.extend((1..=1038).map(|i| i.to_string()));
-    true_2000.push("103".into());
-    // A failed exec keeps at most 64 arguments.
-    let mut failed_100 = vec!["/nonexistent/prog".to_string()];
-    failed_100.extend((1..=63).map(|i| i.to_string()));
-    let expected: Vec<(&str, Vec<String>, String)> = vec![
-        (
-            "exec",
-            sv(&["/bin/sh", &script_s, &work_s]),
-            dir.display().to_string(),
-        ),
-        ("exec", sv(&["/bin/echo", "hello", "world"]), sub.clone()),
-        (
-            "exec",
-            sv(&["/bin/sh", "-c", "cd /tmp && exec /bin/true nested"]),
-            sub.clone(),
-        ),
-        ("exec", sv(&["/bin/true", "nested"]), "/tmp".into()),
-        (
-            "exec",
-            sv(&["/bin/sh", "-c", "/bin/sh -c \"exit 7\"; exit $?"]),
-            sub.clone(),
-        ),
-        ("exec", sv(&["/bin/sh", "-c", "exit 7"]), sub.clone()),
-        (
-            "exec",
-            sv(&[
-                "/bin/sh",
-                "-c",
-                "( /bin/sleep 0.3; /bin/echo orphan >/dev/null ) & exit 0",
-            ]),
-            sub.clone(),
-        ),
-        ("exec", sv(&["/usr/bin/seq", "1", "2000"]), sub.clone()),
-        ("exec", true_2000.clone(), sub.clone()),
-        ("exec", sv(&["/usr/bin/seq", "1", "100"]), sub.clone()),
-        ("exec_failed", failed_100.clone(), sub.clone()),
-        (
-            "exec",
-            sv(&["/usr/bin/python3", "-c", NULL_ARGV_EXEC]),
-            sub.clone(),
-        ),
-        ("exec_failed", vec![], sub.clone()),
-        ("exec", sv(&["/bin/sh", "-c", "kill -9 $$"]), sub.clone()),
-        ("exec", sv(&["/bin/sleep", "0.8"]), sub.clone()),
-    ];
-    // The orphan's execs race with the main script: check them separately.
-    let (orphan, main): (Vec<&ExecRow>, Vec<&ExecRow>) = execs.iter().partition(|e| {
-        e.argv == sv(&["/bin/sleep", "0.3"]) || e.argv == sv(&["/bin/echo", "orphan"])
-    });
-    let got: Vec<(&str, Vec<String>, String)> = main
-        .iter()
-        .map(|e| (e.kind.as_str(), e.argv.clone(), e.cwd.clone()))
-        .collect();
-    assert_eq!(got, expected);
-    assert!(
-        main.iter()
-            .all(|e| e.cwd_status == "complete" && e.uid == uid as i64)
-    );
-
-    // Truncation: marked on exactly the two cut argvs; argc still tells
-    // how many arguments the program got.
-    let big = main.iter().find(|e| e.argv == true_2000).unwrap();
-    assert_eq!(big.argc, Some(2001));
-    let truncated: Vec<&Vec<String>> = main
-        .iter()
-        .filter(|e| e.argv_truncated)
-        .map(|e| &e.argv)
-        .collect();
-    assert_eq!(truncated, vec![&true_2000, &failed_100]);
-
-    // The failed exec: ENOENT, the name as given.
-    let failed = main.iter().find(|e| e.kind == "exec_failed").unwrap();
-    assert_eq!(failed.errno.as_deref(), Some("ENOENT"));
-    assert_eq!(failed.filename, "/nonexistent/prog");
-    // execve(path, NULL, NULL) fails with no arguments, not with an
-    // unreadable argv.
-    let null_argv = main.iter().rfind(|e| e.kind == "exec_failed").unwrap();
-    assert_eq!(
-        (
-            null_argv.filename.as_str(),
-            null_argv.errno.as_deref(),
-            null_argv.argv_incomplete
-        ),
-        ("/nonexistent/null-argv", Some("ENOENT"), false)
-    );
-    assert!(main.iter().all(|e| !e.argv_incomplete));
-
-    // Resolved binaries.
-    let echo = main.iter().find(|e| e.argv[0] == "/bin/echo").unwrap();
-    let real_echo = std::fs::canonicalize("/bin/echo")
-        .unwrap()
-        .display()
-        .to_string();
-    assert_eq!(echo.exe.as_deref(), Some(real_echo.as_str()));
-
-    // Parents: every exec'd process hangs off the root script.
-    let root = procs
-        .iter()
+    // The script is the command record started.
+    let root = processes(&conn)
+        .into_iter()
         .find(|p| p.origin == "root")
         .expect("root process");
-    let proc_of = |argv: &[String]| -> &ProcRow {
-        procs
-            .iter()
-            .find(|p| p.argv == argv)
-            .unwrap_or_else(|| panic!("no process with argv {argv:?}"))
-    };
-    assert_eq!(root.exit_code, Some(0));
-    assert_eq!(root.uid, Some(uid as i64));
-    for argv in [
-        sv(&["/bin/echo", "hello", "world"]),
-        sv(&["/bin/sh", "-c", "/bin/sh -c \"exit 7\"; exit $?"]),
-        sv(&["/bin/sh", "-c", "kill -9 $$"]),
-        true_2000.clone(),
-    ] {
-        assert_eq!(
-            proc_of(&argv).parent_id,
-            Some(root.id),
-            "parent of {argv:?}"
-        );
+    assert_eq!(root.argv, sv(&["/bin/sh", &run.script, &run.work]));
+    check_tree(
+        &conn,
+        &Tree {
+            root_argv: root.argv,
+            root_cwd: run.dir.display().to_string(),
+            work: run.work.clone(),
+            uid: run.uid,
+            outside_pid: run.outside_pid,
+        },
+    );
+    let _ = std::fs::remove_dir_all(&run.dir);
+}
+
+/// The tree workload (workloads/tree.sh) recorded as the test user, while a
+/// process outside the tree keeps exec'ing.
+struct TreeRun {
+    dir: std::path::PathBuf,
+    db: std::path::PathBuf,
+    uid: u32,
+    script: String,
+    work: String,
+    outside_pid: i64,
+}
+
+impl TreeRun {
+    fn record() -> TreeRun {
+        let (uid, _) = test_user();
+        let dir = scratch("tree");
+        let work = dir.join("work");
+        std::fs::create_dir_all(work.join("sub")).unwrap();
+        let script = dir.join("tree.sh");
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/tree.sh"),
+            &script,
+        )
+        .unwrap();
+        for p in [&work, &work.join("sub")] {
+            nix::unistd::chown(p.as_path(), Some(uid.into()), None).unwrap();
+        }
+        let work = work.display().to_string();
+        // A process outside the tracked tree, busy exec'ing the whole time.
+        let mut outside = Command::new("/bin/sh")
+            .args([
+                "-c",
+                "while :; do /bin/echo outside-marker >/dev/null; /bin/sleep 0.05; done",
+            ])
+            .spawn()
+            .unwrap();
+        let db = dir.join("tree.db");
+        let script = script.display().to_string();
+        let out = record(&db, &[], &["/bin/sh", &script, &work]);
+        let _ = outside.kill();
+        let _ = outside.wait();
+        assert_exit_0(&out);
+        TreeRun {
+            dir,
+            db,
+            uid,
+            script,
+            work,
+            outside_pid: i64::from(outside.id()),
+        }
     }
-    let exit7 = proc_of(&sv(&["/bin/sh", "-c", "exit 7"]));
-    assert_eq!(exit7.exit_code, Some(7));
-    let outer7 = proc_of(&sv(&["/bin/sh", "-c", "/bin/sh -c \"exit 7\"; exit $?"]));
-    assert_eq!(exit7.parent_id, Some(outer7.id));
-    assert_eq!(outer7.exit_code, Some(7));
-    let killed = proc_of(&sv(&["/bin/sh", "-c", "kill -9 $$"]));
-    assert_eq!((killed.exit_code, killed.signal), (None, Some(9)));
-    assert_eq!(proc_of(&sv(&["/bin/true", "nested"])).exit_code, Some(0));
-
-    // Fork without exec: a child of the root that never exec'd and exited 3.
-    let forked_only: Vec<&ProcRow> = procs
-        .iter()
-        .filter(|p| p.parent_id == Some(root.id) && p.exec_count == 0)
-        .collect();
-    let codes: Vec<Option<i64>> = forked_only.iter().map(|p| p.exit_code).collect();
-    // `( exit 3 )` exits 3; the failed exec's child exits 127 after ENOENT.
-    assert!(
-        codes.contains(&Some(3)),
-        "fork without exec missing: {codes:?}"
-    );
-    assert!(
-        codes.contains(&Some(127)),
-        "failed-exec child missing: {codes:?}"
-    );
-    let failed_child = by_id[&failed.process_id];
-    assert_eq!(failed_child.exit_code, Some(127));
-    assert_eq!(failed_child.parent_id, Some(root.id));
-
-    // The re-parented grandchild: forked by a subshell of the `& exit 0`
-    // shell, it outlived that shell; it keeps its fork parent, while the
-    // kernel's ppid at its exec is the reaper.
-    assert_eq!(orphan.len(), 2, "orphan execs: {orphan:?}");
-    let spawner = proc_of(&sv(&[
-        "/bin/sh",
-        "-c",
-        "( /bin/sleep 0.3; /bin/echo orphan >/dev/null ) & exit 0",
-    ]));
-    assert_eq!(spawner.exit_code, Some(0));
-    let echo_orphan = orphan.iter().find(|e| e.argv[0] == "/bin/echo").unwrap();
-    let orphan_proc = by_id[&echo_orphan.process_id];
-    let subshell = by_id[&orphan_proc.parent_id.unwrap_or(orphan_proc.id)];
-    let lineage_ok =
-        orphan_proc.parent_id == Some(spawner.id) || subshell.parent_id == Some(spawner.id);
-    assert!(lineage_ok, "orphan lineage lost: {orphan_proc:?}");
-    assert_ne!(
-        echo_orphan.ppid, spawner.pid,
-        "expected re-parenting after the spawner exited"
-    );
-    assert_eq!(orphan_proc.exit_code, Some(0));
-
-    // Zero loss, recorded as zero.
-    let lost: i64 = conn
-        .query_row("SELECT COALESCE(SUM(lost), 0) FROM loss", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(lost, 0);
-    let gaps: i64 = conn
-        .query_row("SELECT COUNT(*) FROM gaps", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(gaps, 0);
-    let _ = std::fs::remove_dir_all(&dir);
 }

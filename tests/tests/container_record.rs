@@ -390,3 +390,67 @@ fn missing_containers_and_hostile_names_fail_before_loading() {
         &format!("--container {name}: the container is not running"),
     );
 }
+
+/// `record --container NAME --agent auto`: the agent inside the container
+/// (a binary named like one, `gemini`) is labelled by the host's rules; an
+/// agent-named process on the host is not adopted (with `--container`,
+/// `--agent` only labels); the recording still ends with the container.
+#[test]
+fn agent_auto_labels_the_agent_in_a_container_and_ends_with_it() {
+    require_root();
+    ensure_base_image();
+    let name = format!("agentsight-test-agentlabel-{}", std::process::id());
+    let init = "cp /bin/sleep /usr/local/bin/gemini; while [ ! -e /go ]; do sleep 0.05; done; \
+                gemini 0.5; /bin/true";
+    let c = Container::run(&name, &[BASE_IMAGE, "sh", "-c", init]);
+    let init_pid: u32 = c.inspect("{{.State.Pid}}").parse().unwrap();
+    let dir = scratch("agentlabel");
+    // An agent-named process on the host, running all along.
+    let host_gemini = dir.join("gemini");
+    std::fs::copy("/bin/sleep", &host_gemini).unwrap();
+    let mut host = Command::new(&host_gemini).arg("30").spawn().unwrap();
+    let db = dir.join("label.db");
+    let rec = Command::new(bin())
+        .args(["record", "--quiet", "--duration", "60s", "-o"])
+        .arg(&db)
+        .args(["--container", &name, "--agent", "auto"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_seeded(&db, init_pid);
+    assert_exit_0(&c.exec(&["touch", "/go"]));
+    let out = rec.wait_with_output().unwrap();
+    let _ = host.kill();
+    let _ = host.wait();
+    assert_exit_0(&out);
+    let conn = open(&db);
+    assert_eq!(
+        meta(&conn, "end_reason").as_deref(),
+        Some("every container stopped")
+    );
+    let labelled: Vec<(String, String, Option<String>)> = conn
+        .prepare("SELECT argv, agent, container_name FROM processes WHERE agent IS NOT NULL")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        labelled,
+        vec![(
+            r#"["gemini","0.5"]"#.to_owned(),
+            "gemini".to_owned(),
+            Some(name.clone())
+        )]
+    );
+    let host_rows: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM processes WHERE pid = ?1 OR container_id IS NULL",
+            [host.id()],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(host_rows, 0, "a host process was adopted");
+    drop(c);
+    let _ = std::fs::remove_dir_all(&dir);
+}

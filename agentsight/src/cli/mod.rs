@@ -77,8 +77,8 @@ pub struct RecordArgs {
     pub pids: Vec<u32>,
     /// Record a running Docker container (name or id; repeatable): every
     /// process in its cgroup, those running now and every later one
-    /// (`docker exec` too). With no command, --pid or --agent, recording
-    /// ends when every container has stopped.
+    /// (`docker exec` too). With no command or --pid (--agent only
+    /// labels then), recording ends when every container has stopped.
     // A value that looks like an option is taken as the name, so the name
     // check (not clap) refuses it, in one line.
     #[arg(long = "container", value_name = "NAME|ID", allow_hyphen_values = true)]
@@ -94,7 +94,9 @@ pub struct RecordArgs {
         allow_hyphen_values = true
     )]
     pub docker_containers: Vec<String>,
-    /// Track every process of this agent, running now or started later.
+    /// Track every process of this agent, running now or started later,
+    /// and label the rows it recognises (`processes.agent`). With
+    /// --container: only label the agents inside the containers.
     #[arg(long, value_parser = agent_name())]
     pub agent: Option<AgentName>,
     /// Under sudo, also record other users' processes with --pid/--agent
@@ -160,6 +162,8 @@ pub struct ShowArgs {
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum ExportFormat {
     Jsonl,
+    /// A Perfetto trace (protobuf TrackEvent) for ui.perfetto.dev; needs -o.
+    Perfetto,
 }
 
 #[derive(clap::Args, Debug)]
@@ -169,6 +173,9 @@ pub struct ExportArgs {
     pub db: PathBuf,
     #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
     pub format: ExportFormat,
+    /// Write to this file (created 0600) instead of stdout.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
 }
 
 /// The units `--duration`/`--max-age` take. humantime knows more (`M` is
@@ -342,6 +349,10 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Cmd::Export(a) => {
+            // Checked before the capture is read.
+            if matches!(a.format, ExportFormat::Perfetto) && a.output.is_none() {
+                bail!(PERFETTO_NEEDS_OUTPUT);
+            }
             let cap = Capture::open(&a.db)?;
             say_note(&cap);
             if cap.meta("complete")?.as_deref() != Some("true") {
@@ -351,21 +362,68 @@ fn run(cli: Cli) -> Result<i32> {
                     views::show::unknown_after(&cap)?
                 );
             }
-            let stdout = std::io::stdout();
-            let mut out = std::io::BufWriter::new(stdout.lock());
             match a.format {
-                ExportFormat::Jsonl => match views::export::jsonl(&cap, &mut out) {
-                    Ok(_) => {}
-                    // A closed pipe (`| head`) is not an error.
-                    Err(views::export::ExportError::Io(e))
-                        if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-                    Err(e) => {
-                        return Err(e).with_context(|| format!("exporting {}", a.db.display()));
-                    }
-                },
+                ExportFormat::Perfetto => export_perfetto(&cap, &a),
+                ExportFormat::Jsonl => export_jsonl(&cap, &a),
             }
+        }
+    }
+}
+
+/// `export --format jsonl`: to stdout, or to `-o FILE`.
+fn export_jsonl(cap: &Capture, a: &ExportArgs) -> Result<i32> {
+    let result = match &a.output {
+        Some(path) => {
+            let file = UserFile::open(path)?;
+            views::export::jsonl(cap, &mut std::io::BufWriter::new(file.truncated()?))
+        }
+        None => {
+            let stdout = std::io::stdout();
+            views::export::jsonl(cap, &mut std::io::BufWriter::new(stdout.lock()))
+        }
+    };
+    match result {
+        Ok(_) => {}
+        // A closed pipe (`| head`) is not an error.
+        Err(views::export::ExportError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(e) => return Err(e).with_context(|| format!("exporting {}", a.db.display())),
+    }
+    Ok(0)
+}
+
+const PERFETTO_NEEDS_OUTPUT: &str = "--format perfetto writes a binary trace: give -o FILE";
+
+/// `export --format perfetto -o FILE`: a binary trace, so only to a file
+/// (as the invoking user, 0600 if new, never through a link).
+fn export_perfetto(cap: &Capture, a: &ExportArgs) -> Result<i32> {
+    let Some(path) = &a.output else {
+        bail!(PERFETTO_NEEDS_OUTPUT);
+    };
+    let file = UserFile::open(path)?;
+    let created = file.created;
+    let result = {
+        let mut out = std::io::BufWriter::new(file.truncated()?);
+        views::perfetto::export(cap, &mut out).and_then(|x| Ok(out.flush().map(|_| x)?))
+    };
+    if result.is_err() && created {
+        // A half-written trace is not left behind as if it were one.
+        let _ = std::fs::remove_file(path);
+    }
+    match result {
+        Ok(x) => {
+            agentsight::sayln!(
+                "agentsight: wrote {}: {} sessions, {} tool calls, {} processes, {} events, {} flows ({} bytes)",
+                path.display(),
+                x.counts.sessions,
+                x.counts.tool_slices,
+                x.counts.processes,
+                x.events,
+                x.counts.flows,
+                x.written.bytes
+            );
             Ok(0)
         }
+        Err(e) => Err(e).with_context(|| format!("exporting {}", a.db.display())),
     }
 }
 
@@ -608,6 +666,14 @@ impl UserFile {
             .set_len(0)
             .and_then(|_| self.file.write_all(bytes))
             .with_context(|| format!("writing {}", self.path.display()))
+    }
+
+    /// Truncates the file and hands it over for a streamed write.
+    pub(crate) fn truncated(self) -> Result<std::fs::File> {
+        self.file
+            .set_len(0)
+            .with_context(|| format!("truncating {}", self.path.display()))?;
+        Ok(self.file)
     }
 
     /// Removes the file if this run created it (nothing was written).

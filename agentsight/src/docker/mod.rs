@@ -78,16 +78,9 @@ impl Docker {
                 program: self.program.to_string_lossy().into_owned(),
                 message: e.to_string(),
             })?;
-        // Readers on threads, so a large output never blocks the child.
-        let drain = |pipe: Option<Box<dyn Read + Send>>| {
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                if let Some(p) = pipe {
-                    let _ = p.take(MAX_OUTPUT).read_to_end(&mut buf);
-                }
-                String::from_utf8_lossy(&buf).into_owned()
-            })
-        };
+        // Readers on threads, so a large output never blocks the child; they
+        // report through channels, so a descendant that keeps a pipe open after
+        // docker exits cannot hold us past the deadline either.
         let out = drain(
             child
                 .stdout
@@ -101,6 +94,10 @@ impl Docker {
                 .map(|p| Box::new(p) as Box<dyn Read + Send>),
         );
         let end = Instant::now() + self.timeout;
+        let timeout = || DockerError::Timeout {
+            command: command.clone(),
+            secs: self.timeout.as_secs_f64(),
+        };
         let status = loop {
             match child.try_wait() {
                 Ok(Some(s)) => break s,
@@ -108,10 +105,7 @@ impl Docker {
                 Ok(None) => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    return Err(DockerError::Timeout {
-                        command,
-                        secs: self.timeout.as_secs_f64(),
-                    });
+                    return Err(timeout());
                 }
                 Err(e) => {
                     let _ = child.kill();
@@ -123,10 +117,13 @@ impl Docker {
                 }
             }
         };
+        let left = || end.saturating_duration_since(Instant::now());
+        let stdout = out.recv_timeout(left()).map_err(|_| timeout())?;
+        let stderr = err.recv_timeout(left()).map_err(|_| timeout())?;
         Ok(Ran {
             code: status.code(),
-            stdout: out.join().unwrap_or_default(),
-            stderr: err.join().unwrap_or_default(),
+            stdout,
+            stderr,
         })
     }
 
@@ -198,5 +195,62 @@ impl ContainerLookups for ExecLookups<'_> {
         }
         // getent exits 2 when the key is not in the database.
         self.exec(&["getent", "passwd", user], &[2])
+    }
+}
+
+/// Reads a pipe to its end (at most `MAX_OUTPUT`) on its own thread and sends
+/// the text once; the receiver decides how long it will wait.
+fn drain(pipe: Option<Box<dyn Read + Send>>) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(p) = pipe {
+            let _ = p.take(MAX_OUTPUT).read_to_end(&mut buf);
+        }
+        let _ = tx.send(String::from_utf8_lossy(&buf).into_owned());
+    });
+    rx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A stand-in `docker` written as a script: the bound is about the child
+    /// process and its pipes, whatever the program is.
+    fn fake_docker(dir: &std::path::Path, body: &str) -> Docker {
+        let path = dir.join("docker");
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Docker {
+            program: path.into_os_string(),
+            timeout: Duration::from_millis(800),
+        }
+    }
+
+    #[test]
+    fn output_and_status_of_a_finished_helper() {
+        let dir = tempfile::tempdir().unwrap();
+        let docker = fake_docker(dir.path(), "echo out; echo err >&2; exit 3");
+        let ran = docker.run(&["inspect"]).unwrap();
+        assert_eq!(ran.code, Some(3));
+        assert_eq!(ran.stdout, "out\n");
+        assert_eq!(ran.stderr, "err\n");
+    }
+
+    #[test]
+    fn a_descendant_holding_the_pipe_open_cannot_outlast_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        // docker exits at once; its background child keeps stdout open for 30 s.
+        let docker = fake_docker(dir.path(), "sleep 30 & echo started; exit 0");
+        let t = Instant::now();
+        let got = docker.run(&["exec", "x"]);
+        assert!(
+            matches!(got, Err(DockerError::Timeout { ref command, .. }) if command == "docker exec x"),
+            "{:?}",
+            got.as_ref().map(|r| r.code)
+        );
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     }
 }

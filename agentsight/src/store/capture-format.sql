@@ -48,6 +48,7 @@ CREATE TABLE processes (
     pid_ns INTEGER,
     mnt_ns INTEGER,
     ns_pid INTEGER,
+    agent TEXT,
     UNIQUE (pid, start_mono_ns)
 );
 CREATE TABLE strings (id INTEGER PRIMARY KEY, s TEXT NOT NULL, prefix INTEGER);

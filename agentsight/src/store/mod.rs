@@ -95,6 +95,7 @@ CREATE TABLE processes (
     pid_ns INTEGER,
     mnt_ns INTEGER,
     ns_pid INTEGER,
+    agent TEXT,
     UNIQUE (pid, start_mono_ns)
 );
 CREATE TABLE strings (id INTEGER PRIMARY KEY, s TEXT NOT NULL, prefix INTEGER);
@@ -346,6 +347,10 @@ impl Capture {
     }
 }
 
+/// Which agent (if any) a process with this last argv and executable is:
+/// `record --agent`'s rules, handed to [`CaptureRw::label_agents`].
+pub type RecogniseAgent<'a> = dyn Fn(&[String], Option<&str>) -> Option<&'static str> + 'a;
+
 /// A capture opened for writing: the recorder's writer (a new file), and
 /// the enrichment after it (sessions, transcripts, trees, bindings,
 /// correlations). Everything that writes a capture goes through one.
@@ -379,6 +384,43 @@ impl CaptureRw {
 
     pub fn conn(&self) -> &Connection {
         &self.conn
+    }
+
+    /// Labels every process row that `recognise` (given its last argv and
+    /// executable) names an agent: `processes.agent` (`record --agent`).
+    /// A fork that never exec'd is not: it shows its parent's argv without
+    /// having run anything of its own (e.g. a child whose exec failed).
+    /// One transaction; returns how many rows were labelled.
+    pub fn label_agents(&self, recognise: &RecogniseAgent<'_>) -> Result<usize, StoreError> {
+        let qe = |e: rusqlite::Error| StoreError::Query {
+            path: self.path.clone(),
+            reason: e.to_string(),
+        };
+        let rows: Vec<(i64, Option<String>, Option<String>)> = self
+            .conn
+            .prepare("SELECT id, argv, exe FROM processes WHERE NOT (origin = 'fork' AND exec_count = 0)")
+            .and_then(|mut st| {
+                st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                    .collect()
+            })
+            .map_err(qe)?;
+        let t = self.conn.unchecked_transaction().map_err(qe)?;
+        let mut n = 0;
+        for (id, argv, exe) in rows {
+            let argv: Vec<String> = argv
+                .and_then(|a| serde_json::from_str(&a).ok())
+                .unwrap_or_default();
+            if let Some(agent) = recognise(&argv, exe.as_deref()) {
+                t.execute(
+                    "UPDATE processes SET agent = ?1 WHERE id = ?2",
+                    rusqlite::params![agent, id],
+                )
+                .map_err(qe)?;
+                n += 1;
+            }
+        }
+        t.commit().map_err(qe)?;
+        Ok(n)
     }
 
     /// Creates the readers' indexes, as the writer does when a recording

@@ -29,6 +29,9 @@ pub struct ProcessRecord {
     /// Its container and namespaces (`record --container`); all None for a
     /// host process and in captures made before these columns existed.
     pub identity: ProcessIdentity,
+    /// The agent `record --agent` recognised it as (`claude`, `codex`, …);
+    /// None otherwise and in captures made before the column existed.
+    pub agent: Option<String>,
 }
 
 /// The container a process ran in and its namespaces, as recorded.
@@ -105,9 +108,14 @@ pub fn processes(conn: &Connection) -> rusqlite::Result<Vec<ProcessRecord>> {
     } else {
         "NULL, NULL, NULL, NULL, NULL, NULL".to_owned()
     };
+    let agent = if has_column(conn, "processes", "agent")? {
+        "agent"
+    } else {
+        "NULL"
+    };
     let mut st = conn.prepare(&format!(
         "SELECT id, pid, start_mono_ns, parent_id, origin, comm, argv, cwd, uid, exec_count,
-                end_mono_ns, exit_code, signal, {identity}
+                end_mono_ns, exit_code, signal, {identity}, {agent}
          FROM processes ORDER BY start_mono_ns, id"
     ))?;
     st.query_map([], |r| {
@@ -136,6 +144,7 @@ pub fn processes(conn: &Connection) -> rusqlite::Result<Vec<ProcessRecord>> {
                 mnt_ns: r.get(17)?,
                 ns_pid: r.get(18)?,
             },
+            agent: r.get(19)?,
         })
     })?
     .collect()
@@ -209,6 +218,8 @@ pub struct EventRecord {
     pub addr: Option<String>,
     pub port: Option<i64>,
     pub real_path: Option<String>,
+    /// The DNS name a query asked for.
+    pub query: Option<String>,
 }
 
 /// Which events [`events_in_window`] hands out.
@@ -241,7 +252,7 @@ fn window_query(filter: &EventFilter) -> String {
     };
     format!(
         "SELECT id, mono_ns, wall_ns, kind, pid, process_id, comm, argv, path, old_path, flags,
-                result, errno, family, addr, port, real_path
+                result, errno, family, addr, port, real_path, query
          FROM events WHERE mono_ns BETWEEN ?1 AND ?2 AND kind IN ({}) {skip} ORDER BY mono_ns, id",
         kinds.join(", ")
     )
@@ -266,6 +277,7 @@ fn event_record(r: &rusqlite::Row) -> rusqlite::Result<EventRecord> {
         addr: r.get(14)?,
         port: r.get(15)?,
         real_path: r.get(16)?,
+        query: r.get(17)?,
     })
 }
 
@@ -371,6 +383,66 @@ pub fn loss_total(conn: &Connection) -> rusqlite::Result<u64> {
     .map(|n| n.max(0) as u64)
 }
 
+/// Every event, in the order `export --format jsonl` writes them (monotonic
+/// time, then CPU and sequence number), each handed to `visit` as it is
+/// read: a large capture is never held whole.
+pub fn events_by_time(
+    conn: &Connection,
+    mut visit: impl FnMut(EventRecord) -> std::io::Result<()>,
+) -> Result<(), EventsError> {
+    let mut st = conn.prepare(
+        "SELECT id, mono_ns, wall_ns, kind, pid, process_id, comm, argv, path, old_path, flags,
+                result, errno, family, addr, port, real_path, query
+         FROM events ORDER BY mono_ns, cpu, seq",
+    )?;
+    let mut rows = st.query([])?;
+    while let Some(r) = rows.next()? {
+        visit(event_record(r)?)?;
+    }
+    Ok(())
+}
+
+/// Why [`events_by_time`] stopped: the query failed, or the visitor did.
+#[derive(Debug, thiserror::Error)]
+pub enum EventsError {
+    #[error(transparent)]
+    Query(#[from] rusqlite::Error),
+    #[error(transparent)]
+    Visit(#[from] std::io::Error),
+}
+
+/// One per-CPU sequence gap: records that never arrived.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Gap {
+    pub stream: i64,
+    pub cpu: i64,
+    pub missing: i64,
+    pub from_mono_ns: i64,
+    pub to_mono_ns: i64,
+}
+
+/// The capture's sequence gaps, by time.
+pub fn gaps(conn: &Connection) -> rusqlite::Result<Vec<Gap>> {
+    let mut st = conn.prepare(
+        "SELECT stream, cpu, missing, from_mono_ns, to_mono_ns FROM gaps ORDER BY from_mono_ns, id",
+    )?;
+    st.query_map([], |r| {
+        Ok(Gap {
+            stream: r.get(0)?,
+            cpu: r.get(1)?,
+            missing: r.get(2)?,
+            from_mono_ns: r.get(3)?,
+            to_mono_ns: r.get(4)?,
+        })
+    })?
+    .collect()
+}
+
+/// The newest monotonic time of any stored event, None when there is none.
+pub fn last_event_mono_ns(conn: &Connection) -> rusqlite::Result<Option<i64>> {
+    conn.query_row("SELECT MAX(mono_ns) FROM events", [], |r| r.get(0))
+}
+
 impl Capture {
     /// Every process, by start time (then row id).
     pub fn processes(&self) -> Result<Vec<ProcessRecord>, StoreError> {
@@ -456,6 +528,36 @@ mod tests {
         assert!(!has_column(&old, "processes", "container_id").unwrap());
         let p = processes(&old).unwrap();
         assert_eq!((p.len(), p[0].identity.is_empty()), (1, true));
+    }
+
+    #[test]
+    fn agents_are_labelled_by_their_last_argv_and_exe_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let rw = crate::store::CaptureRw::create(&path).unwrap();
+        rw.conn()
+            .execute_batch(
+                "INSERT INTO processes (id, pid, start_mono_ns, origin, argv, exe)
+                 VALUES (1, 10, 1, 'seeded', '[\"codex\",\"exec\"]', '/opt/codex/bin/codex'),
+                        (2, 11, 2, 'fork', '[\"bash\",\"-c\",\"codex\"]', '/usr/bin/bash'),
+                        (3, 12, 3, 'fork', NULL, NULL),
+                        (4, 13, 4, 'fork', '[\"codex\",\"exec\"]', '/opt/codex/bin/codex');",
+            )
+            .unwrap();
+        // What `record --agent codex` gives: its rules on argv[0] and exe.
+        let recognise = |argv: &[String], exe: Option<&str>| {
+            (argv.first().map(String::as_str) == Some("codex")
+                || exe.is_some_and(|e| e.ends_with("/codex")))
+            .then_some("codex")
+        };
+        assert_eq!(rw.label_agents(&recognise).unwrap(), 1);
+        let p = processes(rw.conn()).unwrap();
+        assert_eq!(
+            p.iter()
+                .map(|p| (p.id, p.agent.as_deref()))
+                .collect::<Vec<_>>(),
+            vec![(1, Some("codex")), (2, None), (3, None), (4, None)]
+        );
     }
 
     #[test]

@@ -56,12 +56,17 @@ pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
     );
     // The container and namespaces of each event's process, only for the
     // processes that have any: a host-only capture exports as before.
-    let identities: HashMap<i64, ProcessIdentity> = cap
-        .processes()?
-        .into_iter()
-        .filter(|p| !p.identity.is_empty())
-        .map(|p| (p.id, p.identity))
-        .collect();
+    // And the agent `record --agent` recognised, for its processes.
+    let mut agents: HashMap<i64, String> = HashMap::new();
+    let mut identities: HashMap<i64, ProcessIdentity> = HashMap::new();
+    for p in cap.processes()? {
+        if let Some(a) = p.agent {
+            agents.insert(p.id, a);
+        }
+        if !p.identity.is_empty() {
+            identities.insert(p.id, p.identity);
+        }
+    }
     let mut st = cap.conn.prepare(&sql).map_err(|e| cap.query_err(e))?;
     let mut rows = st.query([]).map_err(|e| cap.query_err(e))?;
     let mut n = 0u64;
@@ -99,10 +104,13 @@ pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
             };
             obj.insert(name.to_owned(), j);
         }
-        if let Ok(Some(process)) = row.get::<_, Option<i64>>(1)
-            && let Some(id) = identities.get(&process)
-        {
-            insert_identity(&mut obj, id);
+        if let Ok(Some(process)) = row.get::<_, Option<i64>>(1) {
+            if let Some(id) = identities.get(&process) {
+                insert_identity(&mut obj, id);
+            }
+            if let Some(a) = agents.get(&process) {
+                obj.insert("agent".into(), json!(a));
+            }
         }
         serde_json::to_writer(&mut *out, &Json::Object(obj)).map_err(std::io::Error::from)?;
         out.write_all(b"\n")?;

@@ -3,6 +3,8 @@
 //! live process belongs to (`pid`). They only read; they never modify a file.
 
 pub mod export;
+pub mod perfetto;
 pub mod pid;
+pub mod run;
 pub mod select;
 pub mod show;

@@ -242,9 +242,15 @@ fn process_tree(procs: &[ProcessRecord], exits_known: bool, s: &mut String) {
             } else {
                 String::new()
             };
+        // `record --agent`'s label: the process it recognised as the agent.
+        let agent_note = p
+            .agent
+            .as_deref()
+            .map(|a| format!(" [agent {a}]"))
+            .unwrap_or_default();
         let _ = writeln!(
             s,
-            "{}{} {}  [{dur}, {outcome}]{origin}{cwd_note}{container_note}",
+            "{}{} {}  [{dur}, {outcome}]{origin}{agent_note}{cwd_note}{container_note}",
             "  ".repeat(depth + 1),
             p.pid,
             cmd

@@ -1,0 +1,482 @@
+//! Synthetic captures with known ground truth, exported and decoded by the
+//! PyPI `perfetto` package's own protobuf definitions
+//! (`tests/perfetto/check_trace.py`, run with the pinned venv that `cargo
+//! xtask setup` installs): pid reuse, overlapping and untimed tool calls, a
+//! call with no result, a process still running at the end, sequence gaps,
+//! kernel loss and an unfinished capture.
+
+use std::{path::Path, process::Command};
+
+use rusqlite::params;
+use serde_json::{Value as Json, json};
+
+use crate::{
+    sessions::{
+        AgentSession, LlmResponse, PathAccess, Prompt, Provider, TokenUsage, ToolCategory,
+        ToolEvent, ToolPath, ToolStatus,
+    },
+    store::{
+        Capture, CaptureRw,
+        sessions::{self as stored, BindingRow, TreeRow},
+    },
+};
+
+/// The venv `cargo xtask setup` installs (tests/src/python.rs names it too).
+const PYTHON: &str = "/var/cache/agentsight-e2e/python/bin/python3";
+const CHECKER: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../tests/perfetto/check_trace.py"
+);
+
+const S: i64 = 1_000_000_000;
+const MONO0: i64 = 1000 * S;
+/// A whole millisecond, so transcript times convert exactly.
+const WALL0: i64 = 1_800_000_000_000_000_000;
+/// The second anchor's wall clock runs 5 µs ahead of the first's.
+const DRIFT: i64 = 5_000;
+
+fn ms(mono: i64) -> i64 {
+    (WALL0 + mono - MONO0) / 1_000_000
+}
+
+/// (row id, pid, parent row, argv, start, end, exit code)
+type ProcRow = (
+    i64,
+    i64,
+    Option<i64>,
+    &'static [&'static str],
+    i64,
+    Option<i64>,
+    Option<i64>,
+);
+
+const PROCS: [ProcRow; 5] = [
+    (
+        1,
+        100,
+        None,
+        &["node", "/usr/lib/claude/cli.js"],
+        MONO0,
+        Some(MONO0 + 20 * S),
+        Some(0),
+    ),
+    (
+        2,
+        200,
+        Some(1),
+        &["bash", "-c", "echo hi"],
+        MONO0 + 2 * S,
+        Some(MONO0 + 2 * S + S / 2),
+        Some(0),
+    ),
+    // pid 200 again: a new process, so a new track.
+    (
+        3,
+        200,
+        Some(1),
+        &["bash", "-c", "ls /w"],
+        MONO0 + 5 * S,
+        Some(MONO0 + 5 * S + S / 5),
+        Some(1),
+    ),
+    (
+        4,
+        300,
+        Some(3),
+        &["ls", "/w"],
+        MONO0 + 5 * S + S / 20,
+        Some(MONO0 + 5 * S + S / 10),
+        Some(1),
+    ),
+    // Still running when the capture ended.
+    (
+        5,
+        400,
+        Some(1),
+        &["sleep", "100"],
+        MONO0 + 15 * S,
+        None,
+        None,
+    ),
+];
+
+fn tool(name: &str, cmd: Option<&str>, start: Option<i64>, end: Option<i64>) -> ToolEvent {
+    ToolEvent {
+        prompt_index: Some(0),
+        subagent: None,
+        name: name.into(),
+        category: if name == "Bash" {
+            ToolCategory::Shell
+        } else {
+            ToolCategory::Edit
+        },
+        call_id: Some(format!("toolu_{name}_{}", start.unwrap_or(0))),
+        command: cmd.map(str::to_owned),
+        command_truncated: false,
+        cwd: Some("/w".into()),
+        status: if end.is_some() {
+            ToolStatus::Ok
+        } else {
+            ToolStatus::Unknown
+        },
+        exit_code: None,
+        start_ms: start.map(ms),
+        end_ms: end.map(ms),
+        paths: Vec::new(),
+        domains: Vec::new(),
+    }
+}
+
+fn session() -> AgentSession {
+    let mut s = AgentSession::new(
+        Provider::Claude,
+        "s-1".into(),
+        "/h/.claude/projects/-w/s-1.jsonl".into(),
+    );
+    s.cwd = Some("/w".into());
+    s.start_ms = Some(ms(MONO0 + S));
+    s.end_ms = Some(ms(MONO0 + 19 * S));
+    s.prompts = vec![
+        Prompt::new(0, Some(ms(MONO0 + S + S / 2)), "say hi".into()),
+        Prompt::new(1, Some(ms(MONO0 + 5 * S - S / 10)), "list and write".into()),
+    ];
+    s.responses = vec![LlmResponse {
+        prompt_index: Some(0),
+        subagent: None,
+        ts_ms: Some(ms(MONO0 + S + S * 8 / 10)),
+        model: Some("claude-test".into()),
+        native_id: Some("msg_1".into()),
+        request_id: None,
+        phase: None,
+        text: String::new(),
+        text_truncated: false,
+        tokens: Some(TokenUsage::new(10, 20, 30, 40, 0)),
+    }];
+    let mut write = tool(
+        "Write",
+        None,
+        Some(MONO0 + 5 * S + S / 10),
+        Some(MONO0 + 5 * S + S * 4 / 10),
+    );
+    write.paths = vec![ToolPath::new("/w/a.txt", PathAccess::Write)];
+    s.tools = vec![
+        tool(
+            "Bash",
+            Some("echo hi"),
+            Some(MONO0 + 2 * S - S / 100),
+            Some(MONO0 + 2 * S + S * 6 / 10),
+        ),
+        // Overlaps the Write below: two lanes.
+        tool(
+            "Bash",
+            Some("ls /w"),
+            Some(MONO0 + 5 * S - S / 100),
+            Some(MONO0 + 5 * S + S * 3 / 10),
+        ),
+        write,
+        // The transcript gives no time: no slice.
+        tool("Read", None, None, None),
+        // No result recorded: it ends with the session.
+        tool(
+            "Bash",
+            Some("sleep 100"),
+            Some(MONO0 + 15 * S - S / 100),
+            None,
+        ),
+    ];
+    s.prompt_count = 2;
+    s.response_count = 1;
+    s.tool_count = s.tools.len();
+    s
+}
+
+/// The events of the synthetic run: (process row, mono, kind, path).
+fn events() -> Vec<(i64, i64, &'static str, Option<&'static str>)> {
+    vec![
+        (
+            1,
+            MONO0 + S / 10,
+            "openat",
+            Some("/h/.claude/projects/-w/s-1.jsonl"),
+        ),
+        (1, MONO0 + S / 5, "connect", None),
+        // A DNS query: its name is annotated.
+        (1, MONO0 + S / 5 + 1000, "sendto", None),
+        (1, MONO0 + 2 * S, "fork", None),
+        (2, MONO0 + 2 * S + S / 100, "exec", None),
+        (2, MONO0 + 2 * S + S / 2, "exit", None),
+        (1, MONO0 + 5 * S, "fork", None),
+        (3, MONO0 + 5 * S + S / 100, "exec", None),
+        (3, MONO0 + 5 * S + S / 20, "fork", None),
+        (4, MONO0 + 5 * S + S / 20 + 1000, "exec", None),
+        (4, MONO0 + 5 * S + S / 10, "exit", None),
+        // The Write, done by the agent itself: path_match.
+        (1, MONO0 + 5 * S + S * 2 / 10, "openat", Some("/w/a.txt")),
+        (3, MONO0 + 5 * S + S / 5, "exit", None),
+        // After the second anchor: its offset applies.
+        (
+            1,
+            MONO0 + 12 * S,
+            "openat",
+            Some("/h/.claude/projects/-w/s-1.jsonl"),
+        ),
+        (1, MONO0 + 15 * S, "fork", None),
+        (5, MONO0 + 15 * S + S / 100, "exec", None),
+    ]
+}
+
+/// Writes the synthetic capture; `complete` and loss as given.
+fn write_capture(path: &Path, with_session: bool, complete: bool) {
+    let cap = CaptureRw::create(path).unwrap();
+    let c = cap.conn();
+    c.execute_batch(&format!(
+        "INSERT INTO clock_anchors (label, mono_ns, wall_ns) VALUES ('start', {MONO0}, {WALL0}),
+            ('periodic', {}, {});",
+        MONO0 + 10 * S,
+        WALL0 + 10 * S + DRIFT
+    ))
+    .unwrap();
+    for (id, pid, parent, argv, start, end, code) in PROCS {
+        c.execute(
+            "INSERT INTO processes (id, pid, start_mono_ns, parent_id, origin, comm, argv, cwd, exec_count, end_mono_ns, exit_code)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '/w', 1, ?8, ?9)",
+            params![id, pid, start, parent, if parent.is_some() { "fork" } else { "root" }, argv[0],
+                json!(argv).to_string(), end, code],
+        )
+        .unwrap();
+    }
+    for (seq, (row, mono, kind, path)) in events().into_iter().enumerate() {
+        let (_, pid, parent, argv, ..) = PROCS[row as usize - 1];
+        let ppid = parent.map(|p| PROCS[p as usize - 1].1).unwrap_or(1);
+        let wall = if mono >= MONO0 + 10 * S {
+            WALL0 + mono - MONO0 + DRIFT
+        } else {
+            WALL0 + mono - MONO0
+        };
+        let flags = (kind == "openat").then_some("write,create,trunc");
+        let (addr, port) = match kind {
+            "connect" => (Some("127.0.0.1"), Some(443)),
+            "sendto" => (Some("127.0.0.53"), Some(53)),
+            _ => (None, None),
+        };
+        let query = (kind == "sendto").then_some("api.example.com");
+        c.execute(
+            "INSERT INTO events (mono_ns, wall_ns, kind, cpu, seq, pid, tid, ppid, uid, gid, comm, process_id,
+                 argv, path, flags, result, family, addr, port, query)
+             VALUES (?1, ?2, ?3, 0, ?4, ?5, ?5, ?6, 1000, 1000, ?7, ?8, ?9, ?10, ?11, 0, ?12, ?13, ?14, ?15)",
+            params![mono, wall, kind, seq as i64, pid, ppid, argv[0], row,
+                (kind == "exec").then(|| json!(argv).to_string()), path, flags,
+                addr.map(|_| "ipv4"), addr, port, query],
+        )
+        .unwrap();
+    }
+    if !complete {
+        c.execute_batch(&format!(
+            "INSERT INTO gaps (stream, cpu, first_seq, last_seq, missing, from_mono_ns, to_mono_ns)
+                 VALUES (0, 1, 10, 12, 3, {}, {});
+             INSERT INTO loss (kind, lost) VALUES ('syscall', 2);",
+            MONO0 + 8 * S,
+            MONO0 + 8 * S + 1000
+        ))
+        .unwrap();
+    }
+    c.execute(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES ('complete', ?1)",
+        [if complete { "true" } else { "false" }],
+    )
+    .unwrap();
+    if with_session {
+        bind(c, path);
+    }
+    cap.create_indexes().unwrap();
+}
+
+fn bind(c: &rusqlite::Connection, path: &Path) {
+    let shown = path.display().to_string();
+    let row = stored::insert_session(c, &shown, &session()).unwrap();
+    let tree = TreeRow {
+        id: 0,
+        root_process_id: 1,
+        root_pid: 100,
+        root_start_mono_ns: MONO0,
+        status: "bound".into(),
+        note: None,
+    };
+    let tree = stored::insert_tree(c, &shown, &tree).unwrap();
+    let binding = BindingRow {
+        tree_id: tree,
+        session_row: row,
+        evidence: "transcript_write".into(),
+        evidence_count: 2,
+        evidence_process_id: Some(1),
+        evidence_path: Some("/h/.claude/projects/-w/s-1.jsonl".into()),
+        first_evidence_mono_ns: Some(MONO0 + S / 10),
+        from_mono_ns: MONO0,
+        to_mono_ns: None,
+    };
+    stored::insert_binding(c, &shown, &binding).unwrap();
+}
+
+/// Exports `db` as a trace and as jsonl; decodes both with the checker.
+fn decode(db: &Path) -> (super::Exported, Json) {
+    let cap = Capture::open(db).unwrap();
+    let trace = db.with_extension("pftrace");
+    let jsonl = db.with_extension("jsonl");
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&trace).unwrap());
+    let exported = super::export(&cap, &mut out).unwrap();
+    drop(out);
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&jsonl).unwrap());
+    crate::views::export::jsonl(&cap, &mut out).unwrap();
+    drop(out);
+    assert!(
+        Path::new(PYTHON).exists(),
+        "{PYTHON} is missing: run `cargo xtask setup` (it installs the export decoders)"
+    );
+    let run = Command::new(PYTHON)
+        .arg(CHECKER)
+        .arg(&trace)
+        .arg(&jsonl)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    (exported, serde_json::from_slice(&run.stdout).unwrap())
+}
+
+#[test]
+fn a_synthetic_run_decodes_with_every_invariant() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("run.db");
+    write_capture(&db, true, false);
+    let (exported, d) = decode(&db);
+    assert_eq!(d["errors"], json!([]), "{d}");
+    assert_eq!(d["sequence_ids"], json!([1]));
+    assert_eq!(d["primary_clocks"], json!([3]));
+    assert_eq!(d["clock_snapshots"], 2);
+    // Every event, in order, at its mono_ns and (through the snapshots) at
+    // the jsonl export's wall time, the drifted anchor included.
+    assert_eq!(
+        (d["jsonl_events"].clone(), d["jsonl_mismatch_count"].clone()),
+        (json!(16), json!(0)),
+        "{d}"
+    );
+    assert_eq!(exported.events, 16);
+    assert_eq!(d["queries"], json!(["api.example.com"]));
+    // pid 200 twice: two process tracks.
+    assert_eq!(
+        d["process_tracks"],
+        json!([
+            [100, MONO0, "node"],
+            [200, MONO0 + 2 * S, "bash"],
+            [200, MONO0 + 5 * S, "bash"],
+            [300, MONO0 + 5 * S + S / 20, "ls"],
+            [400, MONO0 + 15 * S, "sleep"]
+        ])
+    );
+    assert_eq!(
+        d["track_kinds"],
+        json!({"session": 1, "lane": 2, "process": 5, "tree": 6, "loss": 1, "no_process": 1})
+    );
+    // Four timed calls (the untimed Read has none), two prompts, a
+    // lifetime per process on its track and in the tree.
+    assert_eq!(
+        d["slices"],
+        json!({"lane": 4, "session": 2, "process": 5, "tree": 5})
+    );
+    let tools: Vec<(Json, Json)> = d["tool_slices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["tool_index"].clone(), t["flows"].clone()))
+        .collect();
+    // Flows: echo → its bash; ls → its bash and the ls it forked; the
+    // Write → the agent's own open of /w/a.txt; sleep → its process.
+    assert_eq!(
+        tools,
+        vec![
+            (json!(0), json!(1)),
+            (json!(1), json!(2)),
+            (json!(2), json!(1)),
+            (json!(4), json!(1))
+        ]
+    );
+    assert_eq!(d["flows"], 5);
+    // Paths are interned; they decode to the events' own.
+    assert_eq!(
+        d["paths"],
+        json!(["/h/.claude/projects/-w/s-1.jsonl", "/w/a.txt"])
+    );
+    // Attributed: the two bash, ls, sleep execs and the Write's open.
+    assert_eq!(d["attributed_events"], 5);
+    assert_eq!(d["flow_ends_on_events"], 1);
+    assert_eq!(
+        (
+            exported.counts.tool_slices,
+            exported.counts.untimed_tools,
+            exported.counts.flows
+        ),
+        (4, 1, 5)
+    );
+    // The ProcessTree's parents are the capture's.
+    let tree: Vec<(Json, Json)> = d["process_tree"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["pid"].clone(), p["ppid"].clone()))
+        .collect();
+    assert_eq!(
+        tree,
+        vec![
+            (json!(100), Json::Null),
+            (json!(200), json!(100)),
+            (json!(200), json!(100)),
+            (json!(300), json!(200)),
+            (json!(400), json!(100))
+        ]
+    );
+    // The process still running ends at the capture's end, and says so.
+    let last = &d["process_slices"][4];
+    assert_eq!(
+        (
+            last["pid"].clone(),
+            last["end"].clone(),
+            last["running"].clone()
+        ),
+        (json!(400), json!(MONO0 + 20 * S), json!(true))
+    );
+    assert_eq!(d["process_slices"][2]["exit_code"], 1);
+    // Loss: the gap, the kernel's count, the unfinished capture.
+    assert_eq!(d["instants"]["loss"], 3);
+    assert_eq!(
+        d["track_names"],
+        json!([
+            "claude session s-1",
+            "loss: 5 records, and UNKNOWN after the last stored record (incomplete)"
+        ])
+    );
+    assert_eq!(d["instants"]["session"], 1);
+}
+
+#[test]
+fn a_capture_without_sessions_has_processes_and_no_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("plain.db");
+    write_capture(&db, false, true);
+    let (exported, d) = decode(&db);
+    assert_eq!(d["errors"], json!([]), "{d}");
+    assert_eq!(d["jsonl_mismatch_count"], 0);
+    assert_eq!(
+        d["track_kinds"],
+        json!({"process": 5, "tree": 6, "loss": 1, "no_process": 1})
+    );
+    assert_eq!(d["track_names"], json!(["loss: none"]));
+    assert_eq!(d["flows"], 0);
+    assert_eq!(exported.counts.sessions, 0);
+    // Two exports of one capture are byte for byte the same.
+    let first = std::fs::read(db.with_extension("pftrace")).unwrap();
+    decode(&db);
+    assert_eq!(std::fs::read(db.with_extension("pftrace")).unwrap(), first);
+}
