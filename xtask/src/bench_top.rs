@@ -180,6 +180,14 @@ fn measure(bin: &Path, home: &Path, live: &Path, polling: bool) -> Result<Figure
         warm.push(d);
     }
     let (latency, idle_cpu_pct, idle_s, rss_peak_kib) = stream_figures(bin, home, live, polling)?;
+    println!(
+        "  start-up warm {}, latency p50 {} p95 {} max {}, idle CPU {idle_cpu_pct:.2} %, peak RSS {:.1} MiB",
+        ms(quantile(&warm, 0.5)),
+        ms(quantile(&latency, 0.5)),
+        ms(quantile(&latency, 0.95)),
+        ms(quantile(&latency, 1.0)),
+        rss_peak_kib as f64 / 1024.0
+    );
     Ok(Figures {
         startup_cold,
         startup_warm: quantile(&warm, 0.5),
@@ -224,23 +232,29 @@ fn stream_figures(
     polling: bool,
 ) -> Result<(Vec<Duration>, f64, u64, u64)> {
     let (mut child, rx) = spawn_stream(top_cmd(bin, home, polling, &["--json"]))?;
-    let first = rx.recv_timeout(Duration::from_secs(30))?;
+    let first = rx
+        .recv_timeout(Duration::from_secs(30))
+        .context("no first snapshot within 30 s")?;
     let mut out_tokens = live_output(&first.1).context("the live session is not listed")?;
     let mut lat = Vec::with_capacity(APPENDS);
     for i in 0..APPENDS {
         std::thread::sleep(APPEND_GAP);
         let mut f = std::fs::OpenOptions::new().append(true).open(live)?;
         let t = Instant::now();
-        f.write_all((assistant_line(i) + "\n").as_bytes())?;
+        let tag = if polling { "p" } else { "i" };
+        f.write_all((assistant_line(tag, i) + "\n").as_bytes())?;
         drop(f);
         out_tokens += 1;
         let end = t + Duration::from_secs(10);
         loop {
-            let left = end
-                .checked_duration_since(Instant::now())
-                .context("an append did not show within 10 s")?;
-            let (at, l) = rx.recv_timeout(left)?;
-            if live_output(&l) == Some(out_tokens) {
+            let Some(left) = end.checked_duration_since(Instant::now()) else {
+                bail!("append {i} did not show within 10 s");
+            };
+            let (at, l) = match rx.recv_timeout(left) {
+                Ok(x) => x,
+                Err(_) => bail!("append {i} did not show within 10 s"),
+            };
+            if live_output(&l).is_some_and(|n| n >= out_tokens) {
                 lat.push(at.duration_since(t));
                 break;
             }
@@ -294,10 +308,11 @@ fn user_line(i: usize) -> String {
 }
 
 /// An assistant turn with one output token: each append moves the live
-/// row's token count by one, so its `--json` line is unmistakable.
-fn assistant_line(i: usize) -> String {
+/// row's token count by one, so its `--json` line is unmistakable. Message
+/// ids are unique per run (`tag`): a repeated id is one response, counted once.
+fn assistant_line(tag: &str, i: usize) -> String {
     format!(
-        r#"{{"type":"assistant","uuid":"bench-a-{i}","parentUuid":null,"isSidechain":false,"userType":"external","cwd":"/bench/live","sessionId":"{LIVE_ID}","version":"2.1.233","timestamp":"{}","requestId":"req_b{i}","message":{{"id":"msg_b{i}","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","content":[{{"type":"text","text":"Step {i} done."}}],"stop_reason":"end_turn","stop_sequence":null,"usage":{{"input_tokens":3,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":1}}}}}}"#,
+        r#"{{"type":"assistant","uuid":"bench-a-{tag}{i}","parentUuid":null,"isSidechain":false,"userType":"external","cwd":"/bench/live","sessionId":"{LIVE_ID}","version":"2.1.233","timestamp":"{}","requestId":"req_{tag}{i}","message":{{"id":"msg_{tag}{i}","type":"message","role":"assistant","model":"claude-sonnet-4-5-20250929","content":[{{"type":"text","text":"Step {i} done."}}],"stop_reason":"end_turn","stop_sequence":null,"usage":{{"input_tokens":3,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":1}}}}}}"#,
         now_rfc3339()
     )
 }

@@ -77,7 +77,9 @@ impl LiveTop {
         } else {
             match notify::INotifyWatcher::new(
                 move |res: notify::Result<notify::Event>| {
-                    let _ = tx.send(to_msg(res));
+                    if let Some(m) = to_msg(res) {
+                        let _ = tx.send(m);
+                    }
                 },
                 notify::Config::default(),
             ) {
@@ -267,9 +269,18 @@ impl LiveTop {
     }
 }
 
-fn to_msg(res: notify::Result<notify::Event>) -> WatchMsg {
-    match res {
+fn to_msg(res: notify::Result<notify::Event>) -> Option<WatchMsg> {
+    use notify::event::{AccessKind, AccessMode};
+    Some(match res {
         Ok(ev) if ev.need_rescan() => WatchMsg::Overflow,
+        // Opens and reads (top's own tail reads among them) change nothing;
+        // a close after writing does.
+        Ok(ev)
+            if matches!(ev.kind, EventKind::Access(k)
+                if k != AccessKind::Close(AccessMode::Write)) =>
+        {
+            return None;
+        }
         Ok(ev) => {
             let dir_changed = matches!(
                 ev.kind,
@@ -282,7 +293,7 @@ fn to_msg(res: notify::Result<notify::Event>) -> WatchMsg {
             }
         }
         Err(e) => WatchMsg::Error(e.to_string()),
-    }
+    })
 }
 
 fn subdirs(d: &Path) -> Vec<PathBuf> {
