@@ -148,7 +148,8 @@ pub struct Outcome {
     pub elapsed: Duration,
 }
 
-/// A run started by [`Run::start`], still going.
+/// A run started by [`Run::start`], still going. Dropped unfinished (a
+/// test that failed while watching it), the run is killed whole.
 pub struct Running {
     child: std::process::Child,
     started: Instant,
@@ -191,6 +192,9 @@ impl Running {
     }
 
     fn kill_group(&mut self) {
+        if self.child.try_wait().ok().flatten().is_some() {
+            return;
+        }
         let _ = nix::sys::signal::killpg(
             nix::unistd::Pid::from_raw(self.child.id() as i32),
             nix::sys::signal::Signal::SIGKILL,
@@ -205,6 +209,12 @@ impl Running {
             stderr: fs::read_to_string(&self.err_path).unwrap_or_default(),
             elapsed: self.started.elapsed(),
         }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.kill_group();
     }
 }
 
