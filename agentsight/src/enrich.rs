@@ -247,8 +247,9 @@ enum Origin<'a> {
 }
 
 /// cwd-fallback candidates: sessions of the given homes active during the
-/// capture (by its first and last clock anchors).
-fn fallback_sessions(
+/// capture (by its first and last clock anchors). Also the live binding's
+/// (`livecap`), so both bind from the same candidates.
+pub fn fallback_sessions(
     anchors: &Anchors,
     homes: &[PathBuf],
     notes: &mut Vec<String>,

@@ -31,6 +31,7 @@ pub mod correlate;
 pub mod docker;
 pub mod enrich;
 pub mod envreset;
+pub mod livecap;
 pub mod matching;
 pub mod privileges;
 pub mod procinfo;
@@ -38,6 +39,7 @@ pub mod rawtext;
 pub mod record;
 pub mod report;
 pub mod store;
+pub mod top;
 pub mod views;
 mod vocabulary;
 

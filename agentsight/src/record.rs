@@ -95,6 +95,28 @@ pub struct RecordOptions {
     pub max_bytes: Option<u64>,
     /// Meta stored when recording starts (e.g. `denied_inodes` for --audit).
     pub start_meta: Vec<(String, String)>,
+    /// Set by a caller that reads the capture while it is being recorded
+    /// (`livecap::KernelWatch`, under `agentsight top`).
+    pub live: Option<LiveLink>,
+}
+
+/// What a caller reading the capture live shares with the recording.
+#[derive(Clone, Debug, Default)]
+pub struct LiveLink {
+    /// Set to end the recording (as a signal would, but without one): the
+    /// capture is then finished and bound as usual.
+    pub stop: Arc<AtomicBool>,
+    /// Every `/proc/PID/fd` observation the recording makes, in order, so
+    /// live binding uses the same evidence the final binding does.
+    pub fd_observations: Arc<std::sync::Mutex<Vec<crate::matching::FdObservation>>>,
+    /// Homes whose sessions are cwd-fallback candidates when the finished
+    /// capture is bound (besides the recorded command's user's home).
+    pub homes: Vec<PathBuf>,
+    /// Set to have a clock anchor stored at the next tick (≤ 50 ms). The
+    /// writer keeps the order of what it is sent, so once that anchor is
+    /// stored every batch the reader sent before it is too: a live reader
+    /// learns how far the capture is complete even when no event comes.
+    pub anchor_request: Arc<AtomicBool>,
 }
 
 /// How the run ended, for the summary and the exit status.
@@ -603,6 +625,11 @@ impl Periodic {
     }
 
     fn tick(&mut self, w: &mut WatchCtx<'_>) {
+        if let Some(live) = &w.opts.live
+            && live.anchor_request.swap(false, Ordering::AcqRel)
+        {
+            let _ = w.tracker.tx.send(StoreMsg::Anchor(Anchor::now("live")));
+        }
         if let Some(agent) = host_agent(w.opts)
             && self.scan.elapsed() >= Duration::from_millis(250)
         {
@@ -632,7 +659,13 @@ impl Periodic {
                 .keys()
                 .filter_map(|k| k.ok())
                 .collect();
+            let before = w.fd_obs.len();
             crate::matching::scan_fds(&pids, mono_now_ns(), w.fd_obs);
+            if let Some(live) = &w.opts.live
+                && let Ok(mut shared) = live.fd_observations.lock()
+            {
+                shared.extend_from_slice(&w.fd_obs[before..]);
+            }
             self.fd_scan = Instant::now();
         }
         if self.anchor.elapsed() >= Duration::from_secs(10) {
@@ -689,6 +722,13 @@ fn watch(
         }
         if let Some(why) = stop_by_signal(signals, child.as_ref(), &mut term_forwarded_at) {
             break why;
+        }
+        if opts
+            .live
+            .as_ref()
+            .is_some_and(|l| l.stop.load(Ordering::Acquire))
+        {
+            break "stopped by its caller".to_string();
         }
         // A wrapper (`env TMPDIR=… agent`, `sh -c 'TMPDIR=… exec agent'`)
         // sets the command's TMPDIR after we started it: read the root's
@@ -848,7 +888,12 @@ fn bind_sessions(
     // user's own files (and, under sudo, read as the user: see `finish`).
     crate::sessions::util::set_transcript_owner(target.user.as_ref().map(|u| u.uid));
     let bind = crate::enrich::BindOptions {
-        homes: target.user.iter().map(|u| PathBuf::from(&u.home)).collect(),
+        homes: target
+            .user
+            .iter()
+            .map(|u| PathBuf::from(&u.home))
+            .chain(opts.live.iter().flat_map(|l| l.homes.iter().cloned()))
+            .collect(),
         copy_transcripts: opts.copy_transcripts,
         transcript_budget: opts.transcript_budget,
         fd_observations: fd_obs,

@@ -148,6 +148,76 @@ pub struct Outcome {
     pub elapsed: Duration,
 }
 
+/// A run started by [`Run::start`], still going. Dropped unfinished (a
+/// test that failed while watching it), the run is killed whole.
+pub struct Running {
+    child: std::process::Child,
+    started: Instant,
+    out_path: PathBuf,
+    err_path: PathBuf,
+    what: String,
+}
+
+impl Running {
+    /// Waits for the run to end; past `timeout` it is killed and the test
+    /// fails.
+    pub fn wait(mut self, timeout: Duration) -> Outcome {
+        let status = loop {
+            if let Some(st) = self.child.try_wait().expect("wait for run") {
+                break st;
+            }
+            if self.started.elapsed() > timeout {
+                self.kill_group();
+                panic!(
+                    "{} run timed out after {timeout:?}; stderr:\n{}",
+                    self.what,
+                    fs::read_to_string(&self.err_path).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        self.outcome(status)
+    }
+
+    /// Whether the run has ended.
+    pub fn finished(&mut self) -> bool {
+        self.child.try_wait().ok().flatten().is_some()
+    }
+
+    /// Ends a run that would not end by itself (a stalled model stream).
+    pub fn kill(mut self) -> Outcome {
+        self.kill_group();
+        let status = self.child.wait().expect("wait for killed run");
+        self.outcome(status)
+    }
+
+    fn kill_group(&mut self) {
+        if self.child.try_wait().ok().flatten().is_some() {
+            return;
+        }
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        let _ = self.child.wait();
+    }
+
+    fn outcome(&self, status: ExitStatus) -> Outcome {
+        Outcome {
+            status,
+            stdout: fs::read_to_string(&self.out_path).unwrap_or_default(),
+            stderr: fs::read_to_string(&self.err_path).unwrap_or_default(),
+            elapsed: self.started.elapsed(),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.kill_group();
+    }
+}
+
 /// One prepared run: directories, workspace and CLI configuration in place.
 pub struct Run {
     pub agent: Agent,
@@ -159,6 +229,8 @@ pub struct Run {
     /// Root-owned: the server log is out of the agent's reach.
     pub server_dir: PathBuf,
     pub server_log: PathBuf,
+    /// `K=V` added to the CLI's environment (e.g. `CLAUDE_CODE_MAX_RETRIES=0`).
+    pub extra_env: Vec<String>,
     /// The model server's port ([`MODEL_PORT`] inside the run's own
     /// namespace; another when the server runs on the host's loopback).
     pub model_port: u16,
@@ -257,6 +329,7 @@ impl Run {
             work,
             tmp,
             server_dir,
+            extra_env: Vec::new(),
             model_port: MODEL_PORT,
             target_port: TARGET_PORT,
             docker_container: None,
@@ -401,6 +474,7 @@ remote_plugin = false
             self.work.display().to_string(),
         ];
         cmd.extend(env);
+        cmd.extend(self.extra_env.iter().cloned());
         cmd.extend(args);
         cmd
     }
@@ -411,11 +485,18 @@ remote_plugin = false
     /// `agentsight record --user agentsight-test -o DB -- …` (record keeps the
     /// namespace it starts in, so the agent still sees only loopback).
     pub fn launch(&self, wrap: impl FnOnce(Vec<String>) -> Vec<String>) -> Outcome {
+        self.start(wrap).wait(RUN_TIMEOUT)
+    }
+
+    /// [`Run::launch`] without waiting: the run goes on while the test looks
+    /// at it (e.g. `agentsight top` on its transcripts); [`Running::wait`]
+    /// or [`Running::kill`] ends it.
+    pub fn start(&self, wrap: impl FnOnce(Vec<String>) -> Vec<String>) -> Running {
         let inner = wrap(self.cli_command());
         let out_path = self.server_dir.join("cli.stdout");
         let err_path = self.server_dir.join("cli.stderr");
-        let start = Instant::now();
-        let mut child = Command::new("unshare")
+        let started = Instant::now();
+        let child = Command::new("unshare")
             .arg("-n")
             .arg("--")
             .arg("/bin/sh")
@@ -439,36 +520,46 @@ remote_plugin = false
             .process_group(0)
             .spawn()
             .expect("start unshare");
-        let status = loop {
-            if let Some(st) = child.try_wait().expect("wait for run") {
-                break st;
-            }
-            if start.elapsed() > RUN_TIMEOUT {
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(child.id() as i32),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-                let _ = child.wait();
-                panic!(
-                    "{} {} run timed out after {RUN_TIMEOUT:?}; stderr:\n{}",
-                    self.agent.name(),
-                    self.scenario.name,
-                    fs::read_to_string(&err_path).unwrap_or_default()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        Outcome {
-            status,
-            stdout: fs::read_to_string(&out_path).unwrap_or_default(),
-            stderr: fs::read_to_string(&err_path).unwrap_or_default(),
-            elapsed: start.elapsed(),
+        Running {
+            child,
+            started,
+            out_path,
+            err_path,
+            what: format!("{} {}", self.agent.name(), self.scenario.name),
         }
     }
 
     /// A plain run: the CLI as the unprivileged test user.
     pub fn run(&self) -> Outcome {
         self.launch(as_test_user)
+    }
+
+    /// The CLI's own transcript files under the run's home (Claude's
+    /// project `.jsonl`, Codex rollouts, Gemini `chats/session-*.jsonl`).
+    pub fn transcripts(&self) -> Vec<PathBuf> {
+        let (root, ext) = match self.agent {
+            Agent::Claude => (self.home.join(".claude/projects"), "jsonl"),
+            Agent::Codex => (self.home.join(".codex/sessions"), "jsonl"),
+            Agent::Gemini => (self.home.join(".gemini/tmp"), "jsonl"),
+        };
+        let mut out = Vec::new();
+        let mut stack = vec![root];
+        while let Some(d) = stack.pop() {
+            let Ok(rd) = fs::read_dir(&d) else { continue };
+            for e in rd.flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.extension().is_some_and(|x| x == ext)
+                    && (self.agent != Agent::Gemini
+                        || p.to_string_lossy().contains("/chats/session-"))
+                {
+                    out.push(p);
+                }
+            }
+        }
+        out.sort();
+        out
     }
 
     /// Every line the server logged (requests answered, target hits).

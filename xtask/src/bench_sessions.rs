@@ -155,11 +155,11 @@ impl Lines {
     }
 }
 
-struct Gen {
-    path: PathBuf,
+pub(crate) struct Gen {
+    pub(crate) path: PathBuf,
     id: String,
     prov: Prov,
-    bytes: u64,
+    pub(crate) bytes: u64,
     totals: Totals,
 }
 
@@ -435,7 +435,7 @@ fn build_home(home: &Path, per: Option<usize>, provs: &[Prov], seed: u64) -> Res
     Ok(out)
 }
 
-fn free_bytes(dir: &Path) -> Option<u64> {
+pub(crate) fn free_bytes(dir: &Path) -> Option<u64> {
     let o = Command::new("df").arg("-Pk").arg(dir).output().ok()?;
     let s = String::from_utf8_lossy(&o.stdout);
     let line = s.lines().nth(1)?;
@@ -446,7 +446,7 @@ fn free_bytes(dir: &Path) -> Option<u64> {
         .map(|k| k * 1024)
 }
 
-fn drop_caches() -> bool {
+pub(crate) fn drop_caches() -> bool {
     let _ = Command::new("sync").status();
     std::fs::write("/proc/sys/vm/drop_caches", "3").is_ok()
 }
@@ -581,13 +581,12 @@ pub fn run(agentsight: &Path) -> Result<()> {
     r
 }
 
-fn bench(bin: &Path, base: &Path) -> Result<()> {
-    let home = base.join("home");
-    println!("building synthetic home in {} …", home.display());
-    let t = Instant::now();
+/// The bench home: 10,000 transcripts of all four providers plus one 200 MB
+/// Claude transcript (a month old, so the list measures typical rows).
+/// Also `cargo xtask bench top`'s home.
+pub(crate) fn build_bench_home(home: &Path) -> Result<(Vec<Gen>, Gen)> {
     let all = [Prov::Claude, Prov::Codex, Prov::Gemini, Prov::Cursor];
-    let mut gens = build_home(&home, None, &all, 0x5eed_1234_abcd_0001)?;
-    // The 200 MB transcript (a month old, so the list measures typical rows).
+    let gens = build_home(home, None, &all, 0x5eed_1234_abcd_0001)?;
     let mut r = Rng(0xb16_b16);
     let now = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)?
@@ -600,6 +599,17 @@ fn bench(bin: &Path, base: &Path) -> Result<()> {
         16_000,
     )?;
     set_age(&big.path, 30 * 86_400)?;
+    Ok((gens, big))
+}
+
+/// Bytes the bench home needs on disk (with room to spare).
+pub(crate) const BENCH_HOME_BYTES: u64 = MIN_TOTAL_BYTES + MIN_TOTAL_BYTES / 4 + BIG_BYTES;
+
+fn bench(bin: &Path, base: &Path) -> Result<()> {
+    let home = base.join("home");
+    println!("building synthetic home in {} …", home.display());
+    let t = Instant::now();
+    let (mut gens, big) = build_bench_home(&home)?;
     let total_bytes: u64 = gens.iter().map(|g| g.bytes).sum::<u64>() + big.bytes;
     let files = gens.len() + 1;
     println!(

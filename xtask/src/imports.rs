@@ -42,6 +42,8 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("reports", &["report"]),
     ("enrichment", &["enrich"]),
     ("commands", &["record"]),
+    ("live capture", &["livecap"]),
+    ("live view", &["top"]),
     ("cli", &["cli"]),
 ];
 

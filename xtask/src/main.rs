@@ -17,6 +17,7 @@ mod bench_correlate;
 mod bench_export;
 mod bench_flood;
 mod bench_sessions;
+mod bench_top;
 mod demo;
 mod doctor;
 mod e2e_setup;
@@ -78,6 +79,9 @@ enum BenchWhat {
     /// `report` and every `export` format on a synthetic 1,000,000-event
     /// capture: time, peak RSS, output size, beside `export --format jsonl`.
     Export,
+    /// `top`: append-to-screen latency, start-up, idle CPU and RSS over the
+    /// 10,001-transcript home, inotify beside polling.
+    Top,
 }
 
 /// Debian packages the tests use: (a program it provides, package).
@@ -94,6 +98,8 @@ pub(crate) const DEBIAN_PACKAGES: &[(&str, &str)] = &[
     // The privilege-boundary tests run agentsight through real sudo.
     ("sudo", "sudo"),
     ("python3", "python3"),
+    // `top`'s terminal tests drive the full-screen UI in a real terminal.
+    ("tmux", "tmux"),
     ("npm", "npm"),
     // The container tests: a real Docker engine (the tests start `dockerd`
     // when none answers) and an offline-built base image.
@@ -142,6 +148,7 @@ fn main() -> Result<()> {
                 BenchWhat::Flood => bench_flood::run(&bin),
                 BenchWhat::Audit => bench_audit::run(&bin),
                 BenchWhat::Export => bench_export::run(&bin),
+                BenchWhat::Top => bench_top::run(&bin),
             }
         }
     }

@@ -9,6 +9,7 @@ mod otlp;
 pub mod pid;
 pub mod report;
 pub mod sessions;
+pub mod top;
 
 use std::{ffi::OsString, io::IsTerminal, io::Write, path::PathBuf, time::Duration};
 
@@ -57,6 +58,8 @@ pub enum Cmd {
     Audit(audit::AuditArgs),
     /// Write one self-contained HTML report of a capture (timeline, tool calls, loss).
     Report(report::ReportArgs),
+    /// Live agent states: which session works, waits for you, stalled, is rate-limited.
+    Top(top::TopArgs),
     /// The in-container side of `--docker-container` (JSON lines on stdin/stdout).
     #[command(hide = true)]
     Bridge,
@@ -322,7 +325,14 @@ pub fn main() -> i32 {
 fn run(cli: Cli) -> Result<i32> {
     // Only `record` needs root. Under sudo every other command runs wholly
     // as the invoking user, so it reads and writes only what they could.
-    if !matches!(cli.command, Cmd::Record(_)) {
+    // `top` keeps root only to load the kernel programs (KernelWatch reads
+    // transcripts and creates files as the caller, as record does).
+    let keeps_root = match &cli.command {
+        Cmd::Record(_) => true,
+        Cmd::Top(a) => a.wants_kernel(),
+        _ => false,
+    };
+    if !keeps_root {
         agentsight::privileges::drop_to_invoking_user()?;
     }
     // Transcripts are read only from an existing home and only if they are
@@ -331,6 +341,7 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Sessions(a) => Some(a.home.as_deref()),
         Cmd::Session(SessionCmd::Show(a)) => Some(a.home.as_deref()),
         Cmd::Correlate(a) => Some(a.home.as_deref()),
+        Cmd::Top(a) => Some(a.home.as_deref()),
         _ => None,
     };
     match home {
@@ -352,6 +363,7 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Pid(a) => pid::run(&a),
         Cmd::Audit(a) => audit::run(&a),
         Cmd::Report(a) => report::run(&a),
+        Cmd::Top(a) => top::run(&a),
         Cmd::Bridge => bridge::run(),
         Cmd::Show(a) => {
             let cap = Capture::open(&a.db)?;
@@ -583,6 +595,7 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         max_bytes: a.max_size,
         start_meta,
         transcript_budget: a.transcript_max_mib.saturating_mul(1024 * 1024),
+        live: None,
     };
     let quiet = a.quiet;
     let tty = std::io::stderr().is_terminal() && !quiet;

@@ -431,6 +431,103 @@ function json(res, status, obj) {
   res.end(s);
 }
 
+// ---------------------------------------------------------------- failures
+
+// A turn with `"fail"` is answered with an error instead of a model reply,
+// every time it is asked for (a CLI's retries get the same answer):
+// `rate_limit` (429), `auth` (401) with each provider's real error body, or
+// `stall` (status 200, the stream's first events, then silence with the
+// connection held open). The bodies follow the providers' documented error
+// shapes; the Codex 429 also carries the usage headers Codex reads its
+// `rate_limits` from.
+function failureBody(api, fail) {
+  const resetsIn = 3600;
+  const resetsAt = Math.floor(Date.now() / 1000) + resetsIn;
+  if (api === 'anthropic') {
+    const error = fail === 'rate_limit'
+      ? { type: 'rate_limit_error', message: "This request would exceed your account's rate limit. Please try again later." }
+      : { type: 'authentication_error', message: 'invalid x-api-key' };
+    return {
+      status: fail === 'rate_limit' ? 429 : 401,
+      headers: fail === 'rate_limit' ? { 'retry-after': String(resetsIn), 'anthropic-ratelimit-requests-remaining': '0' } : {},
+      body: { type: 'error', error, request_id: nextId('req_') },
+    };
+  }
+  if (api === 'openai') {
+    if (fail === 'rate_limit') {
+      return {
+        status: 429,
+        headers: {
+          'x-codex-primary-used-percent': '100',
+          'x-codex-primary-window-minutes': '300',
+          'x-codex-primary-reset-at': String(resetsAt),
+          'x-codex-secondary-used-percent': '42',
+          'x-codex-secondary-window-minutes': '10080',
+          'x-codex-secondary-reset-at': String(resetsAt + 86400),
+        },
+        body: { error: { type: 'usage_limit_reached', message: 'The usage limit has been reached', plan_type: 'plus', resets_at: resetsAt, resets_in_seconds: resetsIn } },
+      };
+    }
+    return {
+      status: 401,
+      headers: {},
+      body: { error: { message: 'Incorrect API key provided: sk-agent***e2e.', type: 'invalid_request_error', param: null, code: 'invalid_api_key' } },
+    };
+  }
+  if (fail === 'rate_limit') {
+    return {
+      status: 429,
+      headers: {},
+      body: { error: { code: 429, message: 'Resource has been exhausted (e.g. check quota).', status: 'RESOURCE_EXHAUSTED' } },
+    };
+  }
+  return {
+    status: 401,
+    headers: {},
+    body: { error: { code: 401, message: 'Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.', status: 'UNAUTHENTICATED' } },
+  };
+}
+
+// Open connections of stalled streams: held until the server stops.
+const stalled = [];
+
+// Headers and the first events of a stream, then nothing more.
+function stall(api, res, body, p) {
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+  let first;
+  if (api === 'anthropic') {
+    first = anthropicEvents(body, p).ev.slice(0, 3);
+  } else if (api === 'openai') {
+    first = openaiEvents(body, p).ev.slice(0, 2);
+  } else {
+    const c = geminiChunks(body.model || 'gemini', p).chunks[0];
+    const { finishReason, ...cand } = c.candidates[0];
+    first = [[null, { ...c, candidates: [cand], usageMetadata: undefined }]];
+  }
+  for (const [name, data] of first) {
+    if (name) res.write(`event: ${name}\n`);
+    res.write(`data: ${JSON.stringify(data)}\n\n`);
+  }
+  stalled.push(res);
+}
+
+// Answers a request whose turn fails; true if it did.
+function answerFailure(api, res, entry, p, body) {
+  const t = p.turn != null ? scenario.turns[p.turn] : null;
+  if (!t || !t.fail) return false;
+  if (t.fail === 'stall') {
+    log({ ...entry, api, kind: 'main', turn: p.turn, fail: 'stall' });
+    stall(api, res, body, { ...p, calls: [], text: p.text || 'Working on it' });
+    return true;
+  }
+  const f = failureBody(api, t.fail);
+  log({ ...entry, api, kind: 'main', turn: p.turn, fail: t.fail, status: f.status, response: f.body });
+  const s = JSON.stringify(f.body);
+  res.writeHead(f.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(s), ...f.headers });
+  res.end(s);
+  return true;
+}
+
 function handle(req, res, raw) {
   const url = new URL(req.url, 'http://127.0.0.1');
   let body = {};
@@ -443,6 +540,7 @@ function handle(req, res, raw) {
   try {
     if (req.method === 'POST' && url.pathname === '/v1/messages') {
       const p = plan('anthropic', body);
+      if (answerFailure('anthropic', res, entry, p, body)) return;
       const { ev, message, reported } = anthropicEvents(body, p);
       log({ ...entry, api: 'anthropic', kind: p.kind, turn: p.turn, tool_results: p.results, calls: p.calls, text: p.text, usage: reported, stream: !!body.stream });
       if (body.stream) sse(res, ev);
@@ -456,6 +554,7 @@ function handle(req, res, raw) {
     }
     if (req.method === 'POST' && /\/responses$/.test(url.pathname)) {
       const p = plan('openai', body);
+      if (answerFailure('openai', res, entry, p, body)) return;
       const { ev, reported } = openaiEvents(body, p);
       log({ ...entry, api: 'openai', kind: p.kind, turn: p.turn, tool_results: p.results, calls: p.calls, text: p.text, usage: reported, stream: body.stream !== false });
       sse(res, ev.map(([n, d]) => [n, d]));
@@ -469,7 +568,8 @@ function handle(req, res, raw) {
         json(res, 200, { totalTokens: 1000 });
         return;
       }
-      const p = plan('gemini', body);
+      const p = plan('gemini', { ...body, model });
+      if (answerFailure('gemini', res, entry, p, { ...body, model })) return;
       const { chunks, reported } = geminiChunks(model, p);
       const stream = gm[2] === 'streamGenerateContent';
       log({ ...entry, api: 'gemini', kind: p.kind, turn: p.turn, tool_results: p.results, calls: p.calls, text: p.text, usage: reported, stream });
@@ -517,6 +617,7 @@ server.listen(args.port, '127.0.0.1', () => {
 
 for (const sig of ['SIGTERM', 'SIGINT']) {
   process.on(sig, () => {
+    for (const r of stalled) r.destroy();
     server.close();
     target.close();
     process.exit(0);

@@ -1,0 +1,113 @@
+//! `top` as root: the kernel programs through `livecap::KernelWatch`, adapted
+//! to the live model's `KernelSource` (the library's `top` needs no part of
+//! the capture pipeline).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+
+use super::TopArgs;
+use agentsight::livecap::{KernelWatch, KernelWatchOptions};
+use agentsight::top::{KernelColumns, KernelSession, KernelSource};
+
+/// Loads the kernel programs. A failure is fatal only with `--record`
+/// (asked for explicitly); otherwise `top` says why once and runs without
+/// kernel columns (every snapshot then says `"kernel": false`).
+pub fn start(args: &TopArgs) -> Result<Option<Arc<KernelWatch>>> {
+    let mut opts = KernelWatchOptions::new(args.home.clone());
+    opts.record_to = args.record.clone();
+    match KernelWatch::start(&opts) {
+        Ok(w) => Ok(Some(Arc::new(w))),
+        Err(e) if args.record.is_some() => Err(e).context("loading the kernel programs"),
+        Err(e) => {
+            agentsight::sayln!(
+                "agentsight: warning: no kernel columns (loading the kernel programs failed: {e}); --no-kernel silences this"
+            );
+            Ok(None)
+        }
+    }
+}
+
+struct Source(Arc<KernelWatch>);
+
+impl KernelSource for Source {
+    fn sessions(&mut self) -> HashMap<String, KernelSession> {
+        match self.0.snapshot() {
+            Ok(s) => s
+                .sessions
+                .into_iter()
+                .map(|(id, c)| {
+                    let columns = KernelColumns {
+                        processes_alive: c.processes_alive,
+                        execs_per_s: c.execs_per_s,
+                        files_written: c.files_written,
+                        connections: c.connections,
+                        lost_events: c.lost_events,
+                        as_of_mono_ns: c.as_of_mono_ns,
+                    };
+                    (
+                        id,
+                        KernelSession {
+                            columns,
+                            process: c.process,
+                        },
+                    )
+                })
+                .collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "kernel snapshot failed");
+                HashMap::new()
+            }
+        }
+    }
+}
+
+pub fn source(w: &Arc<KernelWatch>) -> Box<dyn KernelSource> {
+    Box::new(Source(w.clone()))
+}
+
+/// Ends the watch: a `--record` capture is finished, bound and correlated;
+/// a temporary one is deleted.
+pub fn stop(w: Arc<KernelWatch>, args: &TopArgs) -> Result<()> {
+    let Ok(w) = Arc::try_unwrap(w) else {
+        anyhow::bail!("the kernel watch is still in use");
+    };
+    let stopped = w.stop().context("finishing the kernel watch")?;
+    if let Some(p) = stopped.kept.or(args.record.clone()) {
+        agentsight::sayln!("agentsight: capture kept in {}", p.display());
+    }
+    Ok(())
+}
+
+/// Per tool call, the processes and file/network activity the kernel
+/// attributed to it (detail pane), as lines.
+pub fn activity_lines(w: &KernelWatch, session_id: &str, last: usize) -> Vec<String> {
+    let reports = match w.activity(session_id, last) {
+        Ok(r) => r,
+        Err(e) => return vec![format!("kernel: {e}")],
+    };
+    let mut out = Vec::new();
+    for t in reports.iter().rev() {
+        out.push(format!(
+            "{}  {}  {}",
+            t.start.as_deref().unwrap_or("–"),
+            t.name,
+            t.command.as_deref().unwrap_or("")
+        ));
+        for a in &t.activity {
+            let what = a
+                .path
+                .clone()
+                .or_else(|| a.argv.as_ref().map(|v| v.join(" ")))
+                .or_else(|| {
+                    a.addr
+                        .as_ref()
+                        .map(|x| format!("{x}:{}", a.port.unwrap_or(0)))
+                })
+                .unwrap_or_default();
+            out.push(format!("    pid {} {} {:?} {}", a.pid, a.comm, a.op, what));
+        }
+    }
+    out
+}

@@ -1,0 +1,356 @@
+//! The full-screen UI (ratatui on crossterm). The terminal is restored on
+//! every way out: `q`, Ctrl-C, SIGINT, SIGTERM, an error and a panic.
+
+use std::io::Stdout;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use crossterm::event::{Event, KeyCode, KeyEventKind, KeyModifiers};
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use ratatui::layout::{Constraint, Layout};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::Line;
+use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row as TRow, Table, TableState};
+use tokio::sync::mpsc;
+
+use super::{age_text, clip, kernel_cells, state_word, tokens_text};
+use agentsight::livecap::KernelWatch;
+use agentsight::sessions::live::LiveState;
+use agentsight::sessions::{Provider, ToolStatus};
+use agentsight::top::{LiveTop, Snapshot, ToolLine};
+
+/// Leaves the alternate screen and raw mode (idempotent).
+fn restore() {
+    let _ = crossterm::terminal::disable_raw_mode();
+    let _ = crossterm::execute!(
+        std::io::stdout(),
+        crossterm::terminal::LeaveAlternateScreen,
+        crossterm::cursor::Show
+    );
+}
+
+/// Restores the terminal when dropped (normal exit, `?`, unwinding).
+struct TerminalGuard;
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        restore();
+    }
+}
+
+fn setup() -> Result<(TerminalGuard, Terminal<CrosstermBackend<Stdout>>)> {
+    let prev = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        restore();
+        prev(info);
+    }));
+    crossterm::terminal::enable_raw_mode().context("raw mode")?;
+    let guard = TerminalGuard;
+    crossterm::execute!(
+        std::io::stdout(),
+        crossterm::terminal::EnterAlternateScreen,
+        crossterm::cursor::Hide
+    )
+    .context("alternate screen")?;
+    let term = Terminal::new(CrosstermBackend::new(std::io::stdout())).context("terminal")?;
+    Ok((guard, term))
+}
+
+struct View {
+    snap: Snapshot,
+    selected: usize,
+    detail: Option<Detail>,
+    color: bool,
+    kernel: Option<Arc<KernelWatch>>,
+}
+
+struct Detail {
+    path: std::path::PathBuf,
+    title: String,
+    tools: Vec<ToolLine>,
+    /// As root: per tool call, what the kernel attributed to it.
+    kernel: Vec<String>,
+}
+
+enum Input {
+    Key(crossterm::event::KeyEvent),
+    Resize,
+}
+
+/// Reads terminal input on its own thread (crossterm's read blocks).
+fn spawn_input() -> mpsc::UnboundedReceiver<Input> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        while let Ok(ev) = crossterm::event::read() {
+            let msg = match ev {
+                Event::Key(k) if k.kind != KeyEventKind::Release => Input::Key(k),
+                Event::Resize(..) => Input::Resize,
+                _ => continue,
+            };
+            if tx.send(msg).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+const TOOLS_SHOWN: usize = 20;
+
+pub async fn run(
+    mut top: LiveTop,
+    mut signals: mpsc::UnboundedReceiver<nix::sys::signal::Signal>,
+    kernel: Option<Arc<KernelWatch>>,
+) -> Result<i32> {
+    let (_guard, mut term) = setup()?;
+    let mut input = spawn_input();
+    let mut view = View {
+        snap: top.snapshot(),
+        selected: 0,
+        detail: None,
+        color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        kernel,
+    };
+    loop {
+        term.draw(|f| draw(f, &view)).context("drawing")?;
+        tokio::select! {
+            // Every turn redraws (ages move each tick); the detail pane is
+            // re-read only when something besides the clock changed.
+            _ = top.step() => {
+                let s = top.snapshot();
+                let changed = !s.same_content(&view.snap);
+                view.snap = s;
+                if changed && let Some(d) = &view.detail {
+                    let path = d.path.clone();
+                    refresh_detail(&top, &mut view, path);
+                }
+            }
+            Some(inp) = input.recv() => {
+                if let Input::Key(k) = inp
+                    && !on_key(k, &mut top, &mut view)
+                {
+                    return Ok(0);
+                }
+            }
+            _ = signals.recv() => return Ok(0),
+        }
+        view.selected = view.selected.min(view.snap.rows.len().saturating_sub(1));
+    }
+}
+
+fn refresh_detail(top: &LiveTop, view: &mut View, path: std::path::PathBuf) {
+    let row = view.snap.rows.iter().find(|r| r.path == path);
+    let title = row
+        .map(|r| {
+            format!(
+                "{} {} — {}",
+                r.provider,
+                r.session_id,
+                r.title.as_deref().unwrap_or("")
+            )
+        })
+        .unwrap_or_else(|| path.display().to_string());
+    let kernel = match (&view.kernel, row) {
+        (Some(w), Some(r)) => super::kernel::activity_lines(w, &r.session_id, TOOLS_SHOWN),
+        _ => Vec::new(),
+    };
+    let tools = top.tool_calls(&path, TOOLS_SHOWN);
+    view.detail = Some(Detail {
+        path,
+        title,
+        tools,
+        kernel,
+    });
+}
+
+/// Handles one key; false means quit.
+fn on_key(k: crossterm::event::KeyEvent, top: &mut LiveTop, view: &mut View) -> bool {
+    let n = view.snap.rows.len();
+    match k.code {
+        KeyCode::Char('q') => return false,
+        KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => return false,
+        KeyCode::Down | KeyCode::Char('j') => view.selected = (view.selected + 1).min(n.max(1) - 1),
+        KeyCode::Up | KeyCode::Char('k') => view.selected = view.selected.saturating_sub(1),
+        KeyCode::Enter => {
+            if view.detail.is_some() {
+                view.detail = None;
+            } else if let Some(r) = view.snap.rows.get(view.selected) {
+                let p = r.path.clone();
+                refresh_detail(top, view, p);
+            }
+        }
+        KeyCode::Esc => view.detail = None,
+        KeyCode::Char('p') => {
+            let mut f = top.filter();
+            f.provider = next_provider(f.provider);
+            top.set_filter(f);
+            view.snap = top.snapshot();
+        }
+        KeyCode::Char('a') => {
+            let mut f = top.filter();
+            f.all = !f.all;
+            top.set_filter(f);
+            view.snap = top.snapshot();
+        }
+        _ => {}
+    }
+    true
+}
+
+fn next_provider(p: Option<Provider>) -> Option<Provider> {
+    match p {
+        None => Some(Provider::Claude),
+        Some(p) => {
+            let i = Provider::ALL.iter().position(|x| *x == p).unwrap_or(0);
+            Provider::ALL.get(i + 1).copied()
+        }
+    }
+}
+
+fn state_style(s: LiveState, color: bool) -> Style {
+    if !color {
+        return Style::default();
+    }
+    match s {
+        LiveState::Working => Style::default().fg(Color::Green),
+        LiveState::YourTurn => Style::default()
+            .fg(Color::Cyan)
+            .add_modifier(Modifier::BOLD),
+        LiveState::Stalled => Style::default().fg(Color::Yellow),
+        LiveState::RateLimited | LiveState::AuthRequired => {
+            Style::default().fg(Color::Red).add_modifier(Modifier::BOLD)
+        }
+        LiveState::Idle | LiveState::Unknown => Style::default().fg(Color::DarkGray),
+    }
+}
+
+fn header_line(v: &View) -> String {
+    let s = &v.snap;
+    format!(
+        "agentsight top — {} listed, {} idle, {} hidden{}{}",
+        s.rows.len(),
+        s.not_listed.idle,
+        s.not_listed.hidden,
+        match s.degraded {
+            Some(d) => format!(" — degraded: {d}"),
+            None => String::new(),
+        },
+        if s.kernel {
+            ""
+        } else {
+            " — no kernel columns (root loads them)"
+        }
+    )
+}
+
+fn draw(f: &mut ratatui::Frame, v: &View) {
+    let detail_h = if v.detail.is_some() { 16 } else { 0 };
+    let [head, body, detail, foot] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(3),
+        Constraint::Length(detail_h),
+        Constraint::Length(1),
+    ])
+    .areas(f.area());
+    f.render_widget(Paragraph::new(header_line(v)), head);
+    draw_table(f, v, body);
+    if let Some(d) = &v.detail {
+        draw_detail(f, d, detail);
+    }
+    f.render_widget(
+        Paragraph::new("↑/↓ j/k select  Enter detail  p provider  a all  q quit"),
+        foot,
+    );
+}
+
+fn draw_table(f: &mut ratatui::Frame, v: &View, area: ratatui::layout::Rect) {
+    let rows: Vec<TRow> = v
+        .snap
+        .rows
+        .iter()
+        .map(|r| {
+            let k = kernel_cells(r);
+            TRow::new(vec![
+                Cell::from(r.provider.as_str()),
+                Cell::from(state_word(r)).style(state_style(r.state, v.color)),
+                Cell::from(clip(r.title.as_deref().unwrap_or("–"), 40)),
+                Cell::from(clip(r.cwd.as_deref().unwrap_or("–"), 30)),
+                Cell::from(clip(r.model.as_deref().unwrap_or("–"), 20)),
+                Cell::from(age_text(r.age_s)),
+                Cell::from(tokens_text(r)),
+                Cell::from(k[0].clone()),
+                Cell::from(k[1].clone()),
+                Cell::from(k[2].clone()),
+                Cell::from(k[3].clone()),
+                Cell::from(k[4].clone()),
+            ])
+        })
+        .collect();
+    let widths = [
+        Constraint::Length(7),
+        Constraint::Length(13),
+        Constraint::Fill(3),
+        Constraint::Fill(2),
+        Constraint::Length(16),
+        Constraint::Length(5),
+        Constraint::Length(13),
+        Constraint::Length(5),
+        Constraint::Length(6),
+        Constraint::Length(5),
+        Constraint::Length(4),
+        Constraint::Length(4),
+    ];
+    let header = TRow::new(vec![
+        "AGENT",
+        "STATE",
+        "TITLE",
+        "CWD",
+        "MODEL",
+        "AGE",
+        "TOKENS IN/OUT",
+        "PROCS",
+        "EXEC/S",
+        "FILES",
+        "CONN",
+        "LOST",
+    ])
+    .style(Style::default().add_modifier(Modifier::BOLD));
+    let table = Table::new(rows, widths)
+        .header(header)
+        .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED));
+    let mut state = TableState::default().with_selected(Some(v.selected));
+    f.render_stateful_widget(table, area, &mut state);
+}
+
+fn draw_detail(f: &mut ratatui::Frame, d: &Detail, area: ratatui::layout::Rect) {
+    let lines: Vec<Line> = if !d.kernel.is_empty() {
+        d.kernel.iter().map(|l| Line::from(l.as_str())).collect()
+    } else if d.tools.is_empty() {
+        vec![Line::from("no tool calls in the transcript")]
+    } else {
+        d.tools
+            .iter()
+            .rev()
+            .map(|t| {
+                Line::from(format!(
+                    "{}  {:<12} {:<8} {}",
+                    t.start_ms
+                        .map(agentsight::sessions::format_ts)
+                        .unwrap_or_else(|| "–".into()),
+                    clip(&t.name, 12),
+                    match t.status {
+                        ToolStatus::Ok => "ok",
+                        ToolStatus::Failed => "failed",
+                        ToolStatus::Unknown => "…",
+                    },
+                    clip(t.summary.as_deref().unwrap_or(""), 100)
+                ))
+            })
+            .collect()
+    };
+    let block = Block::default()
+        .borders(Borders::TOP)
+        .title(format!("last tool calls: {}", clip(&d.title, 80)));
+    f.render_widget(Paragraph::new(lines).block(block), area);
+}

@@ -1,0 +1,602 @@
+//! The live model: one entry per transcript candidate, its tail facts and
+//! token totals, the desktop join, and the `Tracker` that turns them into
+//! states. Reading is incremental: a change re-reads the tail (≤ 128 KiB) and
+//! adds the tokens of the appended lines; a whole transcript is parsed only
+//! the first time a session is listed (its totals and first prompt).
+
+use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use jiff::Timestamp;
+use serde::Serialize;
+
+use super::{
+    Hidden, KernelSession, NotListed, Row, RowFilter, Snapshot, TitleSource, Tokens, TopError,
+    TopOptions,
+};
+use crate::sessions::discovery::{self, Candidate, DiscoveryOptions, ScanStats};
+use crate::sessions::live::{
+    self, HiddenReason, LiveInputs, LiveState, ProcessTruth, TailFacts, Thresholds, Tracker,
+};
+use crate::sessions::{Provider, TokenUsage};
+
+/// Idle sessions listed when all are asked for (the newest ones; the rest
+/// are counted): as many as `agentsight sessions` lists.
+const IDLE_LISTED: usize = discovery::MAX_LIST;
+/// Appended bytes read for token totals at once; a bigger jump re-parses.
+const APPEND_READ_MAX: u64 = 4 * 1024 * 1024;
+
+/// What a whole-transcript parse gave (once per listed session).
+#[derive(Debug, Clone, Default)]
+struct WholeFacts {
+    tokens: Option<Tokens>,
+    first_prompt: Option<String>,
+    cwd: Option<String>,
+    model: Option<String>,
+    /// Bytes of the file the token totals cover.
+    counted_upto: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    provider: Provider,
+    mtime_ms: i64,
+    size: u64,
+    /// `None` until the tail was read (old transcripts never are, unless listed).
+    facts: Option<TailFacts>,
+    whole: Option<WholeFacts>,
+    /// Codex/Gemini ids live in the file; read once.
+    header_id: Option<String>,
+}
+
+/// A tool call of the detail pane, from the transcript.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolLine {
+    pub name: String,
+    pub call_id: Option<String>,
+    /// `ok`, `failed` or `unknown` (no result recorded yet).
+    pub status: crate::sessions::ToolStatus,
+    /// The command, else the first path the call names.
+    pub summary: Option<String>,
+    /// Times of the call and of its result (epoch ms), as recorded.
+    pub start_ms: Option<i64>,
+    pub end_ms: Option<i64>,
+}
+
+/// The live model of every candidate transcript.
+pub struct LiveModel {
+    roots: Vec<(Provider, PathBuf)>,
+    desktop_dir: PathBuf,
+    thresholds: Thresholds,
+    entries: HashMap<PathBuf, Entry>,
+    tracker: Tracker,
+    desktop: live::desktop::DesktopIndex,
+    /// Claude Code's live registry (`~/.claude/sessions/<pid>.json`).
+    registry_dir: PathBuf,
+    registry: live::registry::Registry,
+    skipped_lines: u64,
+}
+
+fn ts_ms(ms: i64) -> Option<Timestamp> {
+    Timestamp::from_millisecond(ms).ok()
+}
+
+fn stat(path: &Path) -> Option<(i64, u64)> {
+    let m = std::fs::symlink_metadata(path).ok()?;
+    if !m.is_file() {
+        return None;
+    }
+    let mtime = m
+        .modified()
+        .map(crate::sessions::util::system_time_ms)
+        .unwrap_or(0);
+    Some((mtime, m.len()))
+}
+
+impl LiveModel {
+    /// Discovers every candidate (stat only) and reads the tails of those
+    /// recent enough to be anything but idle.
+    pub fn new(opts: &TopOptions) -> Result<Self, TopError> {
+        let home = discovery::read_home_of_owner(opts.home.as_deref())?;
+        let roots = DiscoveryOptions {
+            home: opts.home.clone(),
+            ..Default::default()
+        }
+        .roots()?;
+        let desktop_dir = opts
+            .desktop_dir
+            .clone()
+            .unwrap_or_else(|| live::desktop::default_user_data_dir(&home));
+        let mut m = LiveModel {
+            roots,
+            desktop_dir,
+            registry_dir: home.join(".claude/sessions"),
+            thresholds: opts.thresholds,
+            entries: HashMap::new(),
+            tracker: Tracker::new(Timestamp::now(), opts.thresholds),
+            desktop: Default::default(),
+            registry: Default::default(),
+            skipped_lines: 0,
+        };
+        m.reload_registry();
+        m.reload_desktop();
+        m.rescan();
+        Ok(m)
+    }
+
+    pub fn roots(&self) -> &[(Provider, PathBuf)] {
+        &self.roots
+    }
+
+    pub fn desktop_dir(&self) -> &Path {
+        &self.desktop_dir
+    }
+
+    pub fn registry_dir(&self) -> &Path {
+        &self.registry_dir
+    }
+
+    /// Re-reads Claude Code's live registry (process liveness, status).
+    pub fn reload_registry(&mut self) {
+        self.registry = live::registry::load(&self.registry_dir);
+    }
+
+    pub fn candidates(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Re-reads the desktop bookkeeping (a corrupt or missing store changes
+    /// nothing but the decoration).
+    pub fn reload_desktop(&mut self) {
+        self.desktop = live::desktop::load(&self.desktop_dir);
+    }
+
+    /// The provider of a path that has a transcript's shape under one of the
+    /// roots (the same layouts discovery scans).
+    pub fn transcript_provider(&self, path: &Path) -> Option<Provider> {
+        let name = path.file_name()?.to_str()?;
+        for (p, root) in &self.roots {
+            let Ok(rel) = path.strip_prefix(root) else {
+                continue;
+            };
+            let comps: Vec<&str> = rel.iter().filter_map(|c| c.to_str()).collect();
+            let ok = match p {
+                Provider::Claude => {
+                    comps.len() == 2 && name.ends_with(".jsonl") && !name.starts_with("agent-")
+                }
+                Provider::Codex => {
+                    comps.len() <= 4 && name.starts_with("rollout-") && name.ends_with(".jsonl")
+                }
+                Provider::Gemini => {
+                    comps.len() == 3
+                        && comps[1] == "chats"
+                        && name.starts_with("session-")
+                        && (name.ends_with(".json") || name.ends_with(".jsonl"))
+                }
+                Provider::Cursor => match comps.as_slice() {
+                    [_, "agent-transcripts", f] => f.ends_with(".jsonl"),
+                    [_, "agent-transcripts", d, f] => *f == format!("{d}.jsonl"),
+                    _ => false,
+                },
+            };
+            if ok {
+                return Some(*p);
+            }
+        }
+        None
+    }
+
+    /// Full stat-only scan: new and changed transcripts are read, vanished
+    /// ones dropped. Returns the number of transcripts that changed.
+    pub fn rescan(&mut self) -> usize {
+        let mut st = ScanStats::default();
+        let found: Vec<Candidate> = discovery::scan(&self.roots, &mut st);
+        let mut changed = 0;
+        let mut seen = std::collections::HashSet::with_capacity(found.len());
+        for c in found {
+            seen.insert(c.path.clone());
+            let same = self
+                .entries
+                .get(&c.path)
+                .is_some_and(|e| e.mtime_ms == c.updated_ms && e.size == c.size);
+            if !same {
+                changed += 1;
+                self.upsert(c.provider, &c.path, c.updated_ms, c.size);
+            }
+        }
+        let before = self.entries.len();
+        self.entries.retain(|p, _| seen.contains(p));
+        changed += before - self.entries.len();
+        self.tracker.prune(&|p: &Path| seen.contains(p));
+        changed
+    }
+
+    /// A file event on `path`: re-stat it and re-read its tail, or drop it.
+    /// Returns whether `path` is (or was) a transcript.
+    pub fn touch(&mut self, path: &Path) -> bool {
+        let Some(provider) = self.transcript_provider(path) else {
+            return false;
+        };
+        match stat(path) {
+            Some((mtime, size)) => {
+                let same = self
+                    .entries
+                    .get(path)
+                    .is_some_and(|e| e.mtime_ms == mtime && e.size == size && e.facts.is_some());
+                if !same {
+                    self.upsert(provider, path, mtime, size);
+                }
+            }
+            None => {
+                self.entries.remove(path);
+            }
+        }
+        true
+    }
+
+    fn upsert(&mut self, provider: Provider, path: &Path, mtime_ms: i64, size: u64) {
+        let e = self
+            .entries
+            .entry(path.to_path_buf())
+            .or_insert_with(|| Entry {
+                provider,
+                mtime_ms,
+                size,
+                facts: None,
+                whole: None,
+                header_id: None,
+            });
+        let grew_from = (e.size <= size).then_some(e.size);
+        e.mtime_ms = mtime_ms;
+        e.size = size;
+        let recent = self.recent(path, mtime_ms, provider);
+        let e = self.entries.get_mut(path).expect("inserted above");
+        if e.facts.is_some() || recent {
+            read_entry(
+                e,
+                path,
+                &self.thresholds,
+                &mut self.skipped_lines,
+                grew_from,
+            );
+        }
+    }
+
+    /// Recent enough that the state rules may say anything but idle: the
+    /// file or the desktop activity lies within the attention window.
+    fn recent(&self, path: &Path, mtime_ms: i64, provider: Provider) -> bool {
+        let window = self.thresholds.attention_window.as_millis() as i64;
+        let now = Timestamp::now().as_millisecond();
+        if now - mtime_ms <= window {
+            return true;
+        }
+        provider == Provider::Claude
+            && self
+                .desktop_entry(path)
+                .and_then(|d| d.last_activity_at)
+                .is_some_and(|t| now - t.as_millisecond() <= window)
+    }
+
+    fn desktop_entry(&self, path: &Path) -> Option<&live::desktop::DesktopEntry> {
+        let stem = path.file_stem()?.to_str()?;
+        self.desktop.get(stem)
+    }
+
+    /// The states of every candidate at `now`, filtered, sorted by urgency
+    /// then newest activity.
+    pub fn snapshot(
+        &mut self,
+        now: Timestamp,
+        filter: RowFilter,
+        kernel: Option<&HashMap<String, KernelSession>>,
+    ) -> Snapshot {
+        if filter.all {
+            self.read_newest_idle();
+        }
+        let mut not_listed = NotListed::default();
+        // Transcripts never read are old, so idle: counted without a row
+        // (the common case by far; a tick must stay cheap over 10,000).
+        let mut paths: Vec<PathBuf> = Vec::new();
+        for (path, e) in &self.entries {
+            if filter.provider.is_some_and(|p| p != e.provider) {
+                not_listed.other_provider += 1;
+            } else if e.facts.is_none() {
+                not_listed.idle += 1;
+            } else {
+                paths.push(path.clone());
+            }
+        }
+        let mut rows = Vec::new();
+        for path in paths {
+            let Some(row) = self.row(&path, now, kernel) else {
+                not_listed.idle += 1;
+                continue;
+            };
+            if row.hidden.is_some() && !filter.all {
+                not_listed.hidden += 1;
+            } else if row.state == LiveState::Idle && !filter.all {
+                not_listed.idle += 1;
+            } else {
+                rows.push(row);
+            }
+        }
+        rows.sort_by(|a, b| {
+            b.state
+                .urgency()
+                .cmp(&a.state.urgency())
+                .then_with(|| b.last_activity.cmp(&a.last_activity))
+                .then_with(|| a.path.cmp(&b.path))
+        });
+        Snapshot {
+            at: now.to_string(),
+            degraded: None,
+            degraded_reason: None,
+            watched_dirs: 0,
+            candidates: self.entries.len() as u64,
+            kernel: kernel.is_some(),
+            rows,
+            not_listed,
+            skipped_lines: self.skipped_lines,
+            desktop_skipped: self.desktop.skipped as u64,
+        }
+    }
+
+    /// With all rows asked for, the newest transcripts are read too (the
+    /// same [`IDLE_LISTED`] each time, so the cost stays bounded).
+    fn read_newest_idle(&mut self) {
+        let mut newest: Vec<(i64, PathBuf)> = self
+            .entries
+            .iter()
+            .map(|(p, e)| (e.mtime_ms, p.clone()))
+            .collect();
+        newest.sort_by(|a, b| b.cmp(a));
+        for (_, p) in newest.into_iter().take(IDLE_LISTED) {
+            if let Some(e) = self.entries.get_mut(&p)
+                && e.facts.is_none()
+            {
+                read_entry(e, &p, &self.thresholds, &mut self.skipped_lines, None);
+            }
+        }
+    }
+
+    /// One row; `None` for a transcript never read (old, so idle).
+    fn row(
+        &mut self,
+        path: &Path,
+        now: Timestamp,
+        kernel: Option<&HashMap<String, KernelSession>>,
+    ) -> Option<Row> {
+        let e = self.entries.get(path)?;
+        let facts = e.facts.as_ref()?;
+        let desk = if e.provider == Provider::Claude {
+            self.desktop_entry(path).cloned()
+        } else {
+            None
+        };
+        let session_id = session_id(e, path);
+        let ks = kernel.and_then(|k| k.get(&session_id)).copied();
+        let reg = (e.provider == Provider::Claude)
+            .then(|| self.registry.by_session.get(&session_id))
+            .flatten();
+        // The kernel's view of the tree beats the registry's pid check.
+        let process = match (ks, reg) {
+            (Some(k), _) => k.process,
+            (None, Some(r)) => r.process_truth(Path::new("/proc")),
+            (None, None) => ProcessTruth::Unknown,
+        };
+        let inputs = LiveInputs {
+            facts,
+            mtime: ts_ms(e.mtime_ms),
+            desktop_activity: desk.as_ref().and_then(|d| d.last_activity_at),
+            process,
+            registry_status: reg.and_then(|r| r.status.as_ref()),
+        };
+        let activity = live::activity_time(&inputs);
+        let state = self.tracker.classify(path, &inputs, now);
+        let whole = e.whole.clone().unwrap_or_default();
+        let cwd = facts
+            .cwd
+            .clone()
+            .or(whole.cwd)
+            .or_else(|| desk.as_ref().and_then(|d| d.cwd.clone()));
+        let first_prompt = facts.first_prompt.clone().or(whole.first_prompt);
+        let (title, title_source) =
+            match (desk.as_ref().and_then(|d| d.title.clone()), first_prompt) {
+                (Some(t), _) => (Some(t), TitleSource::Desktop),
+                (None, Some(p)) => (Some(p), TitleSource::FirstPrompt),
+                (None, None) => match &cwd {
+                    Some(c) => (Some(c.clone()), TitleSource::Cwd),
+                    None => (None, TitleSource::None),
+                },
+            };
+        let hidden = match facts.hidden {
+            Some(HiddenReason::CodexExec) => Some(Hidden::Exec),
+            Some(_) => Some(Hidden::Subagent),
+            None if desk.as_ref().is_some_and(|d| d.archived) => Some(Hidden::Archived),
+            None => None,
+        };
+        let resets_at = match &facts.signal {
+            Some(live::Signal::RateLimited { resets_at: Some(t) }) => Some(t.to_string()),
+            _ => None,
+        };
+        Some(Row {
+            provider: e.provider,
+            session_id,
+            state,
+            title,
+            title_source,
+            cwd,
+            model: facts
+                .model
+                .clone()
+                .or(whole.model)
+                .or_else(|| desk.as_ref().and_then(|d| d.model.clone())),
+            last_activity: activity.map(|t| t.to_string()),
+            age_s: activity.map(|t| (now.as_second() - t.as_second()).max(0) as u64),
+            tokens: whole.tokens,
+            hidden,
+            resets_at,
+            kernel: ks.map(|k| k.columns),
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The last tool calls of a session's transcript (detail pane): parsed
+    /// on demand for the one selected session.
+    pub fn tool_calls(&self, path: &Path, last: usize) -> Vec<ToolLine> {
+        let Some(e) = self.entries.get(path) else {
+            return Vec::new();
+        };
+        let Ok(s) = crate::sessions::parse_file(e.provider, path) else {
+            return Vec::new();
+        };
+        let skip = s.tools.len().saturating_sub(last);
+        s.tools
+            .iter()
+            .skip(skip)
+            .map(|t| ToolLine {
+                name: t.name.clone(),
+                call_id: t.call_id.clone(),
+                status: t.status,
+                summary: t
+                    .command
+                    .clone()
+                    .or_else(|| t.paths.first().map(|p| p.path.clone())),
+                start_ms: t.start_ms,
+                end_ms: t.end_ms,
+            })
+            .collect()
+    }
+}
+
+fn session_id(e: &Entry, path: &Path) -> String {
+    if let Some(id) = e.facts.as_ref().and_then(|f| f.session_id.clone()) {
+        return id;
+    }
+    if let Some(id) = &e.header_id {
+        return id.clone();
+    }
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Reads an entry's tail, and its token totals: from the tail when it
+/// covers the whole session (a small file, or cumulative totals as Codex
+/// writes them); else a whole parse the first time, then only the appended
+/// complete lines (`grew_from`: the old size when the file grew).
+fn read_entry(
+    e: &mut Entry,
+    path: &Path,
+    t: &Thresholds,
+    skipped: &mut u64,
+    grew_from: Option<u64>,
+) {
+    let facts = match live::read_tail(e.provider, path, t) {
+        Ok(f) => f,
+        Err(err) => {
+            tracing::debug!(path = %path.display(), error = %err, "tail unreadable");
+            return;
+        }
+    };
+    *skipped += u64::from(facts.skipped_lines);
+    let tail_whole = facts.tokens.whole_session;
+    let tail_tokens = tokens_of_totals(&facts.tokens);
+    e.facts = Some(facts);
+    if e.header_id.is_none() && matches!(e.provider, Provider::Codex | Provider::Gemini) {
+        e.header_id = discovery::candidate_id(&Candidate {
+            provider: e.provider,
+            path: path.to_path_buf(),
+            updated_ms: e.mtime_ms,
+            size: e.size,
+            empty_window: false,
+        });
+    }
+    let counted = match (&e.whole, grew_from) {
+        (Some(_), _) if tail_whole => true,
+        (Some(w), Some(old)) if old >= w.counted_upto => add_appended(e, path),
+        (Some(w), _) => w.counted_upto == e.size,
+        (None, _) => false,
+    };
+    if !counted {
+        e.whole = Some(whole_facts(e.provider, path, e.size));
+    }
+    if let Some(w) = e.whole.as_mut()
+        && tail_whole
+        && e.provider != Provider::Cursor
+    {
+        w.tokens = Some(tail_tokens);
+        w.counted_upto = e.size;
+    }
+}
+
+fn tokens_of(u: &TokenUsage) -> Tokens {
+    Tokens {
+        input: u.input + u.cache_read + u.cache_creation,
+        output: u.output,
+    }
+}
+
+fn tokens_of_totals(t: &live::TokenTotals) -> Tokens {
+    Tokens {
+        input: t.input + t.cache_read + t.cache_creation,
+        output: t.output,
+    }
+}
+
+fn whole_facts(provider: Provider, path: &Path, size: u64) -> WholeFacts {
+    match crate::sessions::parse_file(provider, path) {
+        Ok(s) => WholeFacts {
+            // Cursor transcripts carry no usage: unknown, not zero.
+            tokens: (provider != Provider::Cursor).then(|| tokens_of(&s.usage)),
+            first_prompt: s.prompts.first().map(|p| p.text.clone()).or(s.preview),
+            cwd: s.cwd,
+            model: s.models.last().cloned(),
+            counted_upto: size,
+        },
+        Err(err) => {
+            tracing::debug!(path = %path.display(), error = %err, "transcript unreadable");
+            WholeFacts::default()
+        }
+    }
+}
+
+/// Adds the tokens of the complete lines appended since the last count.
+/// Returns false when a whole parse is needed instead (the file shrank, or
+/// jumped by more than [`APPEND_READ_MAX`]).
+fn add_appended(e: &mut Entry, path: &Path) -> bool {
+    let size = e.size;
+    let provider = e.provider;
+    let Some(w) = e.whole.as_mut() else {
+        return false;
+    };
+    let Some(tokens) = w.tokens.as_mut() else {
+        w.counted_upto = size;
+        return true;
+    };
+    let from = w.counted_upto;
+    if size < from || size - from > APPEND_READ_MAX {
+        return false;
+    }
+    let Ok(mut f) = crate::safefs::open_regular(path, true) else {
+        return false;
+    };
+    let mut buf = Vec::new();
+    if f.seek(SeekFrom::Start(from)).is_err()
+        || f.by_ref().take(size - from).read_to_end(&mut buf).is_err()
+    {
+        return false;
+    }
+    let Some(end) = buf.iter().rposition(|b| *b == b'\n') else {
+        return true; // no complete line yet
+    };
+    buf.truncate(end + 1);
+    // The chunk starts on a line boundary: its first line is whole.
+    let facts = live::read_tail_bytes(provider, &buf, true);
+    let add = tokens_of_totals(&facts.tokens);
+    tokens.input += add.input;
+    tokens.output += add.output;
+    w.counted_upto = from + buf.len() as u64;
+    true
+}

@@ -1,0 +1,231 @@
+//! The full-screen `agentsight top` in a real terminal (tmux): the rows on
+//! screen, the detail pane, and the terminal restored (cooked mode, main
+//! screen) after `q`, SIGINT and SIGTERM.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime};
+
+use agentsight_tests::bin;
+
+const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/top");
+
+/// A private tmux server (its own socket), killed on drop.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn new(name: &str) -> Tmux {
+        Tmux {
+            socket: format!("agentsight-top-{name}-{}", std::process::id()),
+        }
+    }
+
+    fn cmd(&self) -> Command {
+        let mut c = Command::new("tmux");
+        c.args(["-L", &self.socket, "-f", "/dev/null"]);
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let out = self.cmd().args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Starts `top` in a 200×50 pane; when it ends the shell prints its exit
+    /// status and the terminal modes, then waits.
+    fn start_top(&self, home: &Path) {
+        let script = format!(
+            "'{}' top --no-kernel --home '{}'; echo TOP-EXIT=$?; stty -a | tr ' ' '\\n' | grep -x -e icanon -e -icanon -e echo -e -echo | tr '\\n' ' '; echo; sleep 600",
+            bin().display(),
+            home.display()
+        );
+        self.run(&[
+            "new-session",
+            "-d",
+            "-x",
+            "200",
+            "-y",
+            "50",
+            "-s",
+            "t",
+            "sh",
+            "-c",
+            &script,
+        ]);
+    }
+
+    fn screen(&self) -> String {
+        self.run(&["capture-pane", "-p", "-t", "t"])
+    }
+
+    fn wait_screen(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let end = Instant::now() + Duration::from_secs(10);
+        loop {
+            let s = self.screen();
+            if ok(&s) {
+                return s;
+            }
+            assert!(Instant::now() < end, "no {what} on screen:\n{s}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The pid of `top`: the only child of the pane's shell.
+    fn top_pid(&self) -> i32 {
+        let sh: u32 = self
+            .run(&["display-message", "-p", "-t", "t", "#{pane_pid}"])
+            .trim()
+            .parse()
+            .unwrap();
+        let kids = std::fs::read_to_string(format!("/proc/{sh}/task/{sh}/children")).unwrap();
+        kids.split_whitespace().next().unwrap().parse().unwrap()
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd().arg("kill-server").output();
+    }
+}
+
+fn fill_time(text: &str, now: i64) -> String {
+    // The same placeholders as tests/top.rs, enough for the screen test.
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find('@') {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i + 1..];
+        let j = tail.find('@').unwrap();
+        let key = &tail[..j];
+        let n = |p: &str| key.strip_prefix(p).and_then(|n| n.parse::<i64>().ok());
+        if let Some(s) = n("T-") {
+            out.push_str(
+                &jiff::Timestamp::from_second(now - s)
+                    .unwrap()
+                    .strftime("%Y-%m-%dT%H:%M:%S.000Z")
+                    .to_string(),
+            );
+        } else if let Some(s) = n("MS-") {
+            out.push_str(&((now - s) * 1000).to_string());
+        } else if let Some(s) = n("U+") {
+            out.push_str(&(now + s).to_string());
+        } else {
+            panic!("placeholder {key}");
+        }
+        rest = &tail[j + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn copy_tree(from: &Path, to: &Path, now: i64) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dst, now);
+        } else {
+            let text = std::fs::read_to_string(e.path()).unwrap();
+            std::fs::write(&dst, fill_time(&text, now)).unwrap();
+        }
+    }
+}
+
+fn home(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("agentsight-toptui-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    copy_tree(&Path::new(FIXTURE).join("home"), &dir, now);
+    dir
+}
+
+fn rows_shown(s: &str) -> bool {
+    s.contains("Checkout test fix")
+        && s.contains("rate-limited")
+        && s.contains("your turn")
+        && s.contains("Add a dark mode toggle")
+}
+
+/// The shell's line after top: exit status 0 and cooked mode back.
+fn assert_restored(t: &Tmux) {
+    // The modes line follows the status line ("icanon" or "-icanon").
+    let s = t.wait_screen("the shell after top", |s| {
+        s.contains("TOP-EXIT=") && s.contains("icanon")
+    });
+    assert!(s.contains("TOP-EXIT=0"), "{s}");
+    assert!(
+        s.contains("icanon echo") && !s.contains("-icanon") && !s.contains("-echo"),
+        "terminal left in raw mode:\n{s}"
+    );
+    // The main screen is back: the table is gone with the alternate screen.
+    assert!(!s.contains("AGENT"), "{s}");
+}
+
+#[test]
+fn shows_rows_and_detail_and_quits_on_q() {
+    let h = home("q");
+    let t = Tmux::new("q");
+    t.start_top(&h);
+    let s = t.wait_screen("rows", rows_shown);
+    // Unprivileged: kernel columns are dashes.
+    assert!(s.contains("no kernel columns"), "{s}");
+    let line = s.lines().find(|l| l.contains("Checkout test fix")).unwrap();
+    assert!(line.contains("your turn") && line.contains("–"), "{line}");
+    // Select the Claude row with the tool call and open it: the fourth row
+    // (the Cursor transcript's clock is its mtime, just now, so it sorts
+    // first among the "your turn" rows).
+    t.run(&["send-keys", "-t", "t", "j", "j", "j", "Enter"]);
+    let s = t.wait_screen("the detail pane", |s| s.contains("last tool calls:"));
+    assert!(s.contains("Bash"), "{s}");
+    assert!(s.contains("npm test -- checkout"), "{s}");
+    t.run(&["send-keys", "-t", "t", "q"]);
+    assert_restored(&t);
+}
+
+#[test]
+fn terminal_is_restored_after_sigint() {
+    let h = home("int");
+    let t = Tmux::new("int");
+    t.start_top(&h);
+    t.wait_screen("rows", rows_shown);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(t.top_pid()),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    assert_restored(&t);
+}
+
+#[test]
+fn terminal_is_restored_after_sigterm() {
+    let h = home("term");
+    let t = Tmux::new("term");
+    t.start_top(&h);
+    t.wait_screen("rows", rows_shown);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(t.top_pid()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert_restored(&t);
+}
+
+#[test]
+fn ctrl_c_quits_too() {
+    let h = home("ctrlc");
+    let t = Tmux::new("ctrlc");
+    t.start_top(&h);
+    t.wait_screen("rows", rows_shown);
+    t.run(&["send-keys", "-t", "t", "C-c"]);
+    assert_restored(&t);
+}
