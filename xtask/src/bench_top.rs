@@ -146,7 +146,13 @@ fn quantile(v: &[Duration], q: f64) -> Duration {
 
 fn top_cmd(bin: &Path, home: &Path, polling: bool, args: &[&str]) -> Command {
     let mut c = Command::new(bin);
-    c.arg("top").args(args).arg("--home").arg(home);
+    // Transcript states only: the cost targets are without kernel
+    // programs (as root, top would otherwise load them).
+    c.arg("top")
+        .args(args)
+        .arg("--no-kernel")
+        .arg("--home")
+        .arg(home);
     if polling {
         c.arg("--polling");
     }
