@@ -241,7 +241,7 @@ fn stream_figures(
     let first = rx
         .recv_timeout(Duration::from_secs(30))
         .context("no first snapshot within 30 s")?;
-    let mut out_tokens = live_output(&first.1).context("the live session is not listed")?;
+    let base_tokens = live_output(&first.1).context("the live session is not listed")?;
     let mut lat = Vec::with_capacity(APPENDS);
     for i in 0..APPENDS {
         std::thread::sleep(APPEND_GAP);
@@ -250,7 +250,7 @@ fn stream_figures(
         let tag = if polling { "p" } else { "i" };
         f.write_all((assistant_line(tag, i) + "\n").as_bytes())?;
         drop(f);
-        out_tokens += 1;
+        let out_tokens = base_tokens + i as u64 + 1;
         let end = t + Duration::from_secs(10);
         loop {
             let Some(left) = end.checked_duration_since(Instant::now()) else {
