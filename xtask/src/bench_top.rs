@@ -146,7 +146,13 @@ fn quantile(v: &[Duration], q: f64) -> Duration {
 
 fn top_cmd(bin: &Path, home: &Path, polling: bool, args: &[&str]) -> Command {
     let mut c = Command::new(bin);
-    c.arg("top").args(args).arg("--home").arg(home);
+    // Transcript states only: the cost targets are without kernel
+    // programs (as root, top would otherwise load them).
+    c.arg("top")
+        .args(args)
+        .arg("--no-kernel")
+        .arg("--home")
+        .arg(home);
     if polling {
         c.arg("--polling");
     }
@@ -237,13 +243,14 @@ fn stream_figures(
         .context("no first snapshot within 30 s")?;
     let base_tokens = live_output(&first.1).context("the live session is not listed")?;
     let mut lat = Vec::with_capacity(APPENDS);
-    for (i, out_tokens) in (0..APPENDS).zip(base_tokens + 1..) {
+    for i in 0..APPENDS {
         std::thread::sleep(APPEND_GAP);
         let mut f = std::fs::OpenOptions::new().append(true).open(live)?;
         let t = Instant::now();
         let tag = if polling { "p" } else { "i" };
         f.write_all((assistant_line(tag, i) + "\n").as_bytes())?;
         drop(f);
+        let out_tokens = base_tokens + i as u64 + 1;
         let end = t + Duration::from_secs(10);
         loop {
             let Some(left) = end.checked_duration_since(Instant::now()) else {
