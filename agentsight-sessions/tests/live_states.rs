@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use agentsight_sessions::Provider;
 use agentsight_sessions::live::{
-    HiddenReason, LiveInputs, LiveState, ProcessTruth, Signal, TailFacts, Thresholds, TokenTotals,
-    Tracker, TurnStatus, WaitReason, read_tail, read_tail_bytes, registry,
+    HiddenReason, LiveInputs, LiveState, ProcessTruth, ResponseEnds, Signal, TailFacts, Thresholds,
+    TokenTotals, Tracker, TurnStatus, WaitReason, read_tail, read_tail_bytes, registry,
 };
 use jiff::{SignedDuration, Timestamp};
 
@@ -163,6 +163,12 @@ fn claude_tail_identity_tokens_and_first_prompt() {
                 cache_read: 25000,
                 cache_creation: 1200,
                 whole_session: true,
+            },
+            // The first and last responses, each counted once, so a caller
+            // adding appended chunks can tell a response split across them.
+            response_ends: ResponseEnds {
+                first: Some(("msg_01A".into(), usage(4, 61, 12000, 900))),
+                last: Some(("msg_01C".into(), usage(8, 40, 13000, 300))),
             },
             skipped_lines: 0,
         }
@@ -379,6 +385,8 @@ fn gemini_jsonl_legacy_json_and_subagent_facts() {
                 cache_creation: 0,
                 whole_session: true
             },
+            // Gemini totals are per message, replayed: no response ends.
+            response_ends: ResponseEnds::default(),
             skipped_lines: 0,
         }
     );
@@ -1067,4 +1075,15 @@ fn a_tail_without_turn_records_widens_up_to_4_mib() {
         (far.turn, far.last_activity, far.skipped_lines),
         (TurnStatus::Unknown, None, 0)
     );
+}
+
+/// A response's usage as `ResponseEnds` carries it.
+fn usage(input: u64, output: u64, cache_read: u64, cache_creation: u64) -> TokenTotals {
+    TokenTotals {
+        input,
+        output,
+        cache_read,
+        cache_creation,
+        whole_session: false,
+    }
 }

@@ -138,6 +138,8 @@ const INTERRUPT_PREFIX: &str = "[Request interrupted by user";
 #[derive(Default)]
 struct State {
     usage: HashMap<String, (u64, Usage)>,
+    /// Response ids in the order first seen.
+    order: Vec<String>,
     no_id_usage: TokenTotals,
 }
 
@@ -152,13 +154,26 @@ pub(super) fn read(lines: &[&str], begin: bool, facts: &mut TailFacts) {
     }
     let mut tokens = st.no_id_usage;
     for (_, u) in st.usage.values() {
-        tokens.input += u.input_tokens.0;
-        tokens.output += u.output_tokens.0;
-        tokens.cache_creation += u.cache_creation_input_tokens.0;
-        tokens.cache_read += u.cache_read_input_tokens.0;
+        add_usage(&mut tokens, u);
     }
     tokens.whole_session = begin;
     facts.tokens = tokens;
+    let end = |id: Option<&String>| {
+        let id = id?;
+        let (_, u) = st.usage.get(id)?;
+        let mut t = TokenTotals::default();
+        add_usage(&mut t, u);
+        Some((id.clone(), t))
+    };
+    facts.response_ends.first = end(st.order.first());
+    facts.response_ends.last = end(st.order.last());
+}
+
+fn add_usage(t: &mut TokenTotals, u: &Usage) {
+    t.input += u.input_tokens.0;
+    t.output += u.output_tokens.0;
+    t.cache_creation += u.cache_creation_input_tokens.0;
+    t.cache_read += u.cache_read_input_tokens.0;
 }
 
 fn one_line(raw: &str, l: Line, begin: bool, facts: &mut TailFacts, st: &mut State) {
@@ -301,6 +316,9 @@ fn count_usage(msg: &Message, st: &mut State) {
         // One response is split over several lines with the same id: keep
         // the largest (final) count once.
         Some(id) => {
+            if !st.usage.contains_key(id) {
+                st.order.push(id.to_string());
+            }
             let slot = st
                 .usage
                 .entry(id.to_string())
@@ -309,13 +327,7 @@ fn count_usage(msg: &Message, st: &mut State) {
                 *slot = (total, u);
             }
         }
-        None => {
-            let t = &mut st.no_id_usage;
-            t.input += u.input_tokens.0;
-            t.output += u.output_tokens.0;
-            t.cache_creation += u.cache_creation_input_tokens.0;
-            t.cache_read += u.cache_read_input_tokens.0;
-        }
+        None => add_usage(&mut st.no_id_usage, &u),
     }
 }
 

@@ -276,6 +276,10 @@ pub struct TailFacts {
     pub signal: Option<Signal>,
     pub hidden: Option<HiddenReason>,
     pub tokens: TokenTotals,
+    /// Claude Code: the tail's first and last response (`message.id`) with
+    /// the usage counted for each, so a caller that adds appended chunks can
+    /// count a response whose lines straddle two chunks once.
+    pub response_ends: ResponseEnds,
     /// Lines that could not be read (not JSON, invalid UTF-8, too big, an
     /// unknown shape): counted, never fatal.
     pub skipped_lines: u32,
@@ -295,9 +299,19 @@ impl TailFacts {
             signal: None,
             hidden: None,
             tokens: TokenTotals::default(),
+            response_ends: ResponseEnds::default(),
             skipped_lines: 0,
         }
     }
+}
+
+/// The first and the last response of a tail, by file order, each with the
+/// usage counted for it (its largest count). Empty for providers whose
+/// totals are cumulative or per line.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ResponseEnds {
+    pub first: Option<(String, TokenTotals)>,
+    pub last: Option<(String, TokenTotals)>,
 }
 
 /// What the caller knows of the session's processes (registry pid, the

@@ -325,8 +325,9 @@ pub fn main() -> i32 {
 fn run(cli: Cli) -> Result<i32> {
     // Only `record` needs root. Under sudo every other command runs wholly
     // as the invoking user, so it reads and writes only what they could.
-    // `top` keeps root only to load the kernel programs (KernelWatch reads
-    // transcripts and creates files as the caller, as record does).
+    // `top` keeps root only for its recorder's thread (KernelWatch creates
+    // files as the caller, as record does); `top` itself reads as the caller
+    // (cli::top::run).
     let keeps_root = match &cli.command {
         Cmd::Record(_) => true,
         Cmd::Top(a) => a.wants_kernel(),

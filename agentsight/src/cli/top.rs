@@ -118,6 +118,21 @@ pub fn run(args: &TopArgs) -> Result<i32> {
     } else {
         None
     };
+    // Root is for the recorder's thread alone (loading, adoption, /proc
+    // evidence). Everything top itself reads — transcripts, the desktop
+    // store, the registry, the live capture — is read as the invoking user,
+    // as every other command does; without a recorder, root is dropped.
+    let _as_user = match &watch {
+        Some(_) => agentsight::privileges::AsUser::maybe(
+            agentsight::privileges::FileCreds::invoking_user().as_ref(),
+        )
+        .context("reading as the invoking user")?,
+        None => {
+            agentsight::privileges::drop_to_invoking_user()
+                .context("dropping to the invoking user")?;
+            None
+        }
+    };
     let code = rt.block_on(async {
         let source = watch.as_ref().map(kernel::source);
         let mut top = LiveTop::start(&opts, source).context("top")?;

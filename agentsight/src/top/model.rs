@@ -36,6 +36,9 @@ struct WholeFacts {
     model: Option<String>,
     /// Bytes of the file the token totals cover.
     counted_upto: u64,
+    /// Claude: the last response counted (id, usage), so an appended chunk
+    /// that continues it counts it once.
+    last_response: Option<(String, live::TokenTotals)>,
 }
 
 #[derive(Debug, Clone)]
@@ -503,6 +506,8 @@ fn read_entry(
     *skipped += u64::from(facts.skipped_lines);
     let tail_whole = facts.tokens.whole_session;
     let tail_tokens = tokens_of_totals(&facts.tokens);
+    // The tail ends where the file ends: its last response is the file's.
+    let tail_last_response = facts.response_ends.last.clone();
     e.facts = Some(facts);
     if e.header_id.is_none() && matches!(e.provider, Provider::Codex | Provider::Gemini) {
         e.header_id = discovery::candidate_id(&Candidate {
@@ -520,7 +525,10 @@ fn read_entry(
         (None, _) => false,
     };
     if !counted {
-        e.whole = Some(whole_facts(e.provider, path, e.size));
+        e.whole = Some(WholeFacts {
+            last_response: tail_last_response,
+            ..whole_facts(e.provider, path, e.size)
+        });
     }
     if let Some(w) = e.whole.as_mut()
         && tail_whole
@@ -528,6 +536,7 @@ fn read_entry(
     {
         w.tokens = Some(tail_tokens);
         w.counted_upto = e.size;
+        w.last_response = e.facts.as_ref().and_then(|f| f.response_ends.last.clone());
     }
 }
 
@@ -554,6 +563,7 @@ fn whole_facts(provider: Provider, path: &Path, size: u64) -> WholeFacts {
             cwd: s.cwd,
             model: s.models.last().cloned(),
             counted_upto: size,
+            last_response: None,
         },
         Err(err) => {
             tracing::debug!(path = %path.display(), error = %err, "transcript unreadable");
@@ -594,9 +604,156 @@ fn add_appended(e: &mut Entry, path: &Path) -> bool {
     buf.truncate(end + 1);
     // The chunk starts on a line boundary: its first line is whole.
     let facts = live::read_tail_bytes(provider, &buf, true);
-    let add = tokens_of_totals(&facts.tokens);
+    let mut add = facts.tokens;
+    let ends = &facts.response_ends;
+    if let (Some((prev_id, prev)), Some((id, now))) = (&w.last_response, &ends.first)
+        && prev_id == id
+    {
+        // The chunk continues the response counted last: it counts once,
+        // with its largest count (as a whole parse does), not twice.
+        let keep_prev = total(prev) > total(now);
+        let counted_twice = if keep_prev { now } else { prev };
+        add.input = add.input.saturating_sub(counted_twice.input);
+        add.output = add.output.saturating_sub(counted_twice.output);
+        add.cache_read = add.cache_read.saturating_sub(counted_twice.cache_read);
+        add.cache_creation = add
+            .cache_creation
+            .saturating_sub(counted_twice.cache_creation);
+    }
+    if let Some((id, now)) = &ends.last {
+        let kept_prev = match (&w.last_response, &ends.first) {
+            (Some((prev_id, prev)), Some((first_id, _))) if prev_id == id && first_id == id => {
+                (total(prev) > total(now)).then_some(*prev)
+            }
+            _ => None,
+        };
+        w.last_response = Some((id.clone(), kept_prev.unwrap_or(*now)));
+    }
+    let add = tokens_of_totals(&add);
     tokens.input += add.input;
     tokens.output += add.output;
     w.counted_upto = from + buf.len() as u64;
     true
+}
+
+/// All tokens of one response's usage (how "its largest count" is judged).
+fn total(t: &live::TokenTotals) -> u64 {
+    t.input + t.output + t.cache_read + t.cache_creation
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write as _;
+
+    const ID: &str = "5f0c1e2a-7b3d-4c8e-9a10-2b4c6d8e0f77";
+
+    fn user_line(text: &str) -> String {
+        serde_json::json!({
+            "type": "user", "uuid": "u1", "sessionId": ID, "cwd": "/w",
+            "timestamp": jiff::Timestamp::now().to_string(),
+            "message": {"role": "user", "content": text},
+        })
+        .to_string()
+    }
+
+    fn assistant_line(
+        uuid: &str,
+        msg: &str,
+        usage: [u64; 4],
+        content: serde_json::Value,
+    ) -> String {
+        serde_json::json!({
+            "type": "assistant", "uuid": uuid, "sessionId": ID, "cwd": "/w",
+            "timestamp": jiff::Timestamp::now().to_string(),
+            "message": {
+                "id": msg, "role": "assistant", "model": "claude-opus-4-6",
+                "stop_reason": null, "content": [content],
+                "usage": {
+                    "input_tokens": usage[0], "output_tokens": usage[1],
+                    "cache_read_input_tokens": usage[2],
+                    "cache_creation_input_tokens": usage[3],
+                },
+            },
+        })
+        .to_string()
+    }
+
+    fn tokens(m: &mut LiveModel) -> Option<Tokens> {
+        let snap = m.snapshot(Timestamp::now(), RowFilter::default(), None);
+        assert_eq!(snap.rows.len(), 1, "{:?}", snap.rows);
+        snap.rows[0].tokens
+    }
+
+    /// A response whose lines arrive in two appends (text, then its tool
+    /// call, both carrying the usage) counts once, as a whole parse does —
+    /// also when the transcript is past the tail, so appends are added.
+    #[test]
+    fn a_response_split_across_two_appends_counts_once() {
+        let home = tempfile::tempdir().unwrap();
+        let dir = home.path().join(".claude/projects/-w");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{ID}.jsonl"));
+        // A 200 KB prompt: the file is past the 128 KiB tail from the start.
+        let mut f = std::fs::File::create(&path).unwrap();
+        writeln!(f, "{}", user_line(&"x".repeat(200_000))).unwrap();
+        let text = serde_json::json!({"type": "text", "text": "looking"});
+        writeln!(
+            f,
+            "{}",
+            assistant_line("a1", "msg_A", [10, 2, 100, 5], text)
+        )
+        .unwrap();
+        f.flush().unwrap();
+        let opts = TopOptions {
+            home: Some(home.path().to_path_buf()),
+            ..Default::default()
+        };
+        let mut m = LiveModel::new(&opts).unwrap();
+        assert_eq!(
+            tokens(&mut m),
+            Some(Tokens {
+                input: 115,
+                output: 2
+            })
+        );
+        // The same response's tool call, with its final usage.
+        let call = serde_json::json!({"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}});
+        writeln!(
+            f,
+            "{}",
+            assistant_line("a2", "msg_A", [10, 50, 100, 5], call)
+        )
+        .unwrap();
+        f.flush().unwrap();
+        assert!(m.touch(&path));
+        assert_eq!(
+            tokens(&mut m),
+            Some(Tokens {
+                input: 115,
+                output: 50
+            })
+        );
+        // A new response adds its own.
+        let text = serde_json::json!({"type": "text", "text": "done"});
+        writeln!(f, "{}", assistant_line("a3", "msg_B", [3, 7, 0, 0], text)).unwrap();
+        f.flush().unwrap();
+        assert!(m.touch(&path));
+        assert_eq!(
+            tokens(&mut m),
+            Some(Tokens {
+                input: 118,
+                output: 57
+            })
+        );
+        // A whole parse of the final file agrees.
+        let whole = whole_facts(Provider::Claude, &path, 0).tokens;
+        assert_eq!(
+            whole,
+            Some(Tokens {
+                input: 118,
+                output: 57
+            })
+        );
+    }
 }

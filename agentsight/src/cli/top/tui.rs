@@ -323,9 +323,17 @@ fn draw_table(f: &mut ratatui::Frame, v: &View, area: ratatui::layout::Rect) {
     f.render_stateful_widget(table, area, &mut state);
 }
 
+/// Characters of one detail line kept (the pane cuts what does not fit).
+const DETAIL_WIDTH: usize = 400;
+
 fn draw_detail(f: &mut ratatui::Frame, d: &Detail, area: ratatui::layout::Rect) {
     let lines: Vec<Line> = if !d.kernel.is_empty() {
-        d.kernel.iter().map(|l| Line::from(l.as_str())).collect()
+        // Tool names, commands, paths and argv come from the agent: control
+        // characters (terminal escapes) never reach the terminal.
+        d.kernel
+            .iter()
+            .map(|l| Line::from(clip(l, DETAIL_WIDTH)))
+            .collect()
     } else if d.tools.is_empty() {
         vec![Line::from("no tool calls in the transcript")]
     } else {

@@ -226,10 +226,19 @@ fn parents_first(spans: Vec<Span>) -> Vec<Span> {
     order.into_iter().filter_map(|i| slots[i].take()).collect()
 }
 
-/// Earliest start and latest end of `spans`.
+/// Earliest start and latest end of `spans`, over known times only (0 is
+/// "the source gave no time", never 1970).
 fn span_range(spans: &[Span]) -> (u64, u64) {
-    let lo = spans.iter().map(|s| s.start_time_unix_nano).min();
-    let hi = spans.iter().map(|s| s.end_time_unix_nano).max();
+    let lo = spans
+        .iter()
+        .map(|s| s.start_time_unix_nano)
+        .filter(|&t| t != 0)
+        .min();
+    let hi = spans
+        .iter()
+        .map(|s| s.end_time_unix_nano)
+        .filter(|&t| t != 0)
+        .max();
     (lo.unwrap_or(0), hi.unwrap_or(0))
 }
 
@@ -306,12 +315,13 @@ fn root_span(t: &mut Trace, run: &SessionRun) {
             }
         })
         .collect::<Vec<_>>();
-    let child_times = (!t.spans.is_empty()).then(|| span_range(&t.spans));
-    let start = [child_times.map(|r| r.0), s.start_ms.map(ms_to_ns)]
+    let (lo, hi) = span_range(&t.spans);
+    let known = |ns: u64| (ns != 0).then_some(ns);
+    let start = [known(lo), s.start_ms.map(ms_to_ns)]
         .into_iter()
         .flatten()
         .min();
-    let end = [child_times.map(|r| r.1), s.end_ms.map(ms_to_ns)]
+    let end = [known(hi), s.end_ms.map(ms_to_ns)]
         .into_iter()
         .flatten()
         .max();
@@ -319,8 +329,25 @@ fn root_span(t: &mut Trace, run: &SessionRun) {
     let start_ns = start.unwrap_or(0);
     for e in &mut events {
         if e.time_unix_nano == 0 {
-            e.time_unix_nano = start_ns; // a prompt with no time: at the start
+            // A prompt with no time: placed at the start, and said so.
+            e.time_unix_nano = start_ns;
+            let mut ea = Attrs(std::mem::take(&mut e.attributes));
+            ea.bool("agentsight.time.unknown", true);
+            e.attributes = ea.0;
         }
+    }
+    // Children whose source gave no time sit at the session's start (they
+    // say so with `agentsight.time.unknown`), never at the epoch.
+    for sp in &mut t.spans {
+        if sp.start_time_unix_nano == 0 {
+            sp.start_time_unix_nano = start_ns;
+        }
+        if sp.end_time_unix_nano == 0 {
+            sp.end_time_unix_nano = sp.start_time_unix_nano;
+        }
+    }
+    if start.is_none() {
+        a.bool("agentsight.time.unknown", true);
     }
     t.add(SpanSpec {
         key: "invoke_agent".into(),
@@ -401,6 +428,9 @@ fn chat_span(
     if t.opts.capture_content && !r.text.is_empty() {
         a.str("gen_ai.output.messages", messages("assistant", &r.text));
     }
+    if r.ts_ms.is_none() {
+        a.bool("agentsight.time.unknown", true);
+    }
     let end = r.ts_ms.unwrap_or(0);
     t.add(SpanSpec {
         key: format!("chat:{index}"),
@@ -410,7 +440,8 @@ fn chat_span(
             None => "chat".into(),
         },
         kind: SpanKind::Client,
-        start_ns: ms_to_ns(times.before(end)),
+        // No time: 0 until the root places it at the session's start.
+        start_ns: r.ts_ms.map_or(0, |e| ms_to_ns(times.before(e))),
         end_ns: ms_to_ns(end),
         attrs: a,
         events: Vec::new(),
@@ -475,6 +506,9 @@ fn tool_span(
         a.bool("agentsight.time.end_unknown", true);
     }
     let start = tool.start_ms.or(tool.end_ms).unwrap_or(0);
+    if tool.start_ms.is_none() && tool.end_ms.is_none() {
+        a.bool("agentsight.time.unknown", true);
+    }
     let id = span_id(&t.id, key);
     let acts: Vec<&Activity> = activity.iter().collect();
     let events = process_spans(t, &id, key, &acts, |a| {
@@ -569,13 +603,20 @@ pub(super) fn process_span(
         }
         up = procs.procs[q].parent;
     }
-    let exe = p
-        .argv
-        .first()
-        .map(|a| a.rsplit('/').next().unwrap_or(a).to_owned())
-        .filter(|a| !a.is_empty())
-        .or_else(|| p.comm.clone())
-        .unwrap_or_else(|| "process".into());
+    // The kernel's comm (the executable's file name) by default: argv[0] is
+    // whatever the caller chose (`exec -a`, a process title) and is content.
+    let argv0 = || {
+        p.argv
+            .first()
+            .map(|a| a.rsplit('/').next().unwrap_or(a).to_owned())
+            .filter(|a| !a.is_empty())
+    };
+    let exe = if t.opts.capture_content {
+        argv0().or_else(|| p.comm.clone())
+    } else {
+        p.comm.clone().filter(|c| !c.is_empty())
+    }
+    .unwrap_or_else(|| "process".into());
     let mut a = Attrs::default();
     a.str("process.executable.name", exe.clone())
         .int("process.pid", p.pid.into());
@@ -849,6 +890,21 @@ mod tests {
         ];
         let order: Vec<u8> = parents_first(spans).iter().map(|s| s.span_id[0]).collect();
         assert_eq!(order, vec![1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn untimed_spans_never_widen_the_range_to_the_epoch() {
+        let sp = |start, end| Span {
+            start_time_unix_nano: start,
+            end_time_unix_nano: end,
+            ..Default::default()
+        };
+        assert_eq!(
+            span_range(&[sp(0, 0), sp(5_000, 9_000), sp(7_000, 8_000)]),
+            (5_000, 9_000)
+        );
+        // Nothing timed: 0, "unknown", which the root never takes as a time.
+        assert_eq!(span_range(&[sp(0, 0)]), (0, 0));
     }
 
     #[test]
