@@ -1183,3 +1183,40 @@ fn copy_file_range_sendfile_and_splice_bytes_are_counted() {
     assert_eq!(io(&db2, "by-cat"), (10_000, 0));
     assert_eq!(io(&db2, "src"), (0, 10_000));
 }
+
+/// `sudo agentsight top --home <root's home>`: top keeps root only for its
+/// recorder's thread; everything it reads, it reads as the caller, so a
+/// root-only home shows nothing of its sessions — with and without the
+/// kernel programs.
+#[test]
+fn sudo_top_never_shows_a_root_only_home() {
+    require_root();
+    let dir = scratch("top-rootonly");
+    let home = root_only(&dir);
+    let proj = home.join(".claude/projects/-tmp");
+    std::fs::create_dir_all(&proj).unwrap();
+    let now = std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%S.000Z"])
+        .output()
+        .unwrap();
+    let now = String::from_utf8(now.stdout).unwrap();
+    let line = format!(
+        "{{\"type\":\"user\",\"uuid\":\"00000000-0000-4000-8000-000000000001\",\"parentUuid\":null,\"cwd\":\"/tmp\",\"sessionId\":\"{SID}\",\"timestamp\":\"{}\",\"message\":{{\"role\":\"user\",\"content\":\"{SECRET}\"}}}}\n",
+        now.trim()
+    );
+    std::fs::write(proj.join(format!("{SID}.jsonl")), line).unwrap();
+    let home_s = home.display().to_string();
+    for extra in [&["--no-kernel"][..], &[][..]] {
+        let mut args = vec!["top", "--once", "--json", "--home", &home_s];
+        args.extend_from_slice(extra);
+        let (out, _) = run_within(as_sudo(&dir, &args), Duration::from_secs(60));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !stdout.contains(SECRET) && !stderr(&out).contains(SECRET),
+            "{extra:?}: root's session leaked: {stdout}"
+        );
+        assert!(!stdout.contains(SID), "{extra:?}: {stdout}");
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", stderr(&out));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -218,6 +218,7 @@ fn once_json_lists_states_titles_and_hides_what_it_should() {
     assert_eq!(rows(&v), default_rows(), "{v:#}");
     assert_eq!(v["degraded"], Value::Null);
     assert_eq!(v["kernel"], false);
+    assert_eq!(v["kernel_error"], Value::Null);
     assert_eq!(v["candidates"], 11);
     assert_eq!(v["not_listed"]["idle"], 2);
     assert_eq!(v["not_listed"]["hidden"], 2);

@@ -244,6 +244,7 @@ fn start_top(
         .expect("top printed nothing");
     let v: Value = serde_json::from_str(&first).unwrap();
     assert_eq!(v["kernel"], true, "kernel programs not loaded: {first}");
+    assert_eq!(v["kernel_error"], Value::Null, "{first}");
     (top, rx)
 }
 

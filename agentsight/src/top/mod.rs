@@ -104,7 +104,9 @@ pub struct KernelSession {
 /// Live kernel facts per session id (the CLI adapts `KernelWatch` to it, so
 /// this module needs no part of the capture pipeline).
 pub trait KernelSource: Send {
-    fn sessions(&mut self) -> HashMap<String, KernelSession>;
+    /// The bound sessions' columns now; an error (the recording died) is
+    /// shown, never taken for "nothing measured".
+    fn sessions(&mut self) -> Result<HashMap<String, KernelSession>, String>;
 }
 
 /// Why a row is hidden by default.
@@ -187,6 +189,9 @@ pub struct Snapshot {
     pub candidates: u64,
     /// Kernel columns are measured (root with kernel programs loaded).
     pub kernel: bool,
+    /// Why kernel columns stopped being measured although they were asked
+    /// for (the live recording failed); `null` otherwise.
+    pub kernel_error: Option<String>,
     pub rows: Vec<Row>,
     pub not_listed: NotListed,
     /// Transcript lines that could not be parsed in the tails read so far

@@ -338,6 +338,7 @@ impl LiveModel {
             watched_dirs: 0,
             candidates: self.entries.len() as u64,
             kernel: kernel.is_some(),
+            kernel_error: None,
             rows,
             not_listed,
             skipped_lines: self.skipped_lines,

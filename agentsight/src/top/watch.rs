@@ -39,6 +39,7 @@ pub struct LiveTop {
     degraded: Option<String>,
     kernel: Option<Box<dyn KernelSource>>,
     kernel_now: Option<HashMap<String, KernelSession>>,
+    kernel_error: Option<String>,
     tick: Interval,
     poll: Interval,
     last: Option<Snapshot>,
@@ -68,6 +69,7 @@ impl LiveTop {
             degraded: None,
             kernel,
             kernel_now: None,
+            kernel_error: None,
             tick: interval(opts.tick),
             poll: interval(opts.poll_interval),
             last: None,
@@ -92,7 +94,7 @@ impl LiveTop {
                 Err(e) => top.degrade(format!("inotify unavailable: {e}")),
             }
         }
-        top.kernel_now = top.kernel.as_mut().map(|k| k.sessions());
+        top.refresh_kernel();
         Ok(top)
     }
 
@@ -114,6 +116,23 @@ impl LiveTop {
     }
 
     /// The snapshot now (also the baseline `next_change` compares against).
+    /// New kernel columns; a failed recording clears them and says why.
+    fn refresh_kernel(&mut self) {
+        let Some(k) = self.kernel.as_mut() else {
+            return;
+        };
+        match k.sessions() {
+            Ok(m) => {
+                self.kernel_now = Some(m);
+                self.kernel_error = None;
+            }
+            Err(e) => {
+                self.kernel_now = None;
+                self.kernel_error = Some(e);
+            }
+        }
+    }
+
     pub fn snapshot(&mut self) -> Snapshot {
         let s = self.build();
         self.last = Some(s.clone());
@@ -128,6 +147,7 @@ impl LiveTop {
             s.degraded = Some("polling");
             s.degraded_reason = Some(reason.clone());
         }
+        s.kernel_error = self.kernel_error.clone();
         s.watched_dirs = if self.degraded.is_some() {
             0
         } else {
@@ -167,9 +187,7 @@ impl LiveTop {
                 self.model.rescan();
             }
             _ = self.tick.tick() => {
-                if let Some(k) = self.kernel.as_mut() {
-                    self.kernel_now = Some(k.sessions());
-                }
+                self.refresh_kernel();
             }
         }
     }

@@ -32,9 +32,9 @@ pub fn start(args: &TopArgs) -> Result<Option<Arc<KernelWatch>>> {
 struct Source(Arc<KernelWatch>);
 
 impl KernelSource for Source {
-    fn sessions(&mut self) -> HashMap<String, KernelSession> {
+    fn sessions(&mut self) -> Result<HashMap<String, KernelSession>, String> {
         match self.0.snapshot() {
-            Ok(s) => s
+            Ok(s) => Ok(s
                 .sessions
                 .into_iter()
                 .map(|(id, c)| {
@@ -54,10 +54,10 @@ impl KernelSource for Source {
                         },
                     )
                 })
-                .collect(),
+                .collect()),
             Err(e) => {
                 tracing::warn!(error = %e, "kernel snapshot failed");
-                HashMap::new()
+                Err(format!("the live recording failed: {e}"))
             }
         }
     }

@@ -236,10 +236,12 @@ fn header_line(v: &View) -> String {
             Some(d) => format!(" — degraded: {d}"),
             None => String::new(),
         },
-        if s.kernel {
-            ""
+        if let Some(e) = &s.kernel_error {
+            format!(" — no kernel columns: {}", clip(e, 120))
+        } else if s.kernel {
+            String::new()
         } else {
-            " — no kernel columns (root loads them)"
+            " — no kernel columns (root loads them)".into()
         }
     )
 }
