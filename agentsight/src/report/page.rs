@@ -165,7 +165,23 @@ fn facts_section(m: &RunModel) -> String {
     if let Some(r) = &f.end_reason {
         row("ended", esc(r));
     }
-    row("complete", if f.complete { "yes" } else { "NO" }.into());
+    // "Complete" as every export says it: the recorder finished and nothing
+    // was lost (the OTLP root's `agentsight.capture.complete`).
+    let l = &m.loss;
+    let nothing_lost = l.lost == 0 && l.missing == 0 && l.not_stored == 0;
+    row(
+        "complete",
+        if f.complete && nothing_lost {
+            "yes"
+        } else {
+            "NO"
+        }
+        .into(),
+    );
+    row(
+        "recorder finished",
+        if f.complete { "yes" } else { "NO" }.into(),
+    );
     row("events", m.events.to_string());
     row("processes", m.processes.len().to_string());
     row("sessions", m.sessions.len().to_string());

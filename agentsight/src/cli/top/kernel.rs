@@ -101,9 +101,10 @@ pub fn activity_lines(w: &KernelWatch, session_id: &str, last: usize) -> Vec<Str
                 .clone()
                 .or_else(|| a.argv.as_ref().map(|v| v.join(" ")))
                 .or_else(|| {
-                    a.addr
-                        .as_ref()
-                        .map(|x| format!("{x}:{}", a.port.unwrap_or(0)))
+                    a.addr.as_ref().map(|x| match a.port {
+                        Some(p) => format!("{x}:{p}"),
+                        None => format!("{x}:?"),
+                    })
                 })
                 .unwrap_or_default();
             out.push(format!("    pid {} {} {:?} {}", a.pid, a.comm, a.op, what));

@@ -715,8 +715,18 @@ pub(super) fn activity_event(t: &Trace, act: &Activity, with_pid: bool) -> Event
             }
         }
         Op::Exec => {
-            if let Some(code) = act.exit_code {
-                a.int("process.exit.code", code);
+            // correlate's exit code follows the shell (128 + signal for a
+            // killed process); a killed process has no exit code of its own.
+            let procs = &t.model.view.procs;
+            let p = procs.by_id.get(&act.process_id).map(|&i| &procs.procs[i]);
+            match p.map_or((act.exit_code, None), |p| (p.exit_code, p.signal)) {
+                (Some(code), _) => {
+                    a.int("process.exit.code", code);
+                }
+                (None, Some(sig)) => {
+                    a.int("agentsight.process.signal", sig);
+                }
+                (None, None) => {}
             }
             if t.opts.capture_content
                 && let Some(argv) = &act.argv
