@@ -149,13 +149,30 @@ fn check_session_trace(run: &Run, db: &Path, summary: &Value) {
         })
         .expect("the session's trace");
     let root = spans.iter().find(|s| s["parent_span_id"] == "").unwrap();
+    let input = check_root(root, (agent, provider), &id, &s);
+    let chats = check_chats(spans, root, &s, input);
+    let tool_spans = check_tool_spans(spans, root, &c, &s);
+    let un = check_unattributed(spans, root, &c);
+    // Nothing else in the trace.
+    let counted = 1
+        + chats
+        + tool_spans
+            .iter()
+            .map(|t| subtree(spans, t).len())
+            .sum::<usize>()
+        + subtree(spans, un).len();
+    assert_eq!(counted, spans.len(), "spans of trace {trace}");
+}
+
+/// The root span's attributes; returns the session's input tokens (§3).
+fn check_root(root: &Value, (agent, provider): (&str, &str), id: &str, s: &Value) -> i64 {
     assert_eq!(root["name"], format!("invoke_agent {agent}"));
     assert_eq!(root["kind"], "SPAN_KIND_INTERNAL");
     let a = &root["attributes"];
     assert_eq!(a["gen_ai.operation.name"], "invoke_agent");
     assert_eq!(a["gen_ai.provider.name"], provider);
     assert_eq!(a["gen_ai.agent.name"], agent);
-    assert_eq!(a["agentsight.session.id"], id.as_str());
+    assert_eq!(a["agentsight.session.id"], id);
     assert_eq!(
         a.get("gen_ai.conversation.id").unwrap_or(&Value::Null),
         &s["conversation_id"],
@@ -183,8 +200,12 @@ fn check_session_trace(run: &Run, db: &Path, summary: &Value) {
         n(&a["gen_ai.usage.reasoning.output_tokens"]),
         n(&u["reasoning"])
     );
+    input
+}
 
-    // One chat span per model response, under the root, summing to the totals.
+/// One chat span per model response, under the root, summing to the
+/// totals; returns their number.
+fn check_chats(spans: &[Value], root: &Value, s: &Value, input: i64) -> usize {
     let chats: Vec<&Value> = spans
         .iter()
         .filter(|s| s["attributes"]["gen_ai.operation.name"] == "chat")
@@ -215,9 +236,12 @@ fn check_session_trace(run: &Run, db: &Path, summary: &Value) {
         chat_input, input,
         "chat spans add up to the session's usage"
     );
+    chats.len()
+}
 
-    // One execute_tool span per call; its subtree holds exactly the call's
-    // attributed activity, one CLI span per process started for it.
+/// One execute_tool span per call; its subtree holds exactly the call's
+/// attributed activity, one CLI span per process started for it.
+fn check_tool_spans<'a>(spans: &'a [Value], root: &Value, c: &Value, s: &Value) -> Vec<&'a Value> {
     let tools: Vec<&Value> = c["prompts"]
         .as_array()
         .unwrap()
@@ -295,7 +319,11 @@ fn check_session_trace(run: &Run, db: &Path, summary: &Value) {
             );
         }
     }
-    // The unattributed rest, under one span.
+    tool_spans
+}
+
+/// The unattributed rest, under one span.
+fn check_unattributed<'a>(spans: &'a [Value], root: &Value, c: &Value) -> &'a Value {
     let un: Vec<&Value> = spans
         .iter()
         .filter(|s| s["name"] == "agentsight.unattributed")
@@ -308,15 +336,7 @@ fn check_session_trace(run: &Run, db: &Path, summary: &Value) {
         unclaimed
     );
     assert_eq!(event_count(&subtree(spans, un[0])), unclaimed);
-    // Nothing else in the trace.
-    let counted = 1
-        + chats.len()
-        + tool_spans
-            .iter()
-            .map(|t| subtree(spans, t).len())
-            .sum::<usize>()
-        + subtree(spans, un[0]).len();
-    assert_eq!(counted, spans.len(), "spans of trace {trace}");
+    un[0]
 }
 
 /// A loopback receiver (tests/otlp/receiver.py) answering `statuses`.
