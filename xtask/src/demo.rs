@@ -12,6 +12,7 @@
 //! its call returned (late). The demo checks that correlate found exactly
 //! these, so `cargo xtask demo` fails if the main job breaks.
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 use std::process::Command;
 
@@ -116,7 +117,12 @@ pub fn run(root: &Path) -> Result<()> {
     let user = std::env::var("SUDO_USER").unwrap_or_else(|_| "nobody".into());
     let scratch = std::env::temp_dir().join(format!("agentsight-demo-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
-    std::fs::create_dir_all(&scratch)?;
+    // A new directory, never an existing one (or a link someone planted in
+    // /tmp under a guessable name): creation fails instead of following it.
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&scratch)
+        .with_context(|| format!("creating {}", scratch.display()))?;
     let (home, work) = (scratch.join("home"), scratch.join("work"));
     for d in [&scratch, &home, &work] {
         crate::run(Command::new("install").args(["-d", "-o", &user]).arg(d))?;
