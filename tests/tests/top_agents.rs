@@ -129,8 +129,11 @@ fn assert_row_is(run: &Run, row: &Value) {
     assert_eq!(row["session_id"].as_str(), session_id(run).as_deref());
 }
 
-/// A normal scenario whose first call runs `sleep 8`: working while it
-/// runs, your turn once the CLI finished its answer.
+/// A normal scenario whose first answer takes 4 s and whose first call runs
+/// `sleep 8`: working while the CLI waits on the model (and, for Claude
+/// Code and Codex, while the call runs — Gemini CLI 0.61 records a call only
+/// once it finished, so its transcript reads "your turn" meanwhile; see
+/// docs/live-states.md), your turn once the CLI finished its answer.
 fn working_then_your_turn(agent: Agent) {
     require_root();
     let run = Run::prepare(agent, "slow");

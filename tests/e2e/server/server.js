@@ -511,6 +511,15 @@ function stall(api, res, body, p) {
   stalled.push(res);
 }
 
+// A turn with `"delay_ms"` is answered that much later (the model "thinks"):
+// the CLI has written its prompt and waits, which a live view must show as
+// working. Other requests are answered at once.
+function delayed(p, answer) {
+  const t = p.turn != null ? scenario.turns[p.turn] : null;
+  if (t && t.delay_ms && p.kind === 'main') setTimeout(answer, t.delay_ms);
+  else answer();
+}
+
 // Answers a request whose turn fails; true if it did.
 function answerFailure(api, res, entry, p, body) {
   const t = p.turn != null ? scenario.turns[p.turn] : null;
@@ -543,8 +552,7 @@ function handle(req, res, raw) {
       if (answerFailure('anthropic', res, entry, p, body)) return;
       const { ev, message, reported } = anthropicEvents(body, p);
       log({ ...entry, api: 'anthropic', kind: p.kind, turn: p.turn, tool_results: p.results, calls: p.calls, text: p.text, usage: reported, stream: !!body.stream });
-      if (body.stream) sse(res, ev);
-      else json(res, 200, message);
+      delayed(p, () => (body.stream ? sse(res, ev) : json(res, 200, message)));
       return;
     }
     if (req.method === 'POST' && url.pathname === '/v1/messages/count_tokens') {
@@ -557,7 +565,7 @@ function handle(req, res, raw) {
       if (answerFailure('openai', res, entry, p, body)) return;
       const { ev, reported } = openaiEvents(body, p);
       log({ ...entry, api: 'openai', kind: p.kind, turn: p.turn, tool_results: p.results, calls: p.calls, text: p.text, usage: reported, stream: body.stream !== false });
-      sse(res, ev.map(([n, d]) => [n, d]));
+      delayed(p, () => sse(res, ev.map(([n, d]) => [n, d])));
       return;
     }
     const gm = url.pathname.match(/\/models\/([^/:]+):(streamGenerateContent|generateContent|countTokens)$/);
@@ -573,16 +581,18 @@ function handle(req, res, raw) {
       const { chunks, reported } = geminiChunks(model, p);
       const stream = gm[2] === 'streamGenerateContent';
       log({ ...entry, api: 'gemini', kind: p.kind, turn: p.turn, tool_results: p.results, calls: p.calls, text: p.text, usage: reported, stream });
-      if (!stream) {
-        // A non-streamed answer is the chunks merged into one candidate.
-        const parts = chunks.flatMap((c) => c.candidates[0].content.parts);
-        const last = chunks[chunks.length - 1];
-        json(res, 200, { ...last, candidates: [{ ...last.candidates[0], content: { role: 'model', parts } }] });
-      } else if (url.searchParams.get('alt') === 'sse') {
-        sse(res, chunks.map((c) => [null, c]));
-      } else {
-        json(res, 200, chunks);
-      }
+      delayed(p, () => {
+        if (!stream) {
+          // A non-streamed answer is the chunks merged into one candidate.
+          const parts = chunks.flatMap((c) => c.candidates[0].content.parts);
+          const last = chunks[chunks.length - 1];
+          json(res, 200, { ...last, candidates: [{ ...last.candidates[0], content: { role: 'model', parts } }] });
+        } else if (url.searchParams.get('alt') === 'sse') {
+          sse(res, chunks.map((c) => [null, c]));
+        } else {
+          json(res, 200, chunks);
+        }
+      });
       return;
     }
     log({ ...entry, api: null, kind: 'unhandled' });
