@@ -258,6 +258,22 @@ pub fn clip(s: &str, n: usize) -> String {
     t
 }
 
+/// The columns of a row, as the full screen and `--plain` head them.
+pub const COLUMNS: [&str; 12] = [
+    "AGENT",
+    "STATE",
+    "TITLE",
+    "CWD",
+    "MODEL",
+    "AGE",
+    "TOKENS IN/OUT",
+    "PROCS",
+    "EXEC/S",
+    "FILES",
+    "CONN",
+    "LOST",
+];
+
 /// A header line and one line per row (`--plain`).
 fn plain(s: &Snapshot) -> String {
     let mut out = format!(
@@ -271,20 +287,9 @@ fn plain(s: &Snapshot) -> String {
             None => String::new(),
         }
     );
+    let [a, st, ti, cw, mo, ag, to, pr, ex, fi, co, lo] = COLUMNS;
     out.push_str(&format!(
-        "{:<7} {:<13} {:<30} {:<24} {:<18} {:>5} {:>13} {:>5} {:>7} {:>5} {:>5} {:>5}\n",
-        "AGENT",
-        "STATE",
-        "TITLE",
-        "CWD",
-        "MODEL",
-        "AGE",
-        "TOKENS IN/OUT",
-        "PROCS",
-        "EXEC/S",
-        "FILES",
-        "CONN",
-        "LOST"
+        "{a:<7} {st:<13} {ti:<30} {cw:<24} {mo:<18} {ag:>5} {to:>13} {pr:>5} {ex:>7} {fi:>5} {co:>5} {lo:>5}\n"
     ));
     for r in &s.rows {
         let k = kernel_cells(r);

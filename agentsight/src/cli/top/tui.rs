@@ -303,21 +303,8 @@ fn draw_table(f: &mut ratatui::Frame, v: &View, area: ratatui::layout::Rect) {
         Constraint::Length(4),
         Constraint::Length(4),
     ];
-    let header = TRow::new(vec![
-        "AGENT",
-        "STATE",
-        "TITLE",
-        "CWD",
-        "MODEL",
-        "AGE",
-        "TOKENS IN/OUT",
-        "PROCS",
-        "EXEC/S",
-        "FILES",
-        "CONN",
-        "LOST",
-    ])
-    .style(Style::default().add_modifier(Modifier::BOLD));
+    let header =
+        TRow::new(super::COLUMNS.to_vec()).style(Style::default().add_modifier(Modifier::BOLD));
     let table = Table::new(rows, widths)
         .header(header)
         .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED));
