@@ -115,7 +115,6 @@ impl LiveTop {
         self.model.tool_calls(path, last)
     }
 
-    /// The snapshot now (also the baseline `next_change` compares against).
     /// New kernel columns; a failed recording clears them and says why.
     fn refresh_kernel(&mut self) {
         let Some(k) = self.kernel.as_mut() else {
@@ -133,6 +132,7 @@ impl LiveTop {
         }
     }
 
+    /// The snapshot now (also the baseline `next_change` compares against).
     pub fn snapshot(&mut self) -> Snapshot {
         let s = self.build();
         self.last = Some(s.clone());
