@@ -145,7 +145,7 @@ pub fn actual_tool(v: &Value) -> Tool {
 
 /// The session id from the CLI's own files, read without agentsight.
 pub fn native_session_id(agent: Agent, run: &Run) -> (String, String) {
-    let files = transcript_files(agent, run);
+    let files = run.transcripts();
     assert_eq!(files.len(), 1, "one transcript expected, found {files:?}");
     let f = &files[0];
     let first: Value =
@@ -157,30 +157,6 @@ pub fn native_session_id(agent: Agent, run: &Run) -> (String, String) {
         Agent::Gemini => first["sessionId"].as_str().unwrap().to_string(),
     };
     (id, fs::read_to_string(f).unwrap())
-}
-
-pub fn transcript_files(agent: Agent, run: &Run) -> Vec<std::path::PathBuf> {
-    let (root, ext) = match agent {
-        Agent::Claude => (run.home.join(".claude/projects"), "jsonl"),
-        Agent::Codex => (run.home.join(".codex/sessions"), "jsonl"),
-        Agent::Gemini => (run.home.join(".gemini/tmp"), "jsonl"),
-    };
-    let mut out = Vec::new();
-    let mut stack = vec![root];
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = fs::read_dir(&d) else { continue };
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == ext)
-                && (agent != Agent::Gemini || p.to_string_lossy().contains("/chats/session-"))
-            {
-                out.push(p);
-            }
-        }
-    }
-    out
 }
 
 /// Token totals the server reported, by each provider's accounting rules
@@ -784,7 +760,7 @@ pub fn assert_session_bound_by_transcript(run: &Run, id: &str, c: &Value, ctx: &
 
     // The CLI's process tree is bound to the session it wrote, by its own
     // writes to the transcript.
-    let transcripts = transcript_files(agent, run);
+    let transcripts = run.transcripts();
     let bindings = c["bindings"].as_array().unwrap();
     assert_eq!(bindings.len(), 1, "one binding: {ctx}");
     let b = &bindings[0];

@@ -607,9 +607,24 @@ pub(crate) const BENCH_HOME_BYTES: u64 = MIN_TOTAL_BYTES + MIN_TOTAL_BYTES / 4 +
 
 fn bench(bin: &Path, base: &Path) -> Result<()> {
     let home = base.join("home");
+    let (mut gens, big) = build_and_describe_home(&home)?;
+    let list = measure_list(bin, &home)?;
+    let show = measure_show(bin, &home, &big, &mut gens)?;
+    print_agentsight(bin, &list, &show, &big);
+    let ccusage = compare_with_ccusage(bin, base)?;
+    // Speed on the full data: ccusage over all Claude + Codex transcripts
+    // versus agentsight's measured parse rate over the same bytes.
+    if let Some(cc) = &ccusage {
+        ccusage_on_the_full_home(cc, &home, &gens, &big, show.big_rate);
+    }
+    Ok(())
+}
+
+/// Builds the bench home and prints what it holds.
+fn build_and_describe_home(home: &Path) -> Result<(Vec<Gen>, Gen)> {
     println!("building synthetic home in {} …", home.display());
     let t = Instant::now();
-    let (mut gens, big) = build_bench_home(&home)?;
+    let (gens, big) = build_bench_home(home)?;
     let total_bytes: u64 = gens.iter().map(|g| g.bytes).sum::<u64>() + big.bytes;
     let files = gens.len() + 1;
     println!(
@@ -627,11 +642,22 @@ fn bench(bin: &Path, base: &Path) -> Result<()> {
     if total_bytes < MIN_TOTAL_BYTES {
         bail!("generated only {:.2} GB", mb(total_bytes) / 1e3);
     }
+    Ok((gens, big))
+}
 
-    // List: cold (page cache dropped when permitted) and warm.
+/// `sessions --json` over the bench home: cold (page cache dropped when
+/// permitted) and warm (median of 7).
+struct ListTimes {
+    cold: Duration,
+    warm: Duration,
+    dropped: bool,
+    rows: usize,
+}
+
+fn measure_list(bin: &Path, home: &Path) -> Result<ListTimes> {
     let list = || {
         let mut c = Command::new(bin);
-        c.args(["sessions", "--json", "--home"]).arg(&home);
+        c.args(["sessions", "--json", "--home"]).arg(home);
         c
     };
     let dropped = drop_caches();
@@ -643,12 +669,30 @@ fn bench(bin: &Path, base: &Path) -> Result<()> {
             .map(|_| timed(&mut list()).map(|x| x.0))
             .collect::<Result<Vec<_>>>()?,
     );
+    Ok(ListTimes {
+        cold,
+        warm,
+        dropped,
+        rows: n_rows,
+    })
+}
 
-    // Show of the 200 MB transcript.
+/// `session show` of the 200 MB transcript (median of 3), and over a
+/// sample of ordinary sessions (which includes process start and id
+/// lookup, so it understates pure parsing).
+struct ShowTimes {
+    big: Duration,
+    big_rate: f64,
+    sample: usize,
+    sample_bytes: u64,
+    sample_time: Duration,
+}
+
+fn measure_show(bin: &Path, home: &Path, big: &Gen, gens: &mut [Gen]) -> Result<ShowTimes> {
     let show = || {
         let mut c = Command::new(bin);
         c.args(["session", "show", &big.id, "--json", "--home"])
-            .arg(&home);
+            .arg(home);
         c
     };
     let _ = timed(&mut show())?;
@@ -672,43 +716,57 @@ fn bench(bin: &Path, base: &Path) -> Result<()> {
         let (el, _) = timed(
             Command::new(bin)
                 .args(["session", "show", &g.id, "--json", "--home"])
-                .arg(&home),
+                .arg(home),
         )?;
         sb += g.bytes;
         st += el;
     }
+    Ok(ShowTimes {
+        big: show_t,
+        big_rate,
+        sample: sample.len(),
+        sample_bytes: sb,
+        sample_time: st,
+    })
+}
 
+fn print_agentsight(bin: &Path, list: &ListTimes, show: &ShowTimes, big: &Gen) {
     println!("\nagentsight (release: {})", bin.display());
     println!(
-        "  sessions list, cold{}: {}   (target ≤ 1500 ms; {n_rows} rows)",
-        if dropped {
+        "  sessions list, cold{}: {}   (target ≤ 1500 ms; {} rows)",
+        if list.dropped {
             ""
         } else {
             " (page cache NOT dropped: not root)"
         },
-        ms(cold)
+        ms(list.cold),
+        list.rows
     );
     println!(
         "  sessions list, warm (median of 7): {}   (target ≤ 150 ms)",
-        ms(warm)
+        ms(list.warm)
     );
     println!(
         "  session show, {:.0} MB Claude transcript (median of 3): {}  → {:.0} MB/s   (target ≥ 300 MB/s)",
         mb(big.bytes),
-        ms(show_t),
-        big_rate
+        ms(show.big),
+        show.big_rate
     );
-    if !sample.is_empty() {
+    if show.sample > 0 {
         println!(
             "  session show over {} sessions of 1–3 MB: {:.0} MB in {} → {:.0} MB/s incl. process start + lookup",
-            sample.len(),
-            mb(sb),
-            ms(st),
-            mb(sb) / st.as_secs_f64()
+            show.sample,
+            mb(show.sample_bytes),
+            ms(show.sample_time),
+            mb(show.sample_bytes) / show.sample_time.as_secs_f64()
         );
     }
+}
 
-    // ccusage comparison on a Claude + Codex home built the same way.
+/// Token totals of agentsight, ccusage and the generator's truth on a
+/// Claude + Codex home built the same way; returns ccusage when it could be
+/// installed.
+fn compare_with_ccusage(bin: &Path, base: &Path) -> Result<Option<PathBuf>> {
     println!(
         "\nccusage comparison ({CMP_PER_PROVIDER} Claude + {CMP_PER_PROVIDER} Codex sessions)"
     );
@@ -785,30 +843,29 @@ fn bench(bin: &Path, base: &Path) -> Result<()> {
             println!("    WARNING: agentsight differs from the generator's truth");
         }
     }
-    // Speed on the full data: ccusage over all Claude + Codex transcripts
-    // versus agentsight's measured parse rate over the same bytes.
-    if let Some(cc) = &ccusage {
-        let cx_bytes: u64 = gens
-            .iter()
-            .filter(|g| matches!(g.prov, Prov::Claude | Prov::Codex))
-            .map(|g| g.bytes)
-            .sum::<u64>()
-            + big.bytes;
-        let mut tot = Duration::ZERO;
-        for which in ["claude", "codex"] {
-            match ccusage_totals(cc, &home, which) {
-                Ok((_, el)) => tot += el,
-                Err(e) => println!("  ccusage {which} on the full home failed: {e:#}"),
-            }
+    Ok(ccusage)
+}
+
+fn ccusage_on_the_full_home(cc: &Path, home: &Path, gens: &[Gen], big: &Gen, big_rate: f64) {
+    let cx_bytes: u64 = gens
+        .iter()
+        .filter(|g| matches!(g.prov, Prov::Claude | Prov::Codex))
+        .map(|g| g.bytes)
+        .sum::<u64>()
+        + big.bytes;
+    let mut tot = Duration::ZERO;
+    for which in ["claude", "codex"] {
+        match ccusage_totals(cc, home, which) {
+            Ok((_, el)) => tot += el,
+            Err(e) => println!("  ccusage {which} on the full home failed: {e:#}"),
         }
-        println!(
-            "\n  full home, Claude + Codex ({:.2} GB): ccusage {} ({:.0} MB/s); agentsight parse at {:.0} MB/s ≈ {}",
-            mb(cx_bytes) / 1e3,
-            ms(tot),
-            mb(cx_bytes) / tot.as_secs_f64(),
-            big_rate,
-            ms(Duration::from_secs_f64(mb(cx_bytes) / big_rate))
-        );
     }
-    Ok(())
+    println!(
+        "\n  full home, Claude + Codex ({:.2} GB): ccusage {} ({:.0} MB/s); agentsight parse at {:.0} MB/s ≈ {}",
+        mb(cx_bytes) / 1e3,
+        ms(tot),
+        mb(cx_bytes) / tot.as_secs_f64(),
+        big_rate,
+        ms(Duration::from_secs_f64(mb(cx_bytes) / big_rate))
+    );
 }
