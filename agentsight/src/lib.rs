@@ -33,6 +33,7 @@ pub mod enrich;
 pub mod envreset;
 pub mod livecap;
 pub mod matching;
+pub mod message;
 pub mod privileges;
 pub mod procinfo;
 pub mod rawtext;

@@ -44,6 +44,9 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("commands", &["record"]),
     ("live capture", &["livecap"]),
     ("live view", &["top"]),
+    // The one command that acts: it continues a session (views::pid's
+    // ladder tells whether the session is live elsewhere).
+    ("messaging", &["message"]),
     ("cli", &["cli"]),
 ];
 

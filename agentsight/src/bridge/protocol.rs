@@ -14,6 +14,21 @@ use crate::sessions::{AgentSession, SessionSummary};
 pub const MAX_FRAME: usize = 8 * 1024 * 1024;
 /// Largest `session/message` text, measured before trimming.
 pub const MAX_MESSAGE: usize = 65_536;
+/// A message's bounds: at most [`MAX_MESSAGE`] bytes measured before
+/// trimming, non-empty after. Returns the trimmed text, which is what is sent.
+pub fn check_message(message: &str) -> Result<&str, String> {
+    if message.len() > MAX_MESSAGE {
+        return Err(format!(
+            "message of {} bytes exceeds {MAX_MESSAGE} bytes",
+            message.len()
+        ));
+    }
+    let text = message.trim();
+    if text.is_empty() {
+        return Err("message is empty".into());
+    }
+    Ok(text)
+}
 /// The protocol revision `bridge/hello` reports; a change of a shape bumps it.
 pub const PROTOCOL: u32 = 1;
 

@@ -8,12 +8,27 @@ use std::path::PathBuf;
 use crate::sessions::{self, DiscoveryOptions};
 
 use super::protocol::{
-    ErrorCode, Frame, GetParams, ListParams, MAX_FRAME, MAX_MESSAGE, MessageParams, PROTOCOL,
-    Payload, Request, Response, WireError, read_frame,
+    ErrorCode, Frame, GetParams, ListParams, MAX_FRAME, MessageParams, PROTOCOL, Payload, Request,
+    Response, WireError, check_message, read_frame,
 };
 
+/// Continues sessions for `session/message` (the CLI provides it when the
+/// bridge was started with `--allow-messaging`; the messaging runtime lives
+/// above this module).
+pub trait Messenger {
+    /// Delivers `message` (already within bounds) to the session; the
+    /// provider acknowledged it: `(agent_type, transport)`.
+    fn deliver(
+        &self,
+        session: &sessions::SessionRef,
+        message: &str,
+    ) -> Result<(String, String), WireError>;
+    /// Waits for the turns still running (end of input: the host is gone,
+    /// the turns it started finish here).
+    fn drain(&self);
+}
+
 /// The bridge server's state.
-#[derive(Debug, Clone)]
 pub struct Server {
     /// The home whose transcripts are served, or why there is none (every
     /// session request then fails rather than guessing another home).
@@ -22,6 +37,8 @@ pub struct Server {
     pub version: String,
     /// Frame bound in both directions (the protocol's 8 MiB; tests lower it).
     pub max_frame: usize,
+    /// `None`: `session/message` answers `failed` "messaging is not enabled".
+    pub messenger: Option<Box<dyn Messenger>>,
 }
 
 impl Server {
@@ -30,6 +47,7 @@ impl Server {
             home,
             version: env!("CARGO_PKG_VERSION").to_string(),
             max_frame: MAX_FRAME,
+            messenger: None,
         }
     }
 
@@ -38,7 +56,12 @@ impl Server {
     pub fn serve(&self, input: &mut impl BufRead, output: &mut impl Write) -> std::io::Result<()> {
         loop {
             let response = match read_frame(input, self.max_frame)? {
-                Frame::Eof => return Ok(()),
+                Frame::Eof => {
+                    if let Some(m) = &self.messenger {
+                        m.drain();
+                    }
+                    return Ok(());
+                }
                 Frame::TooLarge { bytes } => {
                     tracing::warn!("bridge: request of {bytes} bytes refused");
                     Err(WireError::new(
@@ -157,24 +180,20 @@ impl Server {
     }
 
     fn message(&self, p: &MessageParams) -> Response {
-        // Measured before trimming, as the protocol says.
-        if p.message.len() > MAX_MESSAGE {
+        let text =
+            check_message(&p.message).map_err(|e| WireError::new(ErrorCode::InvalidParams, e))?;
+        let Some(messenger) = &self.messenger else {
             return Err(WireError::new(
-                ErrorCode::InvalidParams,
-                format!(
-                    "message of {} bytes exceeds {MAX_MESSAGE} bytes",
-                    p.message.len()
-                ),
+                ErrorCode::Failed,
+                "messaging is not enabled",
             ));
-        }
-        if p.message.trim().is_empty() {
-            return Err(WireError::new(ErrorCode::InvalidParams, "message is empty"));
-        }
-        self.lookup(&p.session_id)?;
-        Err(WireError::new(
-            ErrorCode::Failed,
-            "messaging is not enabled",
-        ))
+        };
+        let found = self.lookup(&p.session_id)?;
+        let (agent_type, transport) = messenger.deliver(&found, text)?;
+        Ok(Payload::Message {
+            agent_type,
+            transport,
+        })
     }
 }
 
@@ -194,6 +213,7 @@ fn serialized_error(e: &WireError) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bridge::protocol::MAX_MESSAGE;
 
     fn server() -> Server {
         Server::new(Err("HOME is not set".into()))
@@ -252,11 +272,12 @@ mod tests {
                 ErrorCode::InvalidParams,
                 format!("message of {} bytes exceeds 65536 bytes", MAX_MESSAGE + 1),
             ),
-            // Valid: the lookup comes next, and here it fails for want of a home.
+            // Valid, but this bridge was not started with --allow-messaging:
+            // refused before any lookup.
             (
                 format!("{} ", "y".repeat(MAX_MESSAGE - 1)),
                 ErrorCode::Failed,
-                "no home to read sessions: HOME is not set".to_string(),
+                "messaging is not enabled".to_string(),
             ),
         ];
         for (message, code, text) in cases {

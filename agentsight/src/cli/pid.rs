@@ -26,6 +26,7 @@ pub fn run(a: &PidArgs) -> Result<i32> {
         pid: a.pid,
         dbs: a.db.clone(),
         home: a.home.clone(),
+        sticky: true,
     })?;
     let out = if a.json {
         serde_json::to_string_pretty(&ans)? + "\n"

@@ -49,6 +49,9 @@ pub struct PidQuery {
     pub dbs: Vec<PathBuf>,
     /// Read transcripts from this home instead of the process owner's.
     pub home: Option<PathBuf>,
+    /// Consult captures for sticky bindings (`agentsight pid`); off, the
+    /// ladder is only what the live system shows (/proc fds, cwd).
+    pub sticky: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -87,7 +90,9 @@ pub fn lookup(a: &PidQuery) -> Result<PidAnswer, PidError> {
     if by_proc_fd(&chain, &mut ans) {
         return Ok(ans);
     }
-    let dbs = if a.dbs.is_empty() {
+    let dbs = if !a.sticky {
+        Vec::new()
+    } else if a.dbs.is_empty() {
         super::select::captures_in(Path::new("."))
     } else {
         a.dbs.clone()

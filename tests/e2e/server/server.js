@@ -242,7 +242,9 @@ function plan(api, body) {
     const n = auxCount++;
     return { kind: 'aux', text: auxText(api, body), calls: [], usage: usageFor('aux', n), turn: null };
   }
-  const results = countResults(api, body);
+  // A continuation scenario (a session continued by `agentsight session
+  // message`) starts after the earlier run's `prior_results` tool results.
+  const results = Math.max(0, countResults(api, body) - (scenario.prior_results || 0));
   const turn = pickTurn(results);
   const t = scenario.turns[turn];
   const n = mainCount++;
