@@ -20,7 +20,8 @@ use tokio::time::timeout;
 use crate::sessions::{AgentSession, SessionSummary, discovery::MAX_LIST};
 
 use super::protocol::{
-    ErrorCode, GetParams, HelloParams, ListParams, MAX_FRAME, Payload, Request, Response,
+    ErrorCode, GetParams, HelloParams, ListParams, MAX_FRAME, MessageParams, Payload, Request,
+    Response,
 };
 use super::server::version_mismatch;
 
@@ -263,6 +264,26 @@ impl Bridge {
         }
     }
 
+    /// `session/message` in this container: the provider there acknowledged
+    /// the message; `(agent_type, transport)`.
+    pub async fn message(
+        &self,
+        session_id: &str,
+        text: &str,
+    ) -> Result<(String, String), CallError> {
+        let req = Request::SessionMessage(MessageParams {
+            session_id: session_id.to_string(),
+            message: text.to_string(),
+        });
+        match self.call(&req).await? {
+            Payload::Message {
+                agent_type,
+                transport,
+            } => Ok((agent_type, transport)),
+            _ => Err(self.wrong_variant("session/message")),
+        }
+    }
+
     fn wrong_variant(&self, method: &str) -> CallError {
         self.error(
             ErrorCode::Failed,
@@ -332,6 +353,15 @@ pub enum LookupError {
     Conflict { id: String, containers: Vec<String> },
     #[error("looking up session {id}: {}", errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     Failed { id: String, errors: Vec<CallError> },
+}
+
+/// Why a message through the bridges was not delivered.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum MessageFailure {
+    #[error(transparent)]
+    Lookup(LookupError),
+    #[error(transparent)]
+    Call(CallError),
 }
 
 /// The bridges of all configured containers.
@@ -416,6 +446,29 @@ impl BridgeSet {
                 containers: found.into_iter().map(|(c, _)| c).collect(),
             }),
         }
+    }
+
+    /// Looks the session up fail-closed ([`BridgeSet::get`]), then sends
+    /// the message to the one container that has it. Returns the container
+    /// and the provider's `(agent_type, transport)`.
+    pub async fn message(
+        &self,
+        id: &str,
+        text: &str,
+    ) -> Result<(String, (String, String)), MessageFailure> {
+        let (container, _) = self.get(id).await.map_err(MessageFailure::Lookup)?;
+        let Some(bridge) = self.bridges.iter().find(|b| b.container == container) else {
+            return Err(MessageFailure::Call(CallError {
+                container,
+                code: ErrorCode::Failed,
+                message: "the container is no longer configured".into(),
+            }));
+        };
+        let answer = bridge
+            .message(id, text)
+            .await
+            .map_err(MessageFailure::Call)?;
+        Ok((container, answer))
     }
 
     /// The merged list: healthy containers' rows sorted by update time,

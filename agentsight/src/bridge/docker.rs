@@ -20,4 +20,14 @@ impl Docker {
             .collect();
         Ok(Bridge::new(name.as_str(), argv))
     }
+
+    /// [`Docker::bridge`] started with `--allow-messaging`: only a host on
+    /// which messaging is enabled asks for it, and the bridge refuses
+    /// `session/message` without it.
+    pub fn messaging_bridge(&self, name: &str) -> Result<Bridge, DockerError> {
+        let b = self.bridge(name)?;
+        let mut argv = b.argv().to_vec();
+        argv.push("--allow-messaging".into());
+        Ok(Bridge::new(b.container(), argv))
+    }
 }

@@ -23,6 +23,8 @@ pub use crate::docker::{
     ContainerLookups, ContainerName, Docker, DockerError, Identity, IdentityError, InvalidInput,
     bridge_argv, identity_from_inspect, validate_container_path,
 };
-pub use client::{Bridge, BridgeSet, CallError, ContainerSession, FanoutList, LookupError};
+pub use client::{
+    Bridge, BridgeSet, CallError, ContainerSession, FanoutList, LookupError, MessageFailure,
+};
 pub use protocol::{ErrorCode, Payload, Request, WireError};
 pub use server::Server;

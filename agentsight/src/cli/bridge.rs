@@ -2,12 +2,26 @@
 //! bridge, run by the host through `docker exec -i`. Speaks only the
 //! protocol on stdout; logs go to stderr.
 
+use std::sync::Mutex;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
 use anyhow::Context;
 
-use agentsight::bridge::Server;
+use agentsight::bridge::{ErrorCode, Server, WireError, server::Messenger};
+use agentsight::message::{self, Options, Progress, Submission};
+use agentsight::sessions::SessionRef;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct BridgeArgs {
+    /// Answer `session/message` (the host passes it when messaging is
+    /// enabled there); without it the bridge refuses every message.
+    #[arg(long)]
+    pub allow_messaging: bool,
+}
 
 /// Serves the bridge protocol on stdin/stdout until end of input (exit 0).
-pub fn run() -> anyhow::Result<i32> {
+pub fn run(a: &BridgeArgs) -> anyhow::Result<i32> {
     // The home is the container user's `$HOME` (the host passes
     // `--env HOME=…` when it knows better); its owner's transcripts only.
     let home = match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
@@ -18,7 +32,10 @@ pub fn run() -> anyhow::Result<i32> {
     if let Err(e) = &home {
         tracing::warn!("bridge: {e}");
     }
-    let server = Server::new(home);
+    let mut server = Server::new(home);
+    if a.allow_messaging {
+        server.messenger = Some(Box::new(Turns::default()));
+    }
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
     let stdout = std::io::stdout();
@@ -27,4 +44,77 @@ pub fn run() -> anyhow::Result<i32> {
         .serve(&mut input, &mut output)
         .context("serving the bridge protocol")?;
     Ok(0)
+}
+
+/// The bridge's messaging: each acknowledged message's turn goes on in a
+/// thread of its own (holding the session's lock) after the answer, and the
+/// bridge waits for those turns before it exits.
+#[derive(Default)]
+struct Turns {
+    running: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Messenger for Turns {
+    fn deliver(&self, session: &SessionRef, text: &str) -> Result<(String, String), WireError> {
+        let sub = Submission {
+            session: session.clone(),
+            text: text.to_string(),
+            options: Options {
+                ack_timeout: message::ACK_TIMEOUT,
+                // The container is the sandbox boundary (docs/messaging.md).
+                in_container: true,
+            },
+        };
+        let mut notes = Vec::new();
+        let started = message::start(&sub, None, &mut |p| log_progress(&mut notes, p))
+            .map_err(|e| WireError::new(e.wire_code(), e.to_string()))?;
+        let agent_type = started.target.provider.to_string();
+        let transport = started.runtime.transport().to_string();
+        let handle = std::thread::spawn(move || {
+            let mut started = started;
+            let deadline = Instant::now() + message::TURN_TIMEOUT;
+            let mut ignored = Vec::new();
+            match started
+                .runtime
+                .wait_turn(deadline, &mut |p| log_progress(&mut ignored, p))
+            {
+                Ok(end) if end.completed => tracing::info!("bridge: turn completed"),
+                Ok(end) => tracing::warn!("bridge: turn did not complete: {:?}", end.detail),
+                Err(e) => tracing::warn!("bridge: {e}"),
+            }
+        });
+        match self.running.lock() {
+            Ok(mut v) => v.push(handle),
+            Err(_) => {
+                return Err(WireError::new(
+                    ErrorCode::Failed,
+                    "the bridge's turn list is poisoned",
+                ));
+            }
+        }
+        Ok((agent_type, transport))
+    }
+
+    fn drain(&self) {
+        let handles = match self.running.lock() {
+            Ok(mut v) => std::mem::take(&mut *v),
+            Err(_) => return,
+        };
+        for h in handles {
+            let _ = h.join();
+        }
+    }
+}
+
+fn log_progress(notes: &mut Vec<String>, p: Progress) {
+    match p {
+        Progress::Rejected { method, detail } => {
+            tracing::warn!("bridge: refused the agent's request {method}: {detail}");
+        }
+        Progress::Note(n) => {
+            tracing::info!("bridge: {n}");
+            notes.push(n);
+        }
+        _ => {}
+    }
 }

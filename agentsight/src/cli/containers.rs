@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 
 use agentsight::bridge::{
-    Bridge, BridgeSet, CallError, ContainerName, Docker, ErrorCode, FanoutList,
+    Bridge, BridgeSet, CallError, ContainerName, Docker, ErrorCode, FanoutList, MessageFailure,
     protocol::ListParams,
 };
 use agentsight::enrich::{ContainerSessions, ContainerSource};
@@ -30,12 +30,22 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 /// used; a container whose bridge cannot be built is returned as failed. A
 /// name given twice is one container.
 fn bridges(names: &[String]) -> (Vec<Bridge>, Vec<CallError>) {
+    bridges_with(names, false)
+}
+
+/// [`bridges`], each started `--allow-messaging` when `messaging`.
+fn bridges_with(names: &[String], messaging: bool) -> (Vec<Bridge>, Vec<CallError>) {
     let docker = Docker::new("docker");
     let mut ok = Vec::new();
     let mut failed = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
     for name in names.iter().filter(|n| seen.insert(n.as_str())) {
-        match docker.bridge(name) {
+        let built = if messaging {
+            docker.messaging_bridge(name)
+        } else {
+            docker.bridge(name)
+        };
+        match built {
             Ok(b) => ok.push(b),
             Err(e) => failed.push(CallError {
                 container: name.clone(),
@@ -68,6 +78,29 @@ pub fn get(names: &[String], id: &str) -> Result<(String, AgentSession)> {
     }
     let set = BridgeSet::new(ok);
     Ok(runtime()?.block_on(set.get(id))?)
+}
+
+/// `session message --docker-container`: the one container holding the
+/// session (fail-closed, as [`get`]) continues it; its bridge runs with
+/// `--allow-messaging`. Returns the container and `(agent_type, transport)`.
+pub fn message(
+    names: &[String],
+    id: &str,
+    text: &str,
+) -> Result<(String, (String, String)), MessageFailure> {
+    let (ok, failed) = bridges_with(names, true);
+    if let Some(f) = failed.into_iter().next() {
+        return Err(MessageFailure::Call(f));
+    }
+    let set = BridgeSet::new(ok);
+    let rt = runtime().map_err(|e| {
+        MessageFailure::Call(CallError {
+            container: names.join(", "),
+            code: ErrorCode::Failed,
+            message: format!("{e:#}"),
+        })
+    })?;
+    rt.block_on(set.message(id, text))
 }
 
 /// `record --docker-container`: the containers' sessions for the matching

@@ -3,8 +3,10 @@
 
 pub mod audit;
 pub mod bridge;
+mod config;
 mod containers;
 pub mod correlate;
+pub mod message;
 mod otlp;
 pub mod pid;
 pub mod report;
@@ -62,13 +64,29 @@ pub enum Cmd {
     Top(top::TopArgs),
     /// The in-container side of `--docker-container` (JSON lines on stdin/stdout).
     #[command(hide = true)]
-    Bridge,
+    Bridge(bridge::BridgeArgs),
 }
 
 #[derive(Subcommand, Debug)]
 pub enum SessionCmd {
     /// Show a session: prompts, tool calls with status and paths, responses, usage.
     Show(sessions::SessionShowArgs),
+    /// Continue a session with one new message (off unless enabled).
+    ///
+    /// OFF by default: enable it with --allow-messaging, or with `messaging =
+    /// true` in ~/.config/agentsight/config.toml (a file you own that no one
+    /// else may write). The agent (Claude Code, Codex, Gemini CLI; Cursor is
+    /// observe-only) runs as the transcript's owner, never as root, with a
+    /// cleared environment, in the session's directory; nothing is ever
+    /// approved on your behalf; every submission is appended to
+    /// ~/.local/state/agentsight/messages.jsonl.
+    ///
+    /// Exit status: 0 the turn ended; 2 not enabled, bad input or no such
+    /// session; 3 the session is live outside agentsight; 4 another message to
+    /// it is being handled; 5 the agent cannot be messaged (Cursor); 6
+    /// identity refused; 7 the agent failed; 8 no acknowledgement within 20 s,
+    /// or the turn outlasted --turn-timeout.
+    Message(message::MessageArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -331,6 +349,10 @@ fn run(cli: Cli) -> Result<i32> {
     let keeps_root = match &cli.command {
         Cmd::Record(_) => true,
         Cmd::Top(a) => a.wants_kernel(),
+        // As root the agent is started as the transcript's owner (setgroups,
+        // setgid, setuid in the child); everything else it reads and writes
+        // as the invoking user (cli::message).
+        Cmd::Session(SessionCmd::Message(_)) => true,
         _ => false,
     };
     if !keeps_root {
@@ -341,6 +363,7 @@ fn run(cli: Cli) -> Result<i32> {
     let home = match &cli.command {
         Cmd::Sessions(a) => Some(a.home.as_deref()),
         Cmd::Session(SessionCmd::Show(a)) => Some(a.home.as_deref()),
+        Cmd::Session(SessionCmd::Message(a)) => Some(a.home.as_deref()),
         Cmd::Correlate(a) => Some(a.home.as_deref()),
         Cmd::Top(a) => Some(a.home.as_deref()),
         _ => None,
@@ -360,12 +383,13 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Record(a) => cmd_record(a),
         Cmd::Sessions(a) => sessions::run_sessions(&a),
         Cmd::Session(SessionCmd::Show(a)) => sessions::run_session_show(&a).map(|_| 0),
+        Cmd::Session(SessionCmd::Message(a)) => message::run(&a),
         Cmd::Correlate(a) => correlate::run(&a),
         Cmd::Pid(a) => pid::run(&a),
         Cmd::Audit(a) => audit::run(&a),
         Cmd::Report(a) => report::run(&a),
         Cmd::Top(a) => top::run(&a),
-        Cmd::Bridge => bridge::run(),
+        Cmd::Bridge(a) => bridge::run(&a),
         Cmd::Show(a) => {
             let cap = Capture::open(&a.db)?;
             say_note(&cap);

@@ -1,0 +1,275 @@
+//! `agentsight session message ID --text …`: continue a session with one new
+//! message (docs/messaging.md). Off unless enabled; every refusal has its own
+//! exit status (`MessageError::exit_status`).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use agentsight::bridge::{ErrorCode, MessageFailure, protocol::MAX_MESSAGE};
+use agentsight::message::{self, MessageError, Options, Progress, Submission, TurnEnd};
+use agentsight::privileges::{AsUser, FileCreds};
+use agentsight::sessions::{DiscoveryOptions, SessionIndex};
+
+/// `session message`'s arguments (the command's help is on `SessionCmd::Message`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct MessageArgs {
+    /// The session's whole id.
+    pub id: String,
+    /// The message.
+    #[arg(
+        long,
+        required_unless_present = "text_file",
+        conflicts_with = "text_file"
+    )]
+    pub text: Option<String>,
+    /// Read the message from this file (`-`: standard input).
+    #[arg(long, value_name = "FILE")]
+    pub text_file: Option<PathBuf>,
+    /// Read this home instead of the invoking user's.
+    #[arg(long, conflicts_with = "docker_container")]
+    pub home: Option<PathBuf>,
+    /// Continue the session inside this running container (repeatable; the
+    /// one container that holds it, fail-closed), through its bridge.
+    #[arg(long = "docker-container", value_name = "NAME")]
+    pub docker_container: Vec<String>,
+    /// Enable messaging for this command.
+    #[arg(long)]
+    pub allow_messaging: bool,
+    /// Keep the message's text in the messaging log (by default only its length).
+    #[arg(long)]
+    pub log_text: bool,
+    /// Longest wait for the turn to end once the agent acknowledged the message.
+    #[arg(long, value_name = "SECS", default_value_t = message::TURN_TIMEOUT.as_secs())]
+    pub turn_timeout: u64,
+    /// Print the outcome as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What `--json` prints.
+#[derive(Debug, Default, Serialize)]
+struct Outcome {
+    session_id: String,
+    provider: String,
+    transport: String,
+    container: Option<String>,
+    run_as: Option<String>,
+    provider_pid: Option<u32>,
+    acknowledged: bool,
+    completed: Option<bool>,
+    response: Option<String>,
+    rejected_requests: Vec<Rejected>,
+    notes: Vec<String>,
+    error: Option<String>,
+    exit_status: i32,
+}
+
+#[derive(Debug, Serialize)]
+struct Rejected {
+    method: String,
+    detail: String,
+}
+
+pub fn run(a: &MessageArgs) -> Result<i32> {
+    let text = read_text(a)?;
+    if !a.allow_messaging && !super::config::messaging_enabled()? {
+        return Ok(fail(a, &mut Outcome::default(), &MessageError::NotEnabled));
+    }
+    if let Err(e) = message::checked_text(&text) {
+        return Ok(fail(a, &mut Outcome::default(), &e));
+    }
+    if !a.docker_container.is_empty() {
+        return Ok(through_bridge(a, &text));
+    }
+    Ok(local(a, text))
+}
+
+/// The message from `--text` or `--text-file` (`-`: stdin), read no further
+/// than one byte past the bound.
+fn read_text(a: &MessageArgs) -> Result<String> {
+    let bytes = match (&a.text, &a.text_file) {
+        (Some(t), _) => return Ok(t.clone()),
+        (None, Some(p)) if p == Path::new("-") => read_bounded(std::io::stdin().lock())
+            .context("reading the message from standard input")?,
+        (None, Some(p)) => {
+            let f = agentsight::safefs::open_regular(p, false)
+                .with_context(|| format!("--text-file {}", p.display()))?;
+            read_bounded(f).with_context(|| format!("reading {}", p.display()))?
+        }
+        (None, None) => anyhow::bail!("give the message with --text or --text-file"),
+    };
+    String::from_utf8(bytes).map_err(|_| anyhow::anyhow!("the message is not valid UTF-8"))
+}
+
+fn read_bounded(r: impl Read) -> std::io::Result<Vec<u8>> {
+    let mut v = Vec::new();
+    r.take(MAX_MESSAGE as u64 + 1).read_to_end(&mut v)?;
+    Ok(v)
+}
+
+/// Prints the refusal or failure (one line on stderr, or the JSON outcome)
+/// and returns its exit status.
+fn fail(a: &MessageArgs, out: &mut Outcome, e: &MessageError) -> i32 {
+    out.exit_status = e.exit_status();
+    out.error = Some(e.to_string());
+    if a.json {
+        print_json(out);
+    }
+    agentsight::sayln!("agentsight: error: {e}");
+    out.exit_status
+}
+
+fn print_json(out: &Outcome) {
+    if let Ok(s) = serde_json::to_string(out) {
+        println!("{s}");
+    }
+}
+
+/// On this machine: look the session up in the home, then deliver.
+fn local(a: &MessageArgs, text: String) -> i32 {
+    let mut out = Outcome {
+        session_id: a.id.clone(),
+        ..Outcome::default()
+    };
+    let result = (|| {
+        // Everything but the provider's start reads and writes as the
+        // invoking user; the provider itself gets the owner's identity.
+        let creds = FileCreds::invoking_user();
+        let _as_user =
+            AsUser::maybe(creds.as_ref()).map_err(|e| MessageError::Failed(e.to_string()))?;
+        let session = lookup(a)?;
+        out.provider = session.provider.to_string();
+        let sub = Submission {
+            session,
+            text,
+            options: Options {
+                ack_timeout: message::ACK_TIMEOUT,
+                in_container: false,
+            },
+        };
+        let sudo_uid = creds.map(|c| c.uid);
+        let mut started = message::start(&sub, sudo_uid, &mut |p| progress(a, &mut out, p))?;
+        out.transport = started.runtime.transport().to_string();
+        out.run_as = Some(started.identity.owner.name.clone());
+        out.provider_pid = Some(started.runtime.provider_pid());
+        let deadline = Instant::now() + Duration::from_secs(a.turn_timeout);
+        started
+            .runtime
+            .wait_turn(deadline, &mut |p| progress(a, &mut out, p))
+    })();
+    match result {
+        Ok(end) => finished(a, &mut out, end),
+        Err(e) => fail(a, &mut out, &e),
+    }
+}
+
+/// The session, by its whole id, under the home.
+fn lookup(a: &MessageArgs) -> Result<agentsight::sessions::SessionRef, MessageError> {
+    let mut index = SessionIndex::new(DiscoveryOptions {
+        home: a.home.clone(),
+        ..DiscoveryOptions::default()
+    });
+    match index.resolve(&a.id) {
+        Ok(Some(r)) if r.session_id == a.id => Ok(r),
+        Ok(_) => Err(MessageError::NotFound(a.id.clone())),
+        Err(e) => Err(MessageError::Failed(format!(
+            "looking up session {}: {e}",
+            a.id
+        ))),
+    }
+}
+
+fn progress(a: &MessageArgs, out: &mut Outcome, p: Progress) {
+    match p {
+        Progress::Acknowledged => {
+            out.acknowledged = true;
+            if !a.json {
+                println!(
+                    "acknowledged: {} session {} ({})",
+                    out.provider, out.session_id, out.transport
+                );
+            }
+        }
+        Progress::Text(t) if !a.json => println!("{t}"),
+        Progress::Tool(t) if !a.json => println!("▸ {t}"),
+        Progress::Rejected { method, detail } => {
+            agentsight::sayln!("agentsight: refused the agent's request {method}: {detail}");
+            out.rejected_requests.push(Rejected { method, detail });
+        }
+        Progress::Note(n) => {
+            agentsight::sayln!("note: {n}");
+            out.notes.push(n);
+        }
+        _ => {}
+    }
+}
+
+fn finished(a: &MessageArgs, out: &mut Outcome, end: TurnEnd) -> i32 {
+    out.completed = Some(end.completed);
+    out.response = end.response.clone();
+    if end.completed {
+        out.exit_status = 0;
+    } else {
+        let e = MessageError::Failed(format!(
+            "the turn did not complete: {}",
+            end.detail.as_deref().unwrap_or("the agent gave no reason")
+        ));
+        return fail(a, out, &e);
+    }
+    if a.json {
+        print_json(out);
+    } else {
+        println!("turn completed");
+    }
+    0
+}
+
+/// Inside a container: the bridge there delivers and finishes the turn.
+fn through_bridge(a: &MessageArgs, text: &str) -> i32 {
+    let mut out = Outcome {
+        session_id: a.id.clone(),
+        ..Outcome::default()
+    };
+    match super::containers::message(&a.docker_container, &a.id, text) {
+        Ok((container, (agent_type, transport))) => {
+            out.provider = agent_type;
+            out.transport = format!("docker-exec/{transport}");
+            out.container = Some(container.clone());
+            out.acknowledged = true;
+            if a.json {
+                print_json(&out);
+            } else {
+                println!(
+                    "acknowledged: {} session {} in container {container} ({}); the turn goes on there",
+                    out.provider, out.session_id, out.transport
+                );
+            }
+            0
+        }
+        Err(f) => {
+            let e = match &f {
+                MessageFailure::Call(c) => match c.code {
+                    ErrorCode::Conflict
+                        if c.message == MessageError::Busy.to_string()
+                            || c.message.starts_with("bridge is busy") =>
+                    {
+                        MessageError::Busy
+                    }
+                    ErrorCode::Conflict => MessageError::LiveElsewhere(f.to_string()),
+                    ErrorCode::NotFound => MessageError::NotFound(a.id.clone()),
+                    ErrorCode::InvalidParams => MessageError::Invalid(f.to_string()),
+                    _ => MessageError::Failed(f.to_string()),
+                },
+                MessageFailure::Lookup(agentsight::bridge::LookupError::NotFound { .. }) => {
+                    MessageError::NotFound(a.id.clone())
+                }
+                MessageFailure::Lookup(_) => MessageError::Failed(f.to_string()),
+            };
+            fail(a, &mut out, &e)
+        }
+    }
+}
