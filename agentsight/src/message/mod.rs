@@ -182,7 +182,9 @@ pub fn checked_text(text: &str) -> Result<&str, MessageError> {
 }
 
 /// Everything up to the provider's acknowledgement: bounds, support,
-/// identity, the session's lock, the live-elsewhere check, then the driver.
+/// identity, the session's lock, the live-elsewhere check, the session's
+/// cwd, then the driver. The conflicts come before anything about the
+/// session's contents.
 /// `sudo_uid` is the sudo caller's uid, if any.
 pub fn start(
     sub: &Submission,
@@ -193,16 +195,12 @@ pub fn start(
     let provider = sub.session.provider;
     transport_of(provider)?;
     let identity = spawn::decide(&sub.session.path, nix::unistd::geteuid().as_raw(), sudo_uid)?;
-    let target = target_of(&sub.session)?;
-    let lock = lock::acquire(&identity.home, provider.as_str(), &target.session_id)?;
-    if let Some(why) = live::running_elsewhere(
-        provider,
-        &target.session_id,
-        &identity.home,
-        std::process::id(),
-    ) {
+    let id = &sub.session.session_id;
+    let lock = lock::acquire(&identity.home, provider.as_str(), id)?;
+    if let Some(why) = live::running_elsewhere(provider, id, &identity.home, std::process::id()) {
         return Err(MessageError::LiveElsewhere(why));
     }
+    let target = target_of(&sub.session)?;
     let spawner = Spawner::new(identity.clone(), target.cwd.clone(), std::env::vars_os());
     let runtime = match provider {
         Provider::Claude => claude::start(&target, text, &spawner, &sub.options, progress)?,
