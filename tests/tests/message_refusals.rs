@@ -354,26 +354,29 @@ fn a_second_message_while_one_is_handled_is_a_conflict() {
         )
     );
     // A message that takes the lock (then fails: the fixture's cwd does not
-    // exist here), through sudo: the lock is the owner's, in their home.
-    std::fs::remove_dir_all(home.join(".local")).unwrap();
-    let out = message(
-        false,
-        &home,
-        &sudo_env(),
-        &[CLAUDE_ID, "--allow-messaging", "--text", "hi", "--home", h],
-    );
-    assert_eq!(
-        (out.status.code(), text(&out.stderr)),
-        (
-            Some(7),
-            "agentsight: error: the session's working directory /home/dev/shop no longer exists\n"
-                .to_string()
-        )
-    );
-    let m = std::fs::metadata(&lock).unwrap();
-    assert_eq!((m.uid(), m.mode() & 0o777), (uid, 0o600));
-    let m = std::fs::metadata(lock.parent().unwrap()).unwrap();
-    assert_eq!((m.uid(), m.mode() & 0o777), (uid, 0o700));
+    // exist here), through sudo and as root itself: the lock is the
+    // owner's, in their home, never root's.
+    for env in [sudo_env(), Vec::new()] {
+        std::fs::remove_dir_all(home.join(".local")).unwrap();
+        let out = message(
+            false,
+            &home,
+            &env,
+            &[CLAUDE_ID, "--allow-messaging", "--text", "hi", "--home", h],
+        );
+        assert_eq!(
+            (out.status.code(), text(&out.stderr)),
+            (
+                Some(7),
+                "agentsight: error: the session's working directory /home/dev/shop no longer exists\n"
+                    .to_string()
+            )
+        );
+        let m = std::fs::metadata(&lock).unwrap();
+        assert_eq!((m.uid(), m.mode() & 0o777), (uid, 0o600));
+        let m = std::fs::metadata(lock.parent().unwrap()).unwrap();
+        assert_eq!((m.uid(), m.mode() & 0o777), (uid, 0o700));
+    }
 }
 
 /// While a real CLI works on a gated turn (its call waits for a file), a

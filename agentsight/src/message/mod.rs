@@ -22,6 +22,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::bridge::ErrorCode;
+use crate::privileges::{AsUser, FileCreds};
 use crate::sessions::{self, Provider, SessionRef};
 
 pub use spawn::{Identity, Owner, Spawner};
@@ -196,6 +197,16 @@ pub fn start(
     transport_of(provider)?;
     let identity = spawn::decide(&sub.session.path, nix::unistd::geteuid().as_raw(), sudo_uid)?;
     let id = &sub.session.session_id;
+    // Root acting for the owner creates the lock (and the log) with the
+    // owner's file credentials: never a root-owned file in their home, and
+    // no link of theirs followed with root's rights.
+    let owner_creds = identity.switch.then(|| FileCreds {
+        uid: identity.owner.uid,
+        gid: identity.owner.gid,
+        groups: vec![identity.owner.gid],
+    });
+    let _as_owner =
+        AsUser::maybe(owner_creds.as_ref()).map_err(|e| MessageError::Failed(e.to_string()))?;
     let lock = lock::acquire(&identity.home, provider.as_str(), id)?;
     if let Some(why) = live::running_elsewhere(provider, id, &identity.home, std::process::id()) {
         return Err(MessageError::LiveElsewhere(why));
