@@ -253,10 +253,20 @@ fn output_status(s: &str) -> OutputStatus {
         || head.starts_with("failed")
         || head.starts_with("apply_patch verification failed")
         || head.starts_with("execution error")
+        || tool_failed(&head)
     {
         return OutputStatus(ToolStatus::Failed, None);
     }
     OutputStatus(ToolStatus::Ok, None)
+}
+
+/// `TOOL failed: …`: Codex's output for a call it did not run, e.g.
+/// `exec_command failed: CreateProcess { message: "Rejected(\"approval
+/// request failed\")" }` when the approval was refused (Codex 0.169).
+fn tool_failed(head: &str) -> bool {
+    head.split_once(" failed:").is_some_and(|(tool, _)| {
+        !tool.is_empty() && tool.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+    })
 }
 
 /// Header facts of a rollout used by discovery.
@@ -1000,6 +1010,15 @@ mod tests {
             ),
             failed(Some(3))
         );
+        // A call Codex did not run: its approval was refused.
+        assert_eq!(
+            output_status(
+                r#"exec_command failed: CreateProcess { message: "Rejected(\"approval request failed\")" }"#
+            ),
+            failed(None)
+        );
+        // Output that merely says something failed later is the command's.
+        assert_eq!(output_status("all tests passed, none failed: ok"), ok(None));
         // A code the command printed is not the command's exit code.
         assert_eq!(
             output_status(

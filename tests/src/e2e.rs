@@ -363,6 +363,8 @@ impl Run {
                 fs::create_dir_all(&dir).unwrap();
                 // plugins/remote_plugin off: otherwise Codex tries a remote git
                 // call at start, which can only time out in the namespace.
+                // The key is in the file, not the environment: `session
+                // message` starts Codex with a cleared environment.
                 let cfg = format!(
                     r#"model = "{model}"
 model_provider = "agentsight_e2e"
@@ -372,7 +374,7 @@ check_for_update_on_startup = false
 name = "agentsight e2e scripted server"
 base_url = "{base}/v1"
 wire_api = "responses"
-env_key = "AGENTSIGHT_E2E_KEY"
+experimental_bearer_token = "sk-agentsight-e2e"
 
 [features]
 plugins = false
@@ -440,10 +442,10 @@ remote_plugin = false
                 ]
             }
             Agent::Codex => {
-                env.extend([
-                    format!("CODEX_HOME={}", self.home.join(".codex").display()),
-                    "AGENTSIGHT_E2E_KEY=sk-agentsight-e2e".into(),
-                ]);
+                env.push(format!(
+                    "CODEX_HOME={}",
+                    self.home.join(".codex").display()
+                ));
                 vec![
                     "codex".into(),
                     "exec".into(),

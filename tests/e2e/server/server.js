@@ -154,7 +154,7 @@ function shQuote(s) {
 
 // Builds the arguments for a shell tool from its schema: Codex's `shell` takes
 // an argv array, `exec_command` a `cmd` string, the others a `command` string.
-function shellCall(tool, command) {
+function shellCall(tool, command, escalate) {
   const input = {};
   const key = propName(tool, ['command', 'cmd']);
   if (!key) throw new Error(`shell tool ${tool.name} has no command property`);
@@ -163,6 +163,12 @@ function shellCall(tool, command) {
   if (wd && wd !== 'directory') input[wd] = args.cwd;
   if ('description' in tool.props) input.description = `run ${command.split(' ')[0]}`;
   if ('yield_time_ms' in tool.props) input.yield_time_ms = 10000;
+  // `escalate` (a justification): Codex's request to run the command outside
+  // its sandbox, which needs the user's approval under `on-request`.
+  if (escalate && 'sandbox_permissions' in tool.props) {
+    input.sandbox_permissions = 'require_escalated';
+    input.justification = escalate;
+  }
   return { name: tool.name, input };
 }
 
@@ -180,7 +186,7 @@ function concreteCall(intent, tools) {
   const shell = findTool(tools, PREFERRED.shell);
   if (kind === 'shell') {
     if (!shell) throw new Error('no shell tool offered');
-    return shellCall(shell, arg);
+    return shellCall(shell, arg, intent.escalate);
   }
   const t = findTool(tools, PREFERRED[kind] || []);
   if (kind === 'write_file') {
