@@ -396,11 +396,18 @@ impl AppServer {
         self.stdin = None;
     }
 
-    /// ", exit status N" once the app-server has exited, else "".
+    /// ", exit status N" once the app-server has exited (it closed its
+    /// output, so it is exiting: waited for up to a second), else "".
     fn exit_status(&mut self) -> String {
-        match self.child.try_wait() {
-            Ok(Some(s)) => format!(", {s}"),
-            _ => String::new(),
+        let until = Instant::now() + Duration::from_secs(1);
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(s)) => return format!(", {s}"),
+                Ok(None) if Instant::now() < until => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                _ => return String::new(),
+            }
         }
     }
 
@@ -832,7 +839,7 @@ read -r l
         assert_eq!(
             e,
             Some(MessageError::Failed(
-                "the Codex app-server closed its output while we waited for initialize".into()
+                "the Codex app-server closed its output while we waited for initialize, exit status: 3".into()
             ))
         );
     }
