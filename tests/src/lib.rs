@@ -1,6 +1,7 @@
 //! Helpers for agentsight's end-to-end tests: find the binary, make sure we
 //! are root, create the unprivileged test user, run `record`, read captures.
 
+pub mod codex_container;
 pub mod docker;
 pub mod e2e;
 pub mod e2e_check;

@@ -240,6 +240,14 @@ fn through_bridge(a: &MessageArgs, text: &str) -> i32 {
             out.transport = format!("docker-exec/{transport}");
             out.container = Some(container.clone());
             out.acknowledged = true;
+            // The bridge (the same version: the handshake checks it) runs a
+            // Codex turn on the container's sandbox (M5); say so here, where
+            // the user reads it.
+            if transport == message::codex::TRANSPORT {
+                let n = message::codex::CONTAINER_NOTE;
+                agentsight::sayln!("note: {n}");
+                out.notes.push(n.to_string());
+            }
             if a.json {
                 print_json(&out);
             } else {

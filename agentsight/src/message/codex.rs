@@ -474,6 +474,7 @@ impl Runtime for AppServer {
             match self.next(deadline, "the end of the turn") {
                 Ok(m) => self.handle(m, progress)?,
                 Err(MessageError::Timeout(_)) => {
+                    let waited = Duration::from_secs_f64(started.elapsed().as_secs_f64().round());
                     // Interrupted in time, Codex records it and exits; a
                     // Codex that does not answer is killed on drop.
                     self.interrupt(progress);
@@ -481,8 +482,8 @@ impl Runtime for AppServer {
                         self.wind_down();
                     }
                     return Err(MessageError::Timeout(format!(
-                        "Codex's turn did not finish within {} s; it was interrupted",
-                        started.elapsed().as_secs()
+                        "Codex's turn did not finish within {}; it was interrupted",
+                        seconds(waited)
                     )));
                 }
                 Err(e) => return Err(e),
