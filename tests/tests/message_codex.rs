@@ -14,7 +14,7 @@ use agentsight_tests::{
     TEST_USER, bin,
     codex_container::{CODEX_IN, codex_path, start_the_container},
     docker::ensure_base_image,
-    e2e::{Agent, Outcome, Run, as_test_user, e2e_dir, scenario},
+    e2e::{Agent, Outcome, Run, as_test_user, clis_bin, e2e_dir, scenario},
     test_user,
 };
 use serde_json::Value;
@@ -25,7 +25,7 @@ const CONTAINER_NOTE: &str = "Codex in a container: this turn runs without Codex
 
 /// Continues the run's session with `text` under `continuation`'s script:
 /// `agentsight session message ID --text T --allow-messaging --home HOME
-/// --json EXTRA…` in the run's namespace, as root under sudo for the test
+/// --json EXTRA…` in the run's namespace (the pinned CLIs on PATH), as root under sudo for the test
 /// user (`SUDO_UID`/`SUDO_GID`/`SUDO_USER`).
 fn message(run: &mut Run, id: &str, continuation: &str, text: &str, extra: &[&str]) -> Outcome {
     run.scenario = scenario(continuation);
@@ -34,6 +34,8 @@ fn message(run: &mut Run, id: &str, continuation: &str, text: &str, extra: &[&st
     let home = run.home.display().to_string();
     let mut argv = vec![
         "/usr/bin/env".to_string(),
+        // The pinned CLIs first, as for the runs themselves.
+        format!("PATH={}:/usr/local/bin:/usr/bin:/bin", clis_bin().display()),
         format!("SUDO_UID={uid}"),
         format!("SUDO_GID={gid}"),
         format!("SUDO_USER={TEST_USER}"),
@@ -85,15 +87,18 @@ fn texts(show: &Value, key: &str) -> Vec<String> {
         .collect()
 }
 
-/// The output Codex recorded for a call, from its rollout.
+/// The output Codex recorded for the last call with this id, from its
+/// rollout.
 fn call_output(rollout: &PathBuf, call_id: &str) -> String {
     std::fs::read_to_string(rollout)
         .unwrap()
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|v| {
+        .filter(|v| {
             v["payload"]["type"] == "function_call_output" && v["payload"]["call_id"] == call_id
         })
+        // The scripted server numbers its calls per run: the last is ours.
+        .last()
         .and_then(|v| v["payload"]["output"].as_str().map(str::to_string))
         .unwrap_or_else(|| panic!("no output of {call_id} in {}", rollout.display()))
 }
