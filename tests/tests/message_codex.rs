@@ -205,7 +205,7 @@ fn ide_session(run: &Run) -> String {
 #[test]
 fn codex_approval_request_refused() {
     agentsight_tests::require_root();
-    let mut run = Run::prepare(Agent::Codex, "codex_ide");
+    let mut run = Run::prepare(Agent::Codex, "codex_ready");
     let id = ide_session(&run);
     let (listed, rollout) = the_session(&run);
     assert_eq!(listed, id);
@@ -245,7 +245,7 @@ fn codex_approval_request_refused() {
     let show = run.session_show(&id);
     assert_eq!(
         texts(&show, "prompts"),
-        vec![run_prompt("codex_ide"), text.to_string()]
+        vec![run_prompt("codex_ready"), text.to_string()]
     );
     let tools = show["tools"].as_array().unwrap();
     assert_eq!(tools.len(), 1, "{show}");
@@ -319,7 +319,7 @@ fn codex_stalled_turn_times_out() {
 fn codex_in_a_container_continued_through_the_bridge() {
     agentsight_tests::require_root();
     ensure_base_image();
-    let mut run = Run::prepare(Agent::Codex, "inspect");
+    let mut run = Run::prepare(Agent::Codex, "codex_ready");
     let server = run.start_server();
     let name = format!("agentsight-test-message-codex-{}", std::process::id());
     run.docker_container = Some(name.clone());
@@ -333,10 +333,15 @@ fn codex_in_a_container_continued_through_the_bridge() {
         releases.join(format!("0.169.0-{}-unknown-linux-musl", std::env::consts::ARCH)),
     )
     .unwrap();
+    // `codex exec` with Codex's own sandbox (read-only): the session
+    // records it, and a later turn would run under it, where the
+    // container cannot give it the namespaces it needs.
     let (uid, gid) = test_user();
+    let mut session = run.cli_command_with_path(&codex_path());
+    session.retain(|a| a != "--dangerously-bypass-approvals-and-sandbox");
     let out = Command::new("docker")
         .args(["exec", "-i", "--user", &format!("{uid}:{gid}"), &name])
-        .args(run.cli_command_with_path(&codex_path()))
+        .args(session)
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -400,7 +405,7 @@ fn codex_in_a_container_continued_through_the_bridge() {
     };
     assert_eq!(
         texts(&show, "prompts"),
-        vec![run_prompt("inspect"), text.to_string()]
+        vec![run_prompt("codex_ready"), text.to_string()]
     );
     assert_eq!(run.transcripts(), vec![rollout]);
     // The command ran without Codex's sandbox (which cannot work in the
