@@ -87,4 +87,3 @@ pub fn start_the_container(run: &Run, name: &str) -> Container {
     );
     c
 }
-

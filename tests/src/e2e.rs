@@ -442,10 +442,7 @@ remote_plugin = false
                 ]
             }
             Agent::Codex => {
-                env.push(format!(
-                    "CODEX_HOME={}",
-                    self.home.join(".codex").display()
-                ));
+                env.push(format!("CODEX_HOME={}", self.home.join(".codex").display()));
                 vec![
                     "codex".into(),
                     "exec".into(),

@@ -6,7 +6,7 @@
 //! wrote (its rollout) and what the workspace holds afterwards.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -89,16 +89,16 @@ fn texts(show: &Value, key: &str) -> Vec<String> {
 
 /// The output Codex recorded for the last call with this id, from its
 /// rollout.
-fn call_output(rollout: &PathBuf, call_id: &str) -> String {
+fn call_output(rollout: &Path, call_id: &str) -> String {
     std::fs::read_to_string(rollout)
         .unwrap()
         .lines()
+        // The scripted server numbers its calls per run: the last is ours.
+        .rev()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| {
+        .find(|v| {
             v["payload"]["type"] == "function_call_output" && v["payload"]["call_id"] == call_id
         })
-        // The scripted server numbers its calls per run: the last is ours.
-        .last()
         .and_then(|v| v["payload"]["output"].as_str().map(str::to_string))
         .unwrap_or_else(|| panic!("no output of {call_id} in {}", rollout.display()))
 }
@@ -155,14 +155,14 @@ fn codex_session_continued_under_sudo() {
         ]
     );
     // The new call ran as the test user: `id -un` said so in the rollout.
-    let call = show["tools"]
-        .as_array()
-        .unwrap()
-        .last()
-        .unwrap()
-        .clone();
+    let call = show["tools"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(
-        (&call["command"], &call["status"], &call["exit_code"], &call["prompt_index"]),
+        (
+            &call["command"],
+            &call["status"],
+            &call["exit_code"],
+            &call["prompt_index"]
+        ),
         (
             &Value::from("id -un"),
             &Value::from("ok"),
@@ -330,7 +330,10 @@ fn codex_in_a_container_continued_through_the_bridge() {
     std::fs::create_dir_all(&releases).unwrap();
     std::os::unix::fs::symlink(
         CODEX_IN,
-        releases.join(format!("0.169.0-{}-unknown-linux-musl", std::env::consts::ARCH)),
+        releases.join(format!(
+            "0.169.0-{}-unknown-linux-musl",
+            std::env::consts::ARCH
+        )),
     )
     .unwrap();
     // `codex exec` with Codex's own sandbox (read-only): the session

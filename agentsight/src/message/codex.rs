@@ -128,9 +128,10 @@ fn start_with(
     let args: Vec<OsString> = ["app-server", "--listen", "stdio://"]
         .map(OsString::from)
         .to_vec();
-    let mut child = spawner.command(program, &args).spawn().map_err(|e| {
-        MessageError::Failed(format!("cannot start {}: {e}", program.display()))
-    })?;
+    let mut child = spawner
+        .command(program, &args)
+        .spawn()
+        .map_err(|e| MessageError::Failed(format!("cannot start {}: {e}", program.display())))?;
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
         return Err(MessageError::Failed(
             "the app-server's stdin/stdout are not piped".into(),
@@ -293,9 +294,8 @@ impl AppServer {
         loop {
             match self.next(deadline, method)? {
                 Incoming::Response { id: rid, result } if rid.as_u64() == Some(id) => {
-                    return result.map_err(|e| {
-                        MessageError::Failed(format!("Codex refused {method}: {e}"))
-                    });
+                    return result
+                        .map_err(|e| MessageError::Failed(format!("Codex refused {method}: {e}")));
                 }
                 other => self.handle(other, progress)?,
             }
@@ -554,11 +554,15 @@ fn turn_end(turn: &Value) -> TurnEnd {
     let detail = match (status, error) {
         ("completed", None) => None,
         (s, e) => Some(
-            [Some(format!("turn {s}")), e.map(str::to_owned), more.map(str::to_owned)]
-                .into_iter()
-                .flatten()
-                .collect::<Vec<_>>()
-                .join(": "),
+            [
+                Some(format!("turn {s}")),
+                e.map(str::to_owned),
+                more.map(str::to_owned),
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(": "),
         ),
     };
     TurnEnd {
@@ -807,8 +811,10 @@ read -r l
         assert_eq!(progress, vec![Progress::Acknowledged]);
         assert_eq!(
             lines_read(&f),
-            vec![json!({"jsonrpc":"2.0","id":2,"method":"turn/steer","params":{
-                "threadId":THREAD,"expectedTurnId":"U0","input":[{"type":"text","text":"  hi  "}]}})]
+            vec![
+                json!({"jsonrpc":"2.0","id":2,"method":"turn/steer","params":{
+                "threadId":THREAD,"expectedTurnId":"U0","input":[{"type":"text","text":"  hi  "}]}})
+            ]
         );
     }
 
@@ -888,12 +894,17 @@ read -r l
         let dir = tempfile::tempdir().expect("tempdir");
         let arch = std::env::consts::ARCH;
         for v in ["0.169.0", "0.170.0"] {
-            let bin = dir.path().join(format!("{v}-{arch}-unknown-linux-musl/bin"));
+            let bin = dir
+                .path()
+                .join(format!("{v}-{arch}-unknown-linux-musl/bin"));
             std::fs::create_dir_all(&bin).expect("mkdir");
             std::fs::write(bin.join("codex"), b"").expect("write");
         }
-        std::fs::create_dir_all(dir.path().join(format!("0.171.0-{arch}-unknown-linux-musl")))
-            .expect("mkdir");
+        std::fs::create_dir_all(
+            dir.path()
+                .join(format!("0.171.0-{arch}-unknown-linux-musl")),
+        )
+        .expect("mkdir");
         assert_eq!(
             standalone_release(dir.path(), "0.169.0"),
             Some(
