@@ -8,8 +8,10 @@
 //! - [`lock`]: one message at a time per session (a `flock`).
 //! - [`live`]: the session running outside agentsight.
 //! - [`lines`]: the provider's output as bounded lines with deadlines.
-//! - [`claude`], [`codex`], [`gemini`]: one driver per provider.
+//! - [`claude`], [`codex`], [`gemini`]: one driver per provider; `child`
+//!   holds their provider process (kill-on-drop, deadlines).
 
+mod child;
 pub mod claude;
 pub mod codex;
 pub mod gemini;
