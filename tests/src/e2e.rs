@@ -30,6 +30,9 @@ pub const MODEL_PORT: u16 = 8787;
 /// The plain HTTP endpoint the network scenario fetches (served by the same
 /// server process, which logs each hit).
 pub const TARGET_PORT: u16 = 8788;
+/// The keys the scripted server is given (it checks none).
+const CLAUDE_KEY: &str = "sk-ant-agentsight-e2e";
+const GEMINI_KEY: &str = "agentsight-e2e";
 /// Upper bound for one CLI run; a healthy run takes 2–10 s.
 pub const RUN_TIMEOUT: Duration = Duration::from_secs(150);
 
@@ -356,7 +359,22 @@ impl Run {
         let base = format!("http://127.0.0.1:{}", self.model_port);
         match self.agent {
             Agent::Claude => {
-                // Print mode needs no onboarding state; nothing to write.
+                // Print mode needs no onboarding state. The endpoint and key
+                // also go into settings.json's `env`, which Claude Code 2.1
+                // applies itself: `session message` starts it with a cleared
+                // environment (a direct run passes the same values as env vars).
+                let dir = self.home.join(".claude");
+                fs::create_dir_all(&dir).unwrap();
+                let settings = serde_json::json!({
+                    "model": self.agent.model(),
+                    "env": {
+                        "ANTHROPIC_BASE_URL": base,
+                        "ANTHROPIC_API_KEY": CLAUDE_KEY,
+                        "DISABLE_AUTOUPDATER": "1",
+                        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                    }
+                });
+                fs::write(dir.join("settings.json"), settings.to_string()).unwrap();
             }
             Agent::Codex => {
                 let dir = self.home.join(".codex");
@@ -394,9 +412,18 @@ remote_plugin = false
                     },
                     "privacy": { "usageStatisticsEnabled": false },
                     "telemetry": { "enabled": false },
-                    "general": { "disableAutoUpdate": true, "disableUpdateNag": true }
+                    "general": { "disableAutoUpdate": true, "disableUpdateNag": true },
+                    "model": { "name": self.agent.model() }
                 });
                 fs::write(dir.join("settings.json"), settings.to_string()).unwrap();
+                // Gemini CLI reads `~/.gemini/.env` when these are not in its
+                // environment: what `session message` (cleared environment)
+                // relies on.
+                fs::write(
+                    dir.join(".env"),
+                    format!("GEMINI_API_KEY={GEMINI_KEY}\nGOOGLE_GEMINI_BASE_URL={base}\n"),
+                )
+                .unwrap();
             }
         }
     }
@@ -428,7 +455,7 @@ remote_plugin = false
             Agent::Claude => {
                 env.extend([
                     format!("ANTHROPIC_BASE_URL={base}"),
-                    "ANTHROPIC_API_KEY=sk-ant-agentsight-e2e".into(),
+                    format!("ANTHROPIC_API_KEY={CLAUDE_KEY}"),
                     "DISABLE_AUTOUPDATER=1".into(),
                     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1".into(),
                 ]);
@@ -453,7 +480,7 @@ remote_plugin = false
             }
             Agent::Gemini => {
                 env.extend([
-                    "GEMINI_API_KEY=agentsight-e2e".into(),
+                    format!("GEMINI_API_KEY={GEMINI_KEY}"),
                     format!("GOOGLE_GEMINI_BASE_URL={base}"),
                 ]);
                 vec![

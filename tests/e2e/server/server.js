@@ -284,9 +284,14 @@ function fillSchema(s) {
 }
 
 let idCounter = 0;
+// A continuation scenario's ids carry its name: the earlier run's server
+// handed out the same numbers, and a CLI that sees a tool-use id again in
+// the session's history treats the new call's result as a duplicate
+// (Claude Code drops it from the next request).
 function nextId(prefix) {
   idCounter++;
-  return `${prefix}e2e${String(idCounter).padStart(6, '0')}`;
+  const scope = scenario.prior_results ? `${scenario.name}_` : '';
+  return `${prefix}e2e${scope}${String(idCounter).padStart(6, '0')}`;
 }
 
 // ---------------------------------------------------------------- Anthropic

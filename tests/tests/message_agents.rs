@@ -1,0 +1,433 @@
+//! `agentsight session message` continuing real Claude Code and Gemini CLI
+//! sessions (issue 17): the pinned CLIs against the scripted model server,
+//! in the run's network namespace, as root under sudo for the test user
+//! (`SUDO_UID`/`SUDO_GID`/`SUDO_USER` set through `env`). A continuation
+//! scenario (`continue_claude_*` / `continue_gemini_*`, `prior_results` =
+//! the earlier run's tool results) scripts the new turn; the ground truth is
+//! what the CLI itself wrote into its transcript and what its process was.
+
+use std::collections::BTreeSet;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use agentsight_tests::{
+    TEST_USER, bin,
+    e2e::{Agent, Outcome, Run, clis_bin, scenario},
+    require_root, test_user,
+};
+use serde_json::Value;
+
+/// `env -i ENV… agentsight session message ID --text TEXT --allow-messaging
+/// --home HOME --json` in the run's namespace under `continuation`'s
+/// script: as root, sudo'd by the test user, with only `env` (plus `PATH`,
+/// `LANG`, `TERM`, `HOME=/root` and the `SUDO_*` trio) in agentsight's own
+/// environment.
+fn message(run: &mut Run, id: &str, continuation: &str, text: &str, env: &[String]) -> Outcome {
+    run.scenario = scenario(continuation);
+    run.server_log = run.server_dir.join(format!("{continuation}.jsonl"));
+    let (uid, gid) = test_user();
+    let mut argv: Vec<String> = vec![
+        "/usr/bin/env".into(),
+        "-i".into(),
+        format!("PATH={}:/usr/local/bin:/usr/bin:/bin", clis_bin().display()),
+        "LANG=C.UTF-8".into(),
+        "TERM=dumb".into(),
+        "HOME=/root".into(),
+        format!("SUDO_UID={uid}"),
+        format!("SUDO_GID={gid}"),
+        format!("SUDO_USER={TEST_USER}"),
+    ];
+    argv.extend(env.iter().cloned());
+    argv.push(bin().display().to_string());
+    let home = run.home.display().to_string();
+    argv.extend(
+        [
+            "session",
+            "message",
+            id,
+            "--text",
+            text,
+            "--allow-messaging",
+            "--home",
+            &home,
+            "--json",
+        ]
+        .map(String::from),
+    );
+    run.launch(|_| argv)
+}
+
+/// A normal e2e run of `scenario`; its one session's id and transcript.
+fn session_of_a_run(agent: Agent, scenario: &str) -> (Run, String, PathBuf) {
+    let run = Run::prepare(agent, scenario);
+    let out = run.run();
+    assert!(out.status.success(), "{out:?}");
+    let files = run.transcripts();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let list = run.sessions();
+    let sessions = list["sessions"].as_array().or(list.as_array()).cloned();
+    let sessions = sessions.unwrap_or_else(|| panic!("no session list: {list}"));
+    assert_eq!(sessions.len(), 1, "{list}");
+    let id = sessions[0]["session_id"].as_str().expect("id").to_string();
+    (run, id, files[0].clone())
+}
+
+fn json_of(out: &Outcome) -> Value {
+    serde_json::from_str(out.stdout.trim())
+        .unwrap_or_else(|e| panic!("--json output ({e}): {out:?}"))
+}
+
+/// The texts of a `session show --json` list (`prompts`, `responses`).
+fn texts(show: &Value, key: &str) -> Vec<String> {
+    show[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {key}: {show}"))
+        .iter()
+        .map(|p| p["text"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The outcome's main fields, for one exact comparison.
+fn summary(j: &Value) -> Value {
+    serde_json::json!({
+        "provider": j["provider"], "transport": j["transport"], "run_as": j["run_as"],
+        "acknowledged": j["acknowledged"], "completed": j["completed"],
+        "response": j["response"], "exit_status": j["exit_status"], "error": j["error"],
+    })
+}
+
+/// Every file under `dir` and its owner uid.
+fn owners(dir: &Path) -> Vec<(PathBuf, u32)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            let m = std::fs::symlink_metadata(&p).expect("stat");
+            if m.is_dir() {
+                stack.push(p.clone());
+            }
+            out.push((p, m.uid()));
+        }
+    }
+    out
+}
+
+/// A session from a normal Claude Code run, continued: the same transcript
+/// holds the new prompt, a command and the answer; the command (`id -un`)
+/// ran as the session's owner, and everything written is theirs.
+#[test]
+fn claude_session_continued_under_sudo() {
+    require_root();
+    let (mut run, id, transcript) = session_of_a_run(Agent::Claude, "inspect");
+    let text = "Who runs your commands? Check with id.";
+    let out = message(&mut run, &id, "continue_claude_inspect", text, &[]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let j = json_of(&out);
+    assert_eq!(
+        summary(&j),
+        serde_json::json!({
+            "provider": "claude", "transport": "claude-stream-json", "run_as": TEST_USER,
+            "acknowledged": true, "completed": true,
+            "response": "Commands run as the session's owner.", "exit_status": 0,
+            "error": null,
+        }),
+        "{j}"
+    );
+    assert_eq!(j["rejected_requests"], serde_json::json!([]));
+    assert!(j["provider_pid"].as_u64().is_some_and(|p| p > 1), "{j}");
+
+    assert_eq!(
+        run.transcripts(),
+        vec![transcript.clone()],
+        "no new session file"
+    );
+    let show = run.session_show(&id);
+    assert_eq!(
+        texts(&show, "prompts"),
+        vec![scenario("inspect").prompt, text.to_string()]
+    );
+    let responses = texts(&show, "responses");
+    assert_eq!(
+        responses[responses.len() - 2..],
+        [
+            "Checking which user runs my commands.".to_string(),
+            "Commands run as the session's owner.".to_string()
+        ],
+        "{show}"
+    );
+    let call = show["tools"].as_array().and_then(|t| t.last()).cloned();
+    let call = call.unwrap_or_else(|| panic!("no tool calls: {show}"));
+    assert_eq!(
+        (
+            &call["name"],
+            &call["command"],
+            &call["status"],
+            &call["prompt_index"]
+        ),
+        (
+            &Value::from("Bash"),
+            &Value::from("id -un"),
+            &Value::from("ok"),
+            &Value::from(1)
+        ),
+        "{call}"
+    );
+    // What `id -un` printed, as Claude Code recorded the tool result.
+    let result = tool_result(&transcript, call["call_id"].as_str().expect("call id"));
+    assert_eq!(result, TEST_USER);
+    // Nothing under the run's home or workspace became root's.
+    let (uid, _) = test_user();
+    for dir in [&run.home, &run.work] {
+        let foreign: Vec<_> = owners(dir).into_iter().filter(|(_, u)| *u != uid).collect();
+        assert!(foreign.is_empty(), "not the owner's: {foreign:?}");
+    }
+}
+
+/// The text of the `tool_result` for `call_id` in a Claude transcript.
+fn tool_result(transcript: &Path, call_id: &str) -> String {
+    let text = std::fs::read_to_string(transcript).expect("transcript");
+    for v in text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    {
+        for b in v["message"]["content"].as_array().into_iter().flatten() {
+            if b["type"] == "tool_result" && b["tool_use_id"] == call_id {
+                return match &b["content"] {
+                    Value::String(s) => s.clone(),
+                    other => other[0]["text"].as_str().unwrap_or_default().to_string(),
+                };
+            }
+        }
+    }
+    panic!("no tool_result for {call_id} in {}", transcript.display())
+}
+
+/// A continuation whose tool needs a permission: Claude Code's default mode
+/// refuses the Write (agentsight approves nothing), the command reports the
+/// refusal, the file is not written, and the turn still ends.
+#[test]
+fn claude_write_needing_permission_is_refused_not_approved() {
+    require_root();
+    let (mut run, id, _) = session_of_a_run(Agent::Claude, "inspect");
+    let text = "Write summary.txt with a one-line summary.";
+    let out = message(&mut run, &id, "continue_claude_write", text, &[]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let j = json_of(&out);
+    assert_eq!(
+        j["response"], "I could not write summary.txt: permission was not granted.",
+        "{j}"
+    );
+    let summary_path = run.work.join("summary.txt");
+    let input = serde_json::json!({
+        "content": "release profile\n",
+        "file_path": summary_path.display().to_string(),
+    });
+    assert_eq!(
+        j["rejected_requests"],
+        serde_json::json!([{
+            "method": "Write",
+            "detail": format!(
+                "refused by Claude Code's permission mode (agentsight never approves): {input}"
+            ),
+        }]),
+        "{j}"
+    );
+    assert!(!summary_path.exists(), "the refused write happened");
+    assert!(
+        out.stderr
+            .contains("agentsight: refused the agent's request Write: refused by Claude Code's permission mode"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// A wrapper that saves its own `/proc/PID/status` and `environ` (the
+/// process the provider is exec'd into: same pid, same credentials, same
+/// initial environment) under `out_dir`, then execs `real`.
+fn spy_wrapper(dir: &Path, out_dir: &Path, real: &Path) -> PathBuf {
+    let path = dir.join("spy.sh");
+    let script = format!(
+        "#!/bin/sh\ncat /proc/$$/status > '{o}/status'\ncat /proc/$$/environ > '{o}/environ'\nexec '{r}' \"$@\"\n",
+        o = out_dir.display(),
+        r = real.display()
+    );
+    std::fs::write(&path, script).expect("write wrapper");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path
+}
+
+/// The `Uid:`, `Gid:` and `Groups:` fields of a saved status (real,
+/// effective, saved, filesystem ids; the supplementary groups).
+fn ids(status: &str) -> Vec<(String, Vec<u32>)> {
+    status
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(k, _)| ["Uid", "Gid", "Groups"].contains(k))
+        .map(|(k, v)| {
+            let nums = v.split_whitespace().map(|n| n.parse().expect("an id"));
+            (k.to_string(), nums.collect())
+        })
+        .collect()
+}
+
+/// What [`ids`] must be for a process of the test user with no
+/// supplementary groups.
+fn dropped_to_test_user() -> Vec<(String, Vec<u32>)> {
+    let (uid, gid) = test_user();
+    vec![
+        ("Uid".into(), vec![uid; 4]),
+        ("Gid".into(), vec![gid; 4]),
+        ("Groups".into(), vec![]),
+    ]
+}
+
+/// Under sudo, Claude Code runs as the sudo caller with no supplementary
+/// groups and exactly the kept environment: the planted variable and the
+/// API key in agentsight's own environment do not reach it.
+#[test]
+fn claude_identity_drop_under_sudo() {
+    require_root();
+    let (mut run, id, _) = session_of_a_run(Agent::Claude, "inspect");
+    let spy_out = run.tmp.join("spy");
+    std::fs::create_dir_all(&spy_out).expect("mkdir");
+    let (uid, gid) = test_user();
+    std::os::unix::fs::chown(&spy_out, Some(uid), Some(gid)).expect("chown");
+    let wrapper = spy_wrapper(&run.server_dir, &spy_out, &clis_bin().join("claude"));
+    let env = [
+        format!("AGENTSIGHT_CLAUDE_BIN={}", wrapper.display()),
+        "AGENTSIGHT_PLANTED=1".to_string(),
+        "ANTHROPIC_API_KEY=sk-ant-planted-in-agentsight".to_string(),
+    ];
+    let text = "Who runs your commands? Check with id.";
+    let out = message(&mut run, &id, "continue_claude_inspect", text, &env);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(json_of(&out)["completed"], true);
+
+    let status = std::fs::read_to_string(spy_out.join("status")).expect("saved status");
+    assert_eq!(ids(&status), dropped_to_test_user(), "{status}");
+    let environ = std::fs::read(spy_out.join("environ")).expect("saved environ");
+    // The order is std's (sorted by name); the set is what matters.
+    let environ: BTreeSet<String> = environ
+        .split(|&b| b == 0)
+        .filter(|v| !v.is_empty())
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .collect();
+    assert_eq!(
+        environ,
+        BTreeSet::from([
+            "LANG=C.UTF-8".to_string(),
+            format!("PATH={}:/usr/local/bin:/usr/bin:/bin", clis_bin().display()),
+            "TERM=dumb".to_string(),
+            format!("HOME={}", run.home.display()),
+            format!("USER={TEST_USER}"),
+            format!("LOGNAME={TEST_USER}"),
+        ])
+    );
+}
+
+/// The model stream stalls before any answer: no acknowledgement within the
+/// 20 s bound, exit status 8 with the reason, Claude Code stopped.
+#[test]
+fn claude_stalled_model_hits_the_acknowledgement_bound() {
+    require_root();
+    let (mut run, id, transcript) = session_of_a_run(Agent::Claude, "inspect");
+    let out = message(
+        &mut run,
+        &id,
+        "continue_claude_stall",
+        "Summarise the notes again.",
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(8), "{out:?}");
+    assert!(
+        out.elapsed >= Duration::from_secs(20) && out.elapsed < Duration::from_secs(60),
+        "{:?}",
+        out.elapsed
+    );
+    let j = json_of(&out);
+    assert_eq!(
+        (&j["acknowledged"], &j["exit_status"], &j["completed"]),
+        (&Value::from(false), &Value::from(8), &Value::Null),
+        "{j}"
+    );
+    let err = j["error"].as_str().unwrap_or_default();
+    assert!(
+        err.starts_with("Claude Code did not acknowledge the message within 20 s"),
+        "{err}"
+    );
+    // (netns.sh may add its own lines while the server starts.)
+    let said: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("agentsight: "))
+        .collect();
+    assert_eq!(
+        said,
+        [format!("agentsight: error: {err}")],
+        "{}",
+        out.stderr
+    );
+    assert_eq!(run.transcripts(), vec![transcript]);
+}
+
+/// A session from a normal Gemini CLI run, continued by `gemini --resume
+/// UUID`: the same chat file holds the new prompt, the read and the answer;
+/// Gemini CLI (started through `AGENTSIGHT_GEMINI_BIN`) ran as the owner.
+#[test]
+fn gemini_session_continued_under_sudo() {
+    require_root();
+    let (mut run, id, transcript) = session_of_a_run(Agent::Gemini, "inspect");
+    let spy_out = run.tmp.join("spy");
+    std::fs::create_dir_all(&spy_out).expect("mkdir");
+    let (uid, gid) = test_user();
+    std::os::unix::fs::chown(&spy_out, Some(uid), Some(gid)).expect("chown");
+    let wrapper = spy_wrapper(&run.server_dir, &spy_out, &clis_bin().join("gemini"));
+    let env = [format!("AGENTSIGHT_GEMINI_BIN={}", wrapper.display())];
+    let text = "Read notes.txt again and quote it.";
+    let out = message(&mut run, &id, "continue_gemini_inspect", text, &env);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let j = json_of(&out);
+    let answer = "notes.txt still says: The build needs the release profile.";
+    assert_eq!(
+        summary(&j),
+        serde_json::json!({
+            "provider": "gemini", "transport": "gemini-resume", "run_as": TEST_USER,
+            "acknowledged": true, "completed": true, "response": answer, "exit_status": 0,
+            "error": null,
+        }),
+        "{j}"
+    );
+    assert_eq!(run.transcripts(), vec![transcript], "no new session file");
+    let show = run.session_show(&id);
+    assert_eq!(
+        texts(&show, "prompts"),
+        vec![scenario("inspect").prompt, text.to_string()]
+    );
+    let responses = texts(&show, "responses");
+    assert_eq!(
+        responses[responses.len() - 2..],
+        ["Reading the notes again.".to_string(), answer.to_string()],
+        "{show}"
+    );
+    let call = show["tools"].as_array().and_then(|t| t.last()).cloned();
+    let call = call.unwrap_or_else(|| panic!("no tool calls: {show}"));
+    assert_eq!(
+        (&call["name"], &call["status"], &call["prompt_index"]),
+        (
+            &Value::from("read_file"),
+            &Value::from("ok"),
+            &Value::from(1)
+        ),
+        "{call}"
+    );
+    let status = std::fs::read_to_string(spy_out.join("status")).expect("saved status");
+    assert_eq!(ids(&status), dropped_to_test_user(), "{status}");
+    let seen: BTreeSet<u32> = owners(&run.home).into_iter().map(|(_, u)| u).collect();
+    assert_eq!(
+        seen,
+        BTreeSet::from([uid]),
+        "everything under the home is the owner's"
+    );
+}
