@@ -416,15 +416,28 @@ remote_plugin = false
                     "model": { "name": self.agent.model() }
                 });
                 fs::write(dir.join("settings.json"), settings.to_string()).unwrap();
-                // Gemini CLI reads `~/.gemini/.env` when these are not in its
-                // environment: what `session message` (cleared environment)
-                // relies on.
-                fs::write(
-                    dir.join(".env"),
-                    format!("GEMINI_API_KEY={GEMINI_KEY}\nGOOGLE_GEMINI_BASE_URL={base}\n"),
-                )
-                .unwrap();
             }
+        }
+    }
+
+    /// What a CLI started by `agentsight session message` (a cleared
+    /// environment) needs on top of [`Run::prepare`]'s configuration: Gemini
+    /// CLI's key and endpoint in `~/.gemini/.env`, which it reads when they
+    /// are not in its environment. Not written for every run: reading a
+    /// `.env` file is a denied-path read to `agentsight audit`'s default
+    /// policy, which the recorded runs check. (Claude Code's and Codex's
+    /// files already carry theirs.)
+    pub fn configure_for_message(&self) {
+        if self.agent == Agent::Gemini {
+            let base = format!("http://127.0.0.1:{}", self.model_port);
+            let env = self.home.join(".gemini/.env");
+            fs::write(
+                &env,
+                format!("GEMINI_API_KEY={GEMINI_KEY}\nGOOGLE_GEMINI_BASE_URL={base}\n"),
+            )
+            .unwrap();
+            let (uid, gid) = test_user();
+            std::os::unix::fs::chown(&env, Some(uid), Some(gid)).unwrap();
         }
     }
 

@@ -70,6 +70,7 @@ fn session_of_a_run(agent: Agent, scenario: &str) -> (Run, String, PathBuf) {
     let sessions = sessions.unwrap_or_else(|| panic!("no session list: {list}"));
     assert_eq!(sessions.len(), 1, "{list}");
     let id = sessions[0]["session_id"].as_str().expect("id").to_string();
+    run.configure_for_message();
     (run, id, files[0].clone())
 }
 

@@ -72,7 +72,7 @@ pub fn parse_event(line: &[u8]) -> Event {
         ("result", _) if v["status"] == "success" => Event::Result(Ok(())),
         ("result", _) => Event::Result(Err(v["error"]["message"]
             .as_str()
-            .map_or_else(|| clip(&v.to_string()), |m| clip(m)))),
+            .map_or_else(|| clip(&v.to_string()), clip))),
         ("error", _) => Event::Note(clip(v["message"].as_str().unwrap_or(&v.to_string()))),
         ("init", _) => Event::Quiet,
         (other, _) => Event::Note(format!("gemini event {other:?} ignored")),
