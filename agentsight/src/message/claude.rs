@@ -293,9 +293,15 @@ impl ClaudeRuntime {
         let deadline = Instant::now() + bound;
         let stop = match self.pump(deadline, progress, |s| s.acked || s.end.is_some()) {
             Ok(()) => match &self.end {
-                Some(end) if !self.acked => {
+                Some(end) if !self.acked && !end.completed => {
                     let why = end.detail.clone().unwrap_or_default();
                     return Err(MessageError::Failed(why));
+                }
+                Some(_) if !self.acked => {
+                    // A turn that ended well without a word: taken all the same.
+                    self.acked = true;
+                    progress(Progress::Acknowledged);
+                    return Ok(());
                 }
                 _ => return Ok(()),
             },

@@ -122,6 +122,7 @@ pub fn start(
         lines: LineReader::spawn(stdout, MAX_LINE),
         acked: false,
         answer: String::new(),
+        unsaid: String::new(),
         result: None,
         last: None,
         skipped: 0,
@@ -137,6 +138,9 @@ struct GeminiRuntime {
     acked: bool,
     /// The answer since the last tool call.
     answer: String,
+    /// Answer text not yet reported: Gemini CLI streams it in small deltas,
+    /// reported as one piece at the next tool call, result or end.
+    unsaid: String,
     /// The `result` event, once seen.
     result: Option<Result<(), String>>,
     /// The last note or unparsed line: the detail of a failure.
@@ -166,10 +170,19 @@ impl GeminiRuntime {
                     )));
                 }
                 Err(ReadEnd::Timeout) => return false,
-                Err(ReadEnd::Eof(_)) => self.eof = true,
+                Err(ReadEnd::Eof(_)) => {
+                    self.eof = true;
+                    self.say(progress);
+                }
             }
         }
         true
+    }
+
+    fn say(&mut self, progress: &mut dyn FnMut(Progress)) {
+        if !self.unsaid.is_empty() {
+            progress(Progress::Text(std::mem::take(&mut self.unsaid)));
+        }
     }
 
     fn handle(&mut self, line: &[u8], progress: &mut dyn FnMut(Progress)) {
@@ -185,13 +198,17 @@ impl GeminiRuntime {
             }
             Event::Text(t) => {
                 self.answer.push_str(&t);
-                progress(Progress::Text(t));
+                self.unsaid.push_str(&t);
             }
             Event::Tool(name) => {
+                self.say(progress);
                 self.answer.clear();
                 progress(Progress::Tool(name));
             }
-            Event::Result(r) => self.result = Some(r),
+            Event::Result(r) => {
+                self.say(progress);
+                self.result = Some(r);
+            }
             Event::Note(n) => {
                 progress(Progress::Note(n.clone()));
                 self.last = Some(n);

@@ -150,3 +150,142 @@ fn the_input_line_is_one_stream_json_user_message() {
             "content":[{"type":"text","text":"say \"hi\"\nand bye"}]}})
     );
 }
+
+/// A stand-in `claude` on the spawner's PATH that swallows its stdin (the
+/// message), then replays `output` (recorded lines) and exits `status`.
+fn replaying(dir: &std::path::Path, output: &[u8], status: i32) -> Spawner {
+    use std::os::unix::fs::PermissionsExt;
+    let out = dir.join("output");
+    std::fs::write(&out, output).expect("write output");
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).expect("mkdir");
+    let script = format!(
+        "#!/bin/sh\ncat > '{d}/input'\ncat '{o}'\nexit {status}\n",
+        d = dir.display(),
+        o = out.display()
+    );
+    let exe = bin.join("claude");
+    std::fs::write(&exe, script).expect("write script");
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let me = nix::unistd::User::from_uid(nix::unistd::geteuid())
+        .ok()
+        .flatten()
+        .expect("own passwd entry");
+    let identity = super::super::Identity {
+        owner: super::super::Owner {
+            uid: me.uid.as_raw(),
+            gid: me.gid.as_raw(),
+            name: me.name,
+        },
+        home: dir.to_path_buf(),
+        switch: false,
+    };
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    Spawner::new(identity, dir.to_path_buf(), [("PATH".into(), path.into())])
+}
+
+fn target(dir: &std::path::Path) -> Target {
+    Target {
+        provider: crate::sessions::Provider::Claude,
+        session_id: "373a5f3d-aa0e-48d4-b941-79c8fb907971".into(),
+        transcript: dir.join("t.jsonl"),
+        cwd: dir.to_path_buf(),
+        cli_version: None,
+    }
+}
+
+const OPTS: Options = Options {
+    ack_timeout: Duration::from_secs(20),
+    in_container: false,
+};
+
+#[test]
+fn the_driver_skips_a_huge_line_then_follows_the_turn_to_its_result() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut output = vec![b'x'; MAX_LINE + 10];
+    output.push(b'\n');
+    for l in fixture("continue-read.jsonl") {
+        output.extend(l);
+        output.push(b'\n');
+    }
+    let spawner = replaying(dir.path(), &output, 0);
+    let mut seen = Vec::new();
+    let mut rt = start(
+        &target(dir.path()),
+        "Read the notes.",
+        &spawner,
+        &OPTS,
+        &mut |p| seen.push(p),
+    )
+    .expect("acknowledged");
+    assert_eq!(rt.transport(), "claude-stream-json");
+    let end = rt
+        .wait_turn(Instant::now() + Duration::from_secs(20), &mut |p| {
+            seen.push(p)
+        })
+        .expect("turn");
+    assert_eq!(
+        end,
+        TurnEnd {
+            completed: true,
+            response: Some("Continued: notes say release profile.".into()),
+            detail: None
+        }
+    );
+    assert_eq!(
+        seen,
+        vec![
+            Progress::Note(format!(
+                "skipped a claude output line of {} bytes (over {MAX_LINE}); 1 so far",
+                MAX_LINE + 10
+            )),
+            Progress::Acknowledged,
+            Progress::Text("Reading notes.".into()),
+            Progress::Tool("Read".into()),
+            Progress::Text("Continued: notes say release profile.".into()),
+        ]
+    );
+    let input = std::fs::read(dir.path().join("input")).expect("input");
+    assert_eq!(input, input_line("Read the notes."));
+}
+
+#[test]
+fn an_error_result_before_any_answer_fails_the_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut output = fixture("unknown-session.jsonl").concat();
+    output.push(b'\n');
+    let spawner = replaying(dir.path(), &output, 1);
+    let e = start(&target(dir.path()), "hi", &spawner, &OPTS, &mut |_| {})
+        .err()
+        .expect("refused");
+    assert_eq!(
+        e,
+        MessageError::Failed(
+            "Claude Code reported an error: No conversation found with session ID: \
+             00000000-0000-4000-8000-000000000000"
+                .into()
+        )
+    );
+}
+
+#[test]
+fn silence_then_exit_before_an_answer_fails_with_the_status_and_last_note() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut output = Vec::new();
+    for l in fixture("stalled.jsonl") {
+        output.extend(l);
+        output.push(b'\n');
+    }
+    let spawner = replaying(dir.path(), &output, 3);
+    let e = start(&target(dir.path()), "hi", &spawner, &OPTS, &mut |_| {})
+        .err()
+        .expect("failed");
+    assert_eq!(
+        e,
+        MessageError::Failed(
+            "Claude Code ended (exit status 3) before acknowledging the message (last: the \
+             model endpoint failed (unknown, status null); Claude Code retries (attempt 1 of 10))"
+                .into()
+        )
+    );
+}
