@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use agentsight_tests::{
     TEST_USER, bin,
-    e2e::{Agent, Outcome, Run, clis_bin, scenario},
+    e2e::{Agent, Outcome, Run, as_test_user, clis_bin, scenario},
     require_root, test_user,
 };
 use serde_json::Value;
@@ -24,6 +24,28 @@ use serde_json::Value;
 /// `LANG`, `TERM`, `HOME=/root` and the `SUDO_*` trio) in agentsight's own
 /// environment.
 fn message(run: &mut Run, id: &str, continuation: &str, text: &str, env: &[String]) -> Outcome {
+    message_with(run, id, continuation, text, env, &[], Caller::Sudo)
+}
+
+/// Who runs `agentsight session message`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Caller {
+    /// Root with `SUDO_*` naming the test user.
+    Sudo,
+    /// The test user itself (its `HOME` the run's home).
+    TestUser,
+}
+
+/// [`message`] with extra arguments, by `caller`.
+fn message_with(
+    run: &mut Run,
+    id: &str,
+    continuation: &str,
+    text: &str,
+    env: &[String],
+    args: &[&str],
+    caller: Caller,
+) -> Outcome {
     run.scenario = scenario(continuation);
     run.server_log = run.server_dir.join(format!("{continuation}.jsonl"));
     let (uid, gid) = test_user();
@@ -33,11 +55,16 @@ fn message(run: &mut Run, id: &str, continuation: &str, text: &str, env: &[Strin
         format!("PATH={}:/usr/local/bin:/usr/bin:/bin", clis_bin().display()),
         "LANG=C.UTF-8".into(),
         "TERM=dumb".into(),
-        "HOME=/root".into(),
-        format!("SUDO_UID={uid}"),
-        format!("SUDO_GID={gid}"),
-        format!("SUDO_USER={TEST_USER}"),
     ];
+    match caller {
+        Caller::Sudo => argv.extend([
+            "HOME=/root".into(),
+            format!("SUDO_UID={uid}"),
+            format!("SUDO_GID={gid}"),
+            format!("SUDO_USER={TEST_USER}"),
+        ]),
+        Caller::TestUser => argv.push(format!("HOME={}", run.home.display())),
+    }
     argv.extend(env.iter().cloned());
     argv.push(bin().display().to_string());
     let home = run.home.display().to_string();
@@ -55,7 +82,11 @@ fn message(run: &mut Run, id: &str, continuation: &str, text: &str, env: &[Strin
         ]
         .map(String::from),
     );
-    run.launch(|_| argv)
+    argv.extend(args.iter().map(|a| a.to_string()));
+    match caller {
+        Caller::Sudo => run.launch(|_| argv),
+        Caller::TestUser => run.launch(|_| as_test_user(argv)),
+    }
 }
 
 /// A normal e2e run of `scenario`; its one session's id and transcript.
@@ -431,4 +462,79 @@ fn gemini_session_continued_under_sudo() {
         BTreeSet::from([uid]),
         "everything under the home is the owner's"
     );
+}
+
+/// The test user continues its own session (no sudo, no identity switch):
+/// the same continuation works, run as itself.
+#[test]
+fn claude_session_continued_by_its_owner() {
+    require_root();
+    let (mut run, id, transcript) = session_of_a_run(Agent::Claude, "inspect");
+    let text = "Who runs your commands? Check with id.";
+    let out = message_with(
+        &mut run,
+        &id,
+        "continue_claude_inspect",
+        text,
+        &[],
+        &[],
+        Caller::TestUser,
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let j = json_of(&out);
+    assert_eq!(
+        (&j["run_as"], &j["completed"], &j["response"]),
+        (
+            &Value::from(TEST_USER),
+            &Value::from(true),
+            &Value::from("Commands run as the session's owner.")
+        ),
+        "{j}"
+    );
+    assert_eq!(run.transcripts(), vec![transcript.clone()]);
+    let show = run.session_show(&id);
+    let call = show["tools"].as_array().and_then(|t| t.last()).cloned();
+    let call = call.unwrap_or_else(|| panic!("no tool calls: {show}"));
+    let result = tool_result(&transcript, call["call_id"].as_str().expect("call id"));
+    assert_eq!(result, TEST_USER);
+}
+
+/// Gemini CLI echoes the message before it asks the model, so a stalled
+/// model stream is acknowledged and then outlasts `--turn-timeout`: exit
+/// status 8, Gemini CLI stopped (its process group killed).
+#[test]
+fn gemini_stalled_turn_hits_the_turn_timeout() {
+    require_root();
+    let (mut run, id, transcript) = session_of_a_run(Agent::Gemini, "inspect");
+    let out = message_with(
+        &mut run,
+        &id,
+        "continue_gemini_stall",
+        "Summarise the notes again.",
+        &[],
+        &["--turn-timeout", "5"],
+        Caller::Sudo,
+    );
+    assert_eq!(out.status.code(), Some(8), "{out:?}");
+    assert!(
+        out.elapsed >= Duration::from_secs(5) && out.elapsed < Duration::from_secs(40),
+        "{:?}",
+        out.elapsed
+    );
+    let j = json_of(&out);
+    assert_eq!(
+        summary(&j),
+        serde_json::json!({
+            "provider": "gemini", "transport": "gemini-resume", "run_as": TEST_USER,
+            "acknowledged": true, "completed": null, "response": null, "exit_status": 8,
+            "error": "Gemini CLI's turn did not end in time; it was stopped",
+        }),
+        "{j}"
+    );
+    let pid = j["provider_pid"].as_u64().expect("provider pid");
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "Gemini CLI (pid {pid}) still there"
+    );
+    assert_eq!(run.transcripts(), vec![transcript]);
 }
