@@ -34,6 +34,7 @@ pub mod envreset;
 pub mod livecap;
 pub mod matching;
 pub mod message;
+pub mod messagelog;
 pub mod privileges;
 pub mod procinfo;
 pub mod rawtext;

@@ -26,6 +26,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "envreset",
             "vocabulary",
             "docker",
+            "messagelog",
             "sessions",
             "safefs",
         ],
