@@ -233,3 +233,21 @@ CREATE TABLE IF NOT EXISTS correlations (
     reason TEXT,
     late INTEGER NOT NULL DEFAULT 0
 );
+
+CREATE TABLE IF NOT EXISTS external_messages (
+    id TEXT NOT NULL UNIQUE,
+    time_ms INTEGER NOT NULL,
+    session_id TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    transport TEXT NOT NULL,
+    container TEXT,
+    invoking_uid INTEGER NOT NULL,
+    invoking_user TEXT NOT NULL,
+    run_as_uid INTEGER NOT NULL,
+    pid INTEGER NOT NULL,
+    provider_pid INTEGER,
+    message_bytes INTEGER NOT NULL,
+    outcome TEXT,
+    detail TEXT,
+    finished_ms INTEGER
+);

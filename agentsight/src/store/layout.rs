@@ -386,10 +386,11 @@ mod tests {
     #[test]
     fn the_schema_is_the_capture_format_byte_for_byte() {
         let ddl = format!(
-            "{}{}{}",
+            "{}{}{}{}",
             crate::store::SCHEMA,
             schema(),
-            crate::store::sessions::SCHEMA
+            crate::store::sessions::SCHEMA,
+            crate::store::external::SCHEMA
         );
         assert_eq!(ddl, include_str!("capture-format.sql"));
     }

@@ -6,6 +6,7 @@
 //! transactions; readers open the file read-only and never modify it.
 //! Columns are documented in `docs/capture-schema.md`.
 
+mod external;
 mod intern;
 mod layout;
 pub mod read;
@@ -474,6 +475,7 @@ pub(crate) fn create(path: &Path) -> Result<Connection, StoreError> {
     .and_then(|_| conn.execute_batch(SCHEMA))
     .and_then(|_| conn.execute_batch(&layout::schema()))
     .and_then(|_| conn.execute_batch(sessions::SCHEMA))
+    .and_then(|_| conn.execute_batch(external::SCHEMA))
     .and_then(|_| {
         conn.execute(
             "INSERT INTO meta (key, value) VALUES ('format', ?1), ('schema_version', ?2)",

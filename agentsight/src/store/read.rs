@@ -469,6 +469,11 @@ pub fn last_event_mono_ns(conn: &Connection) -> rusqlite::Result<Option<i64>> {
 }
 
 impl Capture {
+    /// The stored `session message` submissions, by time.
+    pub fn external_messages(&self) -> Result<Vec<ExternalMessage>, StoreError> {
+        external_messages(&self.conn).map_err(|e| self.query_err(e))
+    }
+
     /// Every process, by start time (then row id).
     pub fn processes(&self) -> Result<Vec<ProcessRecord>, StoreError> {
         processes(&self.conn).map_err(|e| self.query_err(e))
@@ -655,5 +660,100 @@ mod tests {
         })
         .unwrap();
         assert_eq!(seen, ["/usr/local/x", "/work/r"]);
+    }
+}
+
+/// One row of `external_messages`: a submission of `agentsight session
+/// message` made while the capture was recording (see `store::external`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ExternalMessage {
+    pub id: String,
+    /// When it was submitted: wall time, ms since the epoch.
+    pub time_ms: i64,
+    pub session_id: String,
+    pub provider: String,
+    pub transport: String,
+    /// The container the session lives in; None on the host.
+    pub container: Option<String>,
+    pub invoking_uid: i64,
+    pub invoking_user: String,
+    pub run_as_uid: i64,
+    /// The agentsight process that submitted it.
+    pub pid: i64,
+    /// The provider process it started; None when none was started.
+    pub provider_pid: Option<i64>,
+    pub message_bytes: i64,
+    /// `completed`, `acknowledged`, `failed`, `timeout` or `refused`; None
+    /// when the log has no `finished` line for it (it never said).
+    pub outcome: Option<String>,
+    pub detail: Option<String>,
+    /// When it finished (wall, ms); None with `outcome`.
+    pub finished_ms: Option<i64>,
+}
+
+/// Every stored submission, by time (none in a capture made before the
+/// table existed).
+pub fn external_messages(conn: &Connection) -> rusqlite::Result<Vec<ExternalMessage>> {
+    let exists: i64 = conn.query_row(
+        "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='external_messages'",
+        [],
+        |r| r.get(0),
+    )?;
+    if exists == 0 {
+        return Ok(Vec::new());
+    }
+    let mut st = conn.prepare(
+        "SELECT id, time_ms, session_id, provider, transport, container, invoking_uid,
+                invoking_user, run_as_uid, pid, provider_pid, message_bytes, outcome, detail,
+                finished_ms
+         FROM external_messages ORDER BY time_ms, id",
+    )?;
+    st.query_map([], |r| {
+        Ok(ExternalMessage {
+            id: r.get(0)?,
+            time_ms: r.get(1)?,
+            session_id: r.get(2)?,
+            provider: r.get(3)?,
+            transport: r.get(4)?,
+            container: r.get(5)?,
+            invoking_uid: r.get(6)?,
+            invoking_user: r.get(7)?,
+            run_as_uid: r.get(8)?,
+            pid: r.get(9)?,
+            provider_pid: r.get(10)?,
+            message_bytes: r.get(11)?,
+            outcome: r.get(12)?,
+            detail: r.get(13)?,
+            finished_ms: r.get(14)?,
+        })
+    })?
+    .collect()
+}
+
+impl ExternalMessage {
+    /// The provider process of this submission among the capture's
+    /// processes: the one with `provider_pid` alive during the submission
+    /// (from its time to its end, or the capture's end when it has none),
+    /// the latest started if pids were reused. None when the capture has
+    /// no such process (it was not recorded, or none was started).
+    pub fn provider_process<'a>(
+        &self,
+        procs: &'a [ProcessRecord],
+        anchors: &Anchors,
+    ) -> Option<&'a ProcessRecord> {
+        let pid = self.provider_pid?;
+        let from = anchors.mono_of_ms(self.time_ms) as i64;
+        // Wall ms → mono rounds down: a process started within the
+        // submission's millisecond still counts.
+        let from = from.saturating_sub(1_000_000);
+        let to = self
+            .finished_ms
+            .map(|t| anchors.mono_of_ms(t) as i64 + 1_000_000)
+            .unwrap_or(i64::MAX);
+        procs
+            .iter()
+            .filter(|p| p.pid == pid && p.start_mono_ns <= to)
+            .filter(|p| p.end_mono_ns.is_none_or(|end| end >= from))
+            .max_by_key(|p| (p.start_mono_ns, p.id))
     }
 }
