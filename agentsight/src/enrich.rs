@@ -26,6 +26,11 @@ use crate::{
     },
 };
 
+mod messages;
+pub use messages::{
+    MessagesStored, NOTE_META as EXTERNAL_MESSAGES_NOTE_META, store_external_messages,
+};
+
 #[derive(Debug, thiserror::Error)]
 pub enum EnrichError {
     #[error(transparent)]

@@ -465,6 +465,7 @@ pub fn run(
         notify,
     );
     let ended = Ended {
+        start_wall_ns: start.wall_ns,
         failed_programs: loaded.failed_programs,
         stats_fd: loaded.stats_fd,
         watched,
@@ -565,6 +566,8 @@ struct Watched {
 
 /// What `finish` needs besides the writer, the tracker and the reader.
 struct Ended {
+    /// The start anchor's wall time: the capture's window opens there.
+    start_wall_ns: u64,
     failed_programs: Vec<String>,
     stats_fd: Option<std::os::fd::OwnedFd>,
     watched: Watched,
@@ -826,6 +829,11 @@ fn finish(
     if summary.error.is_none() {
         label_agents(opts, notify);
         bind_sessions(opts, target, fd_obs, notify);
+        let window_ms = (
+            (ended.start_wall_ns / 1_000_000) as i64,
+            stop_anchor.wall_ns.div_ceil(1_000_000) as i64,
+        );
+        store_messages(opts, target, window_ms, notify);
     }
     detach_in_parallel();
     // The links are closed above; the rest (maps, programs) closes at exit.
@@ -909,6 +917,38 @@ fn bind_sessions(
             }
         }
         Err(e) => notify(Notice::Warning(format!("sessions not bound: {e}"))),
+    }
+}
+
+/// Stores the `session message` submissions the run-as user's log (home
+/// from passwd; the invoking user's when no command ran) holds for the
+/// capture's window; a log it cannot read is a note in the capture, never a
+/// failed recording.
+fn store_messages(
+    opts: &RecordOptions,
+    target: &Target,
+    window_ms: (i64, i64),
+    notify: &mut dyn FnMut(Notice),
+) {
+    let home = match (&target.user, &target.creds) {
+        (Some(u), _) => Some(PathBuf::from(&u.home)),
+        (None, Some(c)) => nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(c.uid))
+            .ok()
+            .flatten()
+            .map(|u| u.dir),
+        (None, None) => None,
+    };
+    let Some(home) = home else { return };
+    let log = crate::messagelog::default_path(&home);
+    match crate::enrich::store_external_messages(&opts.output, &log, window_ms) {
+        Ok(stored) => {
+            if let Some(n) = stored.note {
+                notify(Notice::Warning(n));
+            }
+        }
+        Err(e) => notify(Notice::Warning(format!(
+            "session message submissions not stored: {e}"
+        ))),
     }
 }
 

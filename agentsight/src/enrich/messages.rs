@@ -1,0 +1,225 @@
+//! The `agentsight session message` submissions made while a capture was
+//! recording: read from the run-as user's local log (`messagelog`) when the
+//! recording finishes and stored in `external_messages`. A missing log is
+//! nothing to store; a log that cannot be read, or lines of it that are not
+//! whole, become a note in the capture's meta (`external_messages_note`),
+//! never a failed recording.
+
+use std::path::Path;
+
+use crate::{
+    messagelog::{self, LogError, Submission},
+    store::{CaptureRw, StoreError, read::ExternalMessage},
+};
+
+/// The meta key of what could not be read of the log.
+pub const NOTE_META: &str = "external_messages_note";
+
+/// What storing the submissions did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessagesStored {
+    pub stored: usize,
+    /// Also stored as meta [`NOTE_META`].
+    pub note: Option<String>,
+}
+
+/// Stores the submissions of `log` whose submission time lies inside
+/// `window_ms` (wall ms, both ends included) in the capture at `capture`.
+pub fn store_external_messages(
+    capture: &Path,
+    log: &Path,
+    window_ms: (i64, i64),
+) -> Result<MessagesStored, StoreError> {
+    let (subs, note) = match messagelog::read(log) {
+        Ok((subs, 0)) => (subs, None),
+        Ok((subs, skipped)) => (
+            subs,
+            Some(format!(
+                "{}: {skipped} line(s) skipped (not a whole line of the message log); submissions in them are not stored",
+                log.display()
+            )),
+        ),
+        Err(LogError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            (Vec::new(), None)
+        }
+        Err(e) => (
+            Vec::new(),
+            Some(format!("message log not read, no submission stored: {e}")),
+        ),
+    };
+    let msgs: Vec<ExternalMessage> = subs
+        .into_iter()
+        .filter(|s| (window_ms.0..=window_ms.1).contains(&s.time_ms))
+        .map(row)
+        .collect();
+    let cap = CaptureRw::open(capture)?;
+    if let Some(n) = &note {
+        cap.put_meta(NOTE_META, n)?;
+    }
+    let stored = if msgs.is_empty() {
+        0
+    } else {
+        cap.put_external_messages(&msgs)?
+    };
+    Ok(MessagesStored { stored, note })
+}
+
+fn row(s: Submission) -> ExternalMessage {
+    let m = s.submitted;
+    let finish = s.finish;
+    ExternalMessage {
+        id: s.id,
+        time_ms: s.time_ms,
+        session_id: m.session_id,
+        provider: m.provider,
+        transport: m.transport,
+        container: m.container,
+        invoking_uid: m.invoking_uid.into(),
+        invoking_user: m.invoking_user,
+        run_as_uid: m.run_as_uid.into(),
+        pid: m.pid.into(),
+        provider_pid: finish
+            .as_ref()
+            .and_then(|f| f.finished.provider_pid)
+            .map(i64::from),
+        message_bytes: i64::try_from(m.message_bytes).unwrap_or(i64::MAX),
+        outcome: finish
+            .as_ref()
+            .map(|f| f.finished.outcome.as_str().to_owned()),
+        detail: finish.as_ref().and_then(|f| f.finished.detail.clone()),
+        finished_ms: finish.as_ref().map(|f| f.time_ms),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::messagelog::{Entry, Event, Finished, Outcome, Submitted, append};
+
+    fn submitted(session: &str) -> Event {
+        Event::Submitted(Submitted {
+            session_id: session.into(),
+            provider: "gemini".into(),
+            transport: "gemini-resume".into(),
+            container: None,
+            invoking_uid: 1001,
+            invoking_user: "bob".into(),
+            run_as_uid: 1001,
+            pid: 77,
+            message_bytes: 5,
+            text: Some("never stored".into()),
+        })
+    }
+
+    fn entry(id: &str, time_ms: i64, event: Event) -> Entry {
+        Entry {
+            id: id.into(),
+            time_ms,
+            event,
+        }
+    }
+
+    #[test]
+    fn submissions_inside_the_window_are_stored_with_their_outcome() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("c.db");
+        drop(CaptureRw::create(&db).unwrap());
+        let log = messagelog::default_path(dir.path());
+        let done = Event::Finished(Finished {
+            outcome: Outcome::Completed,
+            provider_pid: Some(78),
+            detail: None,
+        });
+        for e in [
+            entry("before", 999, submitted("s-0")),
+            entry("first", 1_000, submitted("s-1")),
+            entry("first", 1_500, done.clone()),
+            entry("open", 2_000, submitted("s-2")),
+            entry("after", 2_001, submitted("s-3")),
+        ] {
+            append(&log, &e).unwrap();
+        }
+        let got = store_external_messages(&db, &log, (1_000, 2_000)).unwrap();
+        assert_eq!(
+            got,
+            MessagesStored {
+                stored: 2,
+                note: None
+            }
+        );
+        let cap = crate::store::Capture::open(&db).unwrap();
+        let rows = cap.external_messages().unwrap();
+        let first = ExternalMessage {
+            id: "first".into(),
+            time_ms: 1_000,
+            session_id: "s-1".into(),
+            provider: "gemini".into(),
+            transport: "gemini-resume".into(),
+            container: None,
+            invoking_uid: 1001,
+            invoking_user: "bob".into(),
+            run_as_uid: 1001,
+            pid: 77,
+            provider_pid: Some(78),
+            message_bytes: 5,
+            outcome: Some("completed".into()),
+            detail: None,
+            finished_ms: Some(1_500),
+        };
+        // No finished line: outcome, provider and end are not known.
+        let open = ExternalMessage {
+            id: "open".into(),
+            time_ms: 2_000,
+            session_id: "s-2".into(),
+            provider_pid: None,
+            outcome: None,
+            finished_ms: None,
+            ..first.clone()
+        };
+        assert_eq!(rows, vec![first, open]);
+        assert_eq!(cap.meta(NOTE_META).unwrap(), None);
+    }
+
+    #[test]
+    fn a_missing_log_is_nothing_and_a_bad_one_a_note() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("c.db");
+        drop(CaptureRw::create(&db).unwrap());
+        let missing = dir.path().join("none.jsonl");
+        assert_eq!(
+            store_external_messages(&db, &missing, (0, i64::MAX)).unwrap(),
+            MessagesStored {
+                stored: 0,
+                note: None
+            }
+        );
+        // A directory where the log should be: not read, said so.
+        let not_file = dir.path().join("dir.jsonl");
+        std::fs::create_dir(&not_file).unwrap();
+        let got = store_external_messages(&db, &not_file, (0, i64::MAX)).unwrap();
+        let note = format!(
+            "message log not read, no submission stored: {}: not a regular file",
+            not_file.display()
+        );
+        assert_eq!(got.note.as_deref(), Some(note.as_str()));
+        // A log with a partial last line: what is whole is stored.
+        let log = dir.path().join("m.jsonl");
+        append(&log, &entry("x", 10, submitted("s"))).unwrap();
+        let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        std::io::Write::write_all(&mut f, b"{\"event\":\"subm").unwrap();
+        let got = store_external_messages(&db, &log, (0, i64::MAX)).unwrap();
+        let note = format!(
+            "{}: 1 line(s) skipped (not a whole line of the message log); submissions in them are not stored",
+            log.display()
+        );
+        assert_eq!(
+            got,
+            MessagesStored {
+                stored: 1,
+                note: Some(note.clone())
+            }
+        );
+        let cap = crate::store::Capture::open(&db).unwrap();
+        assert_eq!(cap.meta(NOTE_META).unwrap(), Some(note));
+    }
+}
