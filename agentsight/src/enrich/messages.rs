@@ -12,8 +12,8 @@ use crate::{
     store::{CaptureRw, StoreError, read::ExternalMessage},
 };
 
-/// The meta key of what could not be read of the log.
-pub const NOTE_META: &str = "external_messages_note";
+/// The meta key of what could not be read of the log (the store's).
+pub use crate::store::EXTERNAL_MESSAGES_NOTE_META as NOTE_META;
 
 /// What storing the submissions did.
 #[derive(Debug, Clone, PartialEq, Eq)]

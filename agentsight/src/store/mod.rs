@@ -6,7 +6,7 @@
 //! transactions; readers open the file read-only and never modify it.
 //! Columns are documented in `docs/capture-schema.md`.
 
-mod external;
+pub(crate) mod external;
 mod intern;
 mod layout;
 pub mod read;
@@ -17,6 +17,7 @@ use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
+pub use external::NOTE_META as EXTERNAL_MESSAGES_NOTE_META;
 pub use layout::EventsLayout;
 pub(crate) use layout::{ColumnType, exported_columns};
 pub(crate) use writer::put_meta;

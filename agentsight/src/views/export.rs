@@ -9,7 +9,10 @@ use serde_json::{Map, Value as Json, json};
 use crate::{
     clock::rfc3339_ns,
     rawtext,
-    store::{Capture, ColumnType, StoreError, exported_columns, read::ProcessIdentity},
+    store::{
+        Capture, ColumnType, StoreError, exported_columns,
+        read::{ExternalMessage, ProcessIdentity},
+    },
 };
 
 /// The process's container and namespace fields, each only when recorded.
@@ -44,16 +47,60 @@ pub enum ExportError {
     Io(#[from] std::io::Error),
 }
 
-/// Writes every event as one JSON line, ordered by monotonic time.
+/// One `external_message` record (a `session message` submission made
+/// while recording): its time as `ts`, its monotonic time from the
+/// capture's anchors (to order it among the events), the stored fields;
+/// like an event's, a field the log did not say is absent.
+fn external_message_record(m: &ExternalMessage, mono_ns: u64) -> Json {
+    let mut obj = Map::new();
+    obj.insert(
+        "ts".into(),
+        json!(rfc3339_ns(m.time_ms.max(0) as u64 * 1_000_000)),
+    );
+    obj.insert("mono_ns".into(), json!(mono_ns));
+    obj.insert("kind".into(), json!("external_message"));
+    if let Json::Object(fields) = serde_json::to_value(m).unwrap_or_default() {
+        for (k, v) in fields {
+            if !v.is_null() && k != "time_ms" && k != "finished_ms" {
+                obj.insert(k, v);
+            }
+        }
+    }
+    if let Some(f) = m.finished_ms {
+        obj.insert(
+            "finished_ts".into(),
+            json!(rfc3339_ns(f.max(0) as u64 * 1_000_000)),
+        );
+    }
+    Json::Object(obj)
+}
+
+fn write_line(out: &mut dyn Write, v: &Json) -> Result<(), ExportError> {
+    serde_json::to_writer(&mut *out, v).map_err(std::io::Error::from)?;
+    out.write_all(b"\n")?;
+    Ok(())
+}
+
+/// Writes every event as one JSON line, ordered by monotonic time, with
+/// the `external_message` records among them at their time.
 pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
     // `wall_ns` first: it becomes `ts`; then `process_id`, to find the
-    // process's container (not exported itself); the exported columns follow.
+    // process's container (not exported itself), and `mono_ns`, to place
+    // the external messages; the exported columns follow.
     let columns: Vec<_> = exported_columns().collect();
     let names: Vec<&str> = columns.iter().map(|c| c.name).collect();
     let sql = format!(
-        "SELECT wall_ns, process_id, {} FROM events ORDER BY mono_ns, cpu, seq",
+        "SELECT wall_ns, process_id, mono_ns, {} FROM events ORDER BY mono_ns, cpu, seq",
         names.join(", ")
     );
+    let anchors = cap.anchors()?;
+    let mut messages = cap
+        .external_messages()?
+        .into_iter()
+        .map(|m| (anchors.mono_of_ms(m.time_ms), m))
+        .collect::<Vec<_>>();
+    messages.sort_by_key(|(mono, _)| *mono);
+    let mut messages = messages.into_iter().peekable();
     // The container and namespaces of each event's process, only for the
     // processes that have any: a host-only capture exports as before.
     // And the agent `record --agent` recognised, for its processes.
@@ -73,10 +120,15 @@ pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
     while let Some(row) = rows.next().map_err(|e| cap.query_err(e))? {
         let mut obj = Map::new();
         let wall: i64 = row.get(0).map_err(|e| cap.query_err(e))?;
+        let mono: i64 = row.get(2).map_err(|e| cap.query_err(e))?;
+        while let Some((at, m)) = messages.next_if(|(at, _)| (*at as i64) < mono) {
+            write_line(out, &external_message_record(&m, at))?;
+            n += 1;
+        }
         obj.insert("ts".into(), json!(rfc3339_ns(wall.max(0) as u64)));
         for (i, column) in columns.iter().enumerate() {
             let name = column.name;
-            let v: Value = row.get(i + 2).map_err(|e| cap.query_err(e))?;
+            let v: Value = row.get(i + 3).map_err(|e| cap.query_err(e))?;
             let j = match (name, v) {
                 (_, Value::Null) => continue,
                 ("argv", Value::Text(t)) => {
@@ -112,8 +164,11 @@ pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
                 obj.insert("agent".into(), json!(a));
             }
         }
-        serde_json::to_writer(&mut *out, &Json::Object(obj)).map_err(std::io::Error::from)?;
-        out.write_all(b"\n")?;
+        write_line(out, &Json::Object(obj))?;
+        n += 1;
+    }
+    for (at, m) in messages {
+        write_line(out, &external_message_record(&m, at))?;
         n += 1;
     }
     out.flush()?;

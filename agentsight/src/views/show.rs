@@ -5,7 +5,7 @@ use std::{collections::HashMap, fmt::Write as _};
 
 use crate::store::{
     Capture, StoreError,
-    read::{ProcessIdentity, ProcessRecord},
+    read::{ExternalMessage, ProcessIdentity, ProcessRecord},
 };
 
 fn signal_name(sig: i64) -> String {
@@ -67,6 +67,7 @@ pub fn summary(cap: &Capture) -> Result<String, StoreError> {
     let procs = cap.processes()?;
     let _ = writeln!(s, "processes {}", procs.len());
     activity(cap, &mut s)?;
+    external_messages(cap, &procs, &mut s)?;
     process_tree(&procs, exits_known, &mut s);
     Ok(s)
 }
@@ -459,4 +460,220 @@ fn activity(cap: &Capture, s: &mut String) -> Result<(), StoreError> {
         }
     }
     Ok(())
+}
+
+/// The `agentsight session message` submissions made while recording
+/// (`external_messages`), one line each: time, session, transport, who,
+/// bytes, outcome, and the provider process when the capture has it. Only
+/// when there are any, or the log could not be read whole.
+fn external_messages(
+    cap: &Capture,
+    procs: &[ProcessRecord],
+    s: &mut String,
+) -> Result<(), StoreError> {
+    let msgs = cap.external_messages()?;
+    let note = cap.meta(crate::store::EXTERNAL_MESSAGES_NOTE_META)?;
+    if msgs.is_empty() && note.is_none() {
+        return Ok(());
+    }
+    let anchors = cap.anchors()?;
+    let _ = writeln!(
+        s,
+        "\nEXTERNAL MESSAGES (sessions continued by agentsight session message while recording)"
+    );
+    if msgs.is_empty() {
+        let _ = writeln!(s, "  (none)");
+    }
+    for m in &msgs {
+        let _ = writeln!(s, "  {}", external_message_line(m, procs, &anchors));
+    }
+    if let Some(n) = note {
+        let _ = writeln!(s, "  note: {n}");
+    }
+    Ok(())
+}
+
+/// One submission as `show` prints it.
+pub fn external_message_line(
+    m: &ExternalMessage,
+    procs: &[ProcessRecord],
+    anchors: &crate::clock::Anchors,
+) -> String {
+    let time = crate::clock::rfc3339_ns(m.time_ms.max(0) as u64 * 1_000_000);
+    let container = m
+        .container
+        .as_deref()
+        .map(|c| format!(" in container {c}"))
+        .unwrap_or_default();
+    let provider = match (m.provider_pid, m.provider_process(procs, anchors)) {
+        (None, _) => "no provider process".to_owned(),
+        (Some(pid), None) => format!("provider pid {pid} (not in the capture)"),
+        (Some(pid), Some(p)) => {
+            let argv: Vec<String> = p.argv.iter().map(|a| shell_word(a)).collect();
+            let mut cmd = argv.join(" ");
+            if cmd.chars().count() > 80 {
+                cmd = cmd.chars().take(79).collect::<String>() + "…";
+            }
+            format!("provider pid {pid} ({cmd})")
+        }
+    };
+    format!(
+        "{time}  session {} ({}){container}  {}  by {} (uid {}) as uid {}  {} bytes  {}{}  {provider}",
+        m.session_id,
+        m.provider,
+        m.transport,
+        m.invoking_user,
+        m.invoking_uid,
+        m.run_as_uid,
+        m.message_bytes,
+        m.outcome
+            .as_deref()
+            .unwrap_or("outcome unknown (no finished line)"),
+        m.detail
+            .as_deref()
+            .map(|d| format!(" ({d})"))
+            .unwrap_or_default(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::store::{Capture, CaptureRw, external::example};
+
+    /// Wall time of mono 0: 2026-12-01T01:02:00Z.
+    const WALL0_MS: i64 = 1_796_086_920_000;
+
+    /// A capture of `agentsight session message` (pid 300) starting the
+    /// provider (pid 301, 2–5 s), with one submission at 1.5 s (mono).
+    pub(crate) fn capture_with_message(dir: &std::path::Path) -> std::path::PathBuf {
+        let db = dir.join("c.db");
+        let c = crate::store::create(&db).unwrap();
+        c.execute(
+            "INSERT INTO clock_anchors (id, label, mono_ns, wall_ns) VALUES (1, 'start', 0, ?1)",
+            [WALL0_MS * 1_000_000],
+        )
+        .unwrap();
+        c.execute_batch(
+            r#"INSERT INTO meta VALUES ('complete', 'true');
+            INSERT INTO processes (id, pid, start_mono_ns, end_mono_ns, exit_code, parent_id, origin, argv, exec_count)
+            VALUES (1, 300, 1000000000, 6000000000, 0, NULL, 'root', '["agentsight","session","message","s-1"]', 1),
+                   (2, 301, 2000000000, 5000000000, 0, 1, 'fork', '["claude","-p","--resume","s-1"]', 1);
+            INSERT INTO events (id, mono_ns, wall_ns, kind, cpu, seq, pid, tid, ppid, uid, gid, comm, process_id, result)
+            VALUES (1, 1000000000, 1796086921000000000, 'exec', 0, 1, 300, 300, 1, 1000, 1000, 'agentsight', 1, 0),
+                   (2, 2000000000, 1796086922000000000, 'exec', 0, 2, 301, 301, 300, 1000, 1000, 'claude', 2, 0);"#,
+        )
+        .unwrap();
+        drop(c);
+        let rw = CaptureRw::open(&db).unwrap();
+        let mut m = example("m-1", WALL0_MS + 1_500, "s-1");
+        m.finished_ms = Some(WALL0_MS + 6_000);
+        let mut refused = example("m-2", WALL0_MS + 7_000, "s-2");
+        refused.provider_pid = None;
+        refused.outcome = Some("refused".into());
+        refused.detail = Some("session is already running outside agentsight".into());
+        refused.finished_ms = Some(WALL0_MS + 7_000);
+        rw.put_external_messages(&[m, refused]).unwrap();
+        drop(rw);
+        db
+    }
+
+    #[test]
+    fn show_lists_each_submission_with_its_provider_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = capture_with_message(dir.path());
+        let cap = Capture::open(&db).unwrap();
+        let text = super::summary(&cap).unwrap();
+        let section: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("EXTERNAL MESSAGES"))
+            .take_while(|l| !l.is_empty())
+            .collect();
+        assert_eq!(
+            section,
+            vec![
+                "EXTERNAL MESSAGES (sessions continued by agentsight session message while recording)",
+                "  2026-12-01T01:02:01.500000000Z  session s-1 (claude)  claude-stream-json  by alice (uid 1000) as uid 1000  17 bytes  completed  provider pid 301 (claude -p --resume s-1)",
+                "  2026-12-01T01:02:07.000000000Z  session s-2 (claude)  claude-stream-json  by alice (uid 1000) as uid 1000  17 bytes  refused (session is already running outside agentsight)  no provider process",
+            ]
+        );
+        // The section comes before the process tree.
+        assert!(text.find("EXTERNAL MESSAGES").unwrap() < text.find("process tree").unwrap());
+    }
+
+    #[test]
+    fn show_says_nothing_without_messages_and_prints_the_log_note() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("c.db");
+        drop(crate::store::create(&db).unwrap());
+        let cap = Capture::open(&db).unwrap();
+        assert!(!super::summary(&cap).unwrap().contains("EXTERNAL MESSAGES"));
+        drop(cap);
+        let rw = CaptureRw::open(&db).unwrap();
+        rw.put_meta(
+            crate::store::EXTERNAL_MESSAGES_NOTE_META,
+            "message log not read, no submission stored: /h/m.jsonl: not a regular file",
+        )
+        .unwrap();
+        drop(rw);
+        let cap = Capture::open(&db).unwrap();
+        let text = super::summary(&cap).unwrap();
+        let section: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("EXTERNAL MESSAGES"))
+            .take_while(|l| !l.is_empty())
+            .collect();
+        assert_eq!(
+            section[1..],
+            [
+                "  (none)",
+                "  note: message log not read, no submission stored: /h/m.jsonl: not a regular file"
+            ]
+        );
+    }
+
+    #[test]
+    fn export_places_each_submission_among_the_events_at_its_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = capture_with_message(dir.path());
+        let cap = Capture::open(&db).unwrap();
+        let mut out = Vec::new();
+        assert_eq!(crate::views::export::jsonl(&cap, &mut out).unwrap(), 4);
+        let lines: Vec<serde_json::Value> = out
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).unwrap())
+            .collect();
+        let kinds: Vec<&str> = lines.iter().map(|l| l["kind"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds,
+            ["exec", "external_message", "exec", "external_message"]
+        );
+        assert_eq!(
+            lines[1],
+            serde_json::json!({
+                "ts": "2026-12-01T01:02:01.500000000Z",
+                "mono_ns": 1_500_000_000u64,
+                "kind": "external_message",
+                "id": "m-1",
+                "session_id": "s-1",
+                "provider": "claude",
+                "transport": "claude-stream-json",
+                "invoking_uid": 1000,
+                "invoking_user": "alice",
+                "run_as_uid": 1000,
+                "pid": 300,
+                "provider_pid": 301,
+                "message_bytes": 17,
+                "outcome": "completed",
+                "finished_ts": "2026-12-01T01:02:06.000000000Z",
+            })
+        );
+        // After the last event: at the end, its fields the log said only.
+        assert_eq!(lines[3]["mono_ns"], 7_000_000_000u64);
+        assert_eq!(
+            lines[3]["detail"],
+            "session is already running outside agentsight"
+        );
+        assert!(lines[3].get("provider_pid").is_none());
+    }
 }
