@@ -148,7 +148,21 @@ pub fn correlate(
             .map(|((path, _), (op, count))| Bookkeeping { path, op, count })
             .collect(),
         unmatched_trees: unmatched,
+        external_messages: continued_externally(view, &session.session_id)?,
     })
+}
+
+/// The stored `session message` submissions to session `id`.
+fn continued_externally(
+    view: &CaptureView,
+    id: &str,
+) -> Result<Vec<crate::store::read::ExternalMessage>, CorrelateError> {
+    let all =
+        crate::store::read::external_messages(view.conn).map_err(|e| CorrelateError::Query {
+            path: view.path.clone(),
+            reason: e.to_string(),
+        })?;
+    Ok(all.into_iter().filter(|m| m.session_id == id).collect())
 }
 
 /// The activity of whole process trees (by root index in `view.procs`)

@@ -95,7 +95,45 @@ pub fn text(r: &Report, colour: bool) -> String {
     }
     flags(&mut o, &st, &r.flags);
     bookkeeping_and_trees(&mut o, &st, r);
+    continued_externally(&mut o, &st, r);
     o
+}
+
+/// The session message submissions that continued this session while
+/// recording.
+fn continued_externally(o: &mut String, st: &Style, r: &Report) {
+    if r.external_messages.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "{}",
+        st.bold("continued externally (agentsight session message)")
+    );
+    for m in &r.external_messages {
+        let _ = writeln!(
+            o,
+            "  {}  {}{}  by {} (uid {}) as uid {}  {} bytes  {}{}{}",
+            crate::clock::rfc3339_ns(m.time_ms.max(0) as u64 * 1_000_000),
+            m.transport,
+            m.container
+                .as_deref()
+                .map(|c| format!(" in container {c}"))
+                .unwrap_or_default(),
+            m.invoking_user,
+            m.invoking_uid,
+            m.run_as_uid,
+            m.message_bytes,
+            m.outcome.as_deref().unwrap_or("outcome unknown"),
+            m.detail
+                .as_deref()
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default(),
+            m.provider_pid
+                .map(|p| format!("  provider pid {p}"))
+                .unwrap_or_default(),
+        );
+    }
 }
 
 /// The session, the capture and the trees bound to the session.

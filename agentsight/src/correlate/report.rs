@@ -320,6 +320,9 @@ pub struct Report {
     pub agent_bookkeeping: Vec<Bookkeeping>,
     /// Trees of the capture bound to no session (or left ambiguous).
     pub unmatched_trees: Vec<TreeInfo>,
+    /// The `agentsight session message` submissions to this session made
+    /// while the capture was recording (`external_messages`), by time.
+    pub external_messages: Vec<crate::store::read::ExternalMessage>,
 }
 
 /// One line describing an activity (for text output and flag details).

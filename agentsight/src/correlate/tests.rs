@@ -555,3 +555,49 @@ fn container_trees_and_activity_name_their_container() {
     }
     assert_eq!(text.matches("[container").count(), 3, "{text}");
 }
+
+#[test]
+fn the_report_lists_the_messages_that_continued_the_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("c.db");
+    let cap = Capture::new(&db);
+    cap.process(1, 1000, 0, None, "claude", &["claude", "-p", "go"], None);
+    let mut mine = crate::store::external::example("m-1", wall_ms(500), "s1");
+    mine.container = Some("dev".into());
+    let other = crate::store::external::example("m-2", wall_ms(600), "s2");
+    let mut failed = crate::store::external::example("m-3", wall_ms(700), "s1");
+    failed.outcome = Some("timeout".into());
+    failed.detail = Some("no acknowledgement in 20 s".into());
+    failed.provider_pid = None;
+    crate::store::CaptureRw::open(&db)
+        .unwrap()
+        .put_external_messages(&[mine.clone(), other, failed.clone()])
+        .unwrap();
+    let mut session = AgentSession::new(
+        Provider::Claude,
+        "s1".into(),
+        PathBuf::from("/h/.claude/projects/-w/s1.jsonl"),
+    );
+    session.cwd = Some("/w".into());
+    let view = CaptureView::load(&cap.conn, "c.db").unwrap();
+    let bound = bound_from_start(&view);
+    let r = correlate(&view, &session, SessionSource::Capture, &bound, Vec::new()).unwrap();
+    assert_eq!(r.external_messages, vec![mine, failed]);
+    let j = serde_json::to_value(&r).unwrap();
+    assert_eq!(j["external_messages"][0]["id"], "m-1");
+    assert_eq!(j["external_messages"][0]["provider_pid"], 301);
+    assert_eq!(j["external_messages"][1]["outcome"], "timeout");
+    let text = render::text(&r, false);
+    let lines: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("continued externally"))
+        .collect();
+    assert_eq!(
+        lines,
+        vec![
+            "continued externally (agentsight session message)",
+            "  2027-01-15T08:00:00.500000000Z  claude-stream-json in container dev  by alice (uid 1000) as uid 1000  17 bytes  completed  provider pid 301",
+            "  2027-01-15T08:00:00.700000000Z  claude-stream-json  by alice (uid 1000) as uid 1000  17 bytes  timeout (no acknowledgement in 20 s)",
+        ]
+    );
+}
