@@ -14,7 +14,10 @@ use super::{
     context::{Context, Ctx, History},
     fold::Collector,
     policy::Policy,
-    rules::{Rules, completeness::completeness, correlated::correlated, paths::PathSets},
+    rules::{
+        Rules, completeness::completeness, correlated::correlated, external::continued_externally,
+        paths::PathSets,
+    },
     scan,
 };
 use crate::store::Capture;
@@ -61,6 +64,7 @@ pub fn audit_with(
     };
     scan::events(&mut ctx, policy, &rules, &sets, &mut out)?;
     correlated(&ctx, &rules, correlations, &corr_rows, &mut out)?;
+    continued_externally(&ctx, policy, &mut out)?;
     let mut findings = out.finish(|p| ctx.complete(p))?;
     // Most severe first, then by time; notes last.
     findings.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.time.cmp(&b.time)));

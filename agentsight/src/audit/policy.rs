@@ -178,6 +178,9 @@ pub struct Policy {
     /// then judged by no path rule (the top-level path rules are the
     /// host's: a container's `/etc/passwd` is not the host's).
     pub container: Option<ContainerRules>,
+    /// `[external_messages]`: each `agentsight session message` submission
+    /// the capture stored (rule `session-continued-externally`, `warning`).
+    pub external_messages: RuleMeta,
 }
 
 /// `[container]`: the path rules every container process is judged by,
@@ -206,6 +209,7 @@ struct RawPolicy {
     executables: Option<RawExec>,
     network: Option<RawNet>,
     container: Option<RawContainer>,
+    external_messages: Option<RawMeta>,
 }
 
 #[derive(Deserialize, Default)]
@@ -388,6 +392,7 @@ impl Policy {
         let x = raw.executables.unwrap_or_default();
         let n = raw.network.unwrap_or_default();
         let l = raw.loss.unwrap_or_default();
+        let m = raw.external_messages.unwrap_or_default();
         Ok(Policy {
             source: name.to_string(),
             workspace: spanned_abs(raw.workspace, "workspace")?,
@@ -430,6 +435,10 @@ impl Policy {
                 },
             },
             container,
+            external_messages: RuleMeta {
+                severity: m.severity.unwrap_or(Severity::Warning),
+                ..meta(m.id, None, m.enabled, "session-continued-externally")
+            },
         })
     }
 }
@@ -732,7 +741,7 @@ mod tests {
     fn errors_name_file_line_and_reason() {
         assert_eq!(
             err("require_no_loss = true\n\n[bogus_rule]\nx = 1\n"),
-            "p.toml:3: unknown field `bogus_rule`, expected one of `workspace`, `home`, `require_no_loss`, `unexplained_activity`, `claims_mismatch`, `loss`, `writes`, `denied_paths`, `executables`, `network`, `container`"
+            "p.toml:3: unknown field `bogus_rule`, expected one of `workspace`, `home`, `require_no_loss`, `unexplained_activity`, `claims_mismatch`, `loss`, `writes`, `denied_paths`, `executables`, `network`, `container`, `external_messages`"
         );
         assert_eq!(
             err("[writes]\nallow = [\n  \"/ok/**\",\n  \"/bad/[z\",\n]\n"),

@@ -26,6 +26,8 @@ pub enum FindingKind {
     Note,
     /// A correlate flag with no event (`claimed_not_observed`, `mismatch`).
     Correlation(Role),
+    /// A stored `agentsight session message` submission.
+    ExternalMessage,
 }
 
 impl FindingKind {
@@ -37,6 +39,7 @@ impl FindingKind {
             FindingKind::Incomplete => "incomplete",
             FindingKind::Note => "note",
             FindingKind::Correlation(role) => role.as_str(),
+            FindingKind::ExternalMessage => "external_message",
         }
     }
 }

@@ -419,6 +419,7 @@ fn junit_parses_with_failed_cases() {
             "capture-loss",
             "unexplained-activity",
             "claims-mismatch",
+            "session-continued-externally",
             "audit-note"
         ]
     );
@@ -838,5 +839,148 @@ fn agent_service_names_are_allowed_by_default() {
             "DNS query for undeclared name api.anthropic.com".to_string(),
             "DNS query for undeclared name evil.example".to_string(),
         ]
+    );
+}
+
+/// The capture of [`capture`] with two `session message` submissions: one
+/// whose provider process (pid 102, the `curl` row) the capture holds, one
+/// refused before any provider started.
+fn capture_with_messages(dir: &Path) -> std::path::PathBuf {
+    let db = capture(dir, 0);
+    let c = Connection::open(&db).unwrap();
+    // Mono 0 is 2025-11-30T01:02:03Z; process 3 (pid 102) starts at 30 ns.
+    c.execute(
+        "INSERT INTO clock_anchors (id, label, mono_ns, wall_ns) VALUES (1, 'start', 0, 1764464523000000000)",
+        [],
+    )
+    .unwrap();
+    drop(c);
+    let rw = crate::store::CaptureRw::open(&db).unwrap();
+    let mut sent = crate::store::external::example("m-1", 1_764_464_523_000, "s-1");
+    sent.provider_pid = Some(102);
+    let mut refused = crate::store::external::example("m-2", 1_764_464_524_000, "s-2");
+    refused.provider = "codex".into();
+    refused.transport = "codex-app-server".into();
+    refused.container = Some("dev".into());
+    refused.message_bytes = 5;
+    refused.provider_pid = None;
+    refused.outcome = Some("refused".into());
+    rw.put_external_messages(&[sent, refused]).unwrap();
+    drop(rw);
+    db
+}
+
+#[test]
+fn each_stored_submission_is_a_warning_unless_disabled() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = capture_with_messages(dir.path());
+    let cap = Capture::open(&db).unwrap();
+    let external = |policy: &str| {
+        let p = Policy::parse(policy, "p.toml").unwrap();
+        let r = audit(&cap, &p).unwrap();
+        let rule = r
+            .rules
+            .iter()
+            .find(|i| {
+                i.description == "Sessions continued by agentsight session message while recording"
+            })
+            .map(|i| (i.id.clone(), i.severity));
+        let found: Vec<_> = r
+            .findings
+            .into_iter()
+            .filter(|f| f.kind.as_str() == "external_message")
+            .collect();
+        (rule, found)
+    };
+    let (rule, found) = external("");
+    assert_eq!(
+        rule,
+        Some(("session-continued-externally".into(), Severity::Warning))
+    );
+    let got: Vec<_> = found
+        .iter()
+        .map(|f| {
+            (
+                f.rule.as_str(),
+                f.severity,
+                f.message.as_str(),
+                f.time.as_deref(),
+                f.evidence.detail.as_deref(),
+                f.process.as_ref().map(|p| (p.pid, p.argv.clone())),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "session-continued-externally",
+                Severity::Warning,
+                "session s-1 (claude) continued externally by agentsight session message (claude-stream-json, 17 bytes, by alice) at 2025-11-30T01:02:03.000000000Z",
+                Some("2025-11-30T01:02:03.000000000Z"),
+                Some(
+                    "external_messages.id = m-1, outcome = completed, run as uid 1000, provider pid 102"
+                ),
+                Some((102, vec!["curl".to_string(), "http://127.0.0.1:9/".into()])),
+            ),
+            (
+                "session-continued-externally",
+                Severity::Warning,
+                "session s-2 (codex) continued externally by agentsight session message (codex-app-server, 5 bytes, by alice) at 2025-11-30T01:02:04.000000000Z",
+                Some("2025-11-30T01:02:04.000000000Z"),
+                Some(
+                    "external_messages.id = m-2, outcome = refused, run as uid 1000, container dev"
+                ),
+                None,
+            ),
+        ]
+    );
+    // Warnings do not fail the gate; `severity` and `id` are the policy's.
+    let (rule, found) = external("[external_messages]\nid = \"ext-msg\"\nseverity = \"error\"\n");
+    assert_eq!(rule, Some(("ext-msg".into(), Severity::Error)));
+    assert_eq!(
+        found
+            .iter()
+            .map(|f| (f.rule.as_str(), f.severity))
+            .collect::<Vec<_>>(),
+        vec![("ext-msg", Severity::Error), ("ext-msg", Severity::Error)]
+    );
+    let (rule, found) = external("[external_messages]\nenabled = false\n");
+    assert_eq!((rule, found.len()), (None, 0));
+    // Every renderer carries them, SARIF still valid.
+    let p = Policy::parse("", "p.toml").unwrap();
+    let r = audit(&cap, &p).unwrap();
+    let sarif = render::sarif(&r);
+    assert_sarif_valid(&sarif);
+    let results = sarif["runs"][0]["results"].as_array().unwrap();
+    let ext: Vec<_> = results
+        .iter()
+        .filter(|x| x["ruleId"] == "session-continued-externally")
+        .map(|x| x["level"].as_str().unwrap())
+        .collect();
+    assert_eq!(ext, ["warning", "warning"]);
+    let text = render::text(&r);
+    assert!(
+        text.contains("session s-2 (codex) continued externally by agentsight session message (codex-app-server, 5 bytes, by alice)"),
+        "{text}"
+    );
+    let json = render::json(&r);
+    let kinds: Vec<_> = json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"] == "session-continued-externally")
+        .map(|f| f["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["external_message", "external_message"]);
+    assert!(render::junit(&r).contains("session-continued-externally"));
+}
+
+#[test]
+fn the_external_messages_table_rejects_unknown_keys() {
+    let e = Policy::parse("[external_messages]\nallow = []\n", "p.toml").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "p.toml:2: unknown field `allow`, expected one of `id`, `severity`, `enabled`"
     );
 }

@@ -5,6 +5,7 @@
 pub(in crate::audit) mod completeness;
 pub(in crate::audit) mod correlated;
 pub(in crate::audit) mod exec;
+pub(in crate::audit) mod external;
 pub(in crate::audit) mod files;
 pub(in crate::audit) mod network;
 pub(in crate::audit) mod paths;
@@ -113,6 +114,12 @@ impl Rules {
             &claims,
             claims.severity,
             "Tool calls claimed but not observed, or with mismatched outcomes (from correlate)",
+        );
+        let m = &policy.external_messages;
+        add(
+            m,
+            m.severity,
+            "Sessions continued by agentsight session message while recording",
         );
         let notes = RuleMeta {
             id: "audit-note".into(),
