@@ -135,6 +135,7 @@ fn local(a: &MessageArgs, text: String) -> i32 {
         session_id: a.id.clone(),
         ..Outcome::default()
     };
+    let mut logged = None;
     let result = (|| {
         // Everything but the provider's start reads and writes as the
         // invoking user; the provider itself gets the owner's identity.
@@ -143,6 +144,7 @@ fn local(a: &MessageArgs, text: String) -> i32 {
             AsUser::maybe(creds.as_ref()).map_err(|e| MessageError::Failed(e.to_string()))?;
         let session = lookup(a)?;
         out.provider = session.provider.to_string();
+        logged = Some(super::message_log::submitted(&session, &text, a.log_text)?);
         let sub = Submission {
             session,
             text,
@@ -161,6 +163,9 @@ fn local(a: &MessageArgs, text: String) -> i32 {
             .runtime
             .wait_turn(deadline, &mut |p| progress(a, &mut out, p))
     })();
+    if let Some(l) = logged {
+        l.finished(&result, out.provider_pid);
+    }
     match result {
         Ok(end) => finished(a, &mut out, end),
         Err(e) => fail(a, &mut out, &e),

@@ -7,6 +7,7 @@ mod config;
 mod containers;
 pub mod correlate;
 pub mod message;
+mod message_log;
 mod otlp;
 pub mod pid;
 pub mod report;

@@ -1,0 +1,90 @@
+//! The messaging log's two lines for a local `session message` (see
+//! `agentsight::messagelog`): `submitted` before the provider is started,
+//! `finished` when the submission ended, in the invoking user's
+//! `~/.local/state/agentsight/messages.jsonl`, written as that user.
+
+use std::path::PathBuf;
+
+use agentsight::message::{self, MessageError, TurnEnd};
+use agentsight::messagelog::{self, Entry, Event, Finished, Outcome, Submitted};
+use agentsight::privileges::{AsUser, FileCreds};
+use agentsight::sessions::SessionRef;
+use nix::unistd::{Uid, User};
+
+/// A submission whose `submitted` line is written.
+pub struct Logged {
+    path: PathBuf,
+    id: String,
+}
+
+/// Writes the `submitted` line; a log that cannot be written refuses the
+/// message (every submission is on the record). Called as the invoking
+/// user (`AsUser`).
+pub fn submitted(session: &SessionRef, text: &str, log_text: bool) -> Result<Logged, MessageError> {
+    let failed = |e: String| MessageError::Failed(format!("the messaging log: {e}"));
+    let euid = nix::unistd::geteuid().as_raw();
+    let sudo_uid = FileCreds::invoking_user().map(|c| c.uid);
+    let invoking_uid = sudo_uid.unwrap_or(euid);
+    let user = User::from_uid(Uid::from_raw(invoking_uid))
+        .map_err(|e| failed(format!("looking up uid {invoking_uid}: {e}")))?
+        .ok_or_else(|| failed(format!("uid {invoking_uid} has no passwd entry")))?;
+    // Whom the provider will run as; a refusal there is logged as such.
+    let run_as_uid = message::spawn::decide(&session.path, euid, sudo_uid)
+        .map(|i| i.owner.uid)
+        .unwrap_or(invoking_uid);
+    let path = messagelog::default_path(&user.dir);
+    let id = Entry::new_id();
+    let entry = Entry::now(
+        &id,
+        Event::Submitted(Submitted {
+            session_id: session.session_id.clone(),
+            provider: session.provider.to_string(),
+            transport: message::transport_of(session.provider)
+                .unwrap_or("none")
+                .to_owned(),
+            container: None,
+            invoking_uid,
+            invoking_user: user.name,
+            run_as_uid,
+            pid: std::process::id(),
+            message_bytes: text.len() as u64,
+            text: log_text.then(|| text.to_owned()),
+        }),
+    );
+    messagelog::append(&path, &entry).map_err(|e| failed(e.to_string()))?;
+    Ok(Logged { path, id })
+}
+
+impl Logged {
+    /// Writes the `finished` line (as the invoking user); a failure is said
+    /// on stderr, the message is already delivered.
+    pub fn finished(self, result: &Result<TurnEnd, MessageError>, provider_pid: Option<u32>) {
+        let (outcome, detail) = match result {
+            Ok(end) if end.completed => (Outcome::Completed, None),
+            Ok(end) => (Outcome::Failed, end.detail.clone()),
+            Err(e) => (
+                match e.outcome() {
+                    "timeout" => Outcome::Timeout,
+                    "failed" => Outcome::Failed,
+                    _ => Outcome::Refused,
+                },
+                Some(e.to_string()),
+            ),
+        };
+        let entry = Entry::now(
+            &self.id,
+            Event::Finished(Finished {
+                outcome,
+                provider_pid,
+                detail,
+            }),
+        );
+        let creds = FileCreds::invoking_user();
+        let written = AsUser::maybe(creds.as_ref())
+            .map_err(|e| e.to_string())
+            .and_then(|_guard| messagelog::append(&self.path, &entry).map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            agentsight::sayln!("agentsight: warning: the messaging log: {e}");
+        }
+    }
+}
