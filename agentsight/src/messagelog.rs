@@ -24,9 +24,12 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
+/// Where the log lies below a home directory.
+pub const IN_HOME: &str = ".local/state/agentsight/messages.jsonl";
+
 /// The log below a home directory.
 pub fn default_path(home: &Path) -> PathBuf {
-    home.join(".local/state/agentsight/messages.jsonl")
+    home.join(IN_HOME)
 }
 
 /// A log larger than this is not read (a capture stores what lies inside

@@ -920,10 +920,10 @@ fn bind_sessions(
     }
 }
 
-/// Stores the `session message` submissions the run-as user's log (home
-/// from passwd; the invoking user's when no command ran) holds for the
-/// capture's window; a log it cannot read is a note in the capture, never a
-/// failed recording.
+/// Stores the `session message` submissions for the capture's window from
+/// the run-as user's log (home from passwd; the invoking user's when no
+/// command ran) and every log a recorded process wrote; a log it cannot read
+/// is a note in the capture, never a failed recording.
 fn store_messages(
     opts: &RecordOptions,
     target: &Target,
@@ -938,9 +938,7 @@ fn store_messages(
             .map(|u| u.dir),
         (None, None) => None,
     };
-    let Some(home) = home else { return };
-    let log = crate::messagelog::default_path(&home);
-    match crate::enrich::store_external_messages(&opts.output, &log, window_ms) {
+    match crate::enrich::store_external_messages(&opts.output, home.as_deref(), window_ms) {
         Ok(stored) => {
             if let Some(n) = stored.note {
                 notify(Notice::Warning(n));

@@ -5,11 +5,14 @@
 //! whole, become a note in the capture's meta (`external_messages_note`),
 //! never a failed recording.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::{
     messagelog::{self, LogError, Submission},
-    store::{CaptureRw, StoreError, read::ExternalMessage},
+    store::{
+        CaptureRw, StoreError,
+        read::{self, ExternalMessage},
+    },
 };
 
 /// The meta key of what could not be read of the log (the store's).
@@ -23,14 +26,54 @@ pub struct MessagesStored {
     pub note: Option<String>,
 }
 
-/// Stores the submissions of `log` whose submission time lies inside
-/// `window_ms` (wall ms, both ends included) in the capture at `capture`.
+/// Stores the submissions whose submission time lies inside `window_ms`
+/// (wall ms, both ends included) in the capture at `capture`, from the log
+/// in `home` (the run-as user's) and every messaging log a recorded process
+/// wrote (a `session message` for a session in another home, or run as
+/// another user). A submission in two logs is stored once.
 pub fn store_external_messages(
     capture: &Path,
-    log: &Path,
+    home: Option<&Path>,
     window_ms: (i64, i64),
 ) -> Result<MessagesStored, StoreError> {
-    let (subs, note) = match messagelog::read(log) {
+    let cap = CaptureRw::open(capture)?;
+    let mut logs: Vec<PathBuf> = home.map(messagelog::default_path).into_iter().collect();
+    let suffix = format!("/{}", messagelog::IN_HOME);
+    let written = read::paths_written_ending(cap.conn(), &suffix).map_err(|e| cap.query_err(e))?;
+    for p in written.into_iter().map(PathBuf::from) {
+        if !logs.contains(&p) {
+            logs.push(p);
+        }
+    }
+    let mut msgs: Vec<ExternalMessage> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    for log in &logs {
+        let (subs, note) = read_log(log);
+        notes.extend(note);
+        for s in subs {
+            if (window_ms.0..=window_ms.1).contains(&s.time_ms)
+                && !msgs.iter().any(|m| m.id == s.id)
+            {
+                msgs.push(row(s));
+            }
+        }
+    }
+    let note = (!notes.is_empty()).then(|| notes.join("; "));
+    if let Some(n) = &note {
+        cap.put_meta(NOTE_META, n)?;
+    }
+    let stored = if msgs.is_empty() {
+        0
+    } else {
+        cap.put_external_messages(&msgs)?
+    };
+    Ok(MessagesStored { stored, note })
+}
+
+/// A log's submissions, and what could not be read of it (a missing log is
+/// none and says nothing).
+fn read_log(log: &Path) -> (Vec<Submission>, Option<String>) {
+    match messagelog::read(log) {
         Ok((subs, 0)) => (subs, None),
         Ok((subs, skipped)) => (
             subs,
@@ -46,22 +89,7 @@ pub fn store_external_messages(
             Vec::new(),
             Some(format!("message log not read, no submission stored: {e}")),
         ),
-    };
-    let msgs: Vec<ExternalMessage> = subs
-        .into_iter()
-        .filter(|s| (window_ms.0..=window_ms.1).contains(&s.time_ms))
-        .map(row)
-        .collect();
-    let cap = CaptureRw::open(capture)?;
-    if let Some(n) = &note {
-        cap.put_meta(NOTE_META, n)?;
     }
-    let stored = if msgs.is_empty() {
-        0
-    } else {
-        cap.put_external_messages(&msgs)?
-    };
-    Ok(MessagesStored { stored, note })
 }
 
 fn row(s: Submission) -> ExternalMessage {
@@ -139,7 +167,7 @@ mod tests {
         ] {
             append(&log, &e).unwrap();
         }
-        let got = store_external_messages(&db, &log, (1_000, 2_000)).unwrap();
+        let got = store_external_messages(&db, Some(dir.path()), (1_000, 2_000)).unwrap();
         assert_eq!(
             got,
             MessagesStored {
@@ -185,29 +213,31 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("c.db");
         drop(CaptureRw::create(&db).unwrap());
-        let missing = dir.path().join("none.jsonl");
+        let missing = dir.path().join("nobody");
         assert_eq!(
-            store_external_messages(&db, &missing, (0, i64::MAX)).unwrap(),
+            store_external_messages(&db, Some(&missing), (0, i64::MAX)).unwrap(),
             MessagesStored {
                 stored: 0,
                 note: None
             }
         );
         // A directory where the log should be: not read, said so.
-        let not_file = dir.path().join("dir.jsonl");
-        std::fs::create_dir(&not_file).unwrap();
-        let got = store_external_messages(&db, &not_file, (0, i64::MAX)).unwrap();
+        let odd = dir.path().join("odd");
+        let not_file = messagelog::default_path(&odd);
+        std::fs::create_dir_all(&not_file).unwrap();
+        let got = store_external_messages(&db, Some(&odd), (0, i64::MAX)).unwrap();
         let note = format!(
             "message log not read, no submission stored: {}: not a regular file",
             not_file.display()
         );
         assert_eq!(got.note.as_deref(), Some(note.as_str()));
         // A log with a partial last line: what is whole is stored.
-        let log = dir.path().join("m.jsonl");
+        let home = dir.path().join("h");
+        let log = messagelog::default_path(&home);
         append(&log, &entry("x", 10, submitted("s"))).unwrap();
         let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
         std::io::Write::write_all(&mut f, b"{\"event\":\"subm").unwrap();
-        let got = store_external_messages(&db, &log, (0, i64::MAX)).unwrap();
+        let got = store_external_messages(&db, Some(&home), (0, i64::MAX)).unwrap();
         let note = format!(
             "{}: 1 line(s) skipped (not a whole line of the message log); submissions in them are not stored",
             log.display()
@@ -221,5 +251,65 @@ mod tests {
         );
         let cap = crate::store::Capture::open(&db).unwrap();
         assert_eq!(cap.meta(NOTE_META).unwrap(), Some(note));
+    }
+
+    #[test]
+    fn the_logs_recorded_processes_wrote_are_read_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("c.db");
+        let elsewhere = messagelog::default_path(&dir.path().join("run-home"));
+        let mine = dir.path().join("mine");
+        // Logs only read, or whose open failed, are not the capture's.
+        let only_read = messagelog::default_path(&dir.path().join("r"));
+        let failed = messagelog::default_path(&dir.path().join("f"));
+        // The same submission in both logs (stored once), one more in each.
+        for (log, id, t) in [
+            (&only_read, "read", 5),
+            (&failed, "failed", 5),
+            (&elsewhere, "shared", 5),
+            (&elsewhere, "there", 6),
+            (&messagelog::default_path(&mine), "shared", 5),
+            (&messagelog::default_path(&mine), "here", 7),
+        ] {
+            append(log, &entry(id, t, submitted("s"))).unwrap();
+        }
+        let c = crate::store::create(&db).unwrap();
+        c.execute(
+            "INSERT INTO events (mono_ns, wall_ns, kind, cpu, seq, pid, ppid, uid, gid, comm, path, flags, result)
+             VALUES (1, 1, 'openat', 0, 1, 9, 1, 1000, 1000, 'agentsight', ?1, 'write,create,append', 3),
+                    (2, 2, 'openat', 0, 2, 9, 1, 1000, 1000, 'agentsight', ?2, 'read', 3),
+                    (3, 3, 'openat', 0, 3, 9, 1, 1000, 1000, 'agentsight', ?3, 'write', -13)",
+            rusqlite::params![
+                elsewhere.display().to_string(),
+                only_read.display().to_string(),
+                failed.display().to_string()
+            ],
+        )
+        .unwrap();
+        drop(c);
+        let got = store_external_messages(&db, Some(&mine), (0, 100)).unwrap();
+        assert_eq!(got.stored, 3);
+        let cap = crate::store::Capture::open(&db).unwrap();
+        let ids: Vec<String> = cap
+            .external_messages()
+            .unwrap()
+            .into_iter()
+            .map(|m| m.id)
+            .collect();
+        assert_eq!(ids, ["shared", "there", "here"]);
+        // Without a home: the written log alone.
+        let db2 = dir.path().join("c2.db");
+        std::fs::copy(&db, &db2).unwrap();
+        let rw = CaptureRw::open(&db2).unwrap();
+        rw.conn()
+            .execute_batch("DELETE FROM external_messages")
+            .unwrap();
+        drop(rw);
+        assert_eq!(
+            store_external_messages(&db2, None, (0, 100))
+                .unwrap()
+                .stored,
+            2
+        );
     }
 }

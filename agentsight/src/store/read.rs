@@ -197,6 +197,20 @@ pub fn transcript_like_writes(conn: &Connection) -> rusqlite::Result<Vec<FileWri
     .collect()
 }
 
+/// Distinct paths ending in `suffix` (compared exactly, no pattern) that a
+/// process of the capture opened for writing or created, successfully; by
+/// path.
+pub fn paths_written_ending(conn: &Connection, suffix: &str) -> rusqlite::Result<Vec<String>> {
+    let mut st = conn.prepare(
+        "SELECT DISTINCT path FROM events
+         WHERE kind IN ('open','openat','openat2','creat') AND result >= 0
+           AND path IS NOT NULL AND substr(path, -length(?1)) = ?1
+           AND (kind = 'creat' OR flags LIKE '%write%' OR flags LIKE '%create%')
+         ORDER BY path",
+    )?;
+    st.query_map([suffix], |r| r.get(0))?.collect()
+}
+
 /// The columns of one event that correlation and audit look at.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EventRecord {
