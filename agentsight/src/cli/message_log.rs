@@ -1,7 +1,9 @@
 //! The messaging log's two lines for a local `session message` (see
 //! `agentsight::messagelog`): `submitted` before the provider is started,
-//! `finished` when the submission ended, in the invoking user's
-//! `~/.local/state/agentsight/messages.jsonl`, written as that user.
+//! `finished` when the submission ended, in the session owner's
+//! `~/.local/state/agentsight/messages.jsonl` (home from passwd: the user the
+//! provider runs as, whose log `record` reads), written with their file
+//! credentials; the invoking user's when the owner is refused.
 
 use std::path::PathBuf;
 
@@ -15,6 +17,9 @@ use nix::unistd::{Uid, User};
 pub struct Logged {
     path: PathBuf,
     id: String,
+    /// Root acting for the owner (no sudo) writes with the owner's file
+    /// credentials: never a root-owned file in their home.
+    creds: Option<FileCreds>,
 }
 
 /// Writes the `submitted` line; a log that cannot be written refuses the
@@ -28,11 +33,25 @@ pub fn submitted(session: &SessionRef, text: &str, log_text: bool) -> Result<Log
     let user = User::from_uid(Uid::from_raw(invoking_uid))
         .map_err(|e| failed(format!("looking up uid {invoking_uid}: {e}")))?
         .ok_or_else(|| failed(format!("uid {invoking_uid} has no passwd entry")))?;
-    // Whom the provider will run as; a refusal there is logged as such.
-    let run_as_uid = message::spawn::decide(&session.path, euid, sudo_uid)
-        .map(|i| i.owner.uid)
-        .unwrap_or(invoking_uid);
-    let path = messagelog::default_path(&user.dir);
+    // Whom the provider will run as; a refusal there is logged as such, in
+    // the invoking user's log.
+    let identity = message::spawn::decide(&session.path, euid, sudo_uid).ok();
+    let run_as_uid = identity.as_ref().map_or(invoking_uid, |i| i.owner.uid);
+    let owner = match &identity {
+        Some(i) if i.owner.uid != invoking_uid => User::from_uid(Uid::from_raw(i.owner.uid))
+            .map_err(|e| failed(format!("looking up uid {}: {e}", i.owner.uid)))?
+            .ok_or_else(|| failed(format!("uid {} has no passwd entry", i.owner.uid)))?,
+        _ => user.clone(),
+    };
+    let creds = identity
+        .as_ref()
+        .filter(|i| i.switch && sudo_uid.is_none())
+        .map(|i| FileCreds {
+            uid: i.owner.uid,
+            gid: i.owner.gid,
+            groups: vec![i.owner.gid],
+        });
+    let path = messagelog::default_path(&owner.dir);
     let id = Entry::new_id();
     let entry = Entry::now(
         &id,
@@ -51,8 +70,11 @@ pub fn submitted(session: &SessionRef, text: &str, log_text: bool) -> Result<Log
             text: log_text.then(|| text.to_owned()),
         }),
     );
-    messagelog::append(&path, &entry).map_err(|e| failed(e.to_string()))?;
-    Ok(Logged { path, id })
+    {
+        let _as_owner = AsUser::maybe(creds.as_ref()).map_err(|e| failed(e.to_string()))?;
+        messagelog::append(&path, &entry).map_err(|e| failed(e.to_string()))?;
+    }
+    Ok(Logged { path, id, creds })
 }
 
 impl Logged {
@@ -79,7 +101,7 @@ impl Logged {
                 detail,
             }),
         );
-        let creds = FileCreds::invoking_user();
+        let creds = self.creds.clone().or_else(FileCreds::invoking_user);
         let written = AsUser::maybe(creds.as_ref())
             .map_err(|e| e.to_string())
             .and_then(|_guard| messagelog::append(&self.path, &entry).map_err(|e| e.to_string()));
