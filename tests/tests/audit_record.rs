@@ -474,7 +474,7 @@ fn check_the_sarif_and_junit_reports(r: &Run) {
     let xml = String::from_utf8(junit.stdout).unwrap();
     assert!(
         xml.contains(
-            "<testsuites name=\"agentsight audit\" tests=\"9\" failures=\"5\" errors=\"0\">"
+            "<testsuites name=\"agentsight audit\" tests=\"10\" failures=\"5\" errors=\"0\">"
         ),
         "{xml}"
     );
