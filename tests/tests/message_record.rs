@@ -52,7 +52,7 @@ struct Agentish {
     is_provider: fn(&[String], &str) -> bool,
     /// The findings the default policy has besides ours and the unexplained
     /// activity (rule, severity, message), `LOG` standing for the
-    /// messaging log's path.
+    /// messaging log's path and `RUNHOME` for the run's home.
     findings: &'static [(&'static str, &'static str, &'static str)],
 }
 
@@ -305,9 +305,17 @@ fn audit(db: &Path, policy: &str) -> (i32, Vec<(String, String, String)>) {
     (out.status.code().unwrap(), findings)
 }
 
+/// One agent at a time: every submission of the test user goes to one log,
+/// and a capture stores all of those made inside its window, whoever made
+/// them (cargo runs the test binaries one after another).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The whole check for one agent.
 fn message_while_recording(case: &Agentish) {
     require_root();
+    let _alone = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let mut run = Run::prepare(case.agent, "inspect");
     let id = first_session(&run);
     let db = message_recorded(&mut run, &id);
@@ -342,7 +350,14 @@ fn message_while_recording(case: &Agentish) {
     let want: Vec<(&str, &str, String)> = case
         .findings
         .iter()
-        .map(|&(rule, severity, message)| (rule, severity, message.replace("LOG", &log)))
+        .map(|&(rule, severity, message)| {
+            let home = run.home.display().to_string();
+            (
+                rule,
+                severity,
+                message.replace("LOG", &log).replace("RUNHOME", &home),
+            )
+        })
         .collect();
     assert_eq!(exact, want, "{findings:#?}");
     // Unexplained activity: warnings, among them the submitting process's
