@@ -123,6 +123,8 @@ impl Anchors {
         let Some(&(m, w)) = self.0.get(i.saturating_sub(1)) else {
             return 0;
         };
-        (m as i64 + (wall_ns - w)).max(0) as u64
+        // Saturating: a wall time read from input (a log, a capture) may be
+        // anything.
+        (m as i64).saturating_add(wall_ns.saturating_sub(w)).max(0) as u64
     }
 }

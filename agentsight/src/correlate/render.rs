@@ -114,7 +114,7 @@ fn continued_externally(o: &mut String, st: &Style, r: &Report) {
         let _ = writeln!(
             o,
             "  {}  {}{}  by {} (uid {}) as uid {}  {} bytes  {}{}{}",
-            crate::clock::rfc3339_ns(m.time_ms.max(0) as u64 * 1_000_000),
+            crate::clock::rfc3339_ns(crate::store::read::ms_to_ns(m.time_ms)),
             m.transport,
             m.container
                 .as_deref()

@@ -94,7 +94,7 @@ pub(crate) fn example(id: &str, time_ms: i64, session_id: &str) -> ExternalMessa
         message_bytes: 17,
         outcome: Some("completed".into()),
         detail: None,
-        finished_ms: Some(time_ms + 2_000),
+        finished_ms: Some(time_ms.saturating_add(2_000)),
     }
 }
 
@@ -170,6 +170,12 @@ mod tests {
         // Without an end, a later process with the pid counts too.
         assert_eq!(at(Some(302), None), Some(3));
         assert_eq!(at(None, Some(12_000)), None);
+        // Times a corrupt capture may hold convert without overflow.
+        assert_eq!(crate::store::read::ms_to_ns(-5), 0);
+        assert_eq!(crate::store::read::ms_to_ns(i64::MAX), u64::MAX);
+        let mut wild = example("w", i64::MAX, "s");
+        wild.finished_ms = Some(i64::MAX);
+        assert_eq!(wild.provider_process(&procs, &anchors).map(|p| p.id), None);
         // A provider started within the submission's millisecond (rounding).
         let mut m = example("a", 10_501, "s");
         m.provider_pid = Some(301);

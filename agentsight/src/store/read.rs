@@ -705,6 +705,13 @@ pub struct ExternalMessage {
     pub finished_ms: Option<i64>,
 }
 
+/// Wall ns of a wall time in ms as a log or capture gives it: negative is
+/// the epoch, and a time past what ns can hold is the largest (the input
+/// never makes the conversion overflow).
+pub fn ms_to_ns(ms: i64) -> u64 {
+    (ms.max(0) as u64).saturating_mul(1_000_000)
+}
+
 /// Every stored submission, by time (none in a capture made before the
 /// table existed).
 pub fn external_messages(conn: &Connection) -> rusqlite::Result<Vec<ExternalMessage>> {
@@ -762,7 +769,7 @@ impl ExternalMessage {
         let from = from.saturating_sub(1_000_000);
         let to = self
             .finished_ms
-            .map(|t| anchors.mono_of_ms(t) as i64 + 1_000_000)
+            .map(|t| (anchors.mono_of_ms(t) as i64).saturating_add(1_000_000))
             .unwrap_or(i64::MAX);
         procs
             .iter()

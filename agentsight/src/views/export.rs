@@ -11,7 +11,7 @@ use crate::{
     rawtext,
     store::{
         Capture, ColumnType, StoreError, exported_columns,
-        read::{ExternalMessage, ProcessIdentity},
+        read::{ExternalMessage, ProcessIdentity, ms_to_ns},
     },
 };
 
@@ -53,10 +53,7 @@ pub enum ExportError {
 /// like an event's, a field the log did not say is absent.
 fn external_message_record(m: &ExternalMessage, mono_ns: u64) -> Json {
     let mut obj = Map::new();
-    obj.insert(
-        "ts".into(),
-        json!(rfc3339_ns(m.time_ms.max(0) as u64 * 1_000_000)),
-    );
+    obj.insert("ts".into(), json!(rfc3339_ns(ms_to_ns(m.time_ms))));
     obj.insert("mono_ns".into(), json!(mono_ns));
     obj.insert("kind".into(), json!("external_message"));
     if let Json::Object(fields) = serde_json::to_value(m).unwrap_or_default() {
@@ -67,10 +64,7 @@ fn external_message_record(m: &ExternalMessage, mono_ns: u64) -> Json {
         }
     }
     if let Some(f) = m.finished_ms {
-        obj.insert(
-            "finished_ts".into(),
-            json!(rfc3339_ns(f.max(0) as u64 * 1_000_000)),
-        );
+        obj.insert("finished_ts".into(), json!(rfc3339_ns(ms_to_ns(f))));
     }
     Json::Object(obj)
 }

@@ -5,7 +5,7 @@ use std::{collections::HashMap, fmt::Write as _};
 
 use crate::store::{
     Capture, StoreError,
-    read::{ExternalMessage, ProcessIdentity, ProcessRecord},
+    read::{ExternalMessage, ProcessIdentity, ProcessRecord, ms_to_ns},
 };
 
 fn signal_name(sig: i64) -> String {
@@ -499,7 +499,7 @@ pub fn external_message_line(
     procs: &[ProcessRecord],
     anchors: &crate::clock::Anchors,
 ) -> String {
-    let time = crate::clock::rfc3339_ns(m.time_ms.max(0) as u64 * 1_000_000);
+    let time = crate::clock::rfc3339_ns(ms_to_ns(m.time_ms));
     let container = m
         .container
         .as_deref()

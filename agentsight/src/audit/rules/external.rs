@@ -13,7 +13,7 @@ use crate::{
         report::FindingKind,
     },
     clock::{Anchors, rfc3339_ns},
-    store::read::external_messages,
+    store::read::{external_messages, ms_to_ns},
 };
 
 /// One finding per stored submission, citing the provider process when the
@@ -34,7 +34,7 @@ pub(in crate::audit) fn continued_externally(
     let procs = ctx.cap.processes().map_err(AuditError::Store)?;
     let anchors = Anchors::load(&ctx.cap.conn).map_err(|e| q(ctx.cap, e))?;
     for m in &msgs {
-        let time = rfc3339_ns(m.time_ms.max(0) as u64 * 1_000_000);
+        let time = rfc3339_ns(ms_to_ns(m.time_ms));
         let message = format!(
             "session {} ({}) continued externally by agentsight session message ({}, {} bytes, by {}) at {time}",
             m.session_id, m.provider, m.transport, m.message_bytes, m.invoking_user
