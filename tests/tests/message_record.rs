@@ -1,5 +1,6 @@
-//! Root test of a message sent while recording: a real Codex session (the
-//! scripted model server's `inspect` run) continued by `agentsight
+//! Root test of a message sent while recording, for each agent: a real
+//! Claude Code, Codex and Gemini CLI session (the scripted model server's
+//! `inspect` run) continued by `agentsight
 //! session message` under `agentsight record --user agentsight-test` in the
 //! run's network namespace (`continue_record`). The capture's
 //! `external_messages` row has the submission's exact fields and names the
@@ -56,6 +57,66 @@ struct Agentish {
     findings: &'static [(&'static str, &'static str, &'static str)],
 }
 
+const CLAUDE: Agentish = Agentish {
+    agent: Agent::Claude,
+    provider: "claude",
+    transport: "claude-stream-json",
+    is_provider: |argv, id| {
+        argv.first().is_some_and(|a| a.ends_with("/claude"))
+            && argv.windows(2).any(|w| w[0] == "--resume" && w[1] == id)
+            && argv.iter().any(|a| a == "-p")
+    },
+    // The messaging log outside the allowed roots and the model server on
+    // loopback (undeclared: errors, exit status 1); the first run's first
+    // tool call, made before this capture began, which correlate finds
+    // unobserved in it.
+    findings: &[
+        (
+            "write-outside-allowed",
+            "error",
+            "write outside the allowed roots: LOG",
+        ),
+        (
+            "network-undeclared",
+            "error",
+            "connect to undeclared loopback destination 127.0.0.1:8787 (TCP established)",
+        ),
+        (
+            "claims-mismatch",
+            "warning",
+            "tool call #0 claimed but not observed: no exec of `ls '.'` seen",
+        ),
+    ],
+};
+
+const GEMINI: Agentish = Agentish {
+    agent: Agent::Gemini,
+    provider: "gemini",
+    transport: "gemini-resume",
+    is_provider: |argv, id| argv.windows(2).any(|w| w[0] == "--resume" && w[1] == id),
+    // The messaging log outside the allowed roots, Gemini CLI reading its
+    // `~/.gemini/.env` (where its key and endpoint are for a cleared
+    // environment: a denied path to the default policy) and the model
+    // server on loopback: errors, exit status 1.
+    findings: &[
+        (
+            "write-outside-allowed",
+            "error",
+            "write outside the allowed roots: LOG",
+        ),
+        (
+            "denied-path",
+            "error",
+            "read of denied path RUNHOME/.gemini/.env",
+        ),
+        (
+            "network-undeclared",
+            "error",
+            "connect to undeclared loopback destination 127.0.0.1:8787 (TCP established)",
+        ),
+    ],
+};
+
 const CODEX: Agentish = Agentish {
     agent: Agent::Codex,
     provider: "codex",
@@ -93,6 +154,7 @@ const CODEX: Agentish = Agentish {
 /// --allow-messaging --text TEXT --home HOME`, in the run's namespace, with
 /// the continuation scenario on the model server.
 fn message_recorded(run: &mut Run, id: &str) -> PathBuf {
+    run.configure_for_message();
     run.scenario = scenario("continue_record");
     let db = run.server_dir.join("message.db");
     let out = run.launch(|_| {
@@ -397,4 +459,14 @@ fn message_while_recording(case: &Agentish) {
 #[test]
 fn a_message_to_codex_while_recording_is_in_the_capture_show_and_audit() {
     message_while_recording(&CODEX);
+}
+
+#[test]
+fn a_message_to_claude_code_while_recording_is_in_the_capture_show_and_audit() {
+    message_while_recording(&CLAUDE);
+}
+
+#[test]
+fn a_message_to_gemini_cli_while_recording_is_in_the_capture_show_and_audit() {
+    message_while_recording(&GEMINI);
 }
