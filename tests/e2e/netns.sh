@@ -11,6 +11,7 @@ server=$1 scenario=$2 log=$3 cwd=$4
 shift 4
 [ "${1:-}" = "--" ] && shift
 ip link set lo up || { echo "netns.sh: cannot bring up loopback" >&2; exit 97; }
+: >"$log.ports"
 node "$server" --scenario "$scenario" --log "$log" --port 8787 --target-port 8788 \
     --cwd "$cwd" >"$log.ports" 2>"$log.stderr" &
 sp=$!

@@ -364,13 +364,18 @@ fn codex_in_a_container_continued_through_the_bridge() {
             .args(["--text", text])
             .args(extra)
             .env("HOME", &run.server_dir)
-            .env_remove("SUDO_UID")
-            .env_remove("SUDO_GID")
-            .env_remove("SUDO_USER")
+            // Through sudo by the test user: the host's log is theirs.
+            .env("SUDO_UID", uid.to_string())
+            .env("SUDO_GID", gid.to_string())
+            .env("SUDO_USER", TEST_USER)
             .stdin(Stdio::null())
             .output()
             .unwrap()
     };
+    let host_log = PathBuf::from(format!(
+        "/home/{TEST_USER}/.local/state/agentsight/messages.jsonl"
+    ));
+    let host_lines_before = log_lines(&host_log, &id).len();
 
     // Off by default: exit 2 and how to enable it; nothing reached Codex.
     let off = host(&[]);
@@ -432,6 +437,65 @@ fn codex_in_a_container_continued_through_the_bridge() {
         "{call}"
     );
 
+    // On the record on both sides: the host logged its submission
+    // (acknowledged through the bridge), the bridge in the container the
+    // provider's turn (completed), each in its user's log.
+    let host = log_lines(&host_log, &id);
+    assert_eq!(host.len(), host_lines_before + 2, "{host:?}");
+    let (sub, fin) = (&host[host.len() - 2], &host[host.len() - 1]);
+    assert_eq!(
+        (
+            &sub["event"],
+            &sub["provider"],
+            &sub["transport"],
+            &sub["container"],
+            &sub["invoking_user"],
+            &sub["message_bytes"],
+            &fin["event"],
+            &fin["outcome"],
+            fin["id"] == sub["id"],
+        ),
+        (
+            &Value::from("submitted"),
+            &Value::from("codex"),
+            &Value::from("docker-exec/codex-app-server"),
+            &Value::from(name.as_str()),
+            &Value::from(TEST_USER),
+            &Value::from(text.len()),
+            &Value::from("finished"),
+            &Value::from("acknowledged"),
+            true,
+        ),
+        "{host:?}"
+    );
+    let in_container = run.home.join(".local/state/agentsight/messages.jsonl");
+    let start = Instant::now();
+    let inside = loop {
+        let lines = log_lines(&in_container, &id);
+        if lines.len() == 2 {
+            break lines;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "{lines:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(
+        (
+            &inside[0]["transport"],
+            &inside[0]["container"],
+            &inside[0]["run_as_uid"],
+            &inside[1]["outcome"],
+            inside[1]["provider_pid"].is_u64(),
+        ),
+        (
+            &Value::from("codex-app-server"),
+            &Value::Null,
+            &Value::from(uid),
+            &Value::from("completed"),
+            true,
+        ),
+        "{inside:?}"
+    );
+
     // A bridge started without --allow-messaging refuses the message.
     let mut bridge = Command::new("docker")
         .args(["exec", "-i", "--user", &uid.to_string(), &name])
@@ -454,4 +518,20 @@ fn codex_in_a_container_continued_through_the_bridge() {
         "{\"Err\":{\"code\":\"failed\",\"message\":\"messaging is not enabled\"}}\n"
     );
     drop(c);
+}
+
+/// The messaging log's lines of session `id`'s submissions (both events of
+/// each: a `finished` line is matched by its `id`).
+fn log_lines(log: &Path, session_id: &str) -> Vec<Value> {
+    let all: Vec<Value> = std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let ids: Vec<Value> = all
+        .iter()
+        .filter(|e| e["session_id"] == session_id)
+        .map(|e| e["id"].clone())
+        .collect();
+    all.into_iter().filter(|e| ids.contains(&e["id"])).collect()
 }

@@ -448,29 +448,6 @@ impl BridgeSet {
         }
     }
 
-    /// Looks the session up fail-closed ([`BridgeSet::get`]), then sends
-    /// the message to the one container that has it. Returns the container
-    /// and the provider's `(agent_type, transport)`.
-    pub async fn message(
-        &self,
-        id: &str,
-        text: &str,
-    ) -> Result<(String, (String, String)), MessageFailure> {
-        let (container, _) = self.get(id).await.map_err(MessageFailure::Lookup)?;
-        let Some(bridge) = self.bridges.iter().find(|b| b.container == container) else {
-            return Err(MessageFailure::Call(CallError {
-                container,
-                code: ErrorCode::Failed,
-                message: "the container is no longer configured".into(),
-            }));
-        };
-        let answer = bridge
-            .message(id, text)
-            .await
-            .map_err(MessageFailure::Call)?;
-        Ok((container, answer))
-    }
-
     /// The merged list: healthy containers' rows sorted by update time,
     /// newest first (ties in configuration order), clamped to `limit` (1..=25); failed containers named.
     pub async fn list(&self, limit: usize) -> FanoutList {

@@ -9,8 +9,10 @@ use std::time::Instant;
 use anyhow::Context;
 
 use agentsight::bridge::{ErrorCode, Server, WireError, server::Messenger};
-use agentsight::message::{self, Options, Progress, Submission};
+use agentsight::message::{self, MessageError, Options, Progress, Submission};
 use agentsight::sessions::SessionRef;
+
+use super::message_log::{Subject, submitted};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct BridgeArgs {
@@ -65,19 +67,28 @@ impl Messenger for Turns {
                 in_container: true,
             },
         };
+        let wire = |e: &MessageError| WireError::new(e.wire_code(), e.to_string());
+        // On the record inside the container too: the container user's log.
+        let logged = submitted(&Subject::local(session), text, false).map_err(|e| wire(&e))?;
         let mut notes = Vec::new();
-        let started = message::start(&sub, None, &mut |p| log_progress(&mut notes, p))
-            .map_err(|e| WireError::new(e.wire_code(), e.to_string()))?;
+        let started = match message::start(&sub, None, &mut |p| log_progress(&mut notes, p)) {
+            Ok(s) => s,
+            Err(e) => {
+                logged.finished(&Err(e.clone()), None);
+                return Err(wire(&e));
+            }
+        };
         let agent_type = started.target.provider.to_string();
         let transport = started.runtime.transport().to_string();
         let handle = std::thread::spawn(move || {
             let mut started = started;
             let deadline = Instant::now() + message::TURN_TIMEOUT;
             let mut ignored = Vec::new();
-            match started
+            let result = started
                 .runtime
-                .wait_turn(deadline, &mut |p| log_progress(&mut ignored, p))
-            {
+                .wait_turn(deadline, &mut |p| log_progress(&mut ignored, p));
+            logged.finished(&result, Some(started.runtime.provider_pid()));
+            match result {
                 Ok(end) if end.completed => tracing::info!("bridge: turn completed"),
                 Ok(end) => tracing::warn!("bridge: turn did not complete: {:?}", end.detail),
                 Err(e) => tracing::warn!("bridge: {e}"),

@@ -80,27 +80,66 @@ pub fn get(names: &[String], id: &str) -> Result<(String, AgentSession)> {
     Ok(runtime()?.block_on(set.get(id))?)
 }
 
-/// `session message --docker-container`: the one container holding the
-/// session (fail-closed, as [`get`]) continues it; its bridge runs with
-/// `--allow-messaging`. Returns the container and `(agent_type, transport)`.
-pub fn message(
-    names: &[String],
-    id: &str,
-    text: &str,
-) -> Result<(String, (String, String)), MessageFailure> {
-    let (ok, failed) = bridges_with(names, true);
-    if let Some(f) = failed.into_iter().next() {
-        return Err(MessageFailure::Call(f));
-    }
-    let set = BridgeSet::new(ok);
-    let rt = runtime().map_err(|e| {
-        MessageFailure::Call(CallError {
-            container: names.join(", "),
-            code: ErrorCode::Failed,
-            message: format!("{e:#}"),
+/// `session message --docker-container`: the configured containers'
+/// bridges, each started `--allow-messaging`.
+pub struct Messaging {
+    runtime: tokio::runtime::Runtime,
+    set: BridgeSet,
+}
+
+impl Messaging {
+    /// Every bridge built (names checked, containers inspected), or the
+    /// first container that failed.
+    pub fn new(names: &[String]) -> Result<Self, MessageFailure> {
+        let (ok, failed) = bridges_with(names, true);
+        if let Some(f) = failed.into_iter().next() {
+            return Err(MessageFailure::Call(f));
+        }
+        let runtime = runtime().map_err(|e| {
+            MessageFailure::Call(CallError {
+                container: names.join(", "),
+                code: ErrorCode::Failed,
+                message: format!("{e:#}"),
+            })
+        })?;
+        Ok(Messaging {
+            runtime,
+            set: BridgeSet::new(ok),
         })
-    })?;
-    rt.block_on(set.message(id, text))
+    }
+
+    /// The one container holding session `id`, fail-closed (as [`get`]).
+    pub fn find(&self, id: &str) -> Result<(String, AgentSession), MessageFailure> {
+        self.runtime
+            .block_on(self.set.get(id))
+            .map_err(MessageFailure::Lookup)
+    }
+
+    /// Sends the message to `container`'s bridge (it must still be
+    /// configured); the provider there acknowledged it: `(agent_type,
+    /// transport)`.
+    pub fn send(
+        &self,
+        container: &str,
+        id: &str,
+        text: &str,
+    ) -> Result<(String, String), MessageFailure> {
+        let Some(bridge) = self
+            .set
+            .bridges()
+            .iter()
+            .find(|b| b.container() == container)
+        else {
+            return Err(MessageFailure::Call(CallError {
+                container: container.to_string(),
+                code: ErrorCode::Failed,
+                message: "the container is no longer configured".into(),
+            }));
+        };
+        self.runtime
+            .block_on(bridge.message(id, text))
+            .map_err(MessageFailure::Call)
+    }
 }
 
 /// `record --docker-container`: the containers' sessions for the matching

@@ -14,6 +14,8 @@ use agentsight::message::{self, MessageError, Options, Progress, Submission, Tur
 use agentsight::privileges::{AsUser, FileCreds};
 use agentsight::sessions::{DiscoveryOptions, SessionIndex};
 
+use super::message_log::Subject;
+
 /// `session message`'s arguments (the command's help is on `SessionCmd::Message`).
 #[derive(clap::Args, Debug, Clone)]
 pub struct MessageArgs {
@@ -144,7 +146,11 @@ fn local(a: &MessageArgs, text: String) -> i32 {
             AsUser::maybe(creds.as_ref()).map_err(|e| MessageError::Failed(e.to_string()))?;
         let session = lookup(a)?;
         out.provider = session.provider.to_string();
-        logged = Some(super::message_log::submitted(&session, &text, a.log_text)?);
+        logged = Some(super::message_log::submitted(
+            &Subject::local(&session),
+            &text,
+            a.log_text,
+        )?);
         let sub = Submission {
             session,
             text,
@@ -234,55 +240,103 @@ fn finished(a: &MessageArgs, out: &mut Outcome, end: TurnEnd) -> i32 {
 }
 
 /// Inside a container: the bridge there delivers and finishes the turn.
+/// The host logs its side (transport `docker-exec/…`, the container named)
+/// in the invoking user's log.
 fn through_bridge(a: &MessageArgs, text: &str) -> i32 {
     let mut out = Outcome {
         session_id: a.id.clone(),
         ..Outcome::default()
     };
-    match super::containers::message(&a.docker_container, &a.id, text) {
-        Ok((container, (agent_type, transport))) => {
-            out.provider = agent_type;
-            out.transport = format!("docker-exec/{transport}");
-            out.container = Some(container.clone());
-            out.acknowledged = true;
-            // The bridge (the same version: the handshake checks it) runs a
-            // Codex turn on the container's sandbox (M5); say so here, where
-            // the user reads it.
-            if transport == message::codex::TRANSPORT {
-                let n = message::codex::CONTAINER_NOTE;
-                agentsight::sayln!("note: {n}");
-                out.notes.push(n.to_string());
-            }
-            if a.json {
-                print_json(&out);
-            } else {
-                println!(
-                    "acknowledged: {} session {} in container {container} ({}); the turn goes on there",
-                    out.provider, out.session_id, out.transport
-                );
-            }
-            0
-        }
-        Err(f) => {
-            let e = match &f {
-                MessageFailure::Call(c) => match c.code {
-                    ErrorCode::Conflict
-                        if c.message == MessageError::Busy.to_string()
-                            || c.message.starts_with("bridge is busy") =>
-                    {
-                        MessageError::Busy
-                    }
-                    ErrorCode::Conflict => MessageError::LiveElsewhere(f.to_string()),
-                    ErrorCode::NotFound => MessageError::NotFound(a.id.clone()),
-                    ErrorCode::InvalidParams => MessageError::Invalid(f.to_string()),
-                    _ => MessageError::Failed(f.to_string()),
-                },
-                MessageFailure::Lookup(agentsight::bridge::LookupError::NotFound { .. }) => {
-                    MessageError::NotFound(a.id.clone())
-                }
-                MessageFailure::Lookup(_) => MessageError::Failed(f.to_string()),
+    let creds = FileCreds::invoking_user();
+    let mut logged = None;
+    let result = (|| {
+        let bridges = super::containers::Messaging::new(&a.docker_container)
+            .map_err(|f| from_bridge(a, &f))?;
+        let (container, session) = bridges.find(&a.id).map_err(|f| from_bridge(a, &f))?;
+        let transport = message::transport_of(session.provider)?;
+        out.provider = session.provider.to_string();
+        out.transport = format!("docker-exec/{transport}");
+        out.container = Some(container.clone());
+        {
+            let _as_user =
+                AsUser::maybe(creds.as_ref()).map_err(|e| MessageError::Failed(e.to_string()))?;
+            let subject = Subject {
+                session_id: &a.id,
+                provider: session.provider,
+                transport: out.transport.clone(),
+                container: Some(&container),
+                transcript: None,
             };
-            fail(a, &mut out, &e)
+            logged = Some(super::message_log::submitted(&subject, text, a.log_text)?);
         }
+        bridges
+            .send(&container, &a.id, text)
+            .map_err(|f| from_bridge(a, &f))
+    })();
+    if let Some(l) = logged {
+        // Acknowledged is all the host sees: the turn goes on in the container.
+        let end = result.as_ref().map(|_| TurnEnd {
+            completed: true,
+            ..TurnEnd::default()
+        });
+        l.acknowledged(&end.map_err(Clone::clone));
+    }
+    match result {
+        Ok((_, transport)) => acknowledged_in_container(a, &mut out, &transport),
+        Err(e) => fail(a, &mut out, &e),
+    }
+}
+
+fn acknowledged_in_container(a: &MessageArgs, out: &mut Outcome, transport: &str) -> i32 {
+    out.acknowledged = true;
+    // The bridge (the same version: the handshake checks it) runs a Codex
+    // turn on the container's sandbox (M5); say so here, where the user
+    // reads it.
+    if transport == message::codex::TRANSPORT {
+        let n = message::codex::CONTAINER_NOTE;
+        agentsight::sayln!("note: {n}");
+        out.notes.push(n.to_string());
+    }
+    if a.json {
+        print_json(out);
+    } else {
+        println!(
+            "acknowledged: {} session {} in container {} ({}); the turn goes on there",
+            out.provider,
+            out.session_id,
+            out.container.as_deref().unwrap_or_default(),
+            out.transport
+        );
+    }
+    0
+}
+
+/// A bridge failure as the refusal or failure it stands for.
+fn from_bridge(a: &MessageArgs, f: &MessageFailure) -> MessageError {
+    match f {
+        MessageFailure::Call(c) => match c.code {
+            ErrorCode::Conflict
+                if c.message == MessageError::Busy.to_string()
+                    || c.message.starts_with("bridge is busy") =>
+            {
+                MessageError::Busy
+            }
+            ErrorCode::Conflict => {
+                let why = c
+                    .message
+                    .strip_prefix(
+                        "session is already running outside agentsight; cannot attach safely: ",
+                    )
+                    .unwrap_or(&c.message);
+                MessageError::LiveElsewhere(format!("in container {}: {why}", c.container))
+            }
+            ErrorCode::NotFound => MessageError::NotFound(a.id.clone()),
+            ErrorCode::InvalidParams => MessageError::Invalid(f.to_string()),
+            _ => MessageError::Failed(f.to_string()),
+        },
+        MessageFailure::Lookup(agentsight::bridge::LookupError::NotFound { .. }) => {
+            MessageError::NotFound(a.id.clone())
+        }
+        MessageFailure::Lookup(_) => MessageError::Failed(f.to_string()),
     }
 }

@@ -22,10 +22,38 @@ pub struct Logged {
     creds: Option<FileCreds>,
 }
 
+/// What a submission is about, for its `submitted` line.
+pub struct Subject<'a> {
+    pub session_id: &'a str,
+    pub provider: agentsight::sessions::Provider,
+    /// `docker-exec/<transport>` through the bridge.
+    pub transport: String,
+    pub container: Option<&'a str>,
+    /// The transcript, when it is on this machine (it decides whom the
+    /// provider runs as); `None` in a container seen from the host.
+    pub transcript: Option<&'a std::path::Path>,
+}
+
+impl<'a> Subject<'a> {
+    /// A session on this machine (the host, or inside the container for
+    /// the bridge).
+    pub fn local(session: &'a SessionRef) -> Self {
+        Subject {
+            session_id: &session.session_id,
+            provider: session.provider,
+            transport: message::transport_of(session.provider)
+                .unwrap_or("none")
+                .to_owned(),
+            container: None,
+            transcript: Some(&session.path),
+        }
+    }
+}
+
 /// Writes the `submitted` line; a log that cannot be written refuses the
 /// message (every submission is on the record). Called as the invoking
 /// user (`AsUser`).
-pub fn submitted(session: &SessionRef, text: &str, log_text: bool) -> Result<Logged, MessageError> {
+pub fn submitted(subject: &Subject, text: &str, log_text: bool) -> Result<Logged, MessageError> {
     let failed = |e: String| MessageError::Failed(format!("the messaging log: {e}"));
     let euid = nix::unistd::geteuid().as_raw();
     let sudo_uid = FileCreds::invoking_user().map(|c| c.uid);
@@ -34,8 +62,11 @@ pub fn submitted(session: &SessionRef, text: &str, log_text: bool) -> Result<Log
         .map_err(|e| failed(format!("looking up uid {invoking_uid}: {e}")))?
         .ok_or_else(|| failed(format!("uid {invoking_uid} has no passwd entry")))?;
     // Whom the provider will run as; a refusal there is logged as such, in
-    // the invoking user's log.
-    let identity = message::spawn::decide(&session.path, euid, sudo_uid).ok();
+    // the invoking user's log. A session in a container runs as the
+    // container's user: the host logs its own side, as the invoking user.
+    let identity = subject
+        .transcript
+        .and_then(|t| message::spawn::decide(t, euid, sudo_uid).ok());
     let run_as_uid = identity.as_ref().map_or(invoking_uid, |i| i.owner.uid);
     let owner = match &identity {
         Some(i) if i.owner.uid != invoking_uid => User::from_uid(Uid::from_raw(i.owner.uid))
@@ -56,12 +87,10 @@ pub fn submitted(session: &SessionRef, text: &str, log_text: bool) -> Result<Log
     let entry = Entry::now(
         &id,
         Event::Submitted(Submitted {
-            session_id: session.session_id.clone(),
-            provider: session.provider.to_string(),
-            transport: message::transport_of(session.provider)
-                .unwrap_or("none")
-                .to_owned(),
-            container: None,
+            session_id: subject.session_id.to_owned(),
+            provider: subject.provider.to_string(),
+            transport: subject.transport.clone(),
+            container: subject.container.map(str::to_owned),
             invoking_uid,
             invoking_user: user.name,
             run_as_uid,
@@ -81,8 +110,23 @@ impl Logged {
     /// Writes the `finished` line (as the invoking user); a failure is said
     /// on stderr, the message is already delivered.
     pub fn finished(self, result: &Result<TurnEnd, MessageError>, provider_pid: Option<u32>) {
+        self.finished_as(result, provider_pid, Outcome::Completed);
+    }
+
+    /// [`Logged::finished`] of a submission whose turn is not waited for
+    /// here (through the bridge): success is `acknowledged`.
+    pub fn acknowledged(self, result: &Result<TurnEnd, MessageError>) {
+        self.finished_as(result, None, Outcome::Acknowledged);
+    }
+
+    fn finished_as(
+        self,
+        result: &Result<TurnEnd, MessageError>,
+        provider_pid: Option<u32>,
+        success: Outcome,
+    ) {
         let (outcome, detail) = match result {
-            Ok(end) if end.completed => (Outcome::Completed, None),
+            Ok(end) if end.completed => (success, None),
             Ok(end) => (Outcome::Failed, end.detail.clone()),
             Err(e) => (
                 match e.outcome() {
