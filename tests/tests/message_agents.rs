@@ -9,7 +9,8 @@
 use std::collections::BTreeSet;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::process::Command;
+use std::time::{Duration, Instant};
 
 use agentsight_tests::{
     TEST_USER, bin,
@@ -48,6 +49,22 @@ fn message_with(
 ) -> Outcome {
     run.scenario = scenario(continuation);
     run.server_log = run.server_dir.join(format!("{continuation}.jsonl"));
+    let argv = message_argv(run, id, text, env, args, caller);
+    match caller {
+        Caller::Sudo => run.launch(|_| argv),
+        Caller::TestUser => run.launch(|_| as_test_user(argv)),
+    }
+}
+
+/// The `session message` command line of [`message_with`].
+fn message_argv(
+    run: &Run,
+    id: &str,
+    text: &str,
+    env: &[String],
+    args: &[&str],
+    caller: Caller,
+) -> Vec<String> {
     let (uid, gid) = test_user();
     let mut argv: Vec<String> = vec![
         "/usr/bin/env".into(),
@@ -83,10 +100,7 @@ fn message_with(
         .map(String::from),
     );
     argv.extend(args.iter().map(|a| a.to_string()));
-    match caller {
-        Caller::Sudo => run.launch(|_| argv),
-        Caller::TestUser => run.launch(|_| as_test_user(argv)),
-    }
+    argv
 }
 
 /// A normal e2e run of `scenario`; its one session's id and transcript.
@@ -535,6 +549,77 @@ fn gemini_stalled_turn_hits_the_turn_timeout() {
     assert!(
         !Path::new(&format!("/proc/{pid}")).exists(),
         "Gemini CLI (pid {pid}) still there"
+    );
+    assert_eq!(run.transcripts(), vec![transcript]);
+}
+
+/// A second message while the first is being handled is a conflict (exit
+/// 4), and the first goes on undisturbed: Claude Code waits 6 s on the
+/// model for the first, the second comes meanwhile.
+#[test]
+fn a_second_message_while_claude_handles_the_first_is_refused() {
+    require_root();
+    let (mut run, id, transcript) = session_of_a_run(Agent::Claude, "inspect");
+    run.scenario = scenario("continue_claude_slow");
+    run.server_log = run.server_dir.join("continue_claude_slow.jsonl");
+    let argv = message_argv(&run, &id, "Take your time.", &[], &[], Caller::Sudo);
+    let first = run.start(|_| argv);
+    // The first holds the session's lock (in the home that holds the
+    // transcript) once it got past its checks.
+    let lock = run
+        .home
+        .join(format!(".local/state/agentsight/locks/claude-{id}.lock"));
+    let t = Instant::now();
+    while !lock.exists()
+        || Command::new("flock")
+            .arg("--nonblock")
+            .arg(&lock)
+            .arg("true")
+            .status()
+            .is_ok_and(|s| s.success())
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the first message never took the lock"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (uid, gid) = test_user();
+    let second = Command::new(bin())
+        .args([
+            "session",
+            "message",
+            &id,
+            "--allow-messaging",
+            "--text",
+            "And another thing.",
+        ])
+        .arg("--home")
+        .arg(&run.home)
+        .env("SUDO_UID", uid.to_string())
+        .env("SUDO_GID", gid.to_string())
+        .env("SUDO_USER", TEST_USER)
+        .output()
+        .expect("second message");
+    assert_eq!(
+        (
+            second.status.code(),
+            String::from_utf8_lossy(&second.stderr).into_owned()
+        ),
+        (
+            Some(4),
+            "agentsight: error: this session is already accepting another message\n".to_string()
+        )
+    );
+    let first = first.wait(Duration::from_secs(90));
+    assert!(first.status.success(), "{}", first.stderr);
+    assert_eq!(json_of(&first)["response"], "Done, after a pause.");
+    let show = run.session_show(&id);
+    let prompts = texts(&show, "prompts");
+    assert_eq!(prompts.last().map(String::as_str), Some("Take your time."));
+    assert!(
+        !prompts.iter().any(|p| p == "And another thing."),
+        "{prompts:?}"
     );
     assert_eq!(run.transcripts(), vec![transcript]);
 }
