@@ -197,6 +197,7 @@ pub fn start(
     let text = checked_text(&sub.text)?;
     let provider = sub.session.provider;
     transport_of(provider)?;
+    plain_id(&sub.session.session_id)?;
     let identity = spawn::decide(&sub.session.path, nix::unistd::geteuid().as_raw(), sudo_uid)?;
     let id = &sub.session.session_id;
     // Root acting for the owner creates the lock (and the log) with the
@@ -229,6 +230,22 @@ pub fn start(
     })
 }
 
+/// A session id goes on a provider's command line (`--resume ID`): only a
+/// plain token is passed, never one a CLI could read as an option.
+fn plain_id(id: &str) -> Result<(), MessageError> {
+    let mut bytes = id.bytes();
+    let plain = id.len() <= 128
+        && bytes.next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+    if plain {
+        Ok(())
+    } else {
+        Err(MessageError::Invalid(format!(
+            "session id {id:?} is not a plain id (letters, digits, '-', '_', '.'); it is never passed to an agent"
+        )))
+    }
+}
+
 /// The session's cwd and agent version, from its transcript.
 fn target_of(r: &SessionRef) -> Result<Target, MessageError> {
     let s = sessions::parse_session(r)
@@ -252,4 +269,20 @@ fn target_of(r: &SessionRef) -> Result<Target, MessageError> {
         cwd,
         cli_version: s.agent_version,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_ids_reach_a_command_line() {
+        for ok in ["7d1c0e2a-0000-4000-8000-000000000001", "a", "x_y.z-1"] {
+            assert_eq!(plain_id(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "-p", "--dangerously-skip-permissions", ".x", "a b", "a/b", "ü"] {
+            assert!(matches!(plain_id(bad), Err(MessageError::Invalid(_))), "{bad}");
+        }
+        assert!(plain_id(&"a".repeat(129)).is_err());
+    }
 }
