@@ -8,10 +8,13 @@
 //! lines would double count, so the log is replayed first.
 //!
 //! Tool calls and their results live in the same message record, so no
-//! pairing is needed. Subagent chats (`chats/<parentSessionId>/*.json[l]`)
-//! are folded into the parent.
+//! pairing is needed. On `--resume`, Gemini CLI 0.61 rewrites the list
+//! (`$set.messages`) from its API history and loses the earlier records'
+//! `toolCalls`, `tokens`, `model` and `timestamp` ([`Record::replace_all`]);
+//! the replay puts them back from the lines before the rewrite. Subagent
+//! chats (`chats/<parentSessionId>/*.json[l]`) are folded into the parent.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -43,6 +46,21 @@ struct Msg {
 #[serde(default)]
 struct Part {
     text: LStr,
+    /// A call as the API history holds it; a resume writes these into the
+    /// model message's content.
+    #[serde(rename = "functionCall")]
+    function_call: Option<ObjOr<FnCall>>,
+    /// A call's result in a user-role message of the API history.
+    #[serde(rename = "functionResponse")]
+    function_response: Option<ObjOr<FnResponse>>,
+}
+
+#[derive(Deserialize, Default, Clone)]
+#[serde(default)]
+struct FnCall {
+    id: LStr,
+    name: LStr,
+    args: Option<Value>,
 }
 
 #[derive(Deserialize, Default, Clone)]
@@ -72,6 +90,7 @@ struct FnResult {
 #[derive(Deserialize, Default, Clone)]
 #[serde(default)]
 struct FnResponse {
+    id: LStr,
     response: Option<ObjOr<FnOutput>>,
 }
 
@@ -79,6 +98,8 @@ struct FnResponse {
 #[serde(default)]
 struct FnOutput {
     output: LStr,
+    /// Set instead of `output` when the tool failed.
+    error: Option<Value>,
 }
 
 #[derive(Deserialize, Default, Clone)]
@@ -187,6 +208,25 @@ struct SetPatch {
     messages: Option<Vec<ObjOr<Msg>>>,
 }
 
+impl Msg {
+    /// Fills what a rewritten message lacks from the version a rewrite
+    /// dropped; that version's timestamp is the message's own.
+    fn restore(&mut self, old: Msg) {
+        if old.timestamp.0.is_some() {
+            self.timestamp = old.timestamp;
+        }
+        if self.model.0.is_none() {
+            self.model = old.model;
+        }
+        if self.tool_calls.is_empty() {
+            self.tool_calls = old.tool_calls;
+        }
+        if self.tokens.is_none() {
+            self.tokens = old.tokens;
+        }
+    }
+}
+
 /// The replayed conversation record.
 #[derive(Default)]
 struct Record {
@@ -197,6 +237,9 @@ struct Record {
     kind: Option<String>,
     messages: Vec<Msg>,
     index: HashMap<String, usize>,
+    /// Messages a `$set.messages` rewrite dropped, by id, until a later
+    /// rewrite brings them back.
+    dropped: HashMap<String, Msg>,
 }
 
 impl Record {
@@ -217,11 +260,27 @@ impl Record {
         }
     }
 
+    /// A `$set.messages` rewrite. Gemini CLI's rewrite
+    /// (`updateMessagesFromHistory`) means to keep a message's fields other
+    /// than `content` (for an id it still has, it replaces only the content).
+    /// On `--resume` (0.61) it first starts a fresh record (a second metadata
+    /// line and a rewrite holding only the session context), then rewrites
+    /// the list from the API history against that empty record: every
+    /// earlier message comes back without `toolCalls`, `tokens` and `model`,
+    /// stamped with the time of the resume. The dropped versions are kept
+    /// here and restore those fields.
     fn replace_all(&mut self, msgs: Vec<ObjOr<Msg>>) {
-        self.messages.clear();
         self.index.clear();
+        for m in std::mem::take(&mut self.messages) {
+            if let Some(id) = m.id.0.clone() {
+                self.dropped.insert(id, m);
+            }
+        }
         for m in msgs {
-            if let ObjOr::Obj(m) = m {
+            if let ObjOr::Obj(mut m) = m {
+                if let Some(old) = m.id.as_deref().and_then(|id| self.dropped.remove(id)) {
+                    m.restore(old);
+                }
                 self.upsert(m);
             }
         }
@@ -548,6 +607,7 @@ fn emit(
     sub: Option<usize>,
     hints: &mut HashMap<String, String>,
 ) {
+    let mut api_calls = ApiCalls::of(&rec.messages);
     for m in rec.messages {
         let ts = m.timestamp.as_deref().and_then(parse_ts);
         s.see_ts(ts);
@@ -593,6 +653,10 @@ fn emit(
                         s.tools.push(ev);
                     }
                 }
+                for tc in api_calls.unlisted(&m) {
+                    let ev = tool_event(s, &tc, ts, sub);
+                    s.tools.push(ev);
+                }
             }
             "error" | "warning" => {
                 s.errors.push(ErrorEvent {
@@ -605,6 +669,77 @@ fn emit(
             }
             _ => {}
         }
+    }
+}
+
+/// Calls that the file holds only as API-history parts: a `functionCall` in
+/// a model message's content whose id no `toolCalls` record has (the replay
+/// restores the records it can; this is for calls with none left), paired
+/// with the first `functionResponse` of that id (a resume writes each earlier
+/// result twice: rebuilt from the call record, then the original message).
+struct ApiCalls {
+    results: HashMap<String, FnResponse>,
+    /// Call ids already listed (from `toolCalls` or an earlier part).
+    listed: HashSet<String>,
+}
+
+impl ApiCalls {
+    fn of(msgs: &[Msg]) -> Self {
+        let mut results = HashMap::new();
+        let mut listed = HashSet::new();
+        for m in msgs {
+            listed.extend(
+                m.tool_calls
+                    .iter()
+                    .filter_map(|t| Some(t.obj()?.id.as_deref()?.to_string())),
+            );
+            if m.kind.as_deref() != Some("user") {
+                continue;
+            }
+            for r in parts(&m.content).filter_map(|p| p.function_response.as_ref()?.obj()) {
+                if let Some(id) = r.id.as_deref() {
+                    results.entry(id.to_string()).or_insert_with(|| r.clone());
+                }
+            }
+        }
+        ApiCalls { results, listed }
+    }
+
+    /// `m`'s calls not listed yet. Their status is what the paired result
+    /// states: `error` for a `response.error`, else unknown (the file
+    /// records none).
+    fn unlisted(&mut self, m: &Msg) -> Vec<ToolCall> {
+        let mut out = Vec::new();
+        for c in parts(&m.content).filter_map(|p| p.function_call.as_ref()?.obj()) {
+            if let Some(id) = c.id.as_deref()
+                && !self.listed.insert(id.to_string())
+            {
+                continue;
+            }
+            let result = c.id.as_deref().and_then(|id| self.results.get(id));
+            let failed = result
+                .and_then(|r| r.response.as_ref()?.obj())
+                .is_some_and(|o| o.error.is_some());
+            let result = result.map(|r| FnResult {
+                function_response: Some(ObjOr::Obj(r.clone())),
+            });
+            out.push(ToolCall {
+                id: c.id.clone(),
+                name: c.name.clone(),
+                args: c.args.clone(),
+                status: LStr(failed.then(|| "error".to_string())),
+                result: Content::Blocks(result.into_iter().collect()),
+                ..ToolCall::default()
+            });
+        }
+        out
+    }
+}
+
+fn parts(c: &Content<Part>) -> impl Iterator<Item = &Part> {
+    match c {
+        Content::Blocks(p) => p.iter(),
+        Content::Text(_) => [].iter(),
     }
 }
 
@@ -747,6 +882,78 @@ mod tests {
         let s = crate::parse_file(Provider::Gemini, &f).unwrap();
         assert_eq!(s.prompt_count, 1);
         assert_eq!(s.prompts[0].text, "list the files");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Calls a file holds only as API-history parts (a resume's rewrite with
+    /// no earlier `toolCalls` record of the same id left in the file): each
+    /// listed once, paired with its first result; status only where the
+    /// result states one. A call that has a record is not listed again.
+    #[test]
+    fn calls_only_in_history_parts_are_listed_once() {
+        let dir =
+            std::env::temp_dir().join(format!("agentsight-gemini-parts-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("session-2026-12-01T12-35-ca9aa233.jsonl");
+        let lines = [
+            r#"{"sessionId":"ca9aa233-cec4-4674-b04d-95038af60e2d","projectHash":"58cc","startTime":"2026-12-01T12:35:36.722Z","lastUpdated":"2026-12-01T12:35:36.722Z","kind":"main"}"#,
+            r#"{"$set":{"messages":[{"id":"u1","timestamp":"2026-12-01T12:35:36.733Z","type":"user","content":[{"text":"Look at this project."}]},{"id":"g1","timestamp":"2026-12-01T12:35:36.733Z","type":"gemini","content":[{"text":"Listing the project first."},{"functionCall":{"id":"list_directory__list_directory_1796128534434_0","name":"list_directory","args":{"dir_path":"/home/dev/work"}}}]},{"id":"g1_response","timestamp":"2026-12-01T12:35:36.733Z","type":"user","content":[{"functionResponse":{"id":"list_directory__list_directory_1796128534434_0","name":"list_directory","response":{"output":"Directory listing for /home/dev/work:\n[DIR] src\nnotes.txt (37 bytes)"}}}]},{"id":"r1","timestamp":"2026-12-01T12:35:36.733Z","type":"user","content":[{"functionResponse":{"id":"list_directory__list_directory_1796128534434_0","name":"list_directory","response":{"output":"Directory listing for /home/dev/work:\n[DIR] src\nnotes.txt (37 bytes)"}}}]},{"id":"g2","timestamp":"2026-12-01T12:35:36.733Z","type":"gemini","content":[{"text":"Checking."},{"functionCall":{"id":"run_shell_command__run_shell_command_1796128534500_0","name":"run_shell_command","args":{"command":"make check"}}},{"functionCall":{"id":"read_file__read_file_1796128534500_1","name":"read_file","args":{"file_path":"/home/dev/work/missing.txt"}}}]},{"id":"g2_response","timestamp":"2026-12-01T12:35:36.733Z","type":"user","content":[{"functionResponse":{"id":"run_shell_command__run_shell_command_1796128534500_0","name":"run_shell_command","response":{"output":"<untrusted_context>\nOutput: check failed\nExit Code: 3\nProcess Group PGID: 1791\n</untrusted_context>"}}},{"functionResponse":{"id":"read_file__read_file_1796128534500_1","name":"read_file","response":{"error":"File not found: /home/dev/work/missing.txt"}}}]}]}}"#,
+            r#"{"id":"g3","timestamp":"2026-12-01T12:35:36.868Z","type":"gemini","content":[{"text":"Reading the notes again."},{"functionCall":{"id":"read_file__read_file_1796128536783_0","name":"read_file","args":{"file_path":"/home/dev/work/notes.txt"}}}],"toolCalls":[{"id":"read_file__read_file_1796128536783_0","name":"read_file","args":{"file_path":"/home/dev/work/notes.txt"},"status":"success","timestamp":"2026-12-01T12:35:36.884Z"}]}"#,
+            r#"{"id":"g4","timestamp":"2026-12-01T12:35:36.890Z","type":"gemini","content":[{"functionCall":{"name":"glob","args":{"pattern":"*.md"}}}]}"#,
+        ];
+        std::fs::write(&f, lines.join("\n") + "\n").unwrap();
+        let s = crate::parse_file(Provider::Gemini, &f).unwrap();
+        let t: Vec<_> = s
+            .tools
+            .iter()
+            .map(|t| {
+                (
+                    t.name.as_str(),
+                    t.call_id.as_deref(),
+                    t.status,
+                    t.exit_code,
+                    t.end_ms,
+                )
+            })
+            .collect();
+        let at = |s: &str| parse_ts(s);
+        assert_eq!(
+            t,
+            [
+                (
+                    "list_directory",
+                    Some("list_directory__list_directory_1796128534434_0"),
+                    ToolStatus::Unknown,
+                    None,
+                    None
+                ),
+                (
+                    "run_shell_command",
+                    Some("run_shell_command__run_shell_command_1796128534500_0"),
+                    ToolStatus::Unknown,
+                    Some(3),
+                    None
+                ),
+                (
+                    "read_file",
+                    Some("read_file__read_file_1796128534500_1"),
+                    ToolStatus::Failed,
+                    None,
+                    // The rewrite's times are the resume's, not the result's.
+                    None
+                ),
+                (
+                    "read_file",
+                    Some("read_file__read_file_1796128536783_0"),
+                    ToolStatus::Ok,
+                    None,
+                    at("2026-12-01T12:35:36.884Z")
+                ),
+                ("glob", None, ToolStatus::Unknown, None, None),
+            ]
+        );
+        assert_eq!(s.tools[1].command.as_deref(), Some("make check"));
+        assert_eq!(s.prompt_count, 1);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -189,3 +189,156 @@ fn jsonl_tools_and_subagent() {
     assert_eq!(a.parent_call_id.as_deref(), Some("call-4"));
     assert_eq!(a.usage, TokenUsage::new(1000, 30, 0, 0, 0));
 }
+
+/// A real Gemini CLI 0.61.0 chat (the e2e `inspect` scenario continued with
+/// `gemini --resume UUID`; paths renamed to /home/dev/work). On resume the
+/// CLI appended a second metadata line, a `$set.messages` holding only the
+/// session context, then a `$set.messages` rebuilt from the API history: the
+/// earlier messages without `toolCalls`, `tokens`, `model` or their own
+/// timestamps (all reset to the resume), calls as `functionCall` parts, and
+/// each earlier result twice (`<id>_response` and the original message).
+#[test]
+fn jsonl_after_resume_keeps_earlier_calls_once() {
+    let path = sessions_common::fixtures().join(
+        "../gemini-resume/home/.gemini/tmp/work/chats/session-2026-12-01T12-35-ca9aa233.jsonl",
+    );
+    let s = agentsight_sessions::parse_file(Provider::Gemini, &path).expect("parse");
+    assert_eq!(s.session_id, "ca9aa233-cec4-4674-b04d-95038af60e2d");
+    assert_eq!(s.cwd.as_deref(), Some("/home/dev/work"));
+    // First header's startTime; the resume's second header does not move it.
+    assert_eq!(s.start_ms, ts("2026-12-01T12:35:34.389Z"));
+    assert_eq!(s.end_ms, ts("2026-12-01T12:35:36.899Z"));
+    // The doubled results are user-role messages without text: no prompts.
+    let p: Vec<_> = s
+        .prompts
+        .iter()
+        .map(|p| (p.index, p.ts_ms, p.text.as_str()))
+        .collect();
+    assert_eq!(
+        p,
+        [
+            (
+                0,
+                ts("2026-12-01T12:35:34.402Z"),
+                "Look at this project: list its files, then read notes.txt and tell me what it says."
+            ),
+            (
+                1,
+                ts("2026-12-01T12:35:36.745Z"),
+                "Read notes.txt again and quote it."
+            )
+        ]
+    );
+    let t: Vec<_> = s
+        .tools
+        .iter()
+        .map(|t| {
+            (
+                t.name.as_str(),
+                t.call_id.as_deref(),
+                t.status,
+                t.prompt_index,
+                t.paths
+                    .iter()
+                    .map(|p| (p.path.as_str(), p.access))
+                    .collect::<Vec<_>>(),
+                t.start_ms,
+                t.end_ms,
+            )
+        })
+        .collect();
+    assert_eq!(
+        t,
+        [
+            (
+                "list_directory",
+                Some("list_directory__list_directory_1796128534434_0"),
+                ToolStatus::Ok,
+                Some(0),
+                vec![("/home/dev/work", PathAccess::Read)],
+                ts("2026-12-01T12:35:34.493Z"),
+                ts("2026-12-01T12:35:34.504Z")
+            ),
+            (
+                "read_file",
+                Some("read_file__read_file_1796128534515_0"),
+                ToolStatus::Ok,
+                Some(0),
+                vec![("/home/dev/work/notes.txt", PathAccess::Read)],
+                ts("2026-12-01T12:35:34.518Z"),
+                ts("2026-12-01T12:35:34.525Z")
+            ),
+            (
+                "read_file",
+                Some("read_file__read_file_1796128536783_0"),
+                ToolStatus::Ok,
+                Some(1),
+                vec![("/home/dev/work/notes.txt", PathAccess::Read)],
+                ts("2026-12-01T12:35:36.868Z"),
+                ts("2026-12-01T12:35:36.884Z")
+            ),
+        ]
+    );
+    // Each model turn once, with the model, usage and time it was written
+    // with before the rewrite.
+    let r: Vec<_> = s
+        .responses
+        .iter()
+        .map(|r| {
+            (
+                r.text.as_str(),
+                r.model.as_deref(),
+                r.ts_ms,
+                r.tokens,
+                r.prompt_index,
+            )
+        })
+        .collect();
+    let flash = Some("gemini-2.5-flash");
+    assert_eq!(
+        r,
+        [
+            (
+                "Listing the project first.",
+                flash,
+                ts("2026-12-01T12:35:34.493Z"),
+                Some(TokenUsage::new(1000, 50, 0, 0, 10)),
+                Some(0)
+            ),
+            (
+                "Now reading the notes.",
+                flash,
+                ts("2026-12-01T12:35:34.518Z"),
+                Some(TokenUsage::new(700, 54, 400, 0, 11)),
+                Some(0)
+            ),
+            (
+                "notes.txt says the build needs the release profile.",
+                flash,
+                ts("2026-12-01T12:35:34.533Z"),
+                Some(TokenUsage::new(400, 58, 800, 0, 12)),
+                Some(0)
+            ),
+            (
+                "Reading the notes again.",
+                flash,
+                ts("2026-12-01T12:35:36.868Z"),
+                Some(TokenUsage::new(1000, 50, 0, 0, 10)),
+                Some(1)
+            ),
+            (
+                "notes.txt still says: The build needs the release profile.",
+                flash,
+                ts("2026-12-01T12:35:36.899Z"),
+                Some(TokenUsage::new(700, 54, 400, 0, 11)),
+                Some(1)
+            ),
+        ]
+    );
+    assert_eq!(s.usage, TokenUsage::new(3800, 266, 1600, 0, 54));
+    assert_eq!(s.models, ["gemini-2.5-flash"]);
+    assert_eq!(
+        (s.stats.lines, s.stats.bad_lines, s.stats.unknown_records),
+        (29, 0, 0)
+    );
+}

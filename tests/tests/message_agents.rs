@@ -445,7 +445,11 @@ fn gemini_session_continued_under_sudo() {
         }),
         "{j}"
     );
-    assert_eq!(run.transcripts(), vec![transcript], "no new session file");
+    assert_eq!(
+        run.transcripts(),
+        vec![transcript.clone()],
+        "no new session file"
+    );
     let show = run.session_show(&id);
     assert_eq!(
         texts(&show, "prompts"),
@@ -457,17 +461,31 @@ fn gemini_session_continued_under_sudo() {
         ["Reading the notes again.".to_string(), answer.to_string()],
         "{show}"
     );
-    let call = show["tools"].as_array().and_then(|t| t.last()).cloned();
-    let call = call.unwrap_or_else(|| panic!("no tool calls: {show}"));
+    // Every call once, the two before the resume included: Gemini CLI's
+    // rewrite on resume drops their records from the replayed list (and
+    // sends their results twice); the records are still earlier in the file.
+    let tools = show["tools"].as_array().cloned().unwrap_or_default();
+    let work = run.work.display().to_string();
+    let calls: Vec<Value> = tools
+        .iter()
+        .map(|t| serde_json::json!([t["name"], t["status"], t["prompt_index"], t["paths"]]))
+        .collect();
+    let read = |p: &str| serde_json::json!([{"path": p, "access": "read"}]);
+    let notes = format!("{work}/notes.txt");
     assert_eq!(
-        (&call["name"], &call["status"], &call["prompt_index"]),
-        (
-            &Value::from("read_file"),
-            &Value::from("ok"),
-            &Value::from(1)
-        ),
-        "{call}"
+        calls,
+        [
+            serde_json::json!(["list_directory", "ok", 0, read(&work)]),
+            serde_json::json!(["read_file", "ok", 0, read(&notes)]),
+            serde_json::json!(["read_file", "ok", 1, read(&notes)]),
+        ],
+        "{show}"
     );
+    let listed: Vec<String> = tools
+        .iter()
+        .map(|t| t["call_id"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(listed, gemini_call_ids(&transcript), "{show}");
     let status = std::fs::read_to_string(spy_out.join("status")).expect("saved status");
     assert_eq!(ids(&status), dropped_to_test_user(), "{status}");
     let seen: BTreeSet<u32> = owners(&run.home).into_iter().map(|(_, u)| u).collect();
@@ -476,6 +494,29 @@ fn gemini_session_continued_under_sudo() {
         BTreeSet::from([uid]),
         "everything under the home is the owner's"
     );
+}
+
+/// The distinct `toolCalls[].id`s of a Gemini CLI chat file, in the order
+/// first written (any line, `$set.messages` lists included).
+fn gemini_call_ids(transcript: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(transcript).expect("read transcript");
+    let mut ids: Vec<String> = Vec::new();
+    let mut add = |m: &Value| {
+        for c in m["toolCalls"].as_array().into_iter().flatten() {
+            let id = c["id"].as_str().expect("call id").to_string();
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+    };
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line).expect("a JSON line");
+        add(&v);
+        for m in v["$set"]["messages"].as_array().into_iter().flatten() {
+            add(m);
+        }
+    }
+    ids
 }
 
 /// The test user continues its own session (no sudo, no identity switch):
