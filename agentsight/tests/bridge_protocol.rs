@@ -127,10 +127,11 @@ fn each_method_answers_like_the_local_commands() {
             "params": {"session_id": CLAUDE_ID, "message": "  run the tests again \n"}})),
         err("failed", "messaging is not enabled")
     );
+    // Not enabled: refused before any lookup, a known and an unknown id alike.
     assert_eq!(
         b.ask(json!({"method": "session/message",
             "params": {"session_id": "nope", "message": "hi"}})),
-        err("not_found", "session nope not found")
+        err("failed", "messaging is not enabled")
     );
     assert_eq!(
         b.ask(json!({"method": "session/message",

@@ -63,8 +63,9 @@ impl Messenger for Turns {
             text: text.to_string(),
             options: Options {
                 ack_timeout: message::ACK_TIMEOUT,
-                // The container is the sandbox boundary (docs/messaging.md).
-                in_container: true,
+                // The container is the sandbox boundary (docs/messaging.md);
+                // a bridge that is not in a container changes nothing.
+                in_container: in_a_container(),
             },
         };
         let wire = |e: &MessageError| WireError::new(e.wire_code(), e.to_string());
@@ -128,4 +129,12 @@ fn log_progress(notes: &mut Vec<String>, p: Progress) {
         }
         _ => {}
     }
+}
+
+/// Whether this bridge runs inside a container: Docker's `/.dockerenv` or
+/// Podman's `/run/.containerenv` marker.
+fn in_a_container() -> bool {
+    ["/.dockerenv", "/run/.containerenv"]
+        .iter()
+        .any(|m| std::path::Path::new(m).exists())
 }

@@ -44,13 +44,23 @@ pub struct MessageArgs {
     /// Keep the message's text in the messaging log (by default only its length).
     #[arg(long)]
     pub log_text: bool,
-    /// Longest wait for the turn to end once the agent acknowledged the message.
-    #[arg(long, value_name = "SECS", default_value_t = message::TURN_TIMEOUT.as_secs())]
-    pub turn_timeout: u64,
+    /// Longest wait for the turn to end once the agent acknowledged the
+    /// message (at most a week; default 600). Local sessions only: through
+    /// the bridge the turn goes on in the container.
+    #[arg(
+        long,
+        value_name = "SECS",
+        conflicts_with = "docker_container",
+        value_parser = clap::value_parser!(u64).range(1..=MAX_TURN_SECS)
+    )]
+    pub turn_timeout: Option<u64>,
     /// Print the outcome as one JSON object.
     #[arg(long)]
     pub json: bool,
 }
+
+/// The longest `--turn-timeout`: a week.
+const MAX_TURN_SECS: u64 = 7 * 24 * 3600;
 
 /// What `--json` prints.
 #[derive(Debug, Default, Serialize)]
@@ -77,17 +87,84 @@ struct Rejected {
 }
 
 pub fn run(a: &MessageArgs) -> Result<i32> {
-    let text = read_text(a)?;
     if !a.allow_messaging && !super::config::messaging_enabled()? {
         return Ok(fail(a, &mut Outcome::default(), &MessageError::NotEnabled));
     }
+    if !a.docker_container.is_empty() {
+        // Docker is driven with the caller's own rights, never root's: a
+        // caller outside the docker group gets the daemon's refusal.
+        agentsight::privileges::drop_to_invoking_user()?;
+    }
+    // The message file is read with the caller's rights, never through a link.
+    let text = {
+        let creds = FileCreds::invoking_user();
+        let _as_user = AsUser::maybe(creds.as_ref())?;
+        read_text(a)?
+    };
     if let Err(e) = message::checked_text(&text) {
         return Ok(fail(a, &mut Outcome::default(), &e));
     }
     if !a.docker_container.is_empty() {
         return Ok(through_bridge(a, &text));
     }
-    Ok(local(a, text))
+    let interrupts = Interrupts::install()?;
+    let status = local(a, text);
+    Ok(match interrupts.received() {
+        Some(sig) => {
+            agentsight::sayln!("agentsight: error: interrupted by {sig}; the agent was stopped");
+            128 + sig as i32
+        }
+        None => status,
+    })
+}
+
+/// SIGINT, SIGTERM and SIGHUP while an agent works for us: its process
+/// group (its own session: the terminal's signals never reach it) is
+/// killed, the driver sees it end, and the log gets its `finished` line.
+/// The signals are blocked in every thread (this one, before any other is
+/// started) and taken by `sigwait` on a thread of their own.
+struct Interrupts {
+    received: std::sync::Arc<std::sync::atomic::AtomicI32>,
+}
+
+impl Interrupts {
+    fn install() -> Result<Self> {
+        use nix::sys::signal::{SigSet, Signal};
+        let mut set = SigSet::empty();
+        for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+            set.add(s);
+        }
+        set.thread_block()
+            .context("blocking SIGINT/SIGTERM/SIGHUP")?;
+        let received = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
+        let flag = received.clone();
+        std::thread::spawn(move || {
+            if let Ok(sig) = set.wait() {
+                flag.store(sig as i32, std::sync::atomic::Ordering::SeqCst);
+                kill_child_groups();
+            }
+        });
+        Ok(Interrupts { received })
+    }
+
+    fn received(&self) -> Option<nix::sys::signal::Signal> {
+        let n = self.received.load(std::sync::atomic::Ordering::SeqCst);
+        nix::sys::signal::Signal::try_from(n).ok()
+    }
+}
+
+/// Kills the process group of each of our children (every provider leads
+/// its own, see `message::spawn`).
+fn kill_child_groups() {
+    let me = std::process::id();
+    for p in agentsight::procinfo::snapshot() {
+        if p.ppid == me {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(p.pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
 }
 
 /// The message from `--text` or `--text-file` (`-`: stdin), read no further
@@ -98,7 +175,7 @@ fn read_text(a: &MessageArgs) -> Result<String> {
         (None, Some(p)) if p == Path::new("-") => read_bounded(std::io::stdin().lock())
             .context("reading the message from standard input")?,
         (None, Some(p)) => {
-            let f = agentsight::safefs::open_regular(p, false)
+            let f = agentsight::safefs::open_regular(p, true)
                 .with_context(|| format!("--text-file {}", p.display()))?;
             read_bounded(f).with_context(|| format!("reading {}", p.display()))?
         }
@@ -146,6 +223,10 @@ fn local(a: &MessageArgs, text: String) -> i32 {
             AsUser::maybe(creds.as_ref()).map_err(|e| MessageError::Failed(e.to_string()))?;
         let session = lookup(a)?;
         out.provider = session.provider.to_string();
+        // Known before the acknowledgement line is printed.
+        out.transport = message::transport_of(session.provider)
+            .unwrap_or_default()
+            .to_string();
         logged = Some(super::message_log::submitted(
             &Subject::local(&session),
             &text,
@@ -164,7 +245,8 @@ fn local(a: &MessageArgs, text: String) -> i32 {
         out.transport = started.runtime.transport().to_string();
         out.run_as = Some(started.identity.owner.name.clone());
         out.provider_pid = Some(started.runtime.provider_pid());
-        let deadline = Instant::now() + Duration::from_secs(a.turn_timeout);
+        let secs = a.turn_timeout.unwrap_or(message::TURN_TIMEOUT.as_secs());
+        let deadline = Instant::now() + Duration::from_secs(secs);
         started
             .runtime
             .wait_turn(deadline, &mut |p| progress(a, &mut out, p))

@@ -135,7 +135,7 @@ impl Docker {
             return Err(DockerError::Failed {
                 command: format!("docker inspect --type container -- {name}"),
                 status: status_text(ran.code),
-                stderr: ran.stderr.trim().to_string(),
+                stderr: one_line(&ran.stderr),
             });
         }
         serde_json::from_str(&ran.stdout)
@@ -151,6 +151,17 @@ impl Docker {
             source,
         })
     }
+}
+
+/// Docker's stderr as one line (errors are one line): its lines joined
+/// with "; ".
+fn one_line(stderr: &str) -> String {
+    stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn status_text(code: Option<i32>) -> String {
@@ -176,7 +187,7 @@ impl ExecLookups<'_> {
                 "`docker {}` failed ({}): {}",
                 all.join(" "),
                 status_text(c),
-                ran.stderr.trim()
+                one_line(&ran.stderr)
             )),
         }
     }

@@ -1,12 +1,14 @@
 //! A provider process the way the drivers hold it: started from a
-//! [`Spawner`] command, the message written to its stdin by a thread (a
-//! provider that stops reading must not block us past a deadline), waited
-//! for with deadlines, and killed with its whole process group on drop.
+//! [`Spawner`] command (its own session and process group), its stdin fed
+//! by a thread (a provider that stops reading must not block us past a
+//! deadline), waited for with deadlines, and killed with its whole process
+//! group on drop — the tools it left behind too.
 
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::Path;
-use std::process::{Child, ChildStdout, ExitStatus};
+use std::process::{Child, ChildStdin, ChildStdout, ExitStatus};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
@@ -17,24 +19,71 @@ use super::{MessageError, Spawner};
 /// How often an exit is polled for while waiting with a deadline.
 const POLL: Duration = Duration::from_millis(20);
 
-/// A running provider; its process group dies with this value unless it
-/// has exited and been reaped.
+/// A running provider; its process group dies with this value.
 pub struct ProviderChild {
     child: Child,
-    /// Set once reaped: the pid (and process group id) may be reused after.
+    /// Set once reaped.
     status: Option<ExitStatus>,
 }
 
+/// One write for the input thread, and where to say how it went.
+type Write1 = (Vec<u8>, SyncSender<std::io::Result<()>>);
+
+/// The provider's stdin, written by a thread of its own: a write that the
+/// provider does not take before the deadline is a timeout, not a hang.
+/// Dropped (or [`Input::close`]d), the provider sees end of input.
+pub struct Input {
+    tx: Option<SyncSender<Write1>>,
+}
+
+impl Input {
+    fn spawn(mut stdin: ChildStdin) -> Self {
+        let (tx, rx): (SyncSender<Write1>, Receiver<Write1>) = sync_channel(1);
+        std::thread::spawn(move || {
+            for (bytes, done) in rx {
+                let r = stdin.write_all(&bytes).and_then(|()| stdin.flush());
+                let failed = r.is_err();
+                let _ = done.send(r);
+                if failed {
+                    return;
+                }
+            }
+        });
+        Input { tx: Some(tx) }
+    }
+
+    /// Writes `bytes`, waiting at most until `deadline`.
+    pub fn write(&self, bytes: Vec<u8>, deadline: Instant) -> Result<(), MessageError> {
+        let closed = || MessageError::Failed("the provider's input is already closed".into());
+        let tx = self.tx.as_ref().ok_or_else(closed)?;
+        let (done_tx, done_rx) = sync_channel(1);
+        tx.send((bytes, done_tx)).map_err(|_| closed())?;
+        match done_rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(MessageError::Failed(format!(
+                "writing to the provider: {e}"
+            ))),
+            Err(RecvTimeoutError::Timeout) => Err(MessageError::Timeout(
+                "the provider stopped reading its input".into(),
+            )),
+            Err(RecvTimeoutError::Disconnected) => Err(closed()),
+        }
+    }
+
+    /// End of input for the provider (once the pending write is done).
+    pub fn close(&mut self) {
+        self.tx = None;
+    }
+}
+
 impl ProviderChild {
-    /// Starts `program args` from `spawner`, writes `input` to its stdin and
-    /// then closes it (the providers take one message per process), and
-    /// hands back its stdout.
-    pub fn start(
+    /// Starts `program args` from `spawner`; its stdin (fed by a thread)
+    /// and its stdout.
+    pub fn spawn(
         spawner: &Spawner,
         program: &Path,
         args: &[OsString],
-        input: Vec<u8>,
-    ) -> Result<(ProviderChild, ChildStdout), MessageError> {
+    ) -> Result<(ProviderChild, Input, ChildStdout), MessageError> {
         let mut child = spawner.command(program, args).spawn().map_err(|e| {
             MessageError::Failed(format!("cannot start {}: {e}", program.display()))
         })?;
@@ -44,18 +93,32 @@ impl ProviderChild {
             child,
             status: None,
         };
-        let (Some(stdout), Some(mut stdin)) = (stdout, stdin) else {
+        let (Some(stdout), Some(stdin)) = (stdout, stdin) else {
             me.kill();
             return Err(MessageError::Failed(format!(
                 "{}: no pipes to the provider",
                 program.display()
             )));
         };
-        // A write error means the provider already exited: its status and
-        // output tell why, so the error itself adds nothing.
-        std::thread::spawn(move || {
-            let _ = stdin.write_all(&input);
-        });
+        Ok((me, Input::spawn(stdin), stdout))
+    }
+
+    /// [`ProviderChild::spawn`], then `input` written and stdin closed (the
+    /// providers that take one message per process).
+    pub fn start(
+        spawner: &Spawner,
+        program: &Path,
+        args: &[OsString],
+        input: Vec<u8>,
+    ) -> Result<(ProviderChild, ChildStdout), MessageError> {
+        let (me, mut stdin, stdout) = Self::spawn(spawner, program, args)?;
+        // Not waited for: a provider that exits before reading says why in
+        // its status and output; one that never reads is caught by the
+        // acknowledgement deadline.
+        if let Some(tx) = stdin.tx.take() {
+            let (done, _) = sync_channel(1);
+            let _ = tx.send((input, done));
+        }
         Ok((me, stdout))
     }
 
@@ -63,12 +126,37 @@ impl ProviderChild {
         self.child.id()
     }
 
-    /// The exit status if the provider has exited (reaping it).
+    /// The exit status if the provider has exited. Its group (the tools it
+    /// left behind) is killed before it is reaped: while it is an unreaped
+    /// zombie its pid, and so the group id, cannot be taken by anyone else.
     pub fn exited(&mut self) -> Option<ExitStatus> {
-        if self.status.is_none() {
-            self.status = self.child.try_wait().ok().flatten();
+        if self.status.is_none() && self.has_exited() {
+            self.kill_group();
+            self.status = self.child.wait().ok();
         }
         self.status
+    }
+
+    /// Whether the provider has exited, without reaping it (`WNOWAIT`).
+    fn has_exited(&self) -> bool {
+        // Safety: waitid fills the zeroed siginfo; `si_pid` stays 0 while the
+        // child runs (WNOHANG).
+        unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let r = libc::waitid(
+                libc::P_PID,
+                self.child.id(),
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            );
+            r == 0 && info.si_pid() != 0
+        }
+    }
+
+    fn kill_group(&self) {
+        // The child leads its own session and group (`setsid` in the
+        // spawner): the group id is its pid.
+        let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
     }
 
     /// Waits for the exit until `deadline`; `None` if it is still running.
@@ -86,14 +174,12 @@ impl ProviderChild {
     }
 
     /// Kills the provider's process group (the tools it started too) and
-    /// reaps it.
+    /// reaps the provider. Once reaped, its group was killed already.
     pub fn kill(&mut self) {
-        if self.exited().is_some() {
-            return;
+        if self.status.is_none() {
+            self.kill_group();
+            self.status = self.child.wait().ok();
         }
-        // The child leads its own group (`process_group(0)` in the spawner).
-        let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
-        self.status = self.child.wait().ok();
     }
 }
 

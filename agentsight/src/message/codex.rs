@@ -10,15 +10,12 @@
 //! as failed (`exec_command failed: … approval request failed`).
 
 use std::ffi::OsString;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use serde_json::{Value, json};
 
+use super::child::{Input, ProviderChild};
 use super::lines::{Line, LineReader, ReadEnd};
 use super::{MessageError, Options, Progress, Runtime, Spawner, Target, TurnEnd};
 
@@ -128,18 +125,12 @@ fn start_with(
     let args: Vec<OsString> = ["app-server", "--listen", "stdio://"]
         .map(OsString::from)
         .to_vec();
-    let mut child = spawner
-        .command(program, &args)
-        .spawn()
-        .map_err(|e| MessageError::Failed(format!("cannot start {}: {e}", program.display())))?;
-    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-        return Err(MessageError::Failed(
-            "the app-server's stdin/stdout are not piped".into(),
-        ));
-    };
+    let (child, input, stdout) = ProviderChild::spawn(spawner, program, &args)?;
     let mut server = AppServer {
         child,
-        stdin: Some(stdin),
+        input,
+        // Start-up to acknowledgement is one bound, whatever the steps.
+        start_deadline: Some(Instant::now() + opts.ack_timeout),
         lines: LineReader::spawn(stdout, MAX_LINE),
         next_id: 0,
         ack_timeout: opts.ack_timeout,
@@ -149,14 +140,18 @@ fn start_with(
     };
     server.handshake(progress)?;
     server.submit(text, opts.in_container, progress)?;
+    server.start_deadline = None;
     progress(Progress::Acknowledged);
     Ok(Box::new(server))
 }
 
 /// A running app-server with our thread resumed.
 struct AppServer {
-    child: Child,
-    stdin: Option<ChildStdin>,
+    /// Its process group is killed when this is dropped.
+    child: ProviderChild,
+    input: Input,
+    /// Until acknowledged: the one deadline of every wait.
+    start_deadline: Option<Instant>,
     lines: LineReader,
     next_id: u64,
     ack_timeout: Duration,
@@ -267,16 +262,27 @@ impl AppServer {
         Ok(())
     }
 
+    /// The deadline of the next wait: the start-up's, or one bound from now.
+    fn deadline(&self) -> Instant {
+        self.start_deadline
+            .unwrap_or_else(|| Instant::now() + self.ack_timeout)
+    }
+
     fn send(&mut self, v: &Value) -> Result<(), MessageError> {
         let mut line = v.to_string().into_bytes();
         line.push(b'\n');
-        let stdin = self.stdin.as_mut().ok_or_else(|| {
-            MessageError::Failed("the app-server's input is already closed".into())
-        })?;
-        stdin
-            .write_all(&line)
-            .and_then(|()| stdin.flush())
-            .map_err(|e| MessageError::Failed(format!("writing to the Codex app-server: {e}")))
+        self.input
+            .write(line, self.deadline())
+            .map_err(|e| match e {
+                MessageError::Failed(m) => {
+                    MessageError::Failed(format!("the Codex app-server: {m}"))
+                }
+                MessageError::Timeout(m) => MessageError::Timeout(format!(
+                    "the Codex app-server: {m} within {}",
+                    seconds(self.ack_timeout)
+                )),
+                other => other,
+            })
     }
 
     /// Sends a request and waits (≤ the acknowledgement bound) for its
@@ -290,7 +296,7 @@ impl AppServer {
         let id = self.next_id;
         self.next_id += 1;
         self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))?;
-        let deadline = Instant::now() + self.ack_timeout;
+        let deadline = self.deadline();
         loop {
             match self.next(deadline, method)? {
                 Incoming::Response { id: rid, result } if rid.as_u64() == Some(id) => {
@@ -393,35 +399,23 @@ impl AppServer {
 
     /// Closes the app-server's input: it exits once its work is written.
     fn close(&mut self) {
-        self.stdin = None;
+        self.input.close();
     }
 
     /// ", exit status N" once the app-server has exited (it closed its
     /// output, so it is exiting: waited for up to a second), else "".
     fn exit_status(&mut self) -> String {
-        let until = Instant::now() + Duration::from_secs(1);
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(s)) => return format!(", {s}"),
-                Ok(None) if Instant::now() < until => {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-                _ => return String::new(),
-            }
-        }
+        self.child
+            .wait_until(Instant::now() + Duration::from_secs(1))
+            .map(|s| format!(", {s}"))
+            .unwrap_or_default()
     }
 
     /// Lets the app-server exit on its own (it finishes writing the
     /// rollout), for a bounded time.
     fn wind_down(&mut self) {
         self.close();
-        let until = Instant::now() + WIND_DOWN;
-        while Instant::now() < until {
-            if !matches!(self.child.try_wait(), Ok(None)) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.child.wait_until(Instant::now() + WIND_DOWN);
     }
 
     /// Asks Codex to stop our turn, so its rollout records the interruption,
@@ -461,7 +455,7 @@ impl Runtime for AppServer {
     }
 
     fn provider_pid(&self) -> u32 {
-        self.child.id()
+        self.child.pid()
     }
 
     fn wait_turn(
@@ -491,18 +485,6 @@ impl Runtime for AppServer {
         }
         self.wind_down();
         Ok(self.ended.take().unwrap_or_default())
-    }
-}
-
-impl Drop for AppServer {
-    fn drop(&mut self) {
-        self.close();
-        if matches!(self.child.try_wait(), Ok(None)) {
-            // The app-server leads its own process group (Spawner), so its
-            // helpers go with it.
-            let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
-        }
-        let _ = self.child.wait();
     }
 }
 
@@ -885,7 +867,7 @@ read -r l
             json!({"jsonrpc":"2.0","id":3,"method":"turn/interrupt","params":{"threadId":THREAD,"turnId":"U1"}})
         );
         drop(rt);
-        let gone = nix::sys::signal::kill(Pid::from_raw(pid as i32), None);
+        let gone = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None);
         assert_eq!(gone, Err(nix::errno::Errno::ESRCH));
     }
 

@@ -26,6 +26,8 @@ use super::{MessageError, Options, Progress, Runtime, Spawner, Target, TurnEnd};
 pub const TRANSPORT: &str = "gemini-resume";
 /// Output lines over this are skipped (and counted).
 pub const MAX_LINE: usize = 1024 * 1024;
+/// The most answer text held at once.
+const MAX_ANSWER: usize = 1024 * 1024;
 /// A Gemini CLI that exits non-zero this soon after starting failed to take
 /// the message (the design's rule; also covers an acknowledgement that
 /// came first).
@@ -197,8 +199,15 @@ impl GeminiRuntime {
                 }
             }
             Event::Text(t) => {
-                self.answer.push_str(&t);
+                // The answer is held up to a bound (what is said goes out
+                // in pieces of at most that size).
+                if self.answer.len() < MAX_ANSWER {
+                    self.answer.push_str(&t);
+                }
                 self.unsaid.push_str(&t);
+                if self.unsaid.len() >= MAX_ANSWER {
+                    self.say(progress);
+                }
             }
             Event::Tool(name) => {
                 self.say(progress);

@@ -33,7 +33,7 @@ pub struct LineReader {
 
 /// Lines waiting to be taken; the reader thread blocks (and so does the
 /// provider, on a full pipe) beyond this, which bounds memory.
-const QUEUED_LINES: usize = 64;
+const QUEUED_LINES: usize = 8;
 
 impl LineReader {
     pub fn spawn(output: impl Read + Send + 'static, max_line: usize) -> Self {

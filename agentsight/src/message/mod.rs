@@ -280,8 +280,19 @@ mod tests {
         for ok in ["7d1c0e2a-0000-4000-8000-000000000001", "a", "x_y.z-1"] {
             assert_eq!(plain_id(ok), Ok(()), "{ok}");
         }
-        for bad in ["", "-p", "--dangerously-skip-permissions", ".x", "a b", "a/b", "ü"] {
-            assert!(matches!(plain_id(bad), Err(MessageError::Invalid(_))), "{bad}");
+        for bad in [
+            "",
+            "-p",
+            "--dangerously-skip-permissions",
+            ".x",
+            "a b",
+            "a/b",
+            "ü",
+        ] {
+            assert!(
+                matches!(plain_id(bad), Err(MessageError::Invalid(_))),
+                "{bad}"
+            );
         }
         assert!(plain_id(&"a".repeat(129)).is_err());
     }

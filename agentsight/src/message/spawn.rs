@@ -105,6 +105,25 @@ pub fn decide(
             transcript.display()
         ))
     })?;
+    // The agent's HOME (and the lock there) must be the owner's own: a
+    // transcript of theirs reached through someone else's directory is not
+    // a reason to run in that directory.
+    match std::fs::metadata(&home) {
+        Ok(m) if m.uid() == uid => {}
+        Ok(m) => {
+            return Err(MessageError::Identity(format!(
+                "{} belongs to uid {}, not to the transcript's owner (uid {uid})",
+                home.display(),
+                m.uid()
+            )));
+        }
+        Err(e) => {
+            return Err(MessageError::Identity(format!(
+                "cannot stat {}: {e}",
+                home.display()
+            )));
+        }
+    }
     Ok(Identity {
         owner: Owner {
             uid,
@@ -180,8 +199,11 @@ impl Spawner {
     }
 
     /// `program args…` in the session's cwd, with the rebuilt environment,
-    /// stdin and stdout piped, stderr discarded, in its own process group;
-    /// as root, the owner's identity is taken in the child before exec.
+    /// stdin and stdout piped, stderr discarded. In the child, before exec:
+    /// a session of its own (no controlling terminal: it cannot push input
+    /// into ours; its process group is its pid), as root the owner's
+    /// identity, then death with us (`PR_SET_PDEATHSIG`, set after the
+    /// identity change, which would clear it).
     pub fn command(&self, program: &Path, args: &[OsString]) -> Command {
         let mut cmd = Command::new(program);
         cmd.args(args)
@@ -190,17 +212,30 @@ impl Spawner {
             .current_dir(&self.cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .process_group(0);
-        if self.identity.switch {
-            let (uid, gid) = (self.identity.owner.uid, self.identity.owner.gid);
-            // Safety: only async-signal-safe syscalls between fork and exec.
-            unsafe {
-                cmd.pre_exec(move || switch_user(uid, gid));
-            }
+            .stderr(Stdio::null());
+        let switch = self
+            .identity
+            .switch
+            .then_some((self.identity.owner.uid, self.identity.owner.gid));
+        // Safety: only async-signal-safe syscalls between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || in_child(switch));
         }
         cmd
     }
+}
+
+/// The child's set-up before exec (see [`Spawner::command`]).
+fn in_child(switch: Option<(u32, u32)>) -> std::io::Result<()> {
+    nix::unistd::setsid().map_err(std::io::Error::from)?;
+    if let Some((uid, gid)) = switch {
+        switch_user(uid, gid)?;
+    }
+    // Safety: prctl with plain integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Groups first (an empty list), then the group, then the user: after
@@ -304,6 +339,16 @@ mod tests {
             let e = decide(&t, 0, None).expect_err("root's transcript");
             assert!(e.to_string().contains("belongs to root"), "{e}");
             std::os::unix::fs::chown(&t, Some(65534), Some(65534)).expect("chown");
+            // The home is still root's: not the owner's own, refused.
+            let e = decide(&t, 0, None).expect_err("someone else's home");
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "refused: {} belongs to uid 0, not to the transcript's owner (uid 65534)",
+                    dir.path().display()
+                )
+            );
+            std::os::unix::fs::chown(dir.path(), Some(65534), Some(65534)).expect("chown");
             let id = decide(&t, 0, None).expect("root acts for the owner");
             assert_eq!((id.owner.uid, id.switch), (65534, true));
             assert_eq!(id.home, dir.path());

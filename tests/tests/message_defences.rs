@@ -1,0 +1,403 @@
+//! What `session message` never lets happen, with stand-in providers
+//! (`AGENTSIGHT_*_BIN` scripts whose ground truth the test writes): the
+//! message file read with the caller's rights and never through a link; the
+//! agent without our terminal (its own session) and stopped, tools and all,
+//! when we are; the tools it leaves behind gone with its turn; a provider
+//! that stops reading its input caught by the 20 s bound; docker driven
+//! with the caller's rights under sudo; a turn bound that cannot overflow.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use agentsight_tests::{TEST_USER, bin, require_root, scratch, test_user};
+
+const CLAUDE_ID: &str = "5e55a000-0000-4000-8000-00000000c1a0";
+const CODEX_ID: &str = "019b0000-0000-7000-8000-00000000c0de";
+
+/// A scratch home of the test user with one Claude Code session and one
+/// Codex session whose cwd is `work`; and a directory for the stand-ins'
+/// reports.
+struct Home {
+    root: PathBuf,
+    home: PathBuf,
+    out: PathBuf,
+}
+
+fn home(name: &str) -> Home {
+    let root = scratch(name);
+    let (home, work, out) = (root.join("home"), root.join("work"), root.join("out"));
+    let claude = home.join(".claude/projects/-work");
+    let codex = home.join(".codex/sessions/2026/12/01");
+    for d in [&claude, &codex, &work, &out] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let w = work.display();
+    std::fs::write(
+        claude.join(format!("{CLAUDE_ID}.jsonl")),
+        format!(
+            "{{\"type\":\"user\",\"uuid\":\"u1\",\"parentUuid\":null,\"sessionId\":\"{CLAUDE_ID}\",\"cwd\":\"{w}\",\"version\":\"2.1.328\",\"timestamp\":\"2026-12-01T10:00:00.000Z\",\"message\":{{\"role\":\"user\",\"content\":\"hello\"}}}}\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        codex.join(format!("rollout-2026-12-01T10-00-00-{CODEX_ID}.jsonl")),
+        format!(
+            "{{\"timestamp\":\"2026-12-01T10:00:00.000Z\",\"type\":\"session_meta\",\"payload\":{{\"id\":\"{CODEX_ID}\",\"timestamp\":\"2026-12-01T10:00:00.000Z\",\"cwd\":\"{w}\",\"originator\":\"codex_exec\",\"cli_version\":\"0.169.0\"}}}}\n"
+        ),
+    )
+    .unwrap();
+    let (uid, gid) = test_user();
+    let st = Command::new("chown")
+        .args(["-R", &format!("{uid}:{gid}")])
+        .arg(&root)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    Home { root, home, out }
+}
+
+/// An executable stand-in script in the scratch root.
+fn stand_in(h: &Home, name: &str, body: &str) -> PathBuf {
+    let p = h.root.join(name);
+    std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+/// `session message` as the test user (`sudo`: as root with the test
+/// user's SUDO_* instead).
+fn message(h: &Home, sudo: bool, env: &[(&str, &Path)], args: &[&str]) -> Command {
+    let (uid, gid) = test_user();
+    let mut c = if sudo {
+        let mut c = Command::new(bin());
+        c.env("SUDO_UID", uid.to_string())
+            .env("SUDO_GID", gid.to_string())
+            .env("SUDO_USER", TEST_USER);
+        c
+    } else {
+        let mut c = Command::new("setpriv");
+        c.arg(format!("--reuid={uid}"))
+            .arg(format!("--regid={gid}"))
+            .arg("--init-groups")
+            .arg("--")
+            .arg(bin());
+        c.env_remove("SUDO_UID")
+            .env_remove("SUDO_GID")
+            .env_remove("SUDO_USER");
+        c
+    };
+    c.args(["session", "message"])
+        .args(args)
+        .args(["--allow-messaging", "--home"])
+        .arg(&h.home)
+        .env("PATH", "/usr/bin:/bin");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn alive(pid: i32) -> bool {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+}
+
+fn wait_for(p: &Path, what: &str) -> String {
+    let t = Instant::now();
+    loop {
+        if let Ok(s) = std::fs::read_to_string(p)
+            && s.ends_with('\n')
+        {
+            return s;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "{what} never came");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_message_file_is_read_as_the_caller_and_never_through_a_link() {
+    require_root();
+    let h = home("msg-textfile");
+    let agent = stand_in(&h, "claude", "exit 99");
+    let env = [("AGENTSIGHT_CLAUDE_BIN", agent.as_path())];
+    // Through sudo, root's files stay root's.
+    let out: Output = message(&h, true, &env, &[CLAUDE_ID, "--text-file", "/etc/shadow"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        (out.status.code(), text(&out.stderr)),
+        (
+            Some(2),
+            "agentsight: error: --text-file /etc/shadow: Permission denied (os error 13)\n"
+                .to_string()
+        )
+    );
+    // A link is refused even to a file the caller may read.
+    let msg = h.out.join("msg.txt");
+    std::fs::write(&msg, "hello").unwrap();
+    let link = h.out.join("link.txt");
+    std::os::unix::fs::symlink(&msg, &link).unwrap();
+    let out = message(
+        &h,
+        true,
+        &env,
+        &[CLAUDE_ID, "--text-file", link.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.starts_with(&format!(
+            "agentsight: error: --text-file {}: ",
+            link.display()
+        )),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    // A too-long turn bound is refused before anything runs.
+    let out = message(
+        &h,
+        false,
+        &env,
+        &[
+            CLAUDE_ID,
+            "--text",
+            "hi",
+            "--turn-timeout",
+            "18446744073709551615",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).starts_with(
+            "agentsight: invalid value '18446744073709551615' for '--turn-timeout <SECS>'"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// The stand-in Claude Code of the terminal test: reports its pid and
+/// `/proc/self/stat`, starts a tool (`sleep`) that it leaves behind,
+/// acknowledges, then works for 5 minutes unless `finish` says otherwise.
+fn working_claude(h: &Home, finish: bool) -> PathBuf {
+    let o = h.out.display();
+    let tail = if finish {
+        "echo '{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"done\"}'\nexit 0"
+    } else {
+        "exec sleep 300"
+    };
+    stand_in(
+        h,
+        "claude",
+        &format!(
+            "sleep 301 </dev/null >/dev/null 2>&1 &\necho $! > {o}/tool.pid\ncat /proc/$$/stat > {o}/stat\necho $$ > {o}/provider.pid\necho '{{\"type\":\"assistant\",\"message\":{{\"content\":[{{\"type\":\"text\",\"text\":\"working\"}}]}}}}'\n{tail}"
+        ),
+    )
+}
+
+#[test]
+fn the_agent_has_no_terminal_of_ours_and_stops_with_us() {
+    require_root();
+    let h = home("msg-tty");
+    let agent = working_claude(&h, false);
+    // agentsight on a terminal of its own (`script` gives it a pty).
+    let (uid, gid) = test_user();
+    let cmd = format!(
+        "{} session message {CLAUDE_ID} --allow-messaging --text hi --home {}",
+        bin().display(),
+        h.home.display()
+    );
+    let mut run = Command::new("setpriv")
+        .arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={gid}"))
+        .args(["--init-groups", "--", "script", "-qec", &cmd, "/dev/null"])
+        .env("AGENTSIGHT_CLAUDE_BIN", &agent)
+        .env("PATH", "/usr/bin:/bin")
+        .env_remove("SUDO_UID")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let provider: i32 = wait_for(&h.out.join("provider.pid"), "the provider")
+        .trim()
+        .parse()
+        .unwrap();
+    let stat = wait_for(&h.out.join("stat"), "the provider's stat");
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    // state ppid pgrp session tty_nr: its own session and group, no terminal.
+    let (ppid, pgrp, session, tty): (i32, i32, i32, i32) = (
+        fields[1].parse().unwrap(),
+        fields[2].parse().unwrap(),
+        fields[3].parse().unwrap(),
+        fields[4].parse().unwrap(),
+    );
+    assert_eq!((pgrp, session, tty), (provider, provider, 0), "{stat}");
+    let tool: i32 = wait_for(&h.out.join("tool.pid"), "the tool")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(alive(tool) && alive(provider));
+    // SIGTERM to agentsight (the provider's parent): it stops the agent,
+    // tools and all, says so, and exits 128 + 15.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(ppid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = run.wait_timeout_or_kill(Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(143), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout)
+            .contains("agentsight: error: interrupted by SIGTERM; the agent was stopped"),
+        "{}",
+        text(&out.stdout)
+    );
+    let t = Instant::now();
+    while (alive(tool) || alive(provider)) && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!alive(provider), "the provider outlived agentsight");
+    assert!(!alive(tool), "the provider's tool outlived agentsight");
+    run.kill_quietly();
+}
+
+#[test]
+fn tools_left_behind_end_with_the_turn() {
+    require_root();
+    let h = home("msg-leftover");
+    let agent = working_claude(&h, true);
+    let env = [("AGENTSIGHT_CLAUDE_BIN", agent.as_path())];
+    let out = message(&h, false, &env, &[CLAUDE_ID, "--text", "hi"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        format!(
+            "acknowledged: claude session {CLAUDE_ID} (claude-stream-json)\nworking\nturn completed\n"
+        )
+    );
+    let tool: i32 = wait_for(&h.out.join("tool.pid"), "the tool")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        !alive(tool),
+        "the tool the provider left running outlived its turn"
+    );
+}
+
+#[test]
+fn a_codex_that_stops_reading_is_caught_by_the_acknowledgement_bound() {
+    require_root();
+    let h = home("msg-codex-stall");
+    // Answers initialize and thread/resume, then reads no more: the
+    // 64 KiB message cannot be written.
+    let agent = stand_in(
+        &h,
+        "codex",
+        "read l\necho '{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{}}'\nread l\nread l\necho '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"thread\":{\"status\":{\"type\":\"idle\"}}}}'\nexec sleep 300",
+    );
+    let env = [("AGENTSIGHT_CODEX_BIN", agent.as_path())];
+    let big = "x".repeat(65_536);
+    let t = Instant::now();
+    let out = message(&h, true, &env, &[CODEX_ID, "--text", &big])
+        .output()
+        .unwrap();
+    let took = t.elapsed();
+    assert_eq!(out.status.code(), Some(8), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr),
+        "agentsight: error: the Codex app-server: the provider stopped reading its input within 20 s\n"
+    );
+    assert!(
+        took >= Duration::from_secs(20) && took < Duration::from_secs(40),
+        "{took:?}"
+    );
+}
+
+#[test]
+fn docker_runs_with_the_callers_rights_under_sudo() {
+    require_root();
+    agentsight_tests::docker::ensure_daemon();
+    let (uid, gid) = test_user();
+    // The test user is not in the docker group: the daemon refuses them
+    // (as root it would only say there is no such container).
+    let out = Command::new(bin())
+        .args([
+            "session",
+            "message",
+            CLAUDE_ID,
+            "--allow-messaging",
+            "--text",
+            "hi",
+        ])
+        .args(["--docker-container", "no-such-container-x"])
+        .env("SUDO_UID", uid.to_string())
+        .env("SUDO_GID", gid.to_string())
+        .env("SUDO_USER", TEST_USER)
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "{err}");
+    assert!(err.contains("permission denied"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// Waiting on a child with a bound.
+trait WaitBounded {
+    fn wait_timeout_or_kill(&mut self, d: Duration) -> Output;
+    fn kill_quietly(&mut self);
+}
+
+impl WaitBounded for std::process::Child {
+    fn wait_timeout_or_kill(&mut self, d: Duration) -> Output {
+        let t = Instant::now();
+        while self.try_wait().ok().flatten().is_none() {
+            if t.elapsed() > d {
+                let _ = self.kill();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let status = self.wait().unwrap();
+        let mut stdout = Vec::new();
+        let mut stderr = Vec::new();
+        use std::io::Read;
+        if let Some(mut o) = self.stdout.take() {
+            let _ = o.read_to_end(&mut stdout);
+        }
+        if let Some(mut e) = self.stderr.take() {
+            let _ = e.read_to_end(&mut stderr);
+        }
+        Output {
+            status,
+            stdout,
+            stderr,
+        }
+    }
+
+    fn kill_quietly(&mut self) {
+        let _ = self.kill();
+        let _ = self.wait();
+    }
+}
