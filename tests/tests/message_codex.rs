@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use agentsight_tests::{
     TEST_USER, bin,
     codex_container::{CODEX_IN, codex_path, start_the_container},
-    docker::ensure_base_image,
+    docker::{DOCKER_USER, ensure_base_image},
     e2e::{Agent, Outcome, Run, as_test_user, clis_bin, e2e_dir, scenario},
     test_user,
 };
@@ -358,23 +358,30 @@ fn codex_in_a_container_continued_through_the_bridge() {
     run.server_log = run.server_dir.join("continue.jsonl");
     let _server = run.start_server();
     let text = "Leave a marker file in the project.";
+    let docker_user = nix::unistd::User::from_name(agentsight_tests::docker::docker_user())
+        .unwrap()
+        .unwrap();
+    let (docker_uid, docker_gid, docker_home) = (
+        docker_user.uid.as_raw(),
+        docker_user.gid.as_raw(),
+        docker_user.dir.clone(),
+    );
     let host = |extra: &[&str]| {
         Command::new(bin())
             .args(["session", "message", &id, "--docker-container", &name])
             .args(["--text", text])
             .args(extra)
             .env("HOME", &run.server_dir)
-            // Through sudo by the test user: the host's log is theirs.
-            .env("SUDO_UID", uid.to_string())
-            .env("SUDO_GID", gid.to_string())
-            .env("SUDO_USER", TEST_USER)
+            // Through sudo by a user of the docker group (docker is driven
+            // with the caller's rights): the host's log is theirs.
+            .env("SUDO_UID", docker_uid.to_string())
+            .env("SUDO_GID", docker_gid.to_string())
+            .env("SUDO_USER", DOCKER_USER)
             .stdin(Stdio::null())
             .output()
             .unwrap()
     };
-    let host_log = PathBuf::from(format!(
-        "/home/{TEST_USER}/.local/state/agentsight/messages.jsonl"
-    ));
+    let host_log = docker_home.join(".local/state/agentsight/messages.jsonl");
     let host_lines_before = log_lines(&host_log, &id).len();
 
     // Off by default: exit 2 and how to enable it; nothing reached Codex.
@@ -460,7 +467,7 @@ fn codex_in_a_container_continued_through_the_bridge() {
             &Value::from("codex"),
             &Value::from("docker-exec/codex-app-server"),
             &Value::from(name.as_str()),
-            &Value::from(TEST_USER),
+            &Value::from(DOCKER_USER),
             &Value::from(text.len()),
             &Value::from("finished"),
             &Value::from("acknowledged"),
