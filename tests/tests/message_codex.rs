@@ -444,11 +444,25 @@ fn codex_in_a_container_continued_through_the_bridge() {
         "{call}"
     );
 
-    // On the record on both sides: the host logged its submission
-    // (acknowledged through the bridge), the bridge in the container the
-    // provider's turn (completed), each in its user's log.
+    // On the record on both sides.
     let host = log_lines(&host_log, &id);
     assert_eq!(host.len(), host_lines_before + 2, "{host:?}");
+    assert_logged_on_both_sides(&run, &host, &id, &name, text, uid);
+    bridge_without_the_opt_in_refuses(&name, uid, &id, text);
+    drop(c);
+}
+
+/// The host logged its submission (acknowledged through the bridge, by
+/// the sudo caller), the bridge in the container the provider's turn
+/// (completed, as the container user `uid`), each in its user's log.
+fn assert_logged_on_both_sides(
+    run: &Run,
+    host: &[Value],
+    id: &str,
+    name: &str,
+    text: &str,
+    uid: u32,
+) {
     let (sub, fin) = (&host[host.len() - 2], &host[host.len() - 1]);
     assert_eq!(
         (
@@ -466,7 +480,7 @@ fn codex_in_a_container_continued_through_the_bridge() {
             &Value::from("submitted"),
             &Value::from("codex"),
             &Value::from("docker-exec/codex-app-server"),
-            &Value::from(name.as_str()),
+            &Value::from(name),
             &Value::from(DOCKER_USER),
             &Value::from(text.len()),
             &Value::from("finished"),
@@ -478,7 +492,7 @@ fn codex_in_a_container_continued_through_the_bridge() {
     let in_container = run.home.join(".local/state/agentsight/messages.jsonl");
     let start = Instant::now();
     let inside = loop {
-        let lines = log_lines(&in_container, &id);
+        let lines = log_lines(&in_container, id);
         if lines.len() == 2 {
             break lines;
         }
@@ -502,10 +516,12 @@ fn codex_in_a_container_continued_through_the_bridge() {
         ),
         "{inside:?}"
     );
+}
 
-    // A bridge started without --allow-messaging refuses the message.
+/// A bridge started without `--allow-messaging` refuses the message.
+fn bridge_without_the_opt_in_refuses(name: &str, uid: u32, id: &str, text: &str) {
     let mut bridge = Command::new("docker")
-        .args(["exec", "-i", "--user", &uid.to_string(), &name])
+        .args(["exec", "-i", "--user", &uid.to_string(), name])
         .args(["agentsight", "bridge"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -524,7 +540,6 @@ fn codex_in_a_container_continued_through_the_bridge() {
         String::from_utf8_lossy(&out.stdout),
         "{\"Err\":{\"code\":\"failed\",\"message\":\"messaging is not enabled\"}}\n"
     );
-    drop(c);
 }
 
 /// The messaging log's lines of session `id`'s submissions (both events of
