@@ -280,6 +280,88 @@ fn the_agent_has_no_terminal_of_ours_and_stops_with_us() {
     run.kill_quietly();
 }
 
+/// A signal that comes before the agent is started: none is started, and
+/// the command says so. The session's lock is held up 3 s (strace delays
+/// the `flock` call) so the signal surely comes first.
+#[test]
+fn a_signal_before_the_agent_starts_sends_nothing() {
+    require_root();
+    let h = home("msg-early-signal");
+    let o = h.out.display();
+    let agent = stand_in(&h, "claude", &format!("echo ran > {o}/ran\nexit 0"));
+    let (uid, gid) = test_user();
+    let mut run = Command::new("setpriv")
+        .arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={gid}"))
+        .args([
+            "--init-groups",
+            "--",
+            "strace",
+            "-f",
+            "-qq",
+            "-o",
+            "/dev/null",
+        ])
+        .args([
+            "-e",
+            "trace=flock",
+            "-e",
+            "inject=flock:delay_enter=3000000",
+        ])
+        .arg(bin())
+        .args([
+            "session",
+            "message",
+            CLAUDE_ID,
+            "--allow-messaging",
+            "--text",
+            "hi",
+        ])
+        .arg("--home")
+        .arg(&h.home)
+        .env("AGENTSIGHT_CLAUDE_BIN", &agent)
+        .env("PATH", "/usr/bin:/bin")
+        .env_remove("SUDO_UID")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // agentsight is strace's child.
+    let t = Instant::now();
+    let me = loop {
+        let kids = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", run.id()))
+            .unwrap_or_default();
+        if let Some(pid) = kids.split_whitespace().next() {
+            break pid.parse::<i32>().unwrap();
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "agentsight did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(me),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = run.wait_timeout_or_kill(Duration::from_secs(30));
+    assert_eq!(
+        (out.status.code(), text(&out.stderr)),
+        (
+            Some(143),
+            "agentsight: error: interrupted by SIGTERM; no agent was running; nothing more is sent\n"
+                .to_string()
+        )
+    );
+    assert!(
+        !h.out.join("ran").exists(),
+        "an agent was started after the signal"
+    );
+}
+
 #[test]
 fn tools_left_behind_end_with_the_turn() {
     require_root();
@@ -300,6 +382,11 @@ fn tools_left_behind_end_with_the_turn() {
         .trim()
         .parse()
         .unwrap();
+    // SIGKILL takes effect asynchronously: a short bound.
+    let t = Instant::now();
+    while alive(tool) && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert!(
         !alive(tool),
         "the tool the provider left running outlived its turn"

@@ -52,16 +52,24 @@ impl Server {
     }
 
     /// Serves until end of input (then `Ok`). An I/O error on either stream
-    /// ends the loop with that error.
+    /// ends the loop with that error. Either way the turns still running
+    /// finish first (the host may be gone; its messages were acknowledged).
     pub fn serve(&self, input: &mut impl BufRead, output: &mut impl Write) -> std::io::Result<()> {
+        let served = self.serve_lines(input, output);
+        if let Some(m) = &self.messenger {
+            m.drain();
+        }
+        served
+    }
+
+    fn serve_lines(
+        &self,
+        input: &mut impl BufRead,
+        output: &mut impl Write,
+    ) -> std::io::Result<()> {
         loop {
             let response = match read_frame(input, self.max_frame)? {
-                Frame::Eof => {
-                    if let Some(m) = &self.messenger {
-                        m.drain();
-                    }
-                    return Ok(());
-                }
+                Frame::Eof => return Ok(()),
                 Frame::TooLarge { bytes } => {
                     tracing::warn!("bridge: request of {bytes} bytes refused");
                     Err(WireError::new(

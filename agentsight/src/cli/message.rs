@@ -2,7 +2,7 @@
 //! message (docs/messaging.md). Off unless enabled; every refusal has its own
 //! exit status (`MessageError::exit_status`).
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -93,7 +93,15 @@ pub fn run(a: &MessageArgs) -> Result<i32> {
     if !a.docker_container.is_empty() {
         // Docker is driven with the caller's own rights, never root's: a
         // caller outside the docker group gets the daemon's refusal.
-        agentsight::privileges::drop_to_invoking_user()?;
+        if agentsight::privileges::FileCreds::invoking_user().is_some() {
+            agentsight::privileges::drop_to_invoking_user()?;
+            // docker reads its config and context from HOME: the caller's.
+            if let Ok(h) = agentsight::sessions::util::default_home() {
+                // Safety: no other thread exists yet (the runtime and the
+                // signal thread are started later).
+                unsafe { std::env::set_var("HOME", h) };
+            }
+        }
     }
     // The message file is read with the caller's rights, never through a link.
     let text = {
@@ -110,21 +118,29 @@ pub fn run(a: &MessageArgs) -> Result<i32> {
     let interrupts = Interrupts::install()?;
     let status = local(a, text);
     Ok(match interrupts.received() {
-        Some(sig) => {
-            agentsight::sayln!("agentsight: error: interrupted by {sig}; the agent was stopped");
+        // The turn ended before the signal mattered.
+        Some(_) if status == 0 => 0,
+        Some((sig, stopped)) => {
+            let what = if stopped > 0 {
+                "the agent was stopped"
+            } else {
+                "no agent was running; nothing more is sent"
+            };
+            agentsight::sayln!("agentsight: error: interrupted by {sig}; {what}");
             128 + sig as i32
         }
         None => status,
     })
 }
 
-/// SIGINT, SIGTERM and SIGHUP while an agent works for us: its process
-/// group (its own session: the terminal's signals never reach it) is
-/// killed, the driver sees it end, and the log gets its `finished` line.
-/// The signals are blocked in every thread (this one, before any other is
-/// started) and taken by `sigwait` on a thread of their own.
+/// SIGINT, SIGTERM and SIGHUP while `session message` runs: every agent it
+/// started has its process group killed, none starts after, the driver
+/// sees its agent end and the log gets its `finished` line. The signals
+/// are blocked in every thread (this one, before any other is started) and
+/// taken by `sigwait` on a thread of their own, for as long as we run.
 struct Interrupts {
-    received: std::sync::Arc<std::sync::atomic::AtomicI32>,
+    /// The first signal, and how many agents it stopped.
+    received: std::sync::Arc<std::sync::Mutex<Option<(nix::sys::signal::Signal, usize)>>>,
 }
 
 impl Interrupts {
@@ -136,34 +152,23 @@ impl Interrupts {
         }
         set.thread_block()
             .context("blocking SIGINT/SIGTERM/SIGHUP")?;
-        let received = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
-        let flag = received.clone();
+        let received = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let first = received.clone();
         std::thread::spawn(move || {
-            if let Ok(sig) = set.wait() {
-                flag.store(sig as i32, std::sync::atomic::Ordering::SeqCst);
-                kill_child_groups();
+            while let Ok(sig) = set.wait() {
+                let stopped = message::child::stop_all();
+                if let Ok(mut f) = first.lock() {
+                    let prev = f.map_or(0, |(_, n)| n);
+                    let sig0 = f.map_or(sig, |(s, _)| s);
+                    *f = Some((sig0, prev + stopped));
+                }
             }
         });
         Ok(Interrupts { received })
     }
 
-    fn received(&self) -> Option<nix::sys::signal::Signal> {
-        let n = self.received.load(std::sync::atomic::Ordering::SeqCst);
-        nix::sys::signal::Signal::try_from(n).ok()
-    }
-}
-
-/// Kills the process group of each of our children (every provider leads
-/// its own, see `message::spawn`).
-fn kill_child_groups() {
-    let me = std::process::id();
-    for p in agentsight::procinfo::snapshot() {
-        if p.ppid == me {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(p.pid as i32),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-        }
+    fn received(&self) -> Option<(nix::sys::signal::Signal, usize)> {
+        self.received.lock().ok().and_then(|f| *f)
     }
 }
 
@@ -198,13 +203,22 @@ fn fail(a: &MessageArgs, out: &mut Outcome, e: &MessageError) -> i32 {
     if a.json {
         print_json(out);
     }
-    agentsight::sayln!("agentsight: error: {e}");
+    // Interrupted: the one line says so (`run`).
+    if !message::child::stopped() {
+        agentsight::sayln!("agentsight: error: {e}");
+    }
     out.exit_status
+}
+
+/// One line on stdout; a closed or hung-up terminal is not a reason to
+/// stop (the log must still get its `finished` line).
+fn stdout_line(line: &str) {
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
 }
 
 fn print_json(out: &Outcome) {
     if let Ok(s) = serde_json::to_string(out) {
-        println!("{s}");
+        stdout_line(&s);
     }
 }
 
@@ -281,14 +295,14 @@ fn progress(a: &MessageArgs, out: &mut Outcome, p: Progress) {
         Progress::Acknowledged => {
             out.acknowledged = true;
             if !a.json {
-                println!(
+                stdout_line(&format!(
                     "acknowledged: {} session {} ({})",
                     out.provider, out.session_id, out.transport
-                );
+                ));
             }
         }
-        Progress::Text(t) if !a.json => println!("{t}"),
-        Progress::Tool(t) if !a.json => println!("▸ {t}"),
+        Progress::Text(t) if !a.json => stdout_line(&t),
+        Progress::Tool(t) if !a.json => stdout_line(&format!("▸ {t}")),
         Progress::Rejected { method, detail } => {
             agentsight::sayln!("agentsight: refused the agent's request {method}: {detail}");
             out.rejected_requests.push(Rejected { method, detail });
@@ -316,7 +330,7 @@ fn finished(a: &MessageArgs, out: &mut Outcome, end: TurnEnd) -> i32 {
     if a.json {
         print_json(out);
     } else {
-        println!("turn completed");
+        stdout_line("turn completed");
     }
     0
 }
@@ -382,13 +396,13 @@ fn acknowledged_in_container(a: &MessageArgs, out: &mut Outcome, transport: &str
     if a.json {
         print_json(out);
     } else {
-        println!(
+        stdout_line(&format!(
             "acknowledged: {} session {} in container {} ({}); the turn goes on there",
             out.provider,
             out.session_id,
             out.container.as_deref().unwrap_or_default(),
             out.transport
-        );
+        ));
     }
     0
 }

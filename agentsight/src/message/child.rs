@@ -8,7 +8,9 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, ExitStatus};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
@@ -18,6 +20,33 @@ use super::{MessageError, Spawner};
 
 /// How often an exit is polled for while waiting with a deadline.
 const POLL: Duration = Duration::from_millis(20);
+
+/// The providers started and not yet reaped, by pid (= process group). A
+/// provider is added and reaped under this lock, so [`stop_all`] never
+/// signals a group whose leader was reaped (its id could be reused).
+static LIVE: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+/// Set by [`stop_all`]: no provider starts any more.
+static STOPPED: AtomicBool = AtomicBool::new(false);
+
+fn live() -> MutexGuard<'static, Vec<u32>> {
+    LIVE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// We were asked to stop (a signal): every running provider's process group
+/// is killed and none starts any more. Returns how many were running.
+pub fn stop_all() -> usize {
+    let live = live();
+    STOPPED.store(true, Ordering::SeqCst);
+    for &pid in live.iter() {
+        let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+    }
+    live.len()
+}
+
+/// Whether [`stop_all`] was called.
+pub fn stopped() -> bool {
+    STOPPED.load(Ordering::SeqCst)
+}
 
 /// A running provider; its process group dies with this value.
 pub struct ProviderChild {
@@ -57,7 +86,14 @@ impl Input {
         let closed = || MessageError::Failed("the provider's input is already closed".into());
         let tx = self.tx.as_ref().ok_or_else(closed)?;
         let (done_tx, done_rx) = sync_channel(1);
-        tx.send((bytes, done_tx)).map_err(|_| closed())?;
+        // Never blocks: a write still pending (the provider stopped
+        // reading) is the same timeout again.
+        tx.try_send((bytes, done_tx)).map_err(|e| match e {
+            TrySendError::Full(_) => {
+                MessageError::Timeout("the provider stopped reading its input".into())
+            }
+            TrySendError::Disconnected(_) => closed(),
+        })?;
         match done_rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(MessageError::Failed(format!(
@@ -84,9 +120,17 @@ impl ProviderChild {
         program: &Path,
         args: &[OsString],
     ) -> Result<(ProviderChild, Input, ChildStdout), MessageError> {
+        let mut live = live();
+        if stopped() {
+            return Err(MessageError::Failed(
+                "interrupted before the agent was started".into(),
+            ));
+        }
         let mut child = spawner.command(program, args).spawn().map_err(|e| {
             MessageError::Failed(format!("cannot start {}: {e}", program.display()))
         })?;
+        live.push(child.id());
+        drop(live);
         let stdout = child.stdout.take();
         let stdin = child.stdin.take();
         let mut me = ProviderChild {
@@ -131,8 +175,7 @@ impl ProviderChild {
     /// zombie its pid, and so the group id, cannot be taken by anyone else.
     pub fn exited(&mut self) -> Option<ExitStatus> {
         if self.status.is_none() && self.has_exited() {
-            self.kill_group();
-            self.status = self.child.wait().ok();
+            self.reap();
         }
         self.status
     }
@@ -177,9 +220,17 @@ impl ProviderChild {
     /// reaps the provider. Once reaped, its group was killed already.
     pub fn kill(&mut self) {
         if self.status.is_none() {
-            self.kill_group();
-            self.status = self.child.wait().ok();
+            self.reap();
         }
+    }
+
+    /// Kills the group, then reaps the leader, under the lock of [`LIVE`].
+    fn reap(&mut self) {
+        let mut live = live();
+        self.kill_group();
+        self.status = self.child.wait().ok();
+        let pid = self.child.id();
+        live.retain(|&p| p != pid);
     }
 }
 

@@ -11,7 +11,7 @@
 //! - [`claude`], [`codex`], [`gemini`]: one driver per provider; `child`
 //!   holds their provider process (kill-on-drop, deadlines).
 
-mod child;
+pub mod child;
 pub mod claude;
 pub mod codex;
 pub mod gemini;

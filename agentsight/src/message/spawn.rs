@@ -217,16 +217,17 @@ impl Spawner {
             .identity
             .switch
             .then_some((self.identity.owner.uid, self.identity.owner.gid));
+        let parent = std::process::id();
         // Safety: only async-signal-safe syscalls between fork and exec.
         unsafe {
-            cmd.pre_exec(move || in_child(switch));
+            cmd.pre_exec(move || in_child(switch, parent));
         }
         cmd
     }
 }
 
 /// The child's set-up before exec (see [`Spawner::command`]).
-fn in_child(switch: Option<(u32, u32)>) -> std::io::Result<()> {
+fn in_child(switch: Option<(u32, u32)>, parent: u32) -> std::io::Result<()> {
     nix::unistd::setsid().map_err(std::io::Error::from)?;
     if let Some((uid, gid)) = switch {
         switch_user(uid, gid)?;
@@ -234,6 +235,12 @@ fn in_child(switch: Option<(u32, u32)>) -> std::io::Result<()> {
     // Safety: prctl with plain integer arguments.
     if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) } != 0 {
         return Err(std::io::Error::last_os_error());
+    }
+    // We may have died before the death signal was set: then never start.
+    if nix::unistd::getppid().as_raw() as u32 != parent {
+        return Err(std::io::Error::other(
+            "agentsight exited while the agent was starting",
+        ));
     }
     Ok(())
 }
