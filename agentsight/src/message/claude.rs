@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use super::child::{ProviderChild, describe};
 use super::lines::{Line, LineReader, ReadEnd};
-use super::{MessageError, Options, Progress, Runtime, Spawner, Target, TurnEnd};
+use super::{MessageError, Options, Progress, Runtime, Spawner, Target, TurnEnd, clip};
 
 pub const TRANSPORT: &str = "claude-stream-json";
 /// Output lines over this are skipped (and counted).
@@ -162,14 +162,6 @@ pub fn denials(line: &[u8]) -> Vec<Progress> {
             ),
         })
         .collect()
-}
-
-/// A line for a message, at most 300 characters.
-fn clip(s: &str) -> String {
-    match s.char_indices().nth(300) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
-    }
 }
 
 /// Starts Claude Code on the session and returns once it acknowledged the

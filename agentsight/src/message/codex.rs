@@ -598,7 +598,6 @@ mod tests {
     //! reading our lines and printing canned ones); the real Codex is
     //! driven by tests/tests/message_codex.rs.
     use super::*;
-    use crate::message::{Identity, Owner};
     use std::os::unix::fs::PermissionsExt;
 
     const THREAD: &str = "019a0000-0000-7000-8000-000000000001";
@@ -619,18 +618,7 @@ mod tests {
     }
 
     fn spawner(cwd: &Path) -> Spawner {
-        let uid = nix::unistd::geteuid().as_raw();
-        let identity = Identity {
-            owner: Owner {
-                uid,
-                gid: nix::unistd::getegid().as_raw(),
-                name: "tester".into(),
-            },
-            home: cwd.to_path_buf(),
-            switch: false,
-        };
-        let env = [("PATH".into(), "/usr/bin:/bin".into())];
-        Spawner::new(identity, cwd.to_path_buf(), env)
+        super::super::test_spawner(cwd, "/usr/bin:/bin")
     }
 
     fn target(cwd: &Path) -> Target {

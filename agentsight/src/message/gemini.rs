@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use super::child::{ProviderChild, describe};
 use super::lines::{Line, LineReader, ReadEnd};
-use super::{MessageError, Options, Progress, Runtime, Spawner, Target, TurnEnd};
+use super::{MessageError, Options, Progress, Runtime, Spawner, Target, TurnEnd, clip};
 
 pub const TRANSPORT: &str = "gemini-resume";
 /// Output lines over this are skipped (and counted).
@@ -94,14 +94,6 @@ pub fn exit_meaning(code: i32) -> Option<&'static str> {
         130 => "cancelled",
         _ => return None,
     })
-}
-
-/// A line for a message, at most 300 characters.
-fn clip(s: &str) -> String {
-    match s.char_indices().nth(300) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
-    }
 }
 
 /// Starts Gemini CLI on the session and returns once it echoed the message

@@ -230,6 +230,34 @@ pub fn start(
     })
 }
 
+/// A provider's words for an error or a note, at most 300 characters.
+fn clip(s: &str) -> String {
+    match s.char_indices().nth(300) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// A spawner for unit tests: the caller's own identity (no switch), HOME
+/// and cwd `dir`, `path` as PATH (stand-in providers go first on it).
+#[cfg(test)]
+fn test_spawner(dir: &std::path::Path, path: &str) -> Spawner {
+    let me = nix::unistd::User::from_uid(nix::unistd::geteuid())
+        .ok()
+        .flatten()
+        .expect("own passwd entry");
+    let identity = Identity {
+        owner: Owner {
+            uid: me.uid.as_raw(),
+            gid: me.gid.as_raw(),
+            name: me.name,
+        },
+        home: dir.to_path_buf(),
+        switch: false,
+    };
+    Spawner::new(identity, dir.to_path_buf(), [("PATH".into(), path.into())])
+}
+
 /// A session id goes on a provider's command line (`--resume ID`): only a
 /// plain token is passed, never one a CLI could read as an option.
 fn plain_id(id: &str) -> Result<(), MessageError> {

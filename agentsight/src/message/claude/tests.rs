@@ -167,21 +167,7 @@ fn replaying(dir: &std::path::Path, output: &[u8], status: i32) -> Spawner {
     let exe = bin.join("claude");
     std::fs::write(&exe, script).expect("write script");
     std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let me = nix::unistd::User::from_uid(nix::unistd::geteuid())
-        .ok()
-        .flatten()
-        .expect("own passwd entry");
-    let identity = super::super::Identity {
-        owner: super::super::Owner {
-            uid: me.uid.as_raw(),
-            gid: me.gid.as_raw(),
-            name: me.name,
-        },
-        home: dir.to_path_buf(),
-        switch: false,
-    };
-    let path = format!("{}:/usr/bin:/bin", bin.display());
-    Spawner::new(identity, dir.to_path_buf(), [("PATH".into(), path.into())])
+    super::super::test_spawner(dir, &format!("{}:/usr/bin:/bin", bin.display()))
 }
 
 fn target(dir: &std::path::Path) -> Target {
