@@ -6,6 +6,7 @@ pub mod docker;
 pub mod e2e;
 pub mod e2e_check;
 pub mod files_net;
+pub mod messaging;
 pub mod process_tree;
 pub mod python;
 

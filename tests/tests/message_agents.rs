@@ -14,124 +14,14 @@ use std::time::{Duration, Instant};
 
 use agentsight_tests::{
     TEST_USER, bin,
-    e2e::{Agent, Outcome, Run, as_test_user, clis_bin, scenario},
+    e2e::{Agent, Outcome, Run, clis_bin, scenario},
+    messaging::{Caller, continue_session, json_of, message_argv, session_of_a_run, texts},
     require_root, test_user,
 };
 use serde_json::Value;
 
-/// `env -i ENV… agentsight session message ID --text TEXT --allow-messaging
-/// --home HOME --json` in the run's namespace under `continuation`'s
-/// script: as root, sudo'd by the test user, with only `env` (plus `PATH`,
-/// `LANG`, `TERM`, `HOME=/root` and the `SUDO_*` trio) in agentsight's own
-/// environment.
 fn message(run: &mut Run, id: &str, continuation: &str, text: &str, env: &[String]) -> Outcome {
-    message_with(run, id, continuation, text, env, &[], Caller::Sudo)
-}
-
-/// Who runs `agentsight session message`.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Caller {
-    /// Root with `SUDO_*` naming the test user.
-    Sudo,
-    /// The test user itself (its `HOME` the run's home).
-    TestUser,
-}
-
-/// [`message`] with extra arguments, by `caller`.
-fn message_with(
-    run: &mut Run,
-    id: &str,
-    continuation: &str,
-    text: &str,
-    env: &[String],
-    args: &[&str],
-    caller: Caller,
-) -> Outcome {
-    run.scenario = scenario(continuation);
-    run.server_log = run.server_dir.join(format!("{continuation}.jsonl"));
-    let argv = message_argv(run, id, text, env, args, caller);
-    match caller {
-        Caller::Sudo => run.launch(|_| argv),
-        Caller::TestUser => run.launch(|_| as_test_user(argv)),
-    }
-}
-
-/// The `session message` command line of [`message_with`].
-fn message_argv(
-    run: &Run,
-    id: &str,
-    text: &str,
-    env: &[String],
-    args: &[&str],
-    caller: Caller,
-) -> Vec<String> {
-    let (uid, gid) = test_user();
-    let mut argv: Vec<String> = vec![
-        "/usr/bin/env".into(),
-        "-i".into(),
-        format!("PATH={}:/usr/local/bin:/usr/bin:/bin", clis_bin().display()),
-        "LANG=C.UTF-8".into(),
-        "TERM=dumb".into(),
-    ];
-    match caller {
-        Caller::Sudo => argv.extend([
-            "HOME=/root".into(),
-            format!("SUDO_UID={uid}"),
-            format!("SUDO_GID={gid}"),
-            format!("SUDO_USER={TEST_USER}"),
-        ]),
-        Caller::TestUser => argv.push(format!("HOME={}", run.home.display())),
-    }
-    argv.extend(env.iter().cloned());
-    argv.push(bin().display().to_string());
-    let home = run.home.display().to_string();
-    argv.extend(
-        [
-            "session",
-            "message",
-            id,
-            "--text",
-            text,
-            "--allow-messaging",
-            "--home",
-            &home,
-            "--json",
-        ]
-        .map(String::from),
-    );
-    argv.extend(args.iter().map(|a| a.to_string()));
-    argv
-}
-
-/// A normal e2e run of `scenario`; its one session's id and transcript.
-fn session_of_a_run(agent: Agent, scenario: &str) -> (Run, String, PathBuf) {
-    let run = Run::prepare(agent, scenario);
-    let out = run.run();
-    assert!(out.status.success(), "{out:?}");
-    let files = run.transcripts();
-    assert_eq!(files.len(), 1, "{files:?}");
-    let list = run.sessions();
-    let sessions = list["sessions"].as_array().or(list.as_array()).cloned();
-    let sessions = sessions.unwrap_or_else(|| panic!("no session list: {list}"));
-    assert_eq!(sessions.len(), 1, "{list}");
-    let id = sessions[0]["session_id"].as_str().expect("id").to_string();
-    run.configure_for_message();
-    (run, id, files[0].clone())
-}
-
-fn json_of(out: &Outcome) -> Value {
-    serde_json::from_str(out.stdout.trim())
-        .unwrap_or_else(|e| panic!("--json output ({e}): {out:?}"))
-}
-
-/// The texts of a `session show --json` list (`prompts`, `responses`).
-fn texts(show: &Value, key: &str) -> Vec<String> {
-    show[key]
-        .as_array()
-        .unwrap_or_else(|| panic!("no {key}: {show}"))
-        .iter()
-        .map(|p| p["text"].as_str().unwrap_or_default().to_string())
-        .collect()
+    continue_session(run, id, continuation, text, env, &[], Caller::Sudo)
 }
 
 /// The outcome's main fields, for one exact comparison.
@@ -526,7 +416,7 @@ fn claude_session_continued_by_its_owner() {
     require_root();
     let (mut run, id, transcript) = session_of_a_run(Agent::Claude, "inspect");
     let text = "Who runs your commands? Check with id.";
-    let out = message_with(
+    let out = continue_session(
         &mut run,
         &id,
         "continue_claude_inspect",
@@ -561,7 +451,7 @@ fn claude_session_continued_by_its_owner() {
 fn gemini_stalled_turn_hits_the_turn_timeout() {
     require_root();
     let (mut run, id, transcript) = session_of_a_run(Agent::Gemini, "inspect");
-    let out = message_with(
+    let out = continue_session(
         &mut run,
         &id,
         "continue_gemini_stall",

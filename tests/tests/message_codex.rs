@@ -6,7 +6,7 @@
 //! wrote (its rollout) and what the workspace holds afterwards.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -14,7 +14,8 @@ use agentsight_tests::{
     TEST_USER, bin,
     codex_container::{CODEX_IN, codex_path, start_the_container},
     docker::{DOCKER_USER, ensure_base_image},
-    e2e::{Agent, Outcome, Run, as_test_user, clis_bin, e2e_dir, scenario},
+    e2e::{Agent, Outcome, Run, as_test_user, e2e_dir, scenario},
+    messaging::{Caller, continue_session, json_of, only_session, texts},
     test_user,
 };
 use serde_json::Value;
@@ -23,68 +24,10 @@ use serde_json::Value;
 /// (docs/messaging.md, "Codex in a container").
 const CONTAINER_NOTE: &str = "Codex in a container: this turn runs without Codex's own command sandbox (sandboxPolicy externalSandbox, network enabled) — the container is the sandbox boundary; approval requests are refused, never granted; later turns keep the session's own settings";
 
-/// Continues the run's session with `text` under `continuation`'s script:
-/// `agentsight session message ID --text T --allow-messaging --home HOME
-/// --json EXTRA…` in the run's namespace (the pinned CLIs on PATH), as root under sudo for the test
-/// user (`SUDO_UID`/`SUDO_GID`/`SUDO_USER`).
+/// Continues the run's session with `text` under `continuation`'s script,
+/// as root sudo'd by the test user, with `extra` arguments.
 fn message(run: &mut Run, id: &str, continuation: &str, text: &str, extra: &[&str]) -> Outcome {
-    run.scenario = scenario(continuation);
-    run.server_log = run.server_dir.join(format!("{continuation}.jsonl"));
-    let (uid, gid) = test_user();
-    let home = run.home.display().to_string();
-    let mut argv = vec![
-        "/usr/bin/env".to_string(),
-        // The pinned CLIs first, as for the runs themselves.
-        format!("PATH={}:/usr/local/bin:/usr/bin:/bin", clis_bin().display()),
-        format!("SUDO_UID={uid}"),
-        format!("SUDO_GID={gid}"),
-        format!("SUDO_USER={TEST_USER}"),
-        bin().display().to_string(),
-    ];
-    argv.extend(
-        [
-            "session",
-            "message",
-            id,
-            "--text",
-            text,
-            "--allow-messaging",
-            "--home",
-            &home,
-            "--json",
-        ]
-        .map(String::from),
-    );
-    argv.extend(extra.iter().map(|s| s.to_string()));
-    run.launch(|_| argv)
-}
-
-/// The one session of a run: its id and rollout.
-fn the_session(run: &Run) -> (String, PathBuf) {
-    let rollouts = run.transcripts();
-    assert_eq!(rollouts.len(), 1, "{rollouts:?}");
-    let list = run.sessions();
-    let id = list["sessions"][0]["session_id"]
-        .as_str()
-        .or_else(|| list[0]["session_id"].as_str())
-        .unwrap_or_else(|| panic!("no session: {list}"))
-        .to_string();
-    (id, rollouts[0].clone())
-}
-
-fn json_of(out: &Outcome) -> Value {
-    serde_json::from_str(out.stdout.trim())
-        .unwrap_or_else(|e| panic!("--json output ({e}): {out:?}"))
-}
-
-/// The texts of a `session show --json` list (`prompts`, `responses`).
-fn texts(show: &Value, key: &str) -> Vec<String> {
-    show[key]
-        .as_array()
-        .unwrap_or_else(|| panic!("no {key}: {show}"))
-        .iter()
-        .map(|p| p["text"].as_str().unwrap_or_default().to_string())
-        .collect()
+    continue_session(run, id, continuation, text, &[], extra, Caller::Sudo)
 }
 
 /// The output Codex recorded for the last call with this id, from its
@@ -112,7 +55,7 @@ fn codex_session_continued_under_sudo() {
     let mut run = Run::prepare(Agent::Codex, "inspect");
     let out = run.run();
     assert!(out.status.success(), "{out:?}");
-    let (id, rollout) = the_session(&run);
+    let (id, rollout) = only_session(&run);
 
     let text = "Who runs your commands? Check with id.";
     let out = message(&mut run, &id, "continue_codex_inspect", text, &[]);
@@ -207,7 +150,7 @@ fn codex_approval_request_refused() {
     agentsight_tests::require_root();
     let mut run = Run::prepare(Agent::Codex, "codex_ready");
     let id = ide_session(&run);
-    let (listed, rollout) = the_session(&run);
+    let (listed, rollout) = only_session(&run);
     assert_eq!(listed, id);
 
     let text = "Create approved.txt in the project.";
@@ -277,7 +220,7 @@ fn codex_stalled_turn_times_out() {
     let mut run = Run::prepare(Agent::Codex, "inspect");
     let out = run.run();
     assert!(out.status.success(), "{out:?}");
-    let (id, _) = the_session(&run);
+    let (id, _) = only_session(&run);
 
     let out = message(
         &mut run,
@@ -349,7 +292,7 @@ fn codex_in_a_container_continued_through_the_bridge() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    let (id, rollout) = the_session(&run);
+    let (id, rollout) = only_session(&run);
 
     // The continuation's model server (the config in the mounted home now
     // names its port).
