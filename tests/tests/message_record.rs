@@ -17,6 +17,7 @@ use std::{
 
 use agentsight_tests::{
     e2e::{Agent, Run, clis_bin, scenario},
+    messaging::only_session,
     *,
 };
 use serde_json::Value;
@@ -24,24 +25,8 @@ use serde_json::Value;
 /// The continued session's id: the one transcript of the first run.
 fn first_session(run: &Run) -> String {
     let out = run.run();
-    assert!(
-        out.status.success(),
-        "the first Claude Code run failed: {}",
-        out.stderr
-    );
-    assert_eq!(run.transcripts().len(), 1);
-    let list = run.sessions();
-    // `sessions --json`: a list (an object with `sessions` when it names
-    // failed sources).
-    let sessions = list
-        .as_array()
-        .or_else(|| list["sessions"].as_array())
-        .expect("sessions");
-    assert_eq!(sessions.len(), 1, "{list}");
-    sessions[0]["session_id"]
-        .as_str()
-        .expect("session_id")
-        .to_owned()
+    assert!(out.status.success(), "the first run failed: {}", out.stderr);
+    only_session(run).0
 }
 
 /// What differs between the agents a message is sent to.
@@ -55,6 +40,8 @@ struct Agentish {
     /// activity (rule, severity, message), `LOG` standing for the
     /// messaging log's path and `RUNHOME` for the run's home.
     findings: &'static [(&'static str, &'static str, &'static str)],
+    /// The tool indices of the first run's calls: before the recording.
+    before_recording: &'static [u64],
 }
 
 const CLAUDE: Agentish = Agentish {
@@ -81,12 +68,8 @@ const CLAUDE: Agentish = Agentish {
             "error",
             "connect to undeclared loopback destination 127.0.0.1:8787 (TCP established)",
         ),
-        (
-            "claims-mismatch",
-            "warning",
-            "tool call #0 claimed but not observed: no exec of `ls '.'` seen",
-        ),
     ],
+    before_recording: &[0, 1],
 };
 
 const GEMINI: Agentish = Agentish {
@@ -115,6 +98,7 @@ const GEMINI: Agentish = Agentish {
             "connect to undeclared loopback destination 127.0.0.1:8787 (TCP established)",
         ),
     ],
+    before_recording: &[0, 1],
 };
 
 const CODEX: Agentish = Agentish {
@@ -123,9 +107,8 @@ const CODEX: Agentish = Agentish {
     transport: "codex-app-server",
     is_provider: |argv, _| argv.iter().any(|a| a == "app-server"),
     // The messaging log outside the allowed roots and the model server on
-    // loopback (undeclared: errors, exit status 1); the first run's tool
-    // calls (shell commands), made before this capture began, which
-    // correlate finds unobserved in it.
+    // loopback (undeclared: errors, exit status 1). The first run's tool
+    // calls, made before this capture began, are not judged.
     findings: &[
         (
             "write-outside-allowed",
@@ -137,17 +120,8 @@ const CODEX: Agentish = Agentish {
             "error",
             "connect to undeclared loopback destination 127.0.0.1:8787 (TCP established)",
         ),
-        (
-            "claims-mismatch",
-            "warning",
-            "tool call #0 claimed but not observed: no exec of `ls '.'` seen",
-        ),
-        (
-            "claims-mismatch",
-            "warning",
-            "tool call #1 claimed but not observed: no exec of `cat 'notes.txt'` seen",
-        ),
     ],
+    before_recording: &[0, 1],
 };
 
 /// `record --user agentsight-test -o DB -- agentsight session message ID
@@ -302,8 +276,21 @@ fn check_show(case: &Agentish, db: &Path, id: &str, text: &str, provider_pid: i6
 
 /// `correlate ID --db DB --json` lists the submission that continued the
 /// session; `export --format jsonl` carries it as a record of its own kind.
-fn check_correlate_and_export(run: &Run, db: &Path, id: &str, row_id: &str) {
+fn check_correlate_and_export(case: &Agentish, run: &Run, db: &Path, id: &str, row_id: &str) {
     let c = run.correlate(id, db);
+    // The first run's calls ended before the recording began: not judged,
+    // and named as such; every call of the continued turn is judged.
+    let before: Vec<u64> = c["flags"]["before_recording"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default();
+    assert_eq!(before, case.before_recording, "{}", c["flags"]);
+    assert_eq!(
+        c["flags"]["claimed_not_observed"],
+        serde_json::json!([]),
+        "{}",
+        c["flags"]
+    );
     let listed: Vec<&str> = c["external_messages"]
         .as_array()
         .expect("external_messages")
@@ -385,7 +372,7 @@ fn message_while_recording(case: &Agentish) {
     let provider_pid = check_row(case, &db, &id, &text);
     check_show(case, &db, &id, &text, provider_pid);
     let row_id = external_message(&db)["id"].as_str().unwrap().to_owned();
-    check_correlate_and_export(&run, &db, &id, &row_id);
+    check_correlate_and_export(case, &run, &db, &id, &row_id);
 
     let (status, findings) = audit(&db, "");
     let ours: Vec<&(String, String, String)> = findings

@@ -120,9 +120,17 @@ pub fn correlate(
         ..Default::default()
     };
     let mut call_reports: HashMap<usize, ToolReport> = HashMap::new();
+    // The first clock anchor is taken as recording starts.
+    let recorded_from = anchors.0.first().map_or(0, |a| a.0);
     for (c, acts) in calls.iter().zip(attributed.per_call) {
         let tool = &session.tools[c.idx];
         let exit_codes = flags::exit_codes(&acts);
+        if c.win_hi < recorded_from {
+            flags.before_recording.push(c.idx);
+            let report = assemble::tool_report(c.idx, tool, Some((acts, exit_codes)));
+            call_reports.insert(c.idx, report);
+            continue;
+        }
         flags::CallJudge {
             call: c,
             tool,

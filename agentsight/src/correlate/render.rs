@@ -269,6 +269,14 @@ fn flag_heading(o: &mut String, title: &str, empty: bool) {
 fn flags(o: &mut String, st: &Style, f: &Flags) {
     let _ = writeln!(o);
     let _ = writeln!(o, "{}", st.bold("flagged"));
+    if !f.before_recording.is_empty() {
+        let calls: Vec<String> = f.before_recording.iter().map(|i| format!("#{i}")).collect();
+        let _ = writeln!(
+            o,
+            "  before the recording (not judged): tool calls {}",
+            calls.join(", ")
+        );
+    }
     flag_heading(
         o,
         "claimed but not observed",

@@ -232,6 +232,11 @@ pub struct Late {
 
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct Flags {
+    /// Tool indices of the calls that ended before the recording began
+    /// (a session resumed, continued or adopted mid-way): nothing of them
+    /// could be observed, so they are not judged.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub before_recording: Vec<usize>,
     pub claimed_not_observed: Vec<Claimed>,
     pub observed_not_claimed: Vec<Activity>,
     pub mismatches: Vec<Mismatch>,
