@@ -11,7 +11,7 @@ use crate::sessions::{
     Provider,
     live::{ProcessTruth, registry},
 };
-use crate::views::pid::{PidQuery, lookup};
+use crate::views::pid::{PidQuery, lookup_in};
 
 /// What shows the session live elsewhere, in words; `None`: nothing does.
 pub fn running_elsewhere(
@@ -39,8 +39,9 @@ pub fn running_elsewhere(
         Provider::Gemini => AgentName::Gemini,
         Provider::Cursor => AgentName::Cursor,
     };
-    for p in procinfo::snapshot() {
-        if p.pid == exclude_pid || !agent.matches(&p) {
+    let procs = procinfo::snapshot();
+    for p in &procs {
+        if p.pid == exclude_pid || !agent.matches(p) {
             continue;
         }
         let query = PidQuery {
@@ -49,7 +50,9 @@ pub fn running_elsewhere(
             home: Some(home.to_path_buf()),
             sticky: false,
         };
-        let Ok(ans) = lookup(&query) else { continue };
+        let Ok(ans) = lookup_in(&procs, &query) else {
+            continue;
+        };
         if ans.session_id.as_deref() == Some(session_id) {
             let how = ans.evidence.map_or("", |e| e.as_str());
             return Some(format!("{} pid {} ({how}: {})", agent, p.pid, ans.detail));

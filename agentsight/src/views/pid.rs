@@ -64,7 +64,12 @@ pub enum PidError {
 
 /// Answers from /proc (fd evidence), captures (sticky), then cwd fallback.
 pub fn lookup(a: &PidQuery) -> Result<PidAnswer, PidError> {
-    let procs = procinfo::snapshot();
+    lookup_in(&procinfo::snapshot(), a)
+}
+
+/// [`lookup`] over a /proc snapshot the caller took: one read of /proc
+/// for questions about many processes.
+pub fn lookup_in(procs: &[ProcInfo], a: &PidQuery) -> Result<PidAnswer, PidError> {
     let by_pid: BTreeMap<u32, &ProcInfo> = procs.iter().map(|p| (p.pid, p)).collect();
     let Some(target) = by_pid.get(&a.pid).copied() else {
         return Err(PidError::NoSuchProcess(a.pid));
