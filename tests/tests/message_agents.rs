@@ -335,11 +335,7 @@ fn gemini_session_continued_under_sudo() {
         }),
         "{j}"
     );
-    assert_eq!(
-        run.transcripts(),
-        vec![transcript.clone()],
-        "no new session file"
-    );
+    gemini_turn_in_its_own_file(&run, &id, &transcript, text);
     let show = run.session_show(&id);
     assert_eq!(
         texts(&show, "prompts"),
@@ -553,4 +549,39 @@ fn a_second_message_while_claude_handles_the_first_is_refused() {
         "{prompts:?}"
     );
     assert_eq!(run.transcripts(), vec![transcript]);
+}
+
+/// The continued turn went into the session's own chat file, which
+/// `sessions` lists (once). Gemini CLI 0.61 names a chat file by the
+/// minute its run started: a resume that starts in a later minute also
+/// leaves a two-line file of the same session (its metadata and the
+/// session context, no turn), which discovery collapses into the one
+/// session by id.
+fn gemini_turn_in_its_own_file(run: &Run, id: &str, transcript: &Path, text: &str) {
+    let files = run.transcripts();
+    assert!(files.contains(&transcript.to_path_buf()), "{files:?}");
+    let own = std::fs::read_to_string(transcript).unwrap();
+    assert!(
+        own.contains(text),
+        "the turn is not in {}",
+        transcript.display()
+    );
+    for other in files.iter().filter(|f| f.as_path() != transcript) {
+        let body = std::fs::read_to_string(other).unwrap();
+        let lines: Vec<Value> = body
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2, "{}: {body}", other.display());
+        assert_eq!(lines[0]["sessionId"], id, "{}", other.display());
+        assert!(!body.contains(text), "{}", other.display());
+    }
+    let list = run.sessions();
+    let rows = list
+        .as_array()
+        .or(list["sessions"].as_array())
+        .unwrap()
+        .clone();
+    assert_eq!(rows.len(), 1, "{list}");
+    assert_eq!(rows[0]["path"], transcript.display().to_string());
 }
