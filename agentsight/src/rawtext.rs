@@ -10,6 +10,17 @@
 //! `export` also gives the exact bytes in hex. A name that really contains a
 //! U+10FFxx character (unassigned, private) would read back as a raw byte:
 //! the one ambiguity, accepted.
+//!
+//! Text outputs go further ([`visible`]): recorded and transcript text is
+//! untrusted (a file name, an argv, an agent's answer), and printed raw it
+//! could act on the reader's terminal (ESC sequences: clipboard writes,
+//! titles, cursor moves), start a line that looks like ours (a newline
+//! before `LOSS 0 events lost`) or read differently than it is (U+202E
+//! turns `evil` into `live`). Every text output shows such characters
+//! escaped; JSON outputs stay exact (their encoder escapes controls, and a
+//! reader gets the string itself).
+
+use std::{borrow::Cow, fmt::Write as _};
 
 /// First code point of the raw-byte range.
 const RAW_BASE: u32 = 0x10_FF00;
@@ -83,6 +94,63 @@ pub fn escaped(s: &str) -> String {
     out
 }
 
+/// `s` for a text output, on one line: every character that would act on a
+/// terminal, break the line or hide itself is shown escaped — a raw byte as
+/// `\xNN`; `\n`, `\r`, `\t`; any other control character as `\xNN` (C0,
+/// DEL) or `\u{NN}` (C1); bidi and other invisible format characters
+/// (Unicode Cf) and the line and paragraph separators as `\u{NNNN}`.
+/// Everything else, a backslash included, is as is: the form is for
+/// reading, `export` and the JSON outputs are exact.
+pub fn visible(s: &str) -> Cow<'_, str> {
+    shown(s, false)
+}
+
+/// [`visible`], except that a plain newline stays one: for a whole rendered
+/// output whose fields are already [`visible`] (a second guard), or for
+/// multi-line text whose caller prefixes every line so that none can pass
+/// for one of ours.
+pub fn visible_lines(s: &str) -> Cow<'_, str> {
+    shown(s, true)
+}
+
+fn shown(s: &str, keep_newlines: bool) -> Cow<'_, str> {
+    let needs = |c: char| needs_escape(c) && !(keep_newlines && c == '\n');
+    if !s.chars().any(needs) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if !needs(c) {
+            out.push(c);
+            continue;
+        }
+        let _ = match (raw_byte(c), c) {
+            (Some(b), _) => write!(out, "\\x{b:02x}"),
+            (None, '\n') => write!(out, "\\n"),
+            (None, '\r') => write!(out, "\\r"),
+            (None, '\t') => write!(out, "\\t"),
+            (None, c) if (c as u32) < 0x80 => write!(out, "\\x{:02x}", c as u32),
+            (None, c) => write!(out, "\\u{{{:x}}}", c as u32),
+        };
+    }
+    Cow::Owned(out)
+}
+
+/// A raw byte, a control character (Cc: C0, DEL, C1), a format character
+/// (Cf: bidi embeddings, overrides and isolates, zero-width space and
+/// joiners, the BOM, soft hyphen, tags) or a line or paragraph separator.
+fn needs_escape(c: char) -> bool {
+    use unicode_general_category::{GeneralCategory as G, get_general_category};
+    if c.is_ascii() {
+        return c.is_ascii_control();
+    }
+    raw_byte(c).is_some()
+        || matches!(
+            get_general_category(c),
+            G::Control | G::Format | G::LineSeparator | G::ParagraphSeparator
+        )
+}
+
 /// [`escaped`] inside serialized JSON: the backslash of `\xNN` is itself
 /// escaped, so the string value reads `\xNN`.
 pub fn escaped_json(json: &str) -> String {
@@ -131,6 +199,47 @@ mod tests {
         // Valid text is untouched.
         assert_eq!(exact_text(b"plain \\x41"), "plain \\x41");
         assert!(!has_raw("plain"));
+    }
+
+    #[test]
+    fn visible_shows_what_would_act_on_a_terminal() {
+        // Plain text, non-ASCII letters and a backslash: untouched, borrowed.
+        assert!(matches!(visible("/w/é 中 \\x41"), Cow::Borrowed(_)));
+        // ESC, an OSC 52 clipboard write (ended by BEL), CR, LF, tab.
+        assert_eq!(
+            visible("a\x1b[2Jb\x1b]52;c;ZXZpbA==\x07c\rd\ne\tf"),
+            "a\\x1b[2Jb\\x1b]52;c;ZXZpbA==\\x07c\\rd\\ne\\tf"
+        );
+        // A forged line cannot start: the newline is shown, not made.
+        assert_eq!(
+            visible("/tmp/x\nLOSS      0 events lost"),
+            "/tmp/x\\nLOSS      0 events lost"
+        );
+        // DEL and C1 controls (CSI U+009B, NEL U+0085).
+        assert_eq!(visible("\x7f\u{9b}2J\u{85}"), "\\x7f\\u{9b}2J\\u{85}");
+        // Bidi override and isolate, zero-width space and joiner, BOM, soft
+        // hyphen, a tag character, the line and paragraph separators.
+        assert_eq!(
+            visible("\u{202e}live\u{2066}\u{200b}\u{200d}\u{feff}\u{ad}\u{e0041}\u{2028}\u{2029}"),
+            "\\u{202e}live\\u{2066}\\u{200b}\\u{200d}\\u{feff}\\u{ad}\\u{e0041}\\u{2028}\\u{2029}"
+        );
+        // Raw bytes (U+10FFxx) still read `\xNN`, a control byte among them.
+        let raw = exact_text(b"f\xff\x1b\xfe");
+        assert_eq!(visible(&raw), "f\\xff\\x1b\\xfe");
+        // Emoji and their variation selector stay.
+        assert_eq!(
+            visible("ok \u{1F600}\u{2764}\u{fe0f}"),
+            "ok \u{1F600}\u{2764}\u{fe0f}"
+        );
+    }
+
+    #[test]
+    fn visible_lines_keeps_only_the_newline() {
+        assert_eq!(
+            visible_lines("one\ntwo\r\x1b]0;t\x07\u{202e}"),
+            "one\ntwo\\r\\x1b]0;t\\x07\\u{202e}"
+        );
+        assert!(matches!(visible_lines("a\nb"), Cow::Borrowed(_)));
     }
 
     #[test]
