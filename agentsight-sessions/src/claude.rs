@@ -21,8 +21,8 @@ use super::de::{Content, Count, LBool, LStr, ObjOr, Prefix};
 use super::error::{Result, SessionError};
 use super::util::{self, jstr, parse_ts};
 use super::{
-    AgentSession, ErrorEvent, ErrorKind, LlmResponse, PathAccess, PlanStep, Provider, SubagentInfo,
-    TokenUsage, ToolEvent, ToolPath, ToolStatus,
+    AgentSession, ErrorEvent, ErrorKind, LlmResponse, ParseBatch, PathAccess, PlanStep, Provider,
+    SubagentInfo, TokenUsage, ToolEvent, ToolPath, ToolStatus,
 };
 
 #[derive(Deserialize, Default)]
@@ -223,7 +223,7 @@ struct Ctx {
     file_sub: Option<usize>,
 }
 
-pub(crate) fn parse(path: &Path) -> Result<AgentSession> {
+pub(crate) fn parse(path: &Path, batch: &mut ParseBatch) -> Result<AgentSession> {
     let stem = path
         .file_stem()
         .and_then(|s| s.to_str())
@@ -244,7 +244,7 @@ pub(crate) fn parse(path: &Path) -> Result<AgentSession> {
     };
     p.read_file(path, Ctx { file_sub: None })?;
 
-    for (file, meta, agent_id) in subagent_files(path, &stem) {
+    for (file, meta, agent_id) in subagent_files(path, &stem, batch) {
         let info = SubagentInfo {
             agent_id: agent_id.clone(),
             kind: meta
@@ -279,8 +279,42 @@ pub(crate) fn parse(path: &Path) -> Result<AgentSession> {
     Ok(p.s)
 }
 
+/// The 2.0.x subagent transcripts of one project directory
+/// (`<project>/agent-*.jsonl`), by the `sessionId` of their header:
+/// `(path, agentId)` in file-name order.
+#[derive(Debug, Default)]
+pub(crate) struct ProjectAgents(HashMap<String, Vec<(PathBuf, String)>>);
+
+impl ProjectAgents {
+    /// One listing of `project`, and one header read per agent file.
+    pub(crate) fn list(project: &Path) -> Self {
+        let mut by_session: HashMap<String, Vec<(PathBuf, String)>> = HashMap::new();
+        let Ok(rd) = std::fs::read_dir(project) else {
+            return ProjectAgents(by_session);
+        };
+        let mut entries: Vec<_> = rd.flatten().collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if !(name.starts_with("agent-") && name.ends_with(".jsonl")) {
+                continue;
+            }
+            if let Some(sid) = header_session_id(&e.path()) {
+                let id = name["agent-".len()..name.len() - ".jsonl".len()].to_string();
+                by_session.entry(sid).or_default().push((e.path(), id));
+            }
+        }
+        ProjectAgents(by_session)
+    }
+}
+
 /// Subagent transcripts of a session: `(path, meta, agentId)`.
-fn subagent_files(main: &Path, stem: &str) -> Vec<(PathBuf, Option<MetaJson>, Option<String>)> {
+fn subagent_files(
+    main: &Path,
+    stem: &str,
+    batch: &mut ParseBatch,
+) -> Vec<(PathBuf, Option<MetaJson>, Option<String>)> {
     let mut out = Vec::new();
     let Some(project) = main.parent() else {
         return out;
@@ -310,23 +344,18 @@ fn subagent_files(main: &Path, stem: &str) -> Vec<(PathBuf, Option<MetaJson>, Op
             }
         }
     }
-    // 2.0.x: <project>/agent-*.jsonl whose lines carry this sessionId.
-    if let Ok(rd) = std::fs::read_dir(project) {
-        let mut entries: Vec<_> = rd.flatten().collect();
-        entries.sort_by_key(|e| e.file_name());
-        for e in entries {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            if !(name.starts_with("agent-") && name.ends_with(".jsonl")) {
-                continue;
-            }
-            if e.path() == main {
-                continue;
-            }
-            if header_session_id(&e.path()).as_deref() == Some(stem) {
-                let id = name["agent-".len()..name.len() - ".jsonl".len()].to_string();
-                out.push((e.path(), None, Some(id)));
-            }
+    // 2.0.x: <project>/agent-*.jsonl whose lines carry this sessionId. The
+    // project is listed once per batch: per transcript, parsing every
+    // session of a crowded project was quadratic.
+    for (file, id) in batch
+        .project_agents(project)
+        .0
+        .get(stem)
+        .into_iter()
+        .flatten()
+    {
+        if file != main {
+            out.push((file.clone(), None, Some(id.clone())));
         }
     }
     out

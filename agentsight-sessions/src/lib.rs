@@ -428,6 +428,10 @@ pub struct ParseStats {
     /// huge, not a number): read as 0 and counted here.
     #[serde(default)]
     pub bad_token_values: u64,
+    /// Message contents that were neither text nor a list of blocks (a
+    /// number, a boolean, an object): read as empty and counted here.
+    #[serde(default)]
+    pub bad_contents: u64,
     pub first_error: Option<String>,
     /// Human-readable notes (e.g. an enrichment database that was unusable).
     #[serde(default)]
@@ -692,14 +696,54 @@ pub fn parse_file(provider: Provider, path: &Path) -> Result<AgentSession> {
 
 /// [`parse_file`] with explicit bounds.
 pub fn parse_file_with(provider: Provider, path: &Path, bounds: &Bounds) -> Result<AgentSession> {
+    parse_file_in(provider, path, bounds, &mut ParseBatch::default())
+}
+
+/// What the parses of one pass over many transcripts share: each Claude
+/// project directory is listed (and its 2.0.x `agent-*.jsonl` headers read)
+/// once per batch, not once per transcript — parsing every session of a
+/// project of 5,000 was quadratic. A batch keeps the listings it made: use
+/// one for one pass, not for a session that goes on changing.
+#[derive(Debug, Default)]
+pub struct ParseBatch {
+    claude_agents: std::collections::HashMap<PathBuf, claude::ProjectAgents>,
+    dir_listings: u64,
+}
+
+impl ParseBatch {
+    /// Project directories listed so far (what the batch saves is visible).
+    pub fn dir_listings(&self) -> u64 {
+        self.dir_listings
+    }
+
+    fn project_agents(&mut self, project: &Path) -> &claude::ProjectAgents {
+        let listings = &mut self.dir_listings;
+        self.claude_agents
+            .entry(project.to_path_buf())
+            .or_insert_with(|| {
+                *listings += 1;
+                claude::ProjectAgents::list(project)
+            })
+    }
+}
+
+/// [`parse_file_with`] sharing the directory listings of `batch`.
+pub fn parse_file_in(
+    provider: Provider,
+    path: &Path,
+    bounds: &Bounds,
+    batch: &mut ParseBatch,
+) -> Result<AgentSession> {
     de::take_bad_counts();
+    de::take_bad_contents();
     let mut s = match provider {
-        Provider::Claude => claude::parse(path)?,
+        Provider::Claude => claude::parse(path, batch)?,
         Provider::Codex => codex::parse(path)?,
         Provider::Gemini => gemini::parse(path)?,
         Provider::Cursor => cursor::parse(path)?,
     };
     s.stats.bad_token_values += de::take_bad_counts();
+    s.stats.bad_contents += de::take_bad_contents();
     s.finish(bounds);
     Ok(s)
 }

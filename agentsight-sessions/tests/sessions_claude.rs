@@ -258,3 +258,49 @@ fn serde_round_trip() {
     let back: agentsight_sessions::AgentSession = serde_json::from_str(&j).expect("deserialize");
     assert_eq!(back, s);
 }
+
+/// One batch over every session of a crowded 2.0.x project lists the
+/// project once (per transcript, parsing them all was quadratic) and still
+/// gives each session exactly its own `agent-*.jsonl`, as a lone parse does.
+#[test]
+fn a_batch_lists_each_project_once() {
+    use agentsight_sessions::{Bounds, ParseBatch, parse_file, parse_file_in};
+    let home = tempfile::tempdir().unwrap();
+    let project = home.path().join(".claude/projects/-home-dev-crowd");
+    std::fs::create_dir_all(&project).unwrap();
+    let line = |sid: &str, agent: Option<&str>, out: u64| {
+        let side = agent.map_or(String::new(), |a| format!(r#","agentId":"{a}""#));
+        format!(
+            r#"{{"type":"assistant","uuid":"u-{sid}-{out}","isSidechain":{},"cwd":"/crowd","sessionId":"{sid}"{side},"timestamp":"2025-11-05T14:00:02.000Z","requestId":"r-{sid}-{out}","message":{{"id":"m-{sid}-{out}","role":"assistant","model":"claude-sonnet-4-5-20250929","content":[{{"type":"text","text":"ok"}}],"usage":{{"input_tokens":1,"output_tokens":{out}}}}}}}"#,
+            agent.is_some()
+        ) + "\n"
+    };
+    let n = 30u64;
+    let mut mains = Vec::new();
+    for i in 0..n {
+        let sid = format!("eeeeeeee-0000-4000-8000-{i:012}");
+        let main = project.join(format!("{sid}.jsonl"));
+        std::fs::write(&main, line(&sid, None, 1)).unwrap();
+        // Its subagent: 100 + i output tokens, so a mix-up shows.
+        let agent = format!("{i:08x}");
+        std::fs::write(
+            project.join(format!("agent-{agent}.jsonl")),
+            line(&sid, Some(&agent), 100 + i),
+        )
+        .unwrap();
+        mains.push((main, agent));
+    }
+    let mid = sessions_common::fixtures().join(MID);
+    let mut batch = ParseBatch::default();
+    for (i, (main, agent)) in mains.iter().enumerate() {
+        let s = parse_file_in(Provider::Claude, main, &Bounds::default(), &mut batch).unwrap();
+        assert_eq!(s.subagents.len(), 1, "{}", main.display());
+        assert_eq!(s.subagents[0].agent_id.as_deref(), Some(agent.as_str()));
+        assert_eq!(s.usage.output, 1 + 100 + i as u64);
+        assert_eq!(s, parse_file(Provider::Claude, main).unwrap());
+    }
+    let s = parse_file_in(Provider::Claude, &mid, &Bounds::default(), &mut batch).unwrap();
+    assert_eq!(s, parse_file(Provider::Claude, &mid).unwrap());
+    assert_eq!(s.subagents.len(), 1);
+    assert_eq!(batch.dir_listings(), 2, "-home-dev-crowd and -home-dev-mid");
+}

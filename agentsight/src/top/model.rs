@@ -19,7 +19,7 @@ use crate::sessions::discovery::{self, Candidate, DiscoveryOptions, ScanStats};
 use crate::sessions::live::{
     self, HiddenReason, LiveInputs, LiveState, ProcessTruth, TailFacts, Thresholds, Tracker,
 };
-use crate::sessions::{Provider, TokenUsage};
+use crate::sessions::{ParseBatch, Provider, TokenUsage};
 
 /// Idle sessions listed when all are asked for (the newest ones; the rest
 /// are counted): as many as `agentsight sessions` lists.
@@ -79,6 +79,9 @@ pub struct LiveModel {
     registry_dir: PathBuf,
     registry: live::registry::Registry,
     skipped_lines: u64,
+    /// Project directories listed by whole parses (one per directory per
+    /// scan, however many transcripts it holds).
+    dir_listings: u64,
 }
 
 fn ts_ms(ms: i64) -> Option<Timestamp> {
@@ -121,6 +124,7 @@ impl LiveModel {
             desktop: Default::default(),
             registry: Default::default(),
             skipped_lines: 0,
+            dir_listings: 0,
         };
         m.reload_registry();
         m.reload_desktop();
@@ -197,6 +201,7 @@ impl LiveModel {
         let found: Vec<Candidate> = discovery::scan(&self.roots, &mut st);
         let mut changed = 0;
         let mut seen = std::collections::HashSet::with_capacity(found.len());
+        let mut batch = ParseBatch::default();
         for c in found {
             seen.insert(c.path.clone());
             let same = self
@@ -205,9 +210,10 @@ impl LiveModel {
                 .is_some_and(|e| e.mtime_ms == c.updated_ms && e.size == c.size);
             if !same {
                 changed += 1;
-                self.upsert(c.provider, &c.path, c.updated_ms, c.size);
+                self.upsert(c.provider, &c.path, c.updated_ms, c.size, &mut batch);
             }
         }
+        self.dir_listings += batch.dir_listings();
         let before = self.entries.len();
         self.entries.retain(|p, _| seen.contains(p));
         changed += before - self.entries.len();
@@ -228,7 +234,9 @@ impl LiveModel {
                     .get(path)
                     .is_some_and(|e| e.mtime_ms == mtime && e.size == size && e.facts.is_some());
                 if !same {
-                    self.upsert(provider, path, mtime, size);
+                    let mut batch = ParseBatch::default();
+                    self.upsert(provider, path, mtime, size, &mut batch);
+                    self.dir_listings += batch.dir_listings();
                 }
             }
             None => {
@@ -238,7 +246,14 @@ impl LiveModel {
         true
     }
 
-    fn upsert(&mut self, provider: Provider, path: &Path, mtime_ms: i64, size: u64) {
+    fn upsert(
+        &mut self,
+        provider: Provider,
+        path: &Path,
+        mtime_ms: i64,
+        size: u64,
+        batch: &mut ParseBatch,
+    ) {
         let e = self
             .entries
             .entry(path.to_path_buf())
@@ -262,6 +277,7 @@ impl LiveModel {
                 &self.thresholds,
                 &mut self.skipped_lines,
                 grew_from,
+                batch,
             );
         }
     }
@@ -355,13 +371,16 @@ impl LiveModel {
             .map(|(p, e)| (e.mtime_ms, p.clone()))
             .collect();
         newest.sort_by(|a, b| b.cmp(a));
+        let mut batch = ParseBatch::default();
         for (_, p) in newest.into_iter().take(IDLE_LISTED) {
             if let Some(e) = self.entries.get_mut(&p)
                 && e.facts.is_none()
             {
-                read_entry(e, &p, &self.thresholds, &mut self.skipped_lines, None);
+                let skipped = &mut self.skipped_lines;
+                read_entry(e, &p, &self.thresholds, skipped, None, &mut batch);
             }
         }
+        self.dir_listings += batch.dir_listings();
     }
 
     /// One row; `None` for a transcript never read (old, so idle).
@@ -496,6 +515,7 @@ fn read_entry(
     t: &Thresholds,
     skipped: &mut u64,
     grew_from: Option<u64>,
+    batch: &mut ParseBatch,
 ) {
     let facts = match live::read_tail(e.provider, path, t) {
         Ok(f) => f,
@@ -528,7 +548,7 @@ fn read_entry(
     if !counted {
         e.whole = Some(WholeFacts {
             last_response: tail_last_response,
-            ..whole_facts(e.provider, path, e.size)
+            ..whole_facts(e.provider, path, e.size, batch)
         });
     }
     if let Some(w) = e.whole.as_mut()
@@ -555,8 +575,9 @@ fn tokens_of_totals(t: &live::TokenTotals) -> Tokens {
     }
 }
 
-fn whole_facts(provider: Provider, path: &Path, size: u64) -> WholeFacts {
-    match crate::sessions::parse_file(provider, path) {
+fn whole_facts(provider: Provider, path: &Path, size: u64, batch: &mut ParseBatch) -> WholeFacts {
+    let bounds = crate::sessions::Bounds::default();
+    match crate::sessions::parse_file_in(provider, path, &bounds, batch) {
         Ok(s) => WholeFacts {
             // Cursor transcripts carry no usage: unknown, not zero.
             tokens: (provider != Provider::Cursor).then(|| tokens_of(&s.usage)),
@@ -680,6 +701,31 @@ mod tests {
         .to_string()
     }
 
+    /// Every recent transcript of a crowded project is parsed whole at
+    /// start-up; the project is listed once for all of them (per transcript,
+    /// start-up was quadratic), and once more for a later new transcript.
+    #[test]
+    fn start_up_lists_a_crowded_project_once() {
+        let home = tempfile::tempdir().unwrap();
+        let dir = home.path().join(".claude/projects/-w");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = |i: u32| dir.join(format!("5f0c1e2a-7b3d-4c8e-9a10-{i:012}.jsonl"));
+        for i in 0..40 {
+            std::fs::write(path(i), user_line("go") + "\n").unwrap();
+        }
+        let opts = TopOptions {
+            home: Some(home.path().to_path_buf()),
+            ..Default::default()
+        };
+        let mut m = LiveModel::new(&opts).unwrap();
+        assert_eq!(m.candidates(), 40);
+        assert!(m.entries.values().all(|e| e.whole.is_some()));
+        assert_eq!(m.dir_listings, 1);
+        std::fs::write(path(40), user_line("more") + "\n").unwrap();
+        assert!(m.touch(&path(40)));
+        assert_eq!((m.candidates(), m.dir_listings), (41, 2));
+    }
+
     fn tokens(m: &mut LiveModel) -> Option<Tokens> {
         let snap = m.snapshot(Timestamp::now(), RowFilter::default(), None);
         assert_eq!(snap.rows.len(), 1, "{:?}", snap.rows);
@@ -748,7 +794,7 @@ mod tests {
             })
         );
         // A whole parse of the final file agrees.
-        let whole = whole_facts(Provider::Claude, &path, 0).tokens;
+        let whole = whole_facts(Provider::Claude, &path, 0, &mut ParseBatch::default()).tokens;
         assert_eq!(
             whole,
             Some(Tokens {
