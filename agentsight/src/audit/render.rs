@@ -3,6 +3,11 @@
 
 use serde_json::{Value, json};
 
+// Text: every line built from the capture (messages name paths and argv) is
+// shown through `v`, so it stays one line and cannot act on the terminal.
+// JSON, SARIF and JUnit carry the strings exactly.
+use crate::rawtext::visible as v;
+
 use super::{
     policy::Severity,
     report::{Access, Finding, Report},
@@ -117,38 +122,38 @@ fn summary(r: &Report) -> String {
 pub fn text(r: &Report) -> String {
     let mut s = format!(
         "capture {}\npolicy  {}\nworkspace {}\n\n",
-        r.capture,
-        r.policy,
-        r.workspace.as_deref().unwrap_or("(unknown)")
+        v(&r.capture),
+        v(&r.policy),
+        v(r.workspace.as_deref().unwrap_or("(unknown)"))
     );
     for f in &r.findings {
         s += &format!(
             "{} [{}] {}\n",
             f.severity.as_str().to_uppercase(),
-            f.rule,
-            f.message
+            v(&f.rule),
+            v(&f.message)
         );
         if let Some(t) = &f.time {
-            s += &format!("    when     {t}\n");
+            s += &format!("    when     {}\n", v(t));
         }
         if let Some(a) = &f.argv {
-            s += &format!("    argv     {}\n", argv_line(a));
+            s += &format!("    argv     {}\n", v(&argv_line(a)));
         }
         if let Some(c) = chain_line(f) {
-            s += &format!("    process  {c}\n");
+            s += &format!("    process  {}\n", v(&c));
         }
         if let Some(c) = &f.container {
-            s += &format!("    container {}\n", c.label());
+            s += &format!("    container {}\n", v(&c.label()));
         }
         if let Some(t) = tool_line(f) {
-            s += &format!("    tool     {t}\n");
+            s += &format!("    tool     {}\n", v(&t));
         }
         let e = evidence_line(f);
         if !e.is_empty() {
-            s += &format!("    evidence {e}\n");
+            s += &format!("    evidence {}\n", v(&e));
         }
         for line in folded_lines(f) {
-            s += &format!("    {line}\n");
+            s += &format!("    {}\n", v(&line));
         }
     }
     if !r.findings.is_empty() {

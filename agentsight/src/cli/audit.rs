@@ -39,9 +39,11 @@ pub struct AuditArgs {
 
 pub fn render(report: &Report, format: AuditFormat) -> Result<String> {
     // Bytes that were not UTF-8 are shown `\xNN` (see rawtext).
-    use agentsight::rawtext::{escaped, escaped_json};
+    use agentsight::rawtext::{escaped, escaped_json, visible_lines};
     Ok(match format {
-        AuditFormat::Text => escaped(&audit::render::text(report)),
+        // Each line's recorded strings are shown escaped by `render`; the
+        // whole is checked once more (see rawtext).
+        AuditFormat::Text => visible_lines(&audit::render::text(report)).into_owned(),
         AuditFormat::Json => {
             escaped_json(&serde_json::to_string_pretty(&audit::render::json(report))?) + "\n"
         }

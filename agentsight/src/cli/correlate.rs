@@ -127,7 +127,15 @@ pub fn run(a: &CorrelateArgs) -> Result<i32> {
         agentsight::rawtext::escaped_json(&s)
     } else {
         let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-        agentsight::rawtext::escaped(&render::text(&report, colour))
+        let text = render::text(&report, colour);
+        // `render` shows every recorded string escaped (`rawtext::visible`);
+        // without colour, the whole is checked once more (our ESCs are
+        // colour's only).
+        if colour {
+            text
+        } else {
+            agentsight::rawtext::visible_lines(&text).into_owned()
+        }
     };
     super::write_stdout(out.as_bytes())?;
     Ok(0)

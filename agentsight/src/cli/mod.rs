@@ -335,7 +335,9 @@ pub fn main() -> i32 {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            agentsight::sayln!("agentsight: error: {e:#}");
+            // One line, whatever a path or a container's answer in it holds.
+            let e = format!("{e:#}");
+            agentsight::sayln!("agentsight: error: {}", agentsight::rawtext::visible(&e));
             2
         }
     }
@@ -394,8 +396,10 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Show(a) => {
             let cap = Capture::open(&a.db)?;
             say_note(&cap);
-            // Bytes that were not UTF-8 are shown `\xNN` (see rawtext).
-            let text = agentsight::rawtext::escaped(&views::show::summary(&cap)?);
+            // Each recorded string is shown escaped by `summary`; the whole
+            // is checked once more (everything but our newlines; see rawtext).
+            let summary = views::show::summary(&cap)?;
+            let text = agentsight::rawtext::visible_lines(&summary);
             write_stdout(text.as_bytes())?;
             Ok(0)
         }

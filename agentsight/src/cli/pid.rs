@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
+use agentsight::rawtext::visible as v;
 use agentsight::views::pid::{PidQuery, lookup};
 
 /// Which agent session a running process belongs to, with the evidence.
@@ -31,22 +32,24 @@ pub fn run(a: &PidArgs) -> Result<i32> {
     let out = if a.json {
         serde_json::to_string_pretty(&ans)? + "\n"
     } else {
+        // Ids, paths and cwds come from transcripts: shown escaped (rawtext).
         match (&ans.session_id, ans.evidence) {
             (Some(id), Some(ev)) => format!(
-                "pid {}: {} session {id} (evidence: {}; {})\n",
+                "pid {}: {} session {} (evidence: {}; {})\n",
                 ans.pid,
-                ans.provider.as_deref().unwrap_or("?"),
+                v(ans.provider.as_deref().unwrap_or("?")),
+                v(id),
                 ev.as_str(),
-                ans.detail
+                v(&ans.detail)
             ),
             _ => format!(
                 "pid {}: no session ({}){}\n",
                 ans.pid,
-                ans.detail,
+                v(&ans.detail),
                 if ans.candidates.is_empty() {
                     String::new()
                 } else {
-                    format!("; candidates: {}", ans.candidates.join(", "))
+                    format!("; candidates: {}", v(&ans.candidates.join(", ")))
                 }
             ),
         }

@@ -6,6 +6,11 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
+// Every string from a transcript or a container's bridge is shown through
+// `v` (control, bidi and format characters escaped): a title or a path
+// cannot start a line of ours or act on the terminal. JSON stays exact.
+use agentsight::rawtext::visible as v;
+
 use agentsight::sessions::{
     self, AgentSession, DiscoveryOptions, Provider, SessionIndex, SessionSummary, TokenUsage,
     ToolStatus, format_ts,
@@ -80,7 +85,7 @@ pub fn run_sessions(args: &SessionsArgs) -> anyhow::Result<i32> {
         .list()
         .context("discovering agent sessions")?;
     for n in &listing.notes {
-        agentsight::sayln!("note: {n}");
+        agentsight::sayln!("note: {}", v(n));
     }
     let out = std::io::stdout();
     let mut w = std::io::BufWriter::new(out.lock());
@@ -109,7 +114,7 @@ fn run_container_sessions(args: &SessionsArgs) -> anyhow::Result<i32> {
     };
     let listed = super::containers::list(&args.docker_container, params)?;
     for f in &listed.failed {
-        agentsight::sayln!("agentsight: {f}");
+        agentsight::sayln!("agentsight: {}", v(&f.to_string()));
     }
     if listed.failed.len() == args.docker_container.len() {
         bail!("no container answered");
@@ -189,7 +194,7 @@ fn write_table(w: &mut impl Write, rows: &[Row]) -> std::io::Result<()> {
             w,
             "{:<8} {:<36} {:<16} {:<32} {:<24} {:>7} {:>6} {:>8}",
             r.provider.as_str(),
-            r.session_id,
+            v(&r.session_id),
             short_time(r.updated_ms),
             clip_left(cwd, 32),
             clip(r.model.as_deref().unwrap_or("-"), 24),
@@ -198,13 +203,15 @@ fn write_table(w: &mut impl Write, rows: &[Row]) -> std::io::Result<()> {
             tokens_cell(r.usage.as_ref()),
         )?;
         if let Some(e) = &r.error {
-            writeln!(w, "         ! {e}")?;
+            writeln!(w, "         ! {}", v(e))?;
         }
     }
     Ok(())
 }
 
+/// `s` shown escaped ([`v`]), cut to `n` characters.
 fn clip(s: &str, n: usize) -> String {
+    let s = v(s);
     if s.chars().count() <= n {
         s.to_string()
     } else {
@@ -214,8 +221,9 @@ fn clip(s: &str, n: usize) -> String {
     }
 }
 
-/// Keeps the end of a path, which is the informative part.
+/// Keeps the end of a path, which is the informative part (shown escaped).
 fn clip_left(s: &str, n: usize) -> String {
+    let s = v(s);
     let c = s.chars().count();
     if c <= n {
         s.to_string()
@@ -307,27 +315,27 @@ fn write_header(
     s: &AgentSession,
     container: Option<&str>,
 ) -> std::io::Result<()> {
-    writeln!(w, "{} session {}", s.provider, s.session_id)?;
+    writeln!(w, "{} session {}", s.provider, v(&s.session_id))?;
     if let Some(c) = container {
-        writeln!(w, "  container     {c}")?;
+        writeln!(w, "  container     {}", v(c))?;
     }
     if let Some(c) = &s.conversation_id
         && *c != s.session_id
     {
-        writeln!(w, "  conversation  {c}")?;
+        writeln!(w, "  conversation  {}", v(c))?;
     }
     if let Some(p) = &s.parent_session_id {
-        writeln!(w, "  parent        {p}")?;
+        writeln!(w, "  parent        {}", v(p))?;
     }
-    writeln!(w, "  source        {}", s.source_path.display())?;
-    writeln!(w, "  cwd           {}", s.cwd.as_deref().unwrap_or("-"))?;
+    writeln!(w, "  source        {}", v(&s.source_path.to_string_lossy()))?;
+    writeln!(w, "  cwd           {}", v(s.cwd.as_deref().unwrap_or("-")))?;
     writeln!(
         w,
         "  models        {}",
         if s.models.is_empty() {
             "-".to_string()
         } else {
-            s.models.join(", ")
+            v(&s.models.join(", ")).into_owned()
         }
     )?;
     writeln!(
@@ -337,7 +345,7 @@ fn write_header(
         opt_ts(s.end_ms)
     )?;
     if let Some(t) = &s.title {
-        writeln!(w, "  title         {t}")?;
+        writeln!(w, "  title         {}", v(t))?;
     }
     writeln!(
         w,
@@ -353,7 +361,7 @@ fn write_header(
 fn write_usage_section(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
     writeln!(w, "\nUsage per model")?;
     for (m, u) in &s.usage_by_model {
-        write_usage(w, m, u)?;
+        write_usage(w, &v(m), u)?;
     }
     write_usage(w, "TOTAL", &s.usage)
 }
@@ -391,7 +399,7 @@ fn write_tools(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
             .map(|a| {
                 format!(
                     " (subagent {})",
-                    a.agent_id.as_deref().unwrap_or("sidechain")
+                    v(a.agent_id.as_deref().unwrap_or("sidechain"))
                 )
             })
             .unwrap_or_default();
@@ -400,16 +408,16 @@ fn write_tools(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
             "  [{}] {:<14} {:<13} {}{}",
             t.prompt_index
                 .map_or_else(|| "-".to_string(), |i| i.to_string()),
-            t.name,
+            v(&t.name),
             status,
             clip(&t.command.as_deref().unwrap_or("").replace('\n', " "), 90),
             who
         )?;
         for p in &t.paths {
-            writeln!(w, "        {:<11} {}", p.access.as_str(), p.path)?;
+            writeln!(w, "        {:<11} {}", p.access.as_str(), v(&p.path))?;
         }
         for d in &t.domains {
-            writeln!(w, "        domain      {d}")?;
+            writeln!(w, "        domain      {}", v(d))?;
         }
     }
     Ok(())
@@ -454,9 +462,9 @@ fn write_errors_subagents_plan(w: &mut impl Write, s: &AgentSession) -> std::io:
             writeln!(
                 w,
                 "  {:<20} {:<10} call {:<24} {} responses, {} tools, {} tokens",
-                a.agent_id.as_deref().unwrap_or("(inline sidechain)"),
-                a.kind.as_deref().unwrap_or("-"),
-                a.parent_call_id.as_deref().unwrap_or("-"),
+                v(a.agent_id.as_deref().unwrap_or("(inline sidechain)")),
+                v(a.kind.as_deref().unwrap_or("-")),
+                v(a.parent_call_id.as_deref().unwrap_or("-")),
                 a.responses,
                 a.tools,
                 a.usage.total
@@ -466,7 +474,12 @@ fn write_errors_subagents_plan(w: &mut impl Write, s: &AgentSession) -> std::io:
     if !s.plan.is_empty() {
         writeln!(w, "\nPlan")?;
         for p in &s.plan {
-            writeln!(w, "  [{}] {}", p.status.as_deref().unwrap_or("-"), p.step)?;
+            writeln!(
+                w,
+                "  [{}] {}",
+                v(p.status.as_deref().unwrap_or("-")),
+                v(&p.step)
+            )?;
         }
     }
     Ok(())
@@ -486,7 +499,7 @@ fn write_bounds_and_notes(w: &mut impl Write, s: &AgentSession) -> std::io::Resu
             c.prompt_text_bytes_cut,
             c.response_text_bytes_cut,
             c.command_text_bytes_cut,
-            s.source_path.display()
+            v(&s.source_path.to_string_lossy())
         )?;
     }
     let st = &s.stats;
@@ -495,18 +508,20 @@ fn write_bounds_and_notes(w: &mut impl Write, s: &AgentSession) -> std::io::Resu
         + st.oversized_lines
         + st.unknown_records
         + st.bad_token_values
+        + st.bad_contents
         > 0
         || st.partial_last_line
         || !st.notes.is_empty()
     {
         writeln!(
             w,
-            "\nReader notes: {} bad lines, {} repaired UTF-8 lines, {} oversized lines, {} unknown records, {} bad token values{}",
+            "\nReader notes: {} bad lines, {} repaired UTF-8 lines, {} oversized lines, {} unknown records, {} bad token values, {} bad message contents{}",
             st.bad_lines,
             st.invalid_utf8_lines,
             st.oversized_lines,
             st.unknown_records,
             st.bad_token_values,
+            st.bad_contents,
             if st.partial_last_line {
                 ", partial last line (live session)"
             } else {
@@ -514,7 +529,7 @@ fn write_bounds_and_notes(w: &mut impl Write, s: &AgentSession) -> std::io::Resu
             }
         )?;
         for n in &st.notes {
-            writeln!(w, "  {n}")?;
+            writeln!(w, "  {}", v(n))?;
         }
     }
     Ok(())

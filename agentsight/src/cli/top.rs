@@ -244,14 +244,13 @@ pub fn kernel_cells(r: &Row) -> [String; 5] {
     }
 }
 
-/// Cuts text to `n` characters (an ellipsis marks the cut) on one line.
+/// Cuts text to `n` characters (an ellipsis marks the cut) on one line:
+/// control, bidi and format characters shown escaped (`rawtext::visible`,
+/// as every text output does).
 pub fn clip(s: &str, n: usize) -> String {
-    let one: String = s
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let one = agentsight::rawtext::visible(s);
     if one.chars().count() <= n {
-        return one;
+        return one.into_owned();
     }
     let mut t: String = one.chars().take(n.saturating_sub(1)).collect();
     t.push('…');

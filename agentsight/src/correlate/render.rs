@@ -4,6 +4,10 @@
 use std::fmt::Write;
 
 use super::report::{Activity, Flags, PromptReport, Report, ToolReport, describe};
+// Every string from the capture or the transcript is shown through `v`
+// (control, bidi and format characters escaped): it cannot start a line of
+// ours or act on the terminal, with or without colour.
+use crate::rawtext::visible as v;
 use crate::store::read::ContainerRef;
 
 struct Style {
@@ -45,6 +49,7 @@ fn hms(ts: &str) -> &str {
 
 fn one_line(s: &str, max: usize) -> String {
     let flat: String = s.chars().map(|c| if c == '\n' { '⏎' } else { c }).collect();
+    let flat = v(&flat).into_owned();
     if flat.chars().count() > max {
         let mut out: String = flat.chars().take(max.saturating_sub(1)).collect();
         out.push('…');
@@ -57,7 +62,7 @@ fn one_line(s: &str, max: usize) -> String {
 fn activity_line(st: &Style, a: &Activity) -> String {
     let mut line = format!(
         "{}  {:<7} pid {:<7} {}",
-        hms(&a.ts),
+        v(hms(&a.ts)),
         a.op.as_str(),
         a.pid,
         one_line(&describe(a), 100)
@@ -80,7 +85,7 @@ fn activity_line(st: &Style, a: &Activity) -> String {
 /// `[container NAME]` (its short id when it has no name) after a process
 /// or tree of a container; nothing for the host's.
 fn container_marker(c: Option<&ContainerRef>, sep: &str) -> String {
-    c.map(|c| format!("{sep}[container {}]", c.name.as_deref().unwrap_or(&c.id)))
+    c.map(|c| format!("{sep}[container {}]", v(c.name.as_deref().unwrap_or(&c.id))))
         .unwrap_or_default()
 }
 
@@ -115,19 +120,19 @@ fn continued_externally(o: &mut String, st: &Style, r: &Report) {
             o,
             "  {}  {}{}  by {} (uid {}) as uid {}  {} bytes  {}{}{}",
             crate::clock::rfc3339_ns(crate::store::read::ms_to_ns(m.time_ms)),
-            m.transport,
+            v(&m.transport),
             m.container
                 .as_deref()
-                .map(|c| format!(" in container {c}"))
+                .map(|c| format!(" in container {}", v(c)))
                 .unwrap_or_default(),
-            m.invoking_user,
+            v(&m.invoking_user),
             m.invoking_uid,
             m.run_as_uid,
             m.message_bytes,
-            m.outcome.as_deref().unwrap_or("outcome unknown"),
+            v(m.outcome.as_deref().unwrap_or("outcome unknown")),
             m.detail
                 .as_deref()
-                .map(|d| format!(" ({d})"))
+                .map(|d| format!(" ({})", v(d)))
                 .unwrap_or_default(),
             m.provider_pid
                 .map(|p| format!("  provider pid {p}"))
@@ -143,19 +148,19 @@ fn header(o: &mut String, st: &Style, r: &Report) {
         o,
         "{} {} ({})  cwd {}",
         st.bold("session"),
-        st.bold(&s.session_id),
+        st.bold(&v(&s.session_id)),
         s.provider,
-        s.cwd.as_deref().unwrap_or("?")
+        v(s.cwd.as_deref().unwrap_or("?"))
     );
     let _ = writeln!(
         o,
         "  {} → {}   transcript {} ({})",
-        s.start.as_deref().unwrap_or("?"),
-        s.end.as_deref().unwrap_or("?"),
-        s.source_path,
+        v(s.start.as_deref().unwrap_or("?")),
+        v(s.end.as_deref().unwrap_or("?")),
+        v(&s.source_path),
         r.session_source
     );
-    let _ = writeln!(o, "{} {}", st.bold("capture"), r.capture);
+    let _ = writeln!(o, "{} {}", st.bold("capture"), v(&r.capture));
     if r.bindings.is_empty() {
         let _ = writeln!(
             o,
@@ -173,7 +178,7 @@ fn header(o: &mut String, st: &Style, r: &Report) {
             b.evidence_count,
             b.evidence_path
                 .as_deref()
-                .map(|p| format!(" of {p}"))
+                .map(|p| format!(" of {}", v(p)))
                 .unwrap_or_default(),
             container_marker(b.container.as_ref(), " ")
         );
@@ -214,7 +219,7 @@ fn prompt(o: &mut String, st: &Style, p: &PromptReport) {
                 o,
                 "{} {}  {}",
                 st.bold(&format!("▸ prompt {i}")),
-                p.ts.as_deref().map(hms).unwrap_or("?"),
+                v(p.ts.as_deref().map(hms).unwrap_or("?")),
                 one_line(&p.text, 100)
             );
         }
@@ -238,10 +243,10 @@ fn tool(o: &mut String, st: &Style, t: &ToolReport) {
     let _ = writeln!(
         o,
         "  ● {} {}  {} → {}{}  {}",
-        st.cyan(&t.name),
-        st.dim(t.call_id.as_deref().unwrap_or("")),
-        t.start.as_deref().map(hms).unwrap_or("?"),
-        t.end.as_deref().map(hms).unwrap_or("?"),
+        st.cyan(&v(&t.name)),
+        st.dim(&v(t.call_id.as_deref().unwrap_or(""))),
+        v(t.start.as_deref().map(hms).unwrap_or("?")),
+        v(t.end.as_deref().map(hms).unwrap_or("?")),
         t.duration_ms
             .map(|d| format!(" ({d} ms)"))
             .unwrap_or_default(),
@@ -251,7 +256,7 @@ fn tool(o: &mut String, st: &Style, t: &ToolReport) {
         let _ = writeln!(o, "      $ {}", one_line(cmd, 100));
     }
     for tp in &t.paths {
-        let _ = writeln!(o, "      {} {}", tp.access.as_str(), tp.path);
+        let _ = writeln!(o, "      {} {}", tp.access.as_str(), v(&tp.path));
     }
     if t.activity.is_empty() {
         let _ = writeln!(o, "      {}", st.dim("(no activity attributed)"));
@@ -287,9 +292,9 @@ fn flags(o: &mut String, st: &Style, f: &Flags) {
             o,
             "    {} {} {}: {}",
             st.red("✗"),
-            c.name,
-            c.call_id.as_deref().unwrap_or(""),
-            c.detail
+            v(&c.name),
+            v(c.call_id.as_deref().unwrap_or("")),
+            v(&c.detail)
         );
     }
     flag_heading(
@@ -312,10 +317,10 @@ fn flags(o: &mut String, st: &Style, f: &Flags) {
             o,
             "    {} {} {} [{}]: {}",
             st.red("≠"),
-            m.name,
-            m.call_id.as_deref().unwrap_or(""),
+            v(&m.name),
+            v(m.call_id.as_deref().unwrap_or("")),
             m.kind,
-            m.detail
+            v(&m.detail)
         );
     }
     flag_heading(o, "late activity", f.late.is_empty());
@@ -324,8 +329,8 @@ fn flags(o: &mut String, st: &Style, f: &Flags) {
             o,
             "    {} call {} {} {} {} ms after the call ended: {}",
             st.yellow("⏱"),
-            l.call_id.as_deref().unwrap_or(""),
-            hms(&l.ts),
+            v(l.call_id.as_deref().unwrap_or("")),
+            v(hms(&l.ts)),
             l.op,
             l.after_end_ms,
             one_line(&l.detail, 80)
@@ -337,7 +342,7 @@ fn bookkeeping_and_trees(o: &mut String, st: &Style, r: &Report) {
     if !r.agent_bookkeeping.is_empty() {
         let _ = writeln!(o, "{}", st.bold("agent bookkeeping (not flagged)"));
         for b in &r.agent_bookkeeping {
-            let _ = writeln!(o, "  {} ×{}  {}", b.op, b.count, b.path);
+            let _ = writeln!(o, "  {} ×{}  {}", b.op, b.count, v(&b.path));
         }
     }
     if !r.unmatched_trees.is_empty() {
@@ -351,7 +356,7 @@ fn bookkeeping_and_trees(o: &mut String, st: &Style, r: &Report) {
                 t.status,
                 t.note
                     .as_deref()
-                    .map(|n| format!(": {n}"))
+                    .map(|n| format!(": {}", v(n)))
                     .unwrap_or_default(),
                 container_marker(t.container.as_ref(), " ")
             );

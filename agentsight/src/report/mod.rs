@@ -74,11 +74,13 @@ pub fn html(
 }
 
 /// HTML-escapes text from a capture or transcript for element content and
-/// quoted attribute values. Bytes that were not UTF-8 are shown `\xNN`
-/// first (see `rawtext`). Hand-written: five replacements are smaller than
-/// a dependency.
+/// quoted attribute values. Bytes that were not UTF-8, control characters,
+/// bidi and other invisible format characters are shown escaped first
+/// (`rawtext::visible_lines`: U+202E must not turn "evil" into "live" on the
+/// page); a newline stays one (white space in HTML). Hand-written: five
+/// replacements are smaller than a dependency.
 pub fn esc(s: &str) -> String {
-    let s = crate::rawtext::escaped(s);
+    let s = crate::rawtext::visible_lines(s);
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
         match c {

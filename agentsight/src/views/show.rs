@@ -3,6 +3,9 @@
 
 use std::{collections::HashMap, fmt::Write as _};
 
+// Every recorded string is shown through `v` (control, bidi and format
+// characters escaped): a file name must not be able to start a line of ours.
+use crate::rawtext::visible as v;
 use crate::store::{
     Capture, StoreError,
     read::{ExternalMessage, ProcessIdentity, ProcessRecord, ms_to_ns},
@@ -14,7 +17,8 @@ fn signal_name(sig: i64) -> String {
         .unwrap_or_else(|_| format!("signal {sig}"))
 }
 
-/// Quotes an argument for display the way a shell user would type it.
+/// Quotes an argument for display the way a shell user would type it;
+/// what would act on a terminal is shown escaped ([`v`]).
 fn shell_word(a: &str) -> String {
     if !a.is_empty()
         && a.chars()
@@ -22,7 +26,7 @@ fn shell_word(a: &str) -> String {
     {
         a.to_owned()
     } else {
-        format!("'{}'", a.replace('\'', "'\\''"))
+        format!("'{}'", v(&a.replace('\'', "'\\''")))
     }
 }
 
@@ -60,7 +64,7 @@ pub fn summary(cap: &Capture) -> Result<String, StoreError> {
         "events    {total} ({})",
         counts
             .iter()
-            .map(|(k, n)| format!("{k} {n}"))
+            .map(|(k, n)| format!("{} {n}", v(k)))
             .collect::<Vec<_>>()
             .join(", ")
     );
@@ -118,14 +122,14 @@ impl RunFacts {
 /// is complete.
 fn run_facts(cap: &Capture, s: &mut String) -> Result<bool, StoreError> {
     let f = RunFacts::load(cap)?;
-    let _ = writeln!(s, "capture   {}", cap.path);
+    let _ = writeln!(s, "capture   {}", v(&cap.path));
     let _ = writeln!(
         s,
         "recorded  {} → {}  on {} ({}){}",
-        f.started_at,
-        f.ended_at,
-        f.host,
-        f.kernel,
+        v(&f.started_at),
+        v(&f.ended_at),
+        v(&f.host),
+        v(&f.kernel),
         if f.complete {
             ""
         } else {
@@ -139,12 +143,12 @@ fn run_facts(cap: &Capture, s: &mut String) -> Result<bool, StoreError> {
             f.command_line(),
             match &f.command_exit_status {
                 None => String::new(),
-                Some(status) => format!("  → exit status {status}"),
+                Some(status) => format!("  → exit status {}", v(status)),
             }
         );
     }
     if let Some(reason) = &f.end_reason {
-        let _ = writeln!(s, "ended     {reason}");
+        let _ = writeln!(s, "ended     {}", v(reason));
     }
     Ok(f.complete)
 }
@@ -160,8 +164,12 @@ pub struct Loss {
     pub by_kind: Vec<(String, u64)>,
     /// Records missing by per-CPU sequence number.
     pub missing: u64,
-    /// Events not stored once the capture reached `--max-size`.
+    /// Events not stored: once the capture reached `--max-size`, or once
+    /// the disk was full (`disk_full` of them).
     pub not_stored: u64,
+    pub disk_full: u64,
+    /// Meta `storing_stopped`: "disk full at T, N events not stored".
+    pub storing_stopped: Option<String>,
     /// For an unfinished capture: what cannot be known (see [`unknown_after`]).
     pub unknown: Option<String>,
     /// Every exit record is known to be there ("no exit seen" then means
@@ -171,10 +179,16 @@ pub struct Loss {
 
 impl Loss {
     pub fn load(cap: &Capture, complete: bool) -> Result<Self, StoreError> {
-        let (loss, not_stored): (Vec<_>, Vec<_>) = cap
-            .loss()?
+        use crate::store::{DISK_FULL_LOSS_PREFIX, MAX_SIZE_LOSS_PREFIX};
+        let (loss, not_stored): (Vec<_>, Vec<_>) = cap.loss()?.into_iter().partition(|(k, _)| {
+            !k.starts_with(MAX_SIZE_LOSS_PREFIX) && !k.starts_with(DISK_FULL_LOSS_PREFIX)
+        });
+        // A process found in /proc but not stored is not an event.
+        let disk_full_seed = format!("{DISK_FULL_LOSS_PREFIX}seed");
+        let not_stored: Vec<_> = not_stored
             .into_iter()
-            .partition(|(k, _)| !k.starts_with(crate::store::MAX_SIZE_LOSS_PREFIX));
+            .filter(|(k, _)| *k != disk_full_seed)
+            .collect();
         let missing = cap.gap_missing()?;
         Ok(Self {
             lost: loss.iter().map(|(_, n)| n).sum(),
@@ -184,6 +198,12 @@ impl Loss {
             by_kind: loss.into_iter().filter(|(_, n)| *n > 0).collect(),
             missing,
             not_stored: not_stored.iter().map(|(_, n)| n).sum(),
+            disk_full: not_stored
+                .iter()
+                .filter(|(k, _)| k.starts_with(DISK_FULL_LOSS_PREFIX))
+                .map(|(_, n)| n)
+                .sum(),
+            storing_stopped: cap.meta(crate::store::STORING_STOPPED_META)?,
             unknown: if complete {
                 None
             } else {
@@ -194,7 +214,11 @@ impl Loss {
 
     /// Nothing lost, nothing missing, and the capture finished.
     pub fn is_zero(&self) -> bool {
-        self.lost == 0 && self.missing == 0 && self.not_stored == 0 && self.unknown.is_none()
+        self.lost == 0
+            && self.missing == 0
+            && self.not_stored == 0
+            && self.storing_stopped.is_none()
+            && self.unknown.is_none()
     }
 
     /// The one-line account `show` prints after `LOSS`.
@@ -202,10 +226,10 @@ impl Loss {
         let detail: Vec<String> = self
             .by_kind
             .iter()
-            .map(|(k, n)| format!("{k} {n}"))
+            .map(|(k, n)| format!("{} {n}", v(k)))
             .collect();
         format!(
-            "{} events lost in the kernel{}; {} missing by sequence number{}{}",
+            "{} events lost in the kernel{}; {} missing by sequence number{}{}{}",
             self.lost,
             if detail.is_empty() {
                 String::new()
@@ -213,13 +237,17 @@ impl Loss {
                 format!(" ({})", detail.join(", "))
             },
             self.missing,
-            if self.not_stored > 0 {
+            if self.not_stored > self.disk_full {
                 format!(
                     "; {} not stored (the capture reached --max-size)",
-                    self.not_stored
+                    self.not_stored - self.disk_full
                 )
             } else {
                 String::new()
+            },
+            match &self.storing_stopped {
+                Some(why) => format!("; storing stopped: {why}"),
+                None => String::new(),
             },
             match &self.unknown {
                 Some(u) => format!("; {u}"),
@@ -248,8 +276,8 @@ fn programs_line(cap: &Capture, s: &mut String) -> Result<(), StoreError> {
         .map(|p| {
             format!(
                 "{} ({})",
-                p["name"].as_str().unwrap_or("?"),
-                p["error"].as_str().unwrap_or("?")
+                v(p["name"].as_str().unwrap_or("?")),
+                v(p["error"].as_str().unwrap_or("?"))
             )
         })
         .collect();
@@ -285,7 +313,7 @@ fn process_tree(procs: &[ProcessRecord], exits_known: bool, s: &mut String) {
     let mut last_cwd: HashMap<usize, Option<String>> = HashMap::new();
     while let Some((p, depth)) = stack.pop() {
         let cmd = if p.argv.is_empty() {
-            format!("[{}]", p.comm.as_deref().unwrap_or_default())
+            format!("[{}]", v(p.comm.as_deref().unwrap_or_default()))
         } else {
             p.argv
                 .iter()
@@ -305,7 +333,7 @@ fn process_tree(procs: &[ProcessRecord], exits_known: bool, s: &mut String) {
             .unwrap_or_else(|| "—".into());
         let cwd_note = match (&p.cwd, last_cwd.get(&depth.saturating_sub(1))) {
             (Some(c), Some(Some(pc))) if c == pc => String::new(),
-            (Some(c), _) => format!("  (in {c})"),
+            (Some(c), _) => format!("  (in {})", v(c)),
             _ => String::new(),
         };
         last_cwd.insert(depth, p.cwd.clone());
@@ -313,7 +341,7 @@ fn process_tree(procs: &[ProcessRecord], exits_known: bool, s: &mut String) {
             // A fork that never exec'd still shows its parent's argv: say so.
             ("fork", 0) => " [forked, no exec]".to_owned(),
             ("fork", _) => String::new(),
-            (other, _) => format!(" [{other}]"),
+            (other, _) => format!(" [{}]", v(other)),
         };
         // The container, at a tree's root and wherever it changes.
         let parent_container = p
@@ -330,7 +358,7 @@ fn process_tree(procs: &[ProcessRecord], exits_known: bool, s: &mut String) {
         let agent_note = p
             .agent
             .as_deref()
-            .map(|a| format!(" [agent {a}]"))
+            .map(|a| format!(" [agent {}]", v(a)))
             .unwrap_or_default();
         let _ = writeln!(
             s,
@@ -355,11 +383,12 @@ fn container_note(id: &ProcessIdentity) -> String {
     };
     let short: String = cid.chars().take(12).collect();
     let mut note = format!(
-        "  [container {} {short}",
-        id.container_name.as_deref().unwrap_or("?")
+        "  [container {} {}",
+        v(id.container_name.as_deref().unwrap_or("?")),
+        v(&short)
     );
     if let Some(image) = &id.container_image {
-        let _ = write!(note, " image {image}");
+        let _ = write!(note, " image {}", v(image));
     }
     if let Some(n) = id.ns_pid {
         let _ = write!(note, ", pid {n} in it");
@@ -456,7 +485,7 @@ fn activity(cap: &Capture, s: &mut String) -> Result<(), StoreError> {
             let _ = writeln!(s, "  (none)");
         }
         for (what, a, b) in &section.rows {
-            let _ = writeln!(s, "  {what}  ({}, {})", count_word(*a), count_word(*b));
+            let _ = writeln!(s, "  {}  ({}, {})", v(what), count_word(*a), count_word(*b));
         }
     }
     Ok(())
@@ -488,7 +517,7 @@ fn external_messages(
         let _ = writeln!(s, "  {}", external_message_line(m, procs, &anchors));
     }
     if let Some(n) = note {
-        let _ = writeln!(s, "  note: {n}");
+        let _ = writeln!(s, "  note: {}", v(&n));
     }
     Ok(())
 }
@@ -503,7 +532,7 @@ pub fn external_message_line(
     let container = m
         .container
         .as_deref()
-        .map(|c| format!(" in container {c}"))
+        .map(|c| format!(" in container {}", v(c)))
         .unwrap_or_default();
     let provider = match (m.provider_pid, m.provider_process(procs, anchors)) {
         (None, _) => "no provider process".to_owned(),
@@ -519,19 +548,19 @@ pub fn external_message_line(
     };
     format!(
         "{time}  session {} ({}){container}  {}  by {} (uid {}) as uid {}  {} bytes  {}{}  {provider}",
-        m.session_id,
-        m.provider,
-        m.transport,
-        m.invoking_user,
+        v(&m.session_id),
+        v(&m.provider),
+        v(&m.transport),
+        v(&m.invoking_user),
         m.invoking_uid,
         m.run_as_uid,
         m.message_bytes,
-        m.outcome
+        v(m.outcome
             .as_deref()
-            .unwrap_or("outcome unknown (no finished line)"),
+            .unwrap_or("outcome unknown (no finished line)")),
         m.detail
             .as_deref()
-            .map(|d| format!(" ({d})"))
+            .map(|d| format!(" ({})", v(d)))
             .unwrap_or_default(),
     )
 }
