@@ -103,7 +103,7 @@ class Claude:
 
     def run(self):
         a = self.a
-        self.line("user", {"role": "user", "content": "Write notes, then check them"})
+        self.line("user", {"role": "user", "content": a.prompt})
         pause()
         cmd = "echo hello > notes.txt && cat notes.txt"
         tid = self.call(1, "Bash", {"command": cmd, "description": "write notes"})
@@ -217,6 +217,8 @@ def main():
     ap.add_argument("--session-id", required=True)
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--undeclared", required=True)
+    # The Claude prompt (the hostile-text tests put terminal controls in it).
+    ap.add_argument("--prompt", default="Write notes, then check them")
     args = ap.parse_args()
     os.chdir(args.cwd)
     (Claude if args.format == "claude" else Codex)(args).run()
