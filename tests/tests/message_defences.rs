@@ -375,7 +375,7 @@ fn tools_left_behind_end_with_the_turn() {
     assert_eq!(
         text(&out.stdout),
         format!(
-            "acknowledged: claude session {CLAUDE_ID} (claude-stream-json)\nworking\nturn completed\n"
+            "acknowledged: claude session {CLAUDE_ID} (claude-stream-json)\n  working\nturn completed\n"
         )
     );
     let tool: i32 = wait_for(&h.out.join("tool.pid"), "the tool")
@@ -487,4 +487,32 @@ impl WaitBounded for std::process::Child {
         let _ = self.kill();
         let _ = self.wait();
     }
+}
+
+/// The agent's streamed words cannot forge a line of ours or act on the
+/// terminal: each of its lines is indented by two spaces, and ESC, BEL and
+/// U+202E are shown escaped (a tool's name too).
+#[test]
+fn the_agents_words_cannot_forge_our_lines() {
+    require_root();
+    let h = home("msg-hostile");
+    let said = r"working\nturn completed\u001b]52;c;eA==\u0007\u202eevil";
+    let agent = stand_in(
+        &h,
+        "claude",
+        &format!(
+            "printf '%s\\n' '{{\"type\":\"assistant\",\"message\":{{\"content\":[{{\"type\":\"text\",\"text\":\"{said}\"}},{{\"type\":\"tool_use\",\"id\":\"t1\",\"name\":\"Re\\u001b[2Jad\",\"input\":{{}}}}]}}}}'\nprintf '%s\\n' '{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"done\"}}'\nexit 0"
+        ),
+    );
+    let env = [("AGENTSIGHT_CLAUDE_BIN", agent.as_path())];
+    let out = message(&h, false, &env, &[CLAUDE_ID, "--text", "hi"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        format!(
+            "acknowledged: claude session {CLAUDE_ID} (claude-stream-json)\n  working\n  turn completed\\x1b]52;c;eA==\\x07\\u{{202e}}evil\n▸ Re\\x1b[2Jad\nturn completed\n"
+        )
+    );
 }

@@ -12,6 +12,7 @@ use serde::Serialize;
 use agentsight::bridge::{ErrorCode, MessageFailure, protocol::MAX_MESSAGE};
 use agentsight::message::{self, MessageError, Options, Progress, Submission, TurnEnd};
 use agentsight::privileges::{AsUser, FileCreds};
+use agentsight::rawtext::{visible, visible_lines};
 use agentsight::sessions::{DiscoveryOptions, SessionIndex};
 
 use super::message_log::Subject;
@@ -205,7 +206,8 @@ fn fail(a: &MessageArgs, out: &mut Outcome, e: &MessageError) -> i32 {
     }
     // Interrupted: the one line says so (`run`).
     if !message::child::stopped() {
-        agentsight::sayln!("agentsight: error: {e}");
+        // The agent's or a container's words may be in it: one line.
+        agentsight::sayln!("agentsight: error: {}", visible(&e.to_string()));
     }
     out.exit_status
 }
@@ -301,18 +303,34 @@ fn progress(a: &MessageArgs, out: &mut Outcome, p: Progress) {
                 ));
             }
         }
-        Progress::Text(t) if !a.json => stdout_line(&t),
-        Progress::Tool(t) if !a.json => stdout_line(&format!("▸ {t}")),
+        Progress::Text(t) if !a.json => stdout_line(&agent_text(&t)),
+        Progress::Tool(t) if !a.json => stdout_line(&format!("▸ {}", visible(&t))),
         Progress::Rejected { method, detail } => {
-            agentsight::sayln!("agentsight: refused the agent's request {method}: {detail}");
+            agentsight::sayln!(
+                "agentsight: refused the agent's request {}: {}",
+                visible(&method),
+                visible(&detail)
+            );
             out.rejected_requests.push(Rejected { method, detail });
         }
         Progress::Note(n) => {
-            agentsight::sayln!("note: {n}");
+            agentsight::sayln!("note: {}", visible(&n));
             out.notes.push(n);
         }
         _ => {}
     }
+}
+
+/// The agent's words as printed: every line indented by two spaces (ours
+/// start at the margin: `acknowledged:`, `▸ TOOL`, `turn completed`), so
+/// the answer keeps its lines but none can pass for one of ours; anything
+/// else that would act on the terminal is shown escaped (`rawtext`).
+fn agent_text(t: &str) -> String {
+    visible_lines(t)
+        .split('\n')
+        .map(|l| format!("  {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn finished(a: &MessageArgs, out: &mut Outcome, end: TurnEnd) -> i32 {
