@@ -393,6 +393,135 @@ fn tools_left_behind_end_with_the_turn() {
     );
 }
 
+/// The argv of every process now.
+fn argvs() -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(b) = std::fs::read(e.path().join("cmdline")) {
+            out.push(
+                b.split(|&c| c == 0)
+                    .filter(|a| !a.is_empty())
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect(),
+            );
+        }
+    }
+    out
+}
+
+#[test]
+fn a_tool_that_leaves_the_agents_group_still_ends_with_the_turn() {
+    require_root();
+    for (n, sudo) in [(1, false), (2, true)] {
+        let h = home(&format!("msg-setsid-{n}"));
+        let o = h.out.display();
+        // Unique to this run: sleep adds it to its 777 s.
+        let marker = format!("0.{}{n}", std::process::id());
+        // A tool in a session of its own that starts another and execs a
+        // third; the agent finishes its turn once they run.
+        let agent = stand_in(
+            &h,
+            "claude",
+            &format!(
+                "( setsid sh -c 'sleep 777 {marker} & echo $! > {o}/inner.pid; echo $$ > {o}/escaped.pid; exec sleep 777 {marker}' & )\nwhile [ ! -s {o}/escaped.pid ]; do sleep 0.05; done\necho '{{\"type\":\"assistant\",\"message\":{{\"content\":[{{\"type\":\"text\",\"text\":\"working\"}}]}}}}'\necho '{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"done\"}}'\nexit 0"
+            ),
+        );
+        let env = [("AGENTSIGHT_CLAUDE_BIN", agent.as_path())];
+        let out = message(&h, sudo, &env, &[CLAUDE_ID, "--text", "hi"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        // Right as the command returns: not one of them is left.
+        let want = ["sleep", "777", marker.as_str()].map(String::from).to_vec();
+        let left = argvs().into_iter().filter(|a| *a == want).count();
+        assert_eq!(left, 0, "sudo {sudo}: a tool outlived its turn");
+        for f in ["inner.pid", "escaped.pid"] {
+            let pid: i32 = wait_for(&h.out.join(f), f).trim().parse().unwrap();
+            assert!(!alive(pid), "sudo {sudo}: {f} {pid} outlived its turn");
+        }
+    }
+}
+
+/// `session message` blocks SIGINT, SIGTERM and SIGHUP for its signal
+/// thread: the agent and the tools it starts have none blocked or ignored,
+/// so `kill`, `timeout` and Ctrl-C reach them.
+#[test]
+fn the_agent_and_its_tools_have_no_signal_blocked_or_ignored() {
+    require_root();
+    for (n, sudo) in [(1, false), (2, true)] {
+        let h = home(&format!("msg-sigmask-{n}"));
+        let o = h.out.display();
+        let agent = stand_in(
+            &h,
+            "claude",
+            &format!(
+                "grep -E '^Sig(Blk|Ign):' /proc/$$/status > {o}/agent.sig\nsh -c 'grep -E \"^Sig(Blk|Ign):\" /proc/$$/status' > {o}/tool.sig\necho '{{\"type\":\"assistant\",\"message\":{{\"content\":[{{\"type\":\"text\",\"text\":\"working\"}}]}}}}'\necho '{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"done\"}}'\nexit 0"
+            ),
+        );
+        let env = [("AGENTSIGHT_CLAUDE_BIN", agent.as_path())];
+        let out = message(&h, sudo, &env, &[CLAUDE_ID, "--text", "hi"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        for f in ["agent.sig", "tool.sig"] {
+            assert_eq!(
+                std::fs::read_to_string(h.out.join(f)).unwrap(),
+                "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n",
+                "sudo {sudo}: {f}"
+            );
+        }
+    }
+}
+
+/// A Codex that asks for approval without end: every request refused, the
+/// first 100 listed, the rest counted.
+#[test]
+fn a_flood_of_codex_requests_is_counted_past_the_first_hundred() {
+    require_root();
+    let h = home("msg-codex-flood");
+    let agent = stand_in(
+        &h,
+        "codex",
+        &format!(
+            r#"read l
+echo '{{"jsonrpc":"2.0","id":0,"result":{{}}}}'
+read l
+read l
+echo '{{"jsonrpc":"2.0","id":1,"result":{{"thread":{{"status":{{"type":"idle"}}}}}}}}'
+read l
+echo '{{"jsonrpc":"2.0","id":2,"result":{{"turn":{{"id":"U1"}}}}}}'
+exec 3<&0
+cat <&3 >/dev/null &
+i=0
+while [ $i -lt 5000 ]; do
+  echo '{{"jsonrpc":"2.0","id":"r'$i'","method":"item/commandExecution/requestApproval","params":{{"threadId":"{CODEX_ID}","turnId":"U1","command":"rm -rf /","cwd":"/w"}}}}'
+  i=$((i+1))
+done
+echo '{{"method":"turn/completed","params":{{"threadId":"{CODEX_ID}","turn":{{"id":"U1","status":"completed","items":[{{"type":"agentMessage","id":"m1","text":"Done."}}]}}}}}}'
+wait"#
+        ),
+    );
+    let env = [("AGENTSIGHT_CODEX_BIN", agent.as_path())];
+    let out = message(&h, false, &env, &[CODEX_ID, "--text", "hi", "--json"])
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let refused = "agentsight: refused the agent's request item/commandExecution/requestApproval: command: rm -rf /; in /w";
+    let mut want = vec![refused; 100];
+    want.push("agentsight: refusing the agent's further requests without listing them (the first 100 are)");
+    assert_eq!(err.lines().collect::<Vec<_>>(), want);
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let one = serde_json::json!({
+        "method": "item/commandExecution/requestApproval",
+        "detail": "command: rm -rf /; in /w",
+    });
+    assert_eq!(j["rejected_requests"], serde_json::json!(vec![one; 100]));
+    assert_eq!(j["rejected_requests_total"], 5000);
+    assert_eq!(j["rejected_requests_limit"], 100);
+    assert_eq!(j["response"], "Done.");
+}
+
 #[test]
 fn a_codex_that_stops_reading_is_caught_by_the_acknowledgement_bound() {
     require_root();

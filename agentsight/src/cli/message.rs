@@ -75,10 +75,30 @@ struct Outcome {
     acknowledged: bool,
     completed: Option<bool>,
     response: Option<String>,
+    /// The first [`MAX_LISTED`] refused requests.
     rejected_requests: Vec<Rejected>,
+    /// Every refused request, listed or not.
+    rejected_requests_total: u64,
+    rejected_requests_limit: Limit,
     notes: Vec<String>,
     error: Option<String>,
     exit_status: i32,
+}
+
+/// How many refused requests are listed (`rejected_requests` and one line
+/// each on stderr); the rest are only counted: an agent can ask without
+/// end, and each would be kept until the turn ends.
+const MAX_LISTED: usize = 100;
+
+/// `rejected_requests_limit`: [`MAX_LISTED`], in every outcome.
+#[derive(Debug, Serialize)]
+#[serde(transparent)]
+struct Limit(usize);
+
+impl Default for Limit {
+    fn default() -> Self {
+        Limit(MAX_LISTED)
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -305,13 +325,22 @@ fn progress(a: &MessageArgs, out: &mut Outcome, p: Progress) {
         }
         Progress::Text(t) if !a.json => stdout_line(&agent_text(&t)),
         Progress::Tool(t) if !a.json => stdout_line(&format!("▸ {}", visible(&t))),
-        Progress::Rejected { method, detail } => {
+        Progress::Rejected { method, detail } if out.rejected_requests.len() < MAX_LISTED => {
+            out.rejected_requests_total += 1;
             agentsight::sayln!(
                 "agentsight: refused the agent's request {}: {}",
                 visible(&method),
                 visible(&detail)
             );
             out.rejected_requests.push(Rejected { method, detail });
+        }
+        Progress::Rejected { .. } => {
+            out.rejected_requests_total += 1;
+            if out.rejected_requests_total == MAX_LISTED as u64 + 1 {
+                agentsight::sayln!(
+                    "agentsight: refusing the agent's further requests without listing them (the first {MAX_LISTED} are)"
+                );
+            }
         }
         Progress::Note(n) => {
             agentsight::sayln!("note: {}", visible(&n));

@@ -2,7 +2,8 @@
 //! [`Spawner`] command (its own session and process group), its stdin fed
 //! by a thread (a provider that stops reading must not block us past a
 //! deadline), waited for with deadlines, and killed with its whole process
-//! group on drop — the tools it left behind too.
+//! group on drop — the tools it left behind too, also those that left the
+//! group (`sweep`: we are their subreaper).
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -126,6 +127,10 @@ impl ProviderChild {
                 "interrupted before the agent was started".into(),
             ));
         }
+        // Before the first provider: an orphan of its tree is ours to end.
+        super::sweep::become_subreaper().map_err(|e| {
+            MessageError::Failed(format!("cannot become the agent's subreaper: {e}"))
+        })?;
         let mut child = spawner.command(program, args).spawn().map_err(|e| {
             MessageError::Failed(format!("cannot start {}: {e}", program.display()))
         })?;
@@ -170,9 +175,10 @@ impl ProviderChild {
         self.child.id()
     }
 
-    /// The exit status if the provider has exited. Its group (the tools it
-    /// left behind) is killed before it is reaped: while it is an unreaped
-    /// zombie its pid, and so the group id, cannot be taken by anyone else.
+    /// The exit status if the provider has exited. Its group and the rest
+    /// of its turn's processes (the tools it left behind) are killed before
+    /// it is reaped: while it is an unreaped zombie its pid, and so the
+    /// group id, cannot be taken by anyone else.
     pub fn exited(&mut self) -> Option<ExitStatus> {
         if self.status.is_none() && self.has_exited() {
             self.reap();
@@ -216,21 +222,26 @@ impl ProviderChild {
         }
     }
 
-    /// Kills the provider's process group (the tools it started too) and
-    /// reaps the provider. Once reaped, its group was killed already.
+    /// Kills the provider's process group and the rest of its turn's
+    /// processes (the tools it started too) and reaps the provider. Once
+    /// reaped, they were killed already.
     pub fn kill(&mut self) {
         if self.status.is_none() {
             self.reap();
         }
     }
 
-    /// Kills the group, then reaps the leader, under the lock of [`LIVE`].
+    /// Kills the group and the rest of the turn's processes, then reaps
+    /// the leader, under the lock of [`LIVE`]. The orphans we adopted are
+    /// this turn's when no other turn runs (`session message` runs one;
+    /// the bridge's concurrent turns end them with the last one).
     fn reap(&mut self) {
         let mut live = live();
-        self.kill_group();
-        self.status = self.child.wait().ok();
         let pid = self.child.id();
         live.retain(|&p| p != pid);
+        self.kill_group();
+        super::sweep::end_turn(pid, live.is_empty(), &live);
+        self.status = self.child.wait().ok();
     }
 }
 

@@ -555,7 +555,8 @@ fn turn_end(turn: &Value) -> TurnEnd {
 }
 
 /// What a refused server request asked for: the command and its cwd, the
-/// paths, or the reason it gives.
+/// paths, or the reason it gives; at most 300 characters (a request line
+/// may be 16 MiB).
 fn request_detail(method: &str, p: &Value) -> String {
     let s = |k: &str| p[k].as_str().filter(|v| !v.is_empty());
     let mut parts: Vec<String> = Vec::new();
@@ -589,7 +590,7 @@ fn request_detail(method: &str, p: &Value) -> String {
         _ => {}
     }
     parts.extend(s("reason").map(|r| format!("reason: {r}")));
-    parts.join("; ")
+    super::clip(&parts.join("; "))
 }
 
 #[cfg(test)]
@@ -719,6 +720,57 @@ read -r l
             json!({"jsonrpc":"2.0","id":0,"error":{"code":-32601,"message":REFUSAL}}),
         ];
         assert_eq!(read, want);
+    }
+
+    /// A flood of approval requests: each one refused and passed on, the
+    /// first with its detail cut to 300 characters; the driver keeps none.
+    #[test]
+    fn a_flood_of_approval_requests_is_refused_one_by_one() {
+        let script = handshake()
+            + &format!(
+                r#"exec 3<&0
+cat <&3 > in-rest.jsonl &
+big=$(head -c 100000 /dev/zero | tr '\0' x)
+echo '{{"method":"item/commandExecution/requestApproval","id":"big","params":{{"threadId":"{THREAD}","turnId":"U1","command":"'$big'"}}}}'
+i=0
+while [ $i -lt 2000 ]; do
+  echo '{{"method":"item/commandExecution/requestApproval","id":'$i',"params":{{"threadId":"{THREAD}","turnId":"U1","command":"rm -rf /","cwd":"/w"}}}}'
+  i=$((i+1))
+done
+echo '{{"method":"turn/completed","params":{{"threadId":"{THREAD}","turn":{{"id":"U1","status":"completed","items":[]}}}}}}'
+wait
+"#
+            );
+        let f = fake(&script);
+        let mut rt = run(&f, opts(false), &mut Vec::new()).expect("acknowledged");
+        let mut later = Vec::new();
+        let end = rt
+            .wait_turn(Instant::now() + Duration::from_secs(60), &mut |p| {
+                later.push(p)
+            })
+            .expect("turn end");
+        assert!(end.completed);
+        assert_eq!(later.len(), 2001);
+        assert_eq!(
+            later[0],
+            Progress::Rejected {
+                method: "item/commandExecution/requestApproval".into(),
+                detail: format!("command: {}…", "x".repeat(291)),
+            }
+        );
+        assert!(later[1..].iter().all(|p| *p
+            == Progress::Rejected {
+                method: "item/commandExecution/requestApproval".into(),
+                detail: "command: rm -rf /; in /w".into(),
+            }));
+        drop(rt);
+        // Every request got its refusal.
+        let answers = std::fs::read_to_string(f.dir.path().join("in-rest.jsonl")).expect("read");
+        let refusals = answers
+            .lines()
+            .filter(|l| l.contains(r#""code":-32601"#))
+            .count();
+        assert_eq!(refusals, 2001);
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! - [`live`]: the session running outside agentsight.
 //! - [`lines`]: the provider's output as bounded lines with deadlines.
 //! - [`claude`], [`codex`], [`gemini`]: one driver per provider; `child`
-//!   holds their provider process (kill-on-drop, deadlines).
+//!   holds their provider process (kill-on-drop, deadlines); `sweep` ends
+//!   every process of a turn, also those that left its process group.
 
 pub mod child;
 pub mod claude;
@@ -19,6 +20,7 @@ pub mod lines;
 pub mod live;
 pub mod lock;
 pub mod spawn;
+mod sweep;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -202,8 +202,10 @@ impl Spawner {
     /// stdin and stdout piped, stderr discarded. In the child, before exec:
     /// a session of its own (no controlling terminal: it cannot push input
     /// into ours; its process group is its pid), as root the owner's
-    /// identity, then death with us (`PR_SET_PDEATHSIG`, set after the
-    /// identity change, which would clear it).
+    /// identity, every signal unblocked and at its default action (our
+    /// signal thread's mask and anything ignored by whoever started us are
+    /// not the agent's), then death with us (`PR_SET_PDEATHSIG`, set after
+    /// the identity change, which would clear it).
     pub fn command(&self, program: &Path, args: &[OsString]) -> Command {
         let mut cmd = Command::new(program);
         cmd.args(args)
@@ -232,6 +234,7 @@ fn in_child(switch: Option<(u32, u32)>, parent: u32) -> std::io::Result<()> {
     if let Some((uid, gid)) = switch {
         switch_user(uid, gid)?;
     }
+    default_signals()?;
     // Safety: prctl with plain integer arguments.
     if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) } != 0 {
         return Err(std::io::Error::last_os_error());
@@ -241,6 +244,40 @@ fn in_child(switch: Option<(u32, u32)>, parent: u32) -> std::io::Result<()> {
         return Err(std::io::Error::other(
             "agentsight exited while the agent was starting",
         ));
+    }
+    Ok(())
+}
+
+/// No signal blocked and none ignored, as a program started from a plain
+/// shell expects: `session message` blocks SIGINT, SIGTERM and SIGHUP (its
+/// `sigwait` thread takes them) and a mask is inherited through exec, so
+/// without this the agent and every tool that does not reset it (shell
+/// scripts, Codex's binary) could not be stopped by `kill`, `timeout` or
+/// Ctrl-C. Caught signals are reset by exec; ignored ones would stay.
+fn default_signals() -> std::io::Result<()> {
+    // The kernel's `struct sigaction` all zero is SIG_DFL, no flags, an
+    // empty mask, whatever its layout; the raw call also reaches the two
+    // signals the C library keeps for itself (32, 33), which whoever
+    // started us may have left ignored.
+    let dfl = [0u64; 4];
+    // Safety: rt_sigaction, sigemptyset and sigprocmask are
+    // async-signal-safe, on zeroed plain structures.
+    unsafe {
+        for sig in 1..=libc::SIGRTMAX() {
+            // SIGKILL and SIGSTOP refuse (EINVAL): they cannot be changed.
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                sig as libc::c_long,
+                dfl.as_ptr(),
+                std::ptr::null_mut::<u64>(),
+                std::mem::size_of::<u64>() as libc::c_long,
+            );
+        }
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        if libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut()) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
     }
     Ok(())
 }
@@ -270,6 +307,30 @@ pub fn plain_dir(cwd: &str) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Our signal thread's mask (SIGINT, SIGTERM, SIGHUP blocked) and the
+    /// runtime's ignored SIGPIPE stay ours: the agent and the tools it
+    /// starts get no signal blocked and none ignored.
+    #[test]
+    fn the_agent_starts_with_no_signal_blocked_or_ignored() {
+        use nix::sys::signal::{SigSet, Signal};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut set = SigSet::empty();
+        for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+            set.add(s);
+        }
+        // This test's thread only: the mask `session message` runs with.
+        set.thread_block().expect("block");
+        let script = "grep -E '^Sig(Blk|Ign):' /proc/$$/status\nsh -c 'grep -E \"^Sig(Blk|Ign):\" /proc/$$/status'";
+        let s = super::super::test_spawner(dir.path(), "/usr/bin:/bin");
+        let out = s
+            .command(Path::new("/bin/sh"), &["-c".into(), script.into()])
+            .output()
+            .expect("run");
+        set.thread_unblock().expect("unblock");
+        let clear = "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n";
+        assert_eq!(String::from_utf8_lossy(&out.stdout), clear.repeat(2));
+    }
 
     #[test]
     fn the_home_is_the_parent_of_the_provider_directory() {
