@@ -132,6 +132,9 @@ pub struct RecordOutcome {
     pub failed_programs: Vec<String>,
     pub end_reason: String,
     pub store_error: Option<String>,
+    /// Storing stopped because the disk was full (the capture was still
+    /// finished and says so): when, and what was not stored.
+    pub disk_full: Option<crate::store::DiskFull>,
     /// Events not stored because the capture reached `--max-size`.
     pub not_stored: u64,
     pub elapsed: Duration,
@@ -427,7 +430,14 @@ pub fn run(
             return Err(e.into());
         }
     };
-    let reading = start_reader(&mut loaded.probes, &writer)?;
+    let reading = match start_reader(&mut loaded.probes, &writer) {
+        Ok(r) => r,
+        Err(e) => {
+            drop(tx);
+            abandon(writer, &opts.output, target.creds.as_ref(), notify);
+            return Err(e);
+        }
+    };
     let mut tracker = Tracker {
         probes: loaded.probes,
         tx,
@@ -826,7 +836,14 @@ fn finish(
     // From here on the capture is only written by this thread: as the user.
     let _as_user = privileges::AsUser::maybe(target.creds.as_ref())?;
     let summary = writer.finish(&gaps, &final_meta);
-    if summary.error.is_none() {
+    if let Some(full) = &summary.disk_full {
+        // The disk has no room for transcripts and bindings; the capture
+        // itself is finished and says what it did not store.
+        notify(Notice::Warning(format!(
+            "sessions not bound: storing stopped ({})",
+            full.message()
+        )));
+    } else if summary.error.is_none() {
         label_agents(opts, notify);
         bind_sessions(opts, target, fd_obs, notify);
         let window_ms = (
@@ -858,6 +875,7 @@ fn finish(
         end_reason,
         not_stored: summary.not_stored.values().sum(),
         store_error: summary.error,
+        disk_full: summary.disk_full,
         elapsed: started.elapsed(),
         peak_rss_kib,
         cpu,
@@ -1407,6 +1425,12 @@ pub fn summary_text(o: &RecordOutcome) -> String {
     if let Some(e) = &o.store_error {
         s.push_str(&format!(
             "agentsight: storing stopped early: {e} (what was written before stays readable)\n"
+        ));
+    }
+    if let Some(full) = &o.disk_full {
+        s.push_str(&format!(
+            "agentsight: storing stopped: {} (counted as loss; what was stored before stays readable)\n",
+            full.message()
         ));
     }
     s

@@ -69,7 +69,7 @@ pub fn emit(report: &Report, format: AuditFormat, output: Option<&Path>) -> Resu
     match output {
         Some(path) => {
             // As the invoking user (the caller dropped to them under sudo),
-            // never through a link, 0600 if new.
+            // never through a link, a new 0600 file renamed over the target.
             super::UserFile::open(path)?.replace_with(text.as_bytes())?;
             agentsight::sayln!("{}", audit::render::summary_line(report));
         }

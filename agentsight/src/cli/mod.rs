@@ -9,10 +9,13 @@ pub mod correlate;
 pub mod message;
 mod message_log;
 mod otlp;
+mod outfile;
 pub mod pid;
 pub mod report;
 pub mod sessions;
 pub mod top;
+
+pub(crate) use outfile::UserFile;
 
 use std::{ffi::OsString, io::IsTerminal, io::Write, path::PathBuf, time::Duration};
 
@@ -202,7 +205,7 @@ pub struct ExportArgs {
     pub db: PathBuf,
     #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
     pub format: ExportFormat,
-    /// Write to this file (created 0600) instead of standard output.
+    /// Write to this file (a new 0600 file renamed over it) instead of standard output.
     #[arg(
         short = 'o',
         long,
@@ -451,8 +454,8 @@ fn export_jsonl(cap: &Capture, a: &ExportArgs) -> Result<i32> {
 const PERFETTO_NEEDS_OUTPUT: &str = "--format perfetto writes a binary trace: give -o FILE";
 
 /// `export --format perfetto -o FILE`: a binary trace, so only to a file
-/// (as the invoking user, 0600 if new, never through a link; a half-written
-/// trace this run created is removed).
+/// (as the invoking user, a new 0600 file, never through a link; a failed
+/// export leaves FILE as it was).
 fn export_perfetto(cap: &Capture, a: &ExportArgs) -> Result<i32> {
     let Some(path) = &a.output else {
         bail!(PERFETTO_NEEDS_OUTPUT);
@@ -608,8 +611,16 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         }
         None => None,
     };
+    let output = a.output.unwrap_or_else(record::default_output);
+    // Each output its own file, and none the capture: refused before anything runs.
+    let outputs: Vec<(&str, &UserFile)> =
+        [("--audit-output", &audit_out), ("--report", &report_out)]
+            .into_iter()
+            .filter_map(|(flag, f)| Some((flag, f.as_ref()?)))
+            .collect();
+    outfile::refuse_shared(&outputs, &[("-o", output.as_path())])?;
     let opts = RecordOptions {
-        output: a.output.unwrap_or_else(record::default_output),
+        output,
         command: a.command,
         pids: a.pids,
         containers: a.containers,
@@ -650,7 +661,16 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
     if outcome.store_error.is_some() && outcome.command_status.is_none() {
         return Ok(1);
     }
-    let status = outcome.command_status.unwrap_or(0);
+    let mut status = outcome.command_status.unwrap_or(0);
+    if let Some(full) = &outcome.disk_full {
+        if quiet {
+            agentsight::sayln!("agentsight: storing stopped: {}", full.message());
+        }
+        // Evidence was lost: never a clean exit.
+        if status == 0 {
+            status = 1;
+        }
+    }
     if let Some(f) = report_out.take() {
         // Read as the user, like every view of their capture.
         let _as_user = agentsight::privileges::AsUser::maybe(creds.as_ref())?;
@@ -675,81 +695,6 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         }
     }
     Ok(status)
-}
-
-/// A report file written on the user's behalf: opened (created 0600 if
-/// new) by the caller under the user's credentials, never through a link.
-pub(crate) struct UserFile {
-    file: std::fs::File,
-    path: PathBuf,
-    created: bool,
-}
-
-impl UserFile {
-    pub(crate) fn open(path: &std::path::Path) -> Result<Self> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let open = |create_new: bool| {
-            let mut o = std::fs::OpenOptions::new();
-            o.write(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
-            if create_new {
-                o.create_new(true);
-            }
-            o.open(path)
-        };
-        let (file, created) = match open(true) {
-            Ok(f) => (f, true),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => (
-                open(false).map_err(|e| match e.raw_os_error() {
-                    Some(libc::ELOOP) => anyhow::anyhow!("{}: is a symbolic link", path.display()),
-                    _ => anyhow::anyhow!("{}: {e}", path.display()),
-                })?,
-                false,
-            ),
-            Err(e) => bail!("{}: {e}", path.display()),
-        };
-        let m = file.metadata()?;
-        if !m.is_file() {
-            bail!(
-                "{}: is {}, not a regular file",
-                path.display(),
-                agentsight::safefs::kind_of(&m.file_type())
-            );
-        }
-        Ok(Self {
-            file,
-            path: path.to_owned(),
-            created,
-        })
-    }
-
-    /// Truncates and writes the whole report.
-    pub(crate) fn replace_with(mut self, bytes: &[u8]) -> Result<()> {
-        self.file
-            .set_len(0)
-            .and_then(|_| self.file.write_all(bytes))
-            .with_context(|| format!("writing {}", self.path.display()))
-    }
-
-    /// The file, emptied, to write into.
-    pub(crate) fn truncated(&mut self) -> Result<&mut std::fs::File> {
-        self.file
-            .set_len(0)
-            .with_context(|| format!("truncating {}", self.path.display()))?;
-        Ok(&mut self.file)
-    }
-
-    pub(crate) fn path(&self) -> &std::path::Path {
-        &self.path
-    }
-
-    /// Removes the file if this run created it (nothing was written).
-    pub(crate) fn abandon(self) {
-        if self.created {
-            let _ = std::fs::remove_file(&self.path);
-        }
-    }
 }
 
 #[cfg(test)]

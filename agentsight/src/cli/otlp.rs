@@ -12,9 +12,9 @@ use agentsight::{
 
 use super::{ExportArgs, UserFile};
 
-/// Runs `write` on the output: standard output, or `path` created as the
-/// invoking user (0600, never through a link), removed again if it was
-/// created and writing failed.
+/// Runs `write` on the output: standard output, or `path` replaced as the
+/// invoking user (a new 0600 file, never through a link) once `write` has
+/// succeeded; on a failure `path` stays as it was.
 pub fn to_output(
     path: Option<&Path>,
     write: impl FnOnce(&mut dyn Write) -> Result<()>,
@@ -26,17 +26,16 @@ pub fn to_output(
             write(&mut out)
         }
         Some(p) => {
+            // Written to a new file renamed over `p` once complete: a
+            // failure leaves `p` as it was (see `UserFile`).
             let mut file = UserFile::open(p)?;
-            let result = file.truncated().and_then(|f| {
-                let mut out = std::io::BufWriter::new(f);
+            {
+                let mut out = std::io::BufWriter::new(file.writer()?);
                 write(&mut out)?;
                 out.flush()
-                    .with_context(|| format!("writing {}", p.display()))
-            });
-            if result.is_err() {
-                file.abandon();
+                    .with_context(|| format!("writing {}", p.display()))?;
             }
-            result
+            file.commit()
         }
     }
 }

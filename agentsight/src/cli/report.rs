@@ -13,7 +13,7 @@ pub struct ReportArgs {
     /// The capture to read (opened read-only).
     #[arg(long)]
     pub db: PathBuf,
-    /// The HTML file to write (created 0600 if new; never through a link).
+    /// The HTML file to write (a new 0600 file renamed over it; never through a link).
     #[arg(short, long)]
     pub output: PathBuf,
     /// Audit the capture with this policy and link each finding to the rows

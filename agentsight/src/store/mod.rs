@@ -22,7 +22,8 @@ pub use layout::EventsLayout;
 pub(crate) use layout::{ColumnType, exported_columns};
 pub(crate) use writer::put_meta;
 pub use writer::{
-    EventSender, MAX_SIZE_LOSS_PREFIX, StoreMsg, Writer, WriterStopped, WriterSummary,
+    DISK_FULL_LOSS_PREFIX, DiskFull, EventSender, MAX_SIZE_LOSS_PREFIX, STORING_STOPPED_META,
+    StoreMsg, Writer, WriterStopped, WriterSummary,
 };
 
 /// Written to `meta.format`; a file without it is not a capture.
@@ -450,10 +451,33 @@ impl CaptureRw {
     }
 }
 
-/// Creates a new capture file with the schema, mode 0600. Fails if it exists.
+/// The files SQLite keeps next to a database: a new capture must have
+/// none, since SQLite would take a stray one as the capture's own.
+const SIDECARS: [&str; 3] = ["-wal", "-shm", "-journal"];
+
+fn with_suffix(path: &Path, suffix: &str) -> std::path::PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(suffix);
+    p.into()
+}
+
+/// Creates a new capture file with the schema, mode 0600. Fails if it
+/// exists or if any of its sidecars does (checked before anything is
+/// created); a failure after the file was created removes what this call
+/// created, so a retry finds the directory as it was.
 pub(crate) fn create(path: &Path) -> Result<Connection, StoreError> {
     use std::os::unix::fs::OpenOptionsExt;
     let shown = path.display().to_string();
+    for suffix in SIDECARS {
+        let side = with_suffix(path, suffix);
+        // Any kind of entry, a dangling link included.
+        if std::fs::symlink_metadata(&side).is_ok() {
+            return Err(StoreError::Open {
+                path: side.display().to_string(),
+                reason: "exists already (SQLite would take it as the new capture's own): remove it or choose another output".into(),
+            });
+        }
+    }
     // Create the file ourselves first so its mode is 0600 from the start.
     // O_EXCL: never an existing file; O_NOFOLLOW: never through a link.
     std::fs::OpenOptions::new()
@@ -466,26 +490,35 @@ pub(crate) fn create(path: &Path) -> Result<Connection, StoreError> {
             path: shown.clone(),
             reason: e.to_string(),
         })?;
-    let conn = Connection::open(path).map_err(|e| StoreError::Open {
-        path: shown.clone(),
-        reason: e.to_string(),
-    })?;
-    conn.execute_batch(
-        "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF;",
-    )
-    .and_then(|_| conn.execute_batch(SCHEMA))
-    .and_then(|_| conn.execute_batch(&layout::schema()))
-    .and_then(|_| conn.execute_batch(sessions::SCHEMA))
-    .and_then(|_| conn.execute_batch(external::SCHEMA))
-    .and_then(|_| {
+    let made = Connection::open(path).and_then(|conn| {
+        conn.execute_batch(
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF;",
+        )?;
+        conn.execute_batch(SCHEMA)?;
+        conn.execute_batch(&layout::schema())?;
+        conn.execute_batch(sessions::SCHEMA)?;
+        conn.execute_batch(external::SCHEMA)?;
         conn.execute(
             "INSERT INTO meta (key, value) VALUES ('format', ?1), ('schema_version', ?2)",
             [FORMAT, SCHEMA_VERSION],
-        )
-    })
-    .map_err(|e| StoreError::Open {
-        path: shown,
-        reason: e.to_string(),
-    })?;
-    Ok(conn)
+        )?;
+        Ok(conn)
+    });
+    match made {
+        Ok(conn) => Ok(conn),
+        Err(e) => {
+            // None of these existed before this call (checked above), so
+            // whatever is there now is its own.
+            for suffix in ["", "-wal", "-shm", "-journal"] {
+                let p = with_suffix(path, suffix);
+                if std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_file()) {
+                    let _ = std::fs::remove_file(&p);
+                }
+            }
+            Err(StoreError::Open {
+                path: shown,
+                reason: e.to_string(),
+            })
+        }
+    }
 }

@@ -52,6 +52,45 @@ pub enum StoreMsg {
 /// capture reached `--max-size` start with this.
 pub const MAX_SIZE_LOSS_PREFIX: &str = "max_size:";
 
+/// Loss kinds of what the writer received but did not store because the
+/// disk was full start with this (`disk_full:syscall`, …; `disk_full:seed`
+/// for processes found in /proc).
+pub const DISK_FULL_LOSS_PREFIX: &str = "disk_full:";
+
+/// The meta key saying storing stopped early: "disk full at T, N events
+/// not stored" (see [`DiskFull::message`]).
+pub const STORING_STOPPED_META: &str = "storing_stopped";
+
+/// Storing stopped because the disk was full: when, and what was received
+/// but not stored since, by kind.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct DiskFull {
+    /// RFC 3339 wall time at which storing stopped.
+    pub at: String,
+    pub not_stored: std::collections::BTreeMap<&'static str, u64>,
+}
+
+impl DiskFull {
+    /// Events received but not stored (the `seed` kind is a process, not
+    /// an event).
+    pub fn events(&self) -> u64 {
+        self.not_stored
+            .iter()
+            .filter(|(k, _)| **k != "seed")
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// The text stored as meta [`STORING_STOPPED_META`].
+    pub fn message(&self) -> String {
+        format!(
+            "disk full at {}, {} events not stored",
+            self.at,
+            self.events()
+        )
+    }
+}
+
 /// What the writer reports when it finishes.
 #[derive(Debug, Default, Clone)]
 pub struct WriterSummary {
@@ -63,11 +102,14 @@ pub struct WriterSummary {
     pub error: Option<String>,
     /// Events not stored because the capture reached `--max-size`, by kind.
     pub not_stored: std::collections::BTreeMap<&'static str, u64>,
+    /// Set when storing stopped because the disk was full; the capture was
+    /// still finished (its last rows fit in the reserved room).
+    pub disk_full: Option<DiskFull>,
 }
 
 pub struct Writer {
     tx: SyncSender<StoreMsg>,
-    handle: JoinHandle<(Connection, WriterSummary)>,
+    handle: JoinHandle<(Connection, WriterSummary, Pending)>,
     path: PathBuf,
     backlog: Arc<Backlog>,
 }
@@ -192,6 +234,8 @@ impl Writer {
         creds: Option<crate::privileges::FileCreds>,
     ) -> Result<Self, StoreError> {
         let conn = CaptureRw::create(path)?.into_conn();
+        // Opened by this thread (already under `creds`), before any event.
+        let reserve = Reserve::open(path);
         let (tx, rx) = sync_channel(QUEUE);
         let backlog = Arc::new(Backlog::default());
         let thread_backlog = backlog.clone();
@@ -211,11 +255,19 @@ impl Writer {
                     .writer_tid
                     .store(nix::unistd::gettid().as_raw(), Ordering::Release);
                 thread_backlog.set_writer_yielding(true);
-                run(conn, rx, anchor, &thread_backlog)
+                run(conn, rx, anchor, &thread_backlog, reserve)
             })
-            .map_err(|e| StoreError::Open {
-                path: path.display().to_string(),
-                reason: format!("cannot start writer thread: {e}"),
+            .map_err(|e| {
+                // Nothing was recorded: leave nothing behind.
+                for suffix in ["", "-wal", "-shm", "-journal"] {
+                    let mut p = path.as_os_str().to_owned();
+                    p.push(suffix);
+                    let _ = std::fs::remove_file(p);
+                }
+                StoreError::Open {
+                    path: path.display().to_string(),
+                    reason: format!("cannot start writer thread: {e}"),
+                }
             })?;
         Ok(Self {
             tx,
@@ -248,7 +300,7 @@ impl Writer {
         } = self;
         backlog.boost_for_good();
         drop(tx);
-        let (mut conn, mut summary) = match handle.join() {
+        let (mut conn, mut summary, pending) = match handle.join() {
             Ok(r) => r,
             Err(_) => {
                 return WriterSummary {
@@ -265,7 +317,9 @@ impl Writer {
                     params![g.stream, g.cpu, g.first_seq as i64, g.last_seq as i64, (g.last_seq - g.first_seq + 1) as i64, g.from_mono_ns as i64, g.to_mono_ns as i64],
                 )?;
             }
-            for (k, v) in meta {
+            // What arrived after the disk filled (see `Pending`).
+            upsert_loss(&t, &pending.loss)?;
+            for (k, v) in pending.meta.iter().chain(meta) {
                 put_meta(&t, k, v)?;
             }
             put_meta(&t, "decode_errors", &summary.decode_errors.to_string())?;
@@ -275,18 +329,135 @@ impl Writer {
                     params![format!("{MAX_SIZE_LOSS_PREFIX}{kind}"), *n as i64],
                 )?;
             }
-            // Built once at the end rather than maintained per insert.
-            t.execute_batch(super::INDEXES)?;
+            if let Some(full) = &summary.disk_full {
+                for (kind, n) in &full.not_stored {
+                    t.execute(
+                        "INSERT INTO loss (kind, lost) VALUES (?1, ?2)",
+                        params![format!("{DISK_FULL_LOSS_PREFIX}{kind}"), *n as i64],
+                    )?;
+                }
+                put_meta(&t, STORING_STOPPED_META, &full.message())?;
+            } else {
+                // Built once at the end rather than maintained per insert;
+                // not on a full disk, where they would not fit (readers
+                // work without them, only slower).
+                t.execute_batch(super::INDEXES)?;
+            }
             t.commit()?;
             conn.execute_batch("PRAGMA journal_mode=DELETE;")?;
             Ok(())
         })();
+        // The capture is one file now: the room kept past its end is given
+        // back (and the -wal's, unlinked, with its handle).
+        pending.reserve.release();
         if let Err(e) = result {
             let msg = format!("{}: finishing the capture failed: {e}", path.display());
             summary.error.get_or_insert(msg);
         }
         summary
     }
+}
+
+/// Room kept allocated past the end of the capture and of its -wal
+/// (`fallocate(FALLOC_FL_KEEP_SIZE)`: the sizes do not change, the blocks
+/// are ours), so a full disk never stops the capture from being finished.
+/// It is topped up before every batch is written, and once it cannot be,
+/// the disk counts as full and storing stops (`DiskFull`), with the room
+/// still there for the last rows: the gaps, loss and meta (the indexes are
+/// then skipped) go into the -wal's room, and the checkpoint that makes the
+/// capture one file again (journal mode DELETE) moves at most every page of
+/// the -wal into the capture's room. The -wal holds at most SQLite's
+/// auto-checkpoint (1000 pages, 4 MiB at 4 KiB pages) plus one batch's
+/// transaction, hence the sizes below; the room is given back at the end.
+/// On a file system without `fallocate` there is no room kept, and a write
+/// failing with SQLITE_FULL stops storing the same way (finishing may then
+/// fail, leaving what was committed readable).
+struct Reserve {
+    /// The capture and its -wal, with the room each keeps.
+    files: Vec<(std::fs::File, i64)>,
+}
+
+/// Room past the capture's end: the largest checkpoint (see `Reserve`).
+const RESERVE_DB: i64 = 6 << 20;
+/// Room past the -wal's end: the last transaction's pages.
+const RESERVE_WAL: i64 = 2 << 20;
+
+impl Reserve {
+    fn open(path: &Path) -> Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut files = Vec::new();
+        for (suffix, room) in [("", RESERVE_DB), ("-wal", RESERVE_WAL)] {
+            let mut p = path.as_os_str().to_owned();
+            p.push(suffix);
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&p)
+            {
+                Ok(f) => files.push((f, room)),
+                Err(e) => tracing::debug!("no room kept for {}: {e}", Path::new(&p).display()),
+            }
+        }
+        Self { files }
+    }
+
+    /// Keeps the room past each file's end. Err only when the disk has no
+    /// space for it; a file system that cannot keep room is left without.
+    fn keep(&mut self) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let mut result = Ok(());
+        self.files.retain(|(f, room)| {
+            let end = match f.metadata() {
+                Ok(m) => m.len() as i64,
+                Err(_) => return false,
+            };
+            // Safety: plain syscall on a file we own; KEEP_SIZE changes no size.
+            let r =
+                unsafe { libc::fallocate(f.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, end, *room) };
+            if r == 0 {
+                return true;
+            }
+            let e = std::io::Error::last_os_error();
+            if matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) {
+                result = Err(e);
+                return true;
+            }
+            tracing::debug!("no room kept past the capture's end: {e}");
+            false
+        });
+        result
+    }
+
+    /// Gives the room back (the part past each file's end).
+    fn release(self) {
+        use std::os::fd::AsRawFd;
+        for (f, room) in self.files {
+            if let Ok(m) = f.metadata() {
+                // Safety: as in `keep`; punching past the end changes no size.
+                unsafe {
+                    libc::fallocate(
+                        f.as_raw_fd(),
+                        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                        m.len() as i64,
+                        room,
+                    )
+                };
+            }
+        }
+    }
+}
+
+/// What the writer could not write while the disk was full, written when
+/// the capture is finished (into the reserved room), and the room itself.
+struct Pending {
+    /// The newest loss counts (cumulative: the newest replace the older).
+    loss: Vec<(&'static str, u64)>,
+    meta: Vec<(String, String)>,
+    reserve: Reserve,
+}
+
+fn is_disk_full(e: &rusqlite::Error) -> bool {
+    e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull)
 }
 
 pub(crate) fn put_meta(t: &Connection, key: &str, value: &str) -> rusqlite::Result<()> {
@@ -313,6 +484,7 @@ struct State {
     /// The recorded containers by cgroup id (empty: a host-only capture,
     /// whose process rows stay as they always were).
     containers: std::collections::HashMap<u64, ContainerInfo>,
+    pending: Pending,
 }
 
 /// Event batches received but not yet stored. While the traced tree is busy
@@ -368,7 +540,8 @@ fn run(
     rx: Receiver<StoreMsg>,
     anchor: Anchor,
     backlog: &Backlog,
-) -> (Connection, WriterSummary) {
+    reserve: Reserve,
+) -> (Connection, WriterSummary, Pending) {
     let mut st = State {
         model: ProcessModel::default(),
         summary: WriterSummary::default(),
@@ -378,7 +551,15 @@ fn run(
         strings: Interner::default(),
         insert_row: insert_row_sql(),
         containers: std::collections::HashMap::new(),
+        pending: Pending {
+            loss: Vec::new(),
+            meta: Vec::new(),
+            reserve,
+        },
     };
+    if st.pending.reserve.keep().is_err() {
+        stop_storing(&mut st);
+    }
     match store_anchor(&conn, &anchor) {
         Ok(id) => st.anchor_row = id,
         Err(e) => st.summary.error = Some(e.to_string()),
@@ -408,6 +589,11 @@ fn run(
             // never blocked, but stop writing: what is committed stays valid.
             continue;
         }
+        if st.summary.disk_full.is_some() {
+            // Nothing more is written: it is counted or kept for the end.
+            after_disk_full(&mut st, &mut held, msg);
+            continue;
+        }
         let r = match msg {
             StoreMsg::Events(batch) => {
                 held.push(batch);
@@ -426,8 +612,16 @@ fn run(
                 store_held(&mut conn, &mut st, &mut held);
                 store_anchor(&conn, &a).map(|id| st.anchor_row = id)
             }
-            StoreMsg::Loss(counts) => write_loss(&mut conn, &counts),
-            StoreMsg::Meta(k, v) => put_meta(&conn, &k, &v),
+            StoreMsg::Loss(counts) => write_loss(&mut conn, &counts).inspect_err(|e| {
+                if is_disk_full(e) {
+                    st.pending.loss = counts;
+                }
+            }),
+            StoreMsg::Meta(k, v) => put_meta(&conn, &k, &v).inspect_err(|e| {
+                if is_disk_full(e) {
+                    st.pending.meta.push((k, v));
+                }
+            }),
             StoreMsg::MaxBytes(n) => {
                 st.max_bytes = Some(n);
                 Ok(())
@@ -442,12 +636,57 @@ fn run(
         }
     }
     store_held(&mut conn, &mut st, &mut held);
-    (conn, st.summary)
+    (conn, st.summary, st.pending)
 }
 
 fn fail(st: &mut State, e: rusqlite::Error) {
+    if is_disk_full(&e) {
+        stop_storing(st);
+        return;
+    }
     tracing::error!("capture write failed, recording stops storing: {e}");
     st.summary.error = Some(e.to_string());
+}
+
+/// The disk is full: from now on nothing is stored (see `Reserve`).
+fn stop_storing(st: &mut State) {
+    if st.summary.disk_full.is_none() {
+        let at = crate::clock::rfc3339_ns(Anchor::now("disk_full").wall_ns);
+        tracing::error!("the disk is full ({at}): storing stops, what arrives is counted");
+        st.summary.disk_full = Some(DiskFull {
+            at,
+            not_stored: Default::default(),
+        });
+    }
+}
+
+/// Counts `events` as received but not stored (the disk is full).
+fn not_stored_disk_full(st: &mut State, kinds: impl Iterator<Item = &'static str>) {
+    if let Some(full) = &mut st.summary.disk_full {
+        for k in kinds {
+            *full.not_stored.entry(k).or_default() += 1;
+        }
+    }
+}
+
+/// One message after the disk filled: events and seeds are counted, loss
+/// counts and meta kept for the end, the rest dropped (an anchor only
+/// serves rows that will not be stored).
+fn after_disk_full(st: &mut State, held: &mut Held, msg: StoreMsg) {
+    let mut batches = held.take();
+    match msg {
+        StoreMsg::Events(b) => batches.push(b),
+        StoreMsg::Seed(_) => not_stored_disk_full(st, std::iter::once("seed")),
+        StoreMsg::Loss(counts) => st.pending.loss = counts,
+        StoreMsg::Meta(k, v) => st.pending.meta.push((k, v)),
+        StoreMsg::MaxBytes(n) => st.max_bytes = Some(n),
+        StoreMsg::Anchor(_) | StoreMsg::Containers(_) => {}
+    }
+    for batch in batches {
+        let (events, errors) = batch.decode();
+        st.summary.decode_errors += errors.len() as u64;
+        not_stored_disk_full(st, events.iter().map(|e| e.header.kind.name()));
+    }
 }
 
 /// Decodes and stores every held batch, one transaction per batch (a write
@@ -478,8 +717,17 @@ fn store_held(conn: &mut Connection, st: &mut State, held: &mut Held) {
             }
             continue;
         }
+        if st.summary.disk_full.is_none() && st.pending.reserve.keep().is_err() {
+            stop_storing(st);
+        }
+        if st.summary.disk_full.is_some() {
+            not_stored_disk_full(st, events.iter().map(|e| e.header.kind.name()));
+            continue;
+        }
         if let Err(e) = write_events(conn, st, &events) {
             fail(st, e);
+            // Rolled back: on a full disk, these too were not stored.
+            not_stored_disk_full(st, events.iter().map(|e| e.header.kind.name()));
         }
     }
 }
@@ -513,13 +761,18 @@ fn store_anchor(conn: &Connection, a: &Anchor) -> rusqlite::Result<i64> {
 
 fn write_loss(conn: &mut Connection, counts: &[(&'static str, u64)]) -> rusqlite::Result<()> {
     let t = conn.transaction()?;
+    upsert_loss(&t, counts)?;
+    t.commit()
+}
+
+fn upsert_loss(t: &Connection, counts: &[(&'static str, u64)]) -> rusqlite::Result<()> {
     for (kind, lost) in counts {
         t.execute(
             "INSERT INTO loss (kind, lost) VALUES (?1, ?2) ON CONFLICT(kind) DO UPDATE SET lost = excluded.lost",
             params![kind, *lost as i64],
         )?;
     }
-    t.commit()
+    Ok(())
 }
 
 fn write_seed(conn: &Connection, st: &mut State, s: &ProcessSeed) -> rusqlite::Result<()> {
@@ -820,6 +1073,67 @@ mod tests {
                 (1003, 5_000_000_001_003, 103)
             ]
         );
+    }
+
+    fn names_in(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_planted_sidecar_fails_the_start_before_anything_is_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.db");
+        // A -shm link (dangling) and a -journal directory.
+        std::os::unix::fs::symlink("/nonexistent", dir.path().join("x.db-shm")).unwrap();
+        let Err(e) = Writer::create(&path, anchor(1)) else {
+            panic!("created next to a planted -shm");
+        };
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}-shm: exists already (SQLite would take it as the new capture's own): remove it or choose another output",
+                path.display()
+            )
+        );
+        assert_eq!(names_in(dir.path()), vec!["x.db-shm"]);
+        std::fs::remove_file(dir.path().join("x.db-shm")).unwrap();
+        std::fs::create_dir(dir.path().join("x.db-journal")).unwrap();
+        assert!(Writer::create(&path, anchor(1)).is_err());
+        assert_eq!(names_in(dir.path()), vec!["x.db-journal"]);
+        std::fs::remove_dir(dir.path().join("x.db-journal")).unwrap();
+        let summary = Writer::create(&path, anchor(1)).unwrap().finish(&[], &[]);
+        assert_eq!(summary.error, None);
+        assert_eq!(names_in(dir.path()), vec!["x.db"]);
+    }
+
+    #[test]
+    fn the_room_kept_past_the_end_is_given_back_and_sizes_never_change() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let writer = Writer::create(&path, anchor(1)).unwrap();
+        let events = writer.event_sender();
+        events.send(batch(1..100)).unwrap();
+        drop(events);
+        let summary = writer.finish(&[], &[]);
+        assert_eq!(
+            (summary.events, summary.error, summary.disk_full),
+            (99, None, None)
+        );
+        // No block past the end is left allocated.
+        let m = std::fs::metadata(&path).unwrap();
+        assert!(
+            m.blocks() * 512 <= m.len().next_multiple_of(4096),
+            "{} blocks for {} bytes",
+            m.blocks(),
+            m.len()
+        );
+        assert_eq!(names_in(dir.path()), vec!["c.db"]);
     }
 
     #[test]
