@@ -65,6 +65,14 @@ fn esc_escapes_markup_and_shows_raw_bytes() {
     );
     // A byte that was not UTF-8 (U+10FF00 + byte) is shown \xNN.
     assert_eq!(esc("a\u{10FFFF}b"), "a\\xffb");
+    // Bidi overrides, zero-width characters and controls are shown, not
+    // obeyed: U+202E must not make "evil" read "live" on the page.
+    assert_eq!(
+        esc("\u{202e}evil\u{200b}\x1b]52;c;eA==\x07<"),
+        "\\u{202e}evil\\u{200b}\\x1b]52;c;eA==\\x07&lt;"
+    );
+    // A newline stays one (white space in HTML).
+    assert_eq!(esc("a\nb"), "a\nb");
     let long = "x".repeat(MAX_TEXT + 7);
     assert_eq!(
         esc_clip(&long),
