@@ -282,10 +282,10 @@ impl<'de> Deserialize<'de> for Count {
                     Ok(bad_count())
                 }
             }
-            fn visit_str<E>(self, s: &str) -> Result<Count, E> {
-                Ok(s.trim()
-                    .parse::<u64>()
-                    .map_or_else(|_| bad_count(), checked_count))
+            // No agent writes a count as a string: `"123"` is a damaged or
+            // forged value, counted, never summed.
+            fn visit_str<E>(self, _: &str) -> Result<Count, E> {
+                Ok(bad_count())
             }
             fn visit_unit<E>(self) -> Result<Count, E> {
                 Ok(Count(0))
@@ -371,6 +371,23 @@ pub enum Content<B> {
     Blocks(Vec<B>),
 }
 
+thread_local! {
+    static BAD_CONTENTS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// A message content that is neither text nor a list of blocks (a number,
+/// a boolean, an object): read as empty, and counted so the record is not
+/// lost silently ([`take_bad_contents`]).
+fn bad_content<B>() -> Content<B> {
+    BAD_CONTENTS.with(|c| c.set(c.get() + 1));
+    Content::default()
+}
+
+/// Bad message contents seen on this thread since the last call.
+pub fn take_bad_contents() -> u64 {
+    BAD_CONTENTS.with(|c| c.replace(0))
+}
+
 impl<B> Default for Content<B> {
     fn default() -> Self {
         Content::Blocks(Vec::new())
@@ -403,22 +420,22 @@ impl<'de, B: DeserializeOwned> Deserialize<'de> for Content<B> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Content<B>, A::Error> {
                 while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(Content::default())
+                Ok(bad_content())
             }
             fn visit_unit<E>(self) -> Result<Content<B>, E> {
                 Ok(Content::default())
             }
             fn visit_bool<E>(self, _: bool) -> Result<Content<B>, E> {
-                Ok(Content::default())
+                Ok(bad_content())
             }
             fn visit_i64<E>(self, _: i64) -> Result<Content<B>, E> {
-                Ok(Content::default())
+                Ok(bad_content())
             }
             fn visit_u64<E>(self, _: u64) -> Result<Content<B>, E> {
-                Ok(Content::default())
+                Ok(bad_content())
             }
             fn visit_f64<E>(self, _: f64) -> Result<Content<B>, E> {
-                Ok(Content::default())
+                Ok(bad_content())
             }
         }
         d.deserialize_any(V(std::marker::PhantomData))
@@ -435,7 +452,6 @@ mod tests {
         let parse = |s: &str| serde_json::from_str::<Count>(s).unwrap().0;
         assert_eq!(parse("42"), 42);
         assert_eq!(parse("5.0"), 5);
-        assert_eq!(parse("\"17\""), 17);
         assert_eq!(parse("null"), 0);
         assert_eq!(parse("9007199254740992"), MAX_COUNT);
         assert_eq!(take_bad_counts(), 0);
@@ -448,13 +464,31 @@ mod tests {
             "1.5",
             "-0.5",
             "\"abc\"",
+            "\"17\"",
             "true",
             "[1]",
             "{\"a\":1}",
         ] {
             assert_eq!(parse(bad), 0, "{bad}");
         }
-        assert_eq!(take_bad_counts(), 11);
+        assert_eq!(take_bad_counts(), 12);
         assert_eq!(take_bad_counts(), 0);
+    }
+
+    #[test]
+    fn contents_of_another_shape_are_empty_and_counted() {
+        take_bad_contents();
+        let parse = |s: &str| serde_json::from_str::<Content<serde_json::Value>>(s).unwrap();
+        assert!(matches!(parse("\"hi\""), Content::Text(t) if t == "hi"));
+        assert!(matches!(parse("[{\"a\":1}]"), Content::Blocks(b) if b.len() == 1));
+        assert!(matches!(parse("null"), Content::Blocks(b) if b.is_empty()));
+        assert_eq!(take_bad_contents(), 0);
+        for bad in ["12345", "-1", "1.5", "true", "{\"text\":\"x\"}"] {
+            assert!(
+                matches!(parse(bad), Content::Blocks(b) if b.is_empty()),
+                "{bad}"
+            );
+        }
+        assert_eq!(take_bad_contents(), 5);
     }
 }

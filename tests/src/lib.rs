@@ -11,8 +11,9 @@ pub mod process_tree;
 pub mod python;
 
 use std::{
+    os::unix::fs::PermissionsExt,
     path::{Path, PathBuf},
-    process::{Command, Output},
+    process::{Command, Output, Stdio},
 };
 
 /// The agentsight binary under test: `AGENTSIGHT_BIN`, else the workspace's
@@ -64,7 +65,42 @@ pub fn test_user() -> (u32, u32) {
     let u = nix::unistd::User::from_name(TEST_USER)
         .expect("lookup test user")
         .expect("test user exists");
+    repair_home(&u);
     (u.uid.as_raw(), u.gid.as_raw())
+}
+
+/// A test user that was deleted and re-created (another uid) finds its old
+/// home still owned by the old uid, and every test that writes there fails
+/// with "Permission denied". The home is ours to fix: it is given back to
+/// the user (once per test process); a home outside /home is refused.
+fn repair_home(u: &nix::unistd::User) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        use std::os::unix::fs::MetadataExt;
+        let home = &u.dir;
+        assert!(
+            home.parent() == Some(Path::new("/home")),
+            "the test user {TEST_USER} has the home {}, not /home/{TEST_USER}: remove the user (userdel {TEST_USER}) and run again",
+            home.display()
+        );
+        let uid = u.uid.as_raw();
+        match std::fs::symlink_metadata(home) {
+            Ok(m) if m.is_dir() && m.uid() == uid => return,
+            Ok(m) if !m.is_dir() => panic!(
+                "the test user's home {} is not a directory: remove it and run again",
+                home.display()
+            ),
+            Ok(_) => {}
+            Err(_) => std::fs::create_dir_all(home).expect("create the test user's home"),
+        }
+        let owner = format!("{}:{}", uid, u.gid.as_raw());
+        let st = Command::new("chown")
+            .args(["-R", "--no-dereference", &owner])
+            .arg(home)
+            .status()
+            .expect("run chown");
+        assert!(st.success(), "chown -R {owner} {} failed", home.display());
+    });
 }
 
 /// A scratch directory readable and writable by the test user.
@@ -260,4 +296,48 @@ fn static_program(dir: &Path, name: &str, src: &str) -> PathBuf {
         .expect("run gcc");
     assert!(cc.success(), "gcc -static failed");
     bin
+}
+
+/// Lets the test user run exactly the binary under test through sudo,
+/// without a password, for the life of the returned guard.
+pub struct SudoRule(std::path::PathBuf);
+
+impl SudoRule {
+    pub fn install() -> Self {
+        assert!(
+            Path::new("/usr/bin/sudo").exists(),
+            "sudo is not installed: run `cargo xtask setup`"
+        );
+        let bin = std::fs::canonicalize(bin()).unwrap();
+        let path = std::path::PathBuf::from(format!(
+            "/etc/sudoers.d/agentsight-test-{}",
+            std::process::id()
+        ));
+        std::fs::write(
+            &path,
+            format!("{TEST_USER} ALL=(root) NOPASSWD: {}\n", bin.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o440)).unwrap();
+        SudoRule(path)
+    }
+}
+
+impl Drop for SudoRule {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// `sudo -n agentsight ARGS` typed by the test user in `cwd`.
+pub fn real_sudo(cwd: &Path, args: &[&str]) -> Output {
+    let bin = std::fs::canonicalize(bin()).unwrap();
+    Command::new("runuser")
+        .args(["-u", TEST_USER, "--", "sudo", "-n"])
+        .arg(bin)
+        .args(args)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
 }

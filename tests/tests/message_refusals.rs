@@ -172,6 +172,31 @@ fn messaging_is_off_by_default() {
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "{err}");
+    // A bad key on line 2 is reported at line 2, and a file over the bound
+    // is refused as such.
+    std::fs::write(&cfg, "# mine\nmessagin = true\n").unwrap();
+    let err = text(&message(true, &home, &[], &args).stderr);
+    assert!(
+        err.starts_with(&format!(
+            "agentsight: error: {}:2: unknown field `messagin`",
+            cfg.display()
+        )),
+        "{err}"
+    );
+    std::fs::write(
+        &cfg,
+        format!("messaging = true\n#{}\n", "x".repeat(64 * 1024)),
+    )
+    .unwrap();
+    let out = message(true, &home, &[], &args);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "agentsight: error: {}: larger than 64 KiB, the most a config file may be\n",
+            cfg.display()
+        )
+    );
 }
 
 /// `agentsight bridge [--allow-messaging]` on stdin/stdout, as the test user
@@ -441,4 +466,47 @@ fn codex_live_outside_agentsight_is_refused() {
 #[test]
 fn gemini_live_outside_agentsight_is_refused() {
     refused_while_live(Agent::Gemini, "(cwd_fallback: only session with cwd ");
+}
+
+#[test]
+fn a_working_directory_the_user_cannot_enter_is_named_as_such() {
+    require_root();
+    let (uid, gid) = test_user();
+    let home = fixture_home("msg-cwd", uid, gid);
+    let h = home.to_str().unwrap();
+    // The session's cwd exists but sits in a root-only directory.
+    let locked = home.parent().unwrap().join("locked");
+    let cwd = locked.join("shop");
+    std::fs::create_dir_all(&cwd).unwrap();
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let transcript = home.join(format!(".claude/projects/-home-dev-shop/{CLAUDE_ID}.jsonl"));
+    let text_of = std::fs::read_to_string(&transcript).unwrap();
+    std::fs::write(
+        &transcript,
+        text_of.replace(
+            "\"cwd\":\"/home/dev/shop\"",
+            &format!("\"cwd\":\"{}\"", cwd.display()),
+        ),
+    )
+    .unwrap();
+    for env in [sudo_env(), Vec::new()] {
+        let as_user = env.is_empty();
+        let out = message(
+            as_user,
+            &home,
+            &env,
+            &[CLAUDE_ID, "--allow-messaging", "--text", "hi", "--home", h],
+        );
+        assert_eq!(
+            (out.status.code(), text(&out.stderr)),
+            (
+                Some(7),
+                format!(
+                    "agentsight: error: the session's working directory {} cannot be entered: Permission denied (os error 13)\n",
+                    cwd.display()
+                )
+            ),
+            "as_user={as_user}"
+        );
+    }
 }

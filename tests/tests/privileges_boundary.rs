@@ -82,50 +82,6 @@ fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>, u32, u32, i64, i64)> {
 
 // ---- through real sudo (installed by `cargo xtask setup`) ----
 
-/// Lets the test user run exactly the binary under test through sudo,
-/// without a password, for the life of the returned guard.
-struct SudoRule(std::path::PathBuf);
-
-impl SudoRule {
-    fn install() -> Self {
-        assert!(
-            Path::new("/usr/bin/sudo").exists(),
-            "sudo is not installed: run `cargo xtask setup`"
-        );
-        let bin = std::fs::canonicalize(bin()).unwrap();
-        let path = std::path::PathBuf::from(format!(
-            "/etc/sudoers.d/agentsight-test-{}",
-            std::process::id()
-        ));
-        std::fs::write(
-            &path,
-            format!("{TEST_USER} ALL=(root) NOPASSWD: {}\n", bin.display()),
-        )
-        .unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o440)).unwrap();
-        SudoRule(path)
-    }
-}
-
-impl Drop for SudoRule {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// `sudo -n agentsight ARGS` typed by the test user in `cwd`.
-fn real_sudo(cwd: &Path, args: &[&str]) -> Output {
-    let bin = std::fs::canonicalize(bin()).unwrap();
-    Command::new("runuser")
-        .args(["-u", TEST_USER, "--", "sudo", "-n"])
-        .arg(bin)
-        .args(args)
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
 #[test]
 fn through_real_sudo_the_user_gets_nothing_they_did_not_have() {
     require_root();

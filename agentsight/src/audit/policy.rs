@@ -312,18 +312,41 @@ const CONTAINER_DENY_READ: &[&str] = &["**/.env"];
 const CONTAINER_DENY_WRITE: &[&str] = &["/etc/**", "**/.env"];
 const DEFAULT_DENY_EXE: &[&str] = &["curl", "wget", "nc", "ncat", "netcat", "sudo"];
 
+/// The largest policy file read (a policy is a few dozen lines; the bound
+/// keeps a mistaken path such as a log or an image from being parsed).
+pub const MAX_POLICY_BYTES: u64 = 1024 * 1024;
+
 fn line_of(src: &str, span: Option<Range<usize>>) -> usize {
     let at = span.map(|s| s.start).unwrap_or(0).min(src.len());
     src[..at].bytes().filter(|&b| b == b'\n').count() + 1
 }
 
 impl Policy {
-    /// Reads and checks a policy file.
+    /// Reads and checks a policy file: a regular file, not through a
+    /// symbolic link (a FIFO or a device fails at once, never blocks), at
+    /// most [`MAX_POLICY_BYTES`], UTF-8. It is read with the calling
+    /// thread's file credentials: under `sudo record` the caller enters the
+    /// invoking user's first (`privileges::AsUser`), so a file they could not
+    /// read is refused, and nothing of it shows in an error.
     pub fn load(path: &Path) -> Result<Self, PolicyError> {
         let shown = path.display().to_string();
-        let src = std::fs::read_to_string(path).map_err(|e| PolicyError::Read {
+        let read_err = |reason: String| PolicyError::Read {
             path: shown.clone(),
-            reason: e.to_string(),
+            reason,
+        };
+        let bytes = crate::safefs::read_small(path, MAX_POLICY_BYTES + 1)
+            .map_err(|e| read_err(e.to_string()))?;
+        if bytes.len() as u64 > MAX_POLICY_BYTES {
+            return Err(read_err(format!(
+                "larger than {} KiB, the most a policy may be",
+                MAX_POLICY_BYTES / 1024
+            )));
+        }
+        let src = String::from_utf8(bytes).map_err(|e| {
+            read_err(format!(
+                "not valid UTF-8 (at byte {})",
+                e.utf8_error().valid_up_to()
+            ))
         })?;
         Self::parse(&src, &shown)
     }

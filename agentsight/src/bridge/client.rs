@@ -45,6 +45,60 @@ struct Child {
     process: tokio::process::Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
+    /// The first [`STDERR_KEPT`] bytes of its stderr (docker's own words
+    /// when `docker exec` fails), read by a task until the pipe closes.
+    stderr: tokio::task::JoinHandle<Vec<u8>>,
+}
+
+/// How much of a bridge child's stderr is kept for an error message; the
+/// rest is read and dropped so the child never blocks on a full pipe.
+const STDERR_KEPT: usize = 4096;
+
+/// Reads `stderr` to its end, keeping the first [`STDERR_KEPT`] bytes.
+async fn keep_head(mut stderr: tokio::process::ChildStderr) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut kept = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = stderr.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        let room = STDERR_KEPT.saturating_sub(kept.len());
+        kept.extend_from_slice(&buf[..n.min(room)]);
+    }
+    kept
+}
+
+/// What a child that broke the protocol said and how it ended, as one
+/// line: `"; the bridge command exited with status 1: Error response …"`.
+/// Empty when it is still running and said nothing.
+async fn child_detail(child: &mut Child) -> String {
+    let status = timeout(Duration::from_millis(500), child.process.wait())
+        .await
+        .ok()
+        .and_then(Result::ok);
+    let said = match status {
+        Some(_) => timeout(Duration::from_millis(500), &mut child.stderr)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let said = String::from_utf8_lossy(&said);
+    let said = crate::rawtext::visible(said.trim());
+    let ended = match status {
+        Some(st) => match st.code() {
+            Some(c) => format!("the bridge command exited with status {c}"),
+            None => format!("the bridge command ended by {st}"),
+        },
+        None if said.is_empty() => return String::new(),
+        None => "the bridge command".to_string(),
+    };
+    match said.is_empty() {
+        true => format!("; {ended}"),
+        false => format!("; {ended}: {said}"),
+    }
 }
 
 /// The bridge of one container.
@@ -159,7 +213,7 @@ impl Bridge {
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| {
@@ -168,13 +222,18 @@ impl Bridge {
                     format!("starting the bridge ({}): {e}", program.to_string_lossy()),
                 )
             })?;
-        let (Some(stdin), Some(stdout)) = (process.stdin.take(), process.stdout.take()) else {
+        let (Some(stdin), Some(stdout), Some(stderr)) = (
+            process.stdin.take(),
+            process.stdout.take(),
+            process.stderr.take(),
+        ) else {
             return Err(self.error(ErrorCode::Failed, "bridge pipes missing"));
         };
         Ok(Child {
             process,
             stdin,
             stdout: BufReader::new(stdout),
+            stderr: tokio::spawn(keep_head(stderr)),
         })
     }
 
@@ -203,8 +262,20 @@ impl Bridge {
         }
     }
 
-    /// Writes one request line and reads one response line.
+    /// Writes one request line and reads one response line. A child that
+    /// breaks the protocol (no answer, an answer that is not one) is named
+    /// with what it said on stderr and how it ended.
     async fn roundtrip(&self, child: &mut Child, req: &Request) -> Result<Response, CallError> {
+        match self.exchange_line(child, req).await {
+            Err(mut e) if e.code == ErrorCode::Failed => {
+                e.message.push_str(&child_detail(child).await);
+                Err(e)
+            }
+            r => r,
+        }
+    }
+
+    async fn exchange_line(&self, child: &mut Child, req: &Request) -> Result<Response, CallError> {
         let mut line = serde_json::to_vec(req)
             .map_err(|e| self.error(ErrorCode::Failed, format!("encoding the request: {e}")))?;
         line.push(b'\n');
@@ -546,8 +617,31 @@ mod tests {
         let b = Bridge::new("c4", vec!["true".into()]);
         let e = b.list(1).await.expect_err("closed");
         assert!(
-            e.message == "bridge closed its output"
+            e.message == "bridge closed its output; the bridge command exited with status 0"
                 || e.message.starts_with("writing to the bridge: "),
+            "{e}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failing_docker_exec_is_named_with_its_own_words() {
+        // What `docker exec` does when the daemon refuses: a line on stdout
+        // that is not a response, its reason on stderr, status 126.
+        let b = Bridge::new(
+            "c5",
+            vec![
+                "sh".into(),
+                "-c".into(),
+                "read l; echo 'OCI runtime exec failed'; printf 'Error response from daemon: container c5 is not running\\033]52;c;eA==\\007\\n' >&2; exit 126".into(),
+            ],
+        );
+        let e = b.list(1).await.expect_err("docker failed");
+        assert_eq!(e.code, ErrorCode::Failed);
+        assert!(
+            e.message.starts_with("unparseable bridge response: ")
+                && e.message.ends_with(
+                    "; the bridge command exited with status 126: Error response from daemon: container c5 is not running\\x1b]52;c;eA==\\x07"
+                ),
             "{e}"
         );
     }

@@ -18,6 +18,9 @@ struct Config {
     messaging: bool,
 }
 
+/// The largest config file read.
+const MAX_CONFIG_BYTES: u64 = 64 * 1024;
+
 /// The config file of the invoking user.
 pub fn path() -> Option<PathBuf> {
     agentsight::sessions::util::default_home()
@@ -47,14 +50,30 @@ pub fn messaging_enabled() -> Result<bool> {
         );
         return Ok(false);
     }
-    let bytes = agentsight::safefs::read_small(&path, 64 * 1024)
+    let bytes = agentsight::safefs::read_small(&path, MAX_CONFIG_BYTES + 1)
         .with_context(|| format!("reading {}", path.display()))?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        anyhow::bail!(
+            "{}: larger than {} KiB, the most a config file may be",
+            path.display(),
+            MAX_CONFIG_BYTES / 1024
+        );
+    }
     let text = String::from_utf8(bytes)
         .map_err(|_| anyhow::anyhow!("{}: not valid UTF-8", path.display()))?;
     let cfg: Config = toml::from_str(&text).map_err(|e| {
         let line = e
             .span()
-            .map(|s| text[..s.start.min(text.len())].lines().count().max(1))
+            // The line the error starts on: newlines before it, plus one
+            // (`lines()` would put an error at a line's start on the line
+            // before).
+            .map(|s| {
+                text.as_bytes()[..s.start.min(text.len())]
+                    .iter()
+                    .filter(|&&b| b == b'\n')
+                    .count()
+                    + 1
+            })
             .unwrap_or(1);
         anyhow::anyhow!(
             "{}:{line}: {}",

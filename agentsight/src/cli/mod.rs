@@ -570,15 +570,19 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         }
         containers::record_source(&a.docker_containers)?
     };
-    // A policy that does not parse fails before anything runs.
-    let policy = a
-        .audit
-        .as_deref()
-        .map(agentsight::audit::Policy::load)
-        .transpose()?;
+    let creds = agentsight::privileges::FileCreds::invoking_user();
+    // A policy that does not parse fails before anything runs. It is read
+    // with the invoking user's rights, never root's: a file they could not
+    // read is refused without a word of its content.
+    let policy = match a.audit.as_deref() {
+        Some(p) => {
+            let _as_user = agentsight::privileges::AsUser::maybe(creds.as_ref())?;
+            Some(agentsight::audit::Policy::load(p)?)
+        }
+        None => None,
+    };
     // The report file too is the user's and is opened now, before anything
     // is loaded: a path the user could not write fails here.
-    let creds = agentsight::privileges::FileCreds::invoking_user();
     // The denied files are looked up as the user, like everything read on
     // their behalf.
     let start_meta = match &policy {

@@ -61,7 +61,7 @@ pub fn run(a: &ExportArgs, cap: &Capture) -> Result<i32> {
 fn push(cap: &Capture, opts: otlp::Options, endpoint: &str) -> Result<i32> {
     let flag = Some(endpoint).filter(|e| !e.is_empty());
     let cfg = PushConfig::resolve(flag, |k| std::env::var(k).ok())?;
-    let url = cfg.url.clone();
+    let url = agentsight::views::otlp::push::shown_url(&cfg.url);
     let mut pusher = Pusher::new(cfg);
     let (mut undelivered, mut why) = (0u64, None::<String>);
     let summary = otlp::for_each_batch(cap, opts, |data, n| -> Result<(), OtlpError> {
@@ -75,7 +75,10 @@ fn push(cap: &Capture, opts: otlp::Options, endpoint: &str) -> Result<i32> {
             PushOutcome::Delivered { .. } => {}
             PushOutcome::Failed { reason, attempts } => {
                 undelivered += n as u64;
-                why.get_or_insert_with(|| format!("{reason} (after {attempts} attempts)"));
+                why.get_or_insert_with(|| match attempts {
+                    1 => format!("{reason} (one attempt)"),
+                    n => format!("{reason} (after {n} attempts)"),
+                });
             }
         }
         Ok(())

@@ -286,11 +286,26 @@ fn target_of(r: &SessionRef) -> Result<Target, MessageError> {
             r.session_id
         ))
     })?;
-    if !cwd.is_dir() {
-        return Err(MessageError::Failed(format!(
-            "the session's working directory {} no longer exists",
+    // The agent starts in it with the file rights this thread has now (the
+    // caller's, who must be the owner): looking up `cwd/.` needs the search
+    // right the start's chdir needs, so a directory that cannot be entered
+    // is named here, not reported as the agent failing to start. Only a
+    // directory that is gone is called so.
+    let unusable = |why: String| {
+        MessageError::Failed(format!(
+            "the session's working directory {} {why}",
             cwd.display()
-        )));
+        ))
+    };
+    match std::fs::metadata(cwd.join(".")) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(unusable("no longer exists".into()));
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
+            return Err(unusable("is not a directory".into()));
+        }
+        Err(e) => return Err(unusable(format!("cannot be entered: {e}"))),
     }
     Ok(Target {
         provider: r.provider,

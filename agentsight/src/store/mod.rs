@@ -9,6 +9,7 @@
 pub(crate) mod external;
 mod intern;
 mod layout;
+mod private_copy;
 pub mod read;
 pub mod sessions;
 mod writer;
@@ -119,10 +120,9 @@ pub struct Capture {
     /// Said once to the reader: the capture was not closed cleanly and was
     /// read from a private copy together with its sidecar.
     pub note: Option<String>,
-    /// The private copy's directory, removed when the capture is dropped.
-    _copy: Option<tempfile::TempDir>,
-    /// The capture as opened and type-checked (SQLite reads it through
-    /// `/proc/self/fd`, so a file swapped in since is never read).
+    /// The capture as opened and type-checked, or its replayed private copy
+    /// (unlinked: see `private_copy`). SQLite reads it through
+    /// `/proc/self/fd`, so a file swapped in since is never read.
     _file: Option<std::fs::File>,
     /// Detected once at open; readers query `events` either way.
     pub layout: EventsLayout,
@@ -142,26 +142,6 @@ fn pending_sidecar(path: &Path) -> Option<(&'static str, std::fs::File, u64)> {
         }
     }
     None
-}
-
-/// Copies the capture and its sidecar into a private 0700 directory and
-/// opens the copy there, where SQLite may replay the WAL or roll the journal
-/// back without touching anything next to the original.
-fn open_private_copy(
-    file: &std::fs::File,
-    suffix: &str,
-    mut sidecar: std::fs::File,
-) -> std::io::Result<(tempfile::TempDir, std::path::PathBuf)> {
-    let dir = tempfile::Builder::new()
-        .prefix("agentsight-read-")
-        .tempdir()?;
-    let copy = dir.path().join("capture.db");
-    let mut main = file;
-    std::io::copy(&mut main, &mut std::fs::File::create(&copy)?)?;
-    let mut side = copy.as_os_str().to_owned();
-    side.push(suffix);
-    std::io::copy(&mut sidecar, &mut std::fs::File::create(side)?)?;
-    Ok((dir, copy))
 }
 
 impl Capture {
@@ -195,28 +175,19 @@ impl Capture {
         })?;
         // Reading never writes next to the capture: a clean capture is opened
         // immutable (no locks, no -shm, no journal lookups); one with a
-        // pending -wal or hot journal is read from a private copy.
-        let (conn, note, copy) = match pending_sidecar(path) {
-            None => {
-                use std::os::fd::AsRawFd;
-                let uri = format!("file:/proc/self/fd/{}?immutable=1", file.as_raw_fd());
-                let conn = Connection::open_with_flags(
-                    uri,
-                    OpenFlags::SQLITE_OPEN_READ_ONLY
-                        | OpenFlags::SQLITE_OPEN_URI
-                        | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-                )
-                .map_err(|e| open_err(e.to_string()))?;
-                (conn, None, None)
-            }
+        // pending -wal or hot journal is replayed in a private copy, which is
+        // then read the same way.
+        let (copy, note) = match pending_sidecar(path) {
+            None => (None, None),
             Some((suffix, side, len)) => {
-                let (dir, copy) = open_private_copy(&file, suffix, side)
-                    .map_err(|e| open_err(format!("cannot make a private copy to read: {e}")))?;
-                let conn = Connection::open_with_flags(
-                    &copy,
-                    OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-                )
-                .map_err(|e| open_err(e.to_string()))?;
+                let copy =
+                    private_copy::replayed_copy(&file, suffix, &side).map_err(|e| match e {
+                        private_copy::CopyError::Sqlite(e) => StoreError::NotCapture {
+                            path: shown.clone(),
+                            reason: e.to_string(),
+                        },
+                        e => open_err(e.to_string()),
+                    })?;
                 let note = if suffix == "-wal" {
                     format!(
                         "{shown} was not closed cleanly (still recording, or the recorder was killed): read together with its {len}-byte -wal from a private copy; nothing next to it was changed"
@@ -226,8 +197,26 @@ impl Capture {
                         "{shown} has a rollback journal left by an interrupted write: read as rolled back, from a private copy; nothing next to it was changed"
                     )
                 };
-                (conn, Some(note), Some(dir))
+                (Some(copy), Some(note))
             }
+        };
+        let conn = {
+            use std::os::fd::AsRawFd;
+            let fd = copy.as_ref().map_or(&file, |c| c.file()).as_raw_fd();
+            let uri = format!("file:/proc/self/fd/{fd}?immutable=1");
+            Connection::open_with_flags(
+                uri,
+                OpenFlags::SQLITE_OPEN_READ_ONLY
+                    | OpenFlags::SQLITE_OPEN_URI
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .map_err(|e| open_err(e.to_string()))?
+        };
+        // Immutable, SQLite reads only through the descriptor it opened: the
+        // copy's names can go now, before any row is read.
+        let file = match copy {
+            Some(c) => c.unlink().map_err(|e| open_err(e.to_string()))?,
+            None => file,
         };
         let _ = conn.busy_timeout(std::time::Duration::from_secs(2));
         let not_capture = |reason: String| StoreError::NotCapture {
@@ -292,7 +281,6 @@ impl Capture {
             conn,
             path: path.display().to_string(),
             note,
-            _copy: copy,
             _file: Some(file),
             layout,
         })

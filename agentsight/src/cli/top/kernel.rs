@@ -8,7 +8,8 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 
 use super::TopArgs;
-use agentsight::livecap::{KernelWatch, KernelWatchOptions};
+use agentsight::livecap::{KernelWatch, KernelWatchError, KernelWatchOptions};
+use agentsight::record::RecordError;
 use agentsight::top::{KernelColumns, KernelSession, KernelSource};
 
 /// Loads the kernel programs. A failure is fatal only with `--record`
@@ -19,6 +20,11 @@ pub fn start(args: &TopArgs) -> Result<Option<Arc<KernelWatch>>> {
     opts.record_to = args.record.clone();
     match KernelWatch::start(&opts) {
         Ok(w) => Ok(Some(Arc::new(w))),
+        // Only a failure of the programs themselves is called one; the
+        // `--record` file's own errors name the file.
+        Err(e @ KernelWatchError::Record(RecordError::Store(_))) if args.record.is_some() => {
+            Err(e).context("top --record")
+        }
         Err(e) if args.record.is_some() => Err(e).context("loading the kernel programs"),
         Err(e) => {
             agentsight::sayln!(

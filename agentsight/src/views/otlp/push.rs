@@ -86,6 +86,21 @@ fn traces_url(base: &str) -> String {
     }
 }
 
+/// `url` as it may be shown (errors, the summary): credentials in its
+/// authority (`user:pass@`) replaced by `***@`. They are sent as given.
+pub fn shown_url(url: &str) -> String {
+    let (scheme, rest) = match url.find("://") {
+        Some(i) => url.split_at(i + 3),
+        None => ("", url),
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    match authority.rfind('@') {
+        Some(at) => format!("{scheme}***{}{path}", &authority[at..]),
+        None => url.to_owned(),
+    }
+}
+
 /// `key=value,…` with percent-encoded values (the W3C baggage form the
 /// OpenTelemetry environment uses).
 fn parse_headers(s: &str) -> Result<Vec<(String, String)>, PushError> {
@@ -135,13 +150,14 @@ impl PushConfig {
                 }
             }
         };
+        let shown = shown_url(&url);
         if url.starts_with("https://") {
             return Err(PushError::Config(format!(
-                "{url}: https is not supported (this build has no TLS); push to a local collector over http"
+                "{shown}: https is not supported (this build has no TLS); push to a local collector over http"
             )));
         }
         if !url.starts_with("http://") {
-            return Err(PushError::Config(format!("{url}: not an http:// URL")));
+            return Err(PushError::Config(format!("{shown}: not an http:// URL")));
         }
         let headers = match setting(&env, "HEADERS") {
             Some(h) => parse_headers(&h)?,
@@ -249,7 +265,9 @@ impl Pusher {
         };
         let mut backoff = BACKOFF_START;
         let mut reason = String::new();
+        let mut made = 0;
         for attempt in 1..=MAX_ATTEMPTS {
+            made = attempt;
             match self.attempt(&body, content_type) {
                 Attempt::Done(rejected) => {
                     return PushOutcome::Delivered {
@@ -270,10 +288,12 @@ impl Pusher {
                 }
             }
         }
-        let reason = format!("{}: {reason}", self.cfg.url);
+        // An error text may quote the URL: never with its credentials.
+        let shown = shown_url(&self.cfg.url);
+        let reason = format!("{shown}: {}", reason.replace(&self.cfg.url, &shown));
         self.down = Some(reason.clone());
         PushOutcome::Failed {
-            attempts: MAX_ATTEMPTS,
+            attempts: made,
             reason,
         }
     }
@@ -312,10 +332,15 @@ impl Pusher {
                 reason: format!("HTTP {status}"),
                 after: None,
             },
-            _ => Attempt::Fatal(format!(
-                "HTTP {status}: {}",
-                String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).trim()
-            )),
+            _ => {
+                let said = String::from_utf8_lossy(&bytes[..bytes.len().min(200)])
+                    .trim()
+                    .to_owned();
+                Attempt::Fatal(match said.is_empty() {
+                    true => format!("HTTP {status}"),
+                    false => format!("HTTP {status}: {said}"),
+                })
+            }
         }
     }
 }
@@ -408,5 +433,64 @@ mod tests {
         assert_eq!(retry_after(Some("3600")), Some(MAX_RETRY_AFTER));
         assert_eq!(retry_after(Some("Wed, 21 Oct 2015 07:28:00 GMT")), None);
         assert_eq!(retry_after(None), None);
+    }
+
+    #[test]
+    fn credentials_in_the_url_are_never_shown() {
+        assert_eq!(
+            shown_url("http://user:pa%40ss@collector:4318/v1/traces"),
+            "http://***@collector:4318/v1/traces"
+        );
+        assert_eq!(shown_url("http://u@h/x@y"), "http://***@h/x@y");
+        assert_eq!(
+            shown_url("http://h:4318/v1/traces"),
+            "http://h:4318/v1/traces"
+        );
+        let e = PushConfig::resolve(Some("https://me:secret@h"), |_| None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "https://***@h/v1/traces: https is not supported (this build has no TLS); push to a local collector over http"
+        );
+    }
+
+    #[test]
+    fn a_fatal_answer_is_one_attempt() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let mut served = 0;
+            listener.set_nonblocking(false).unwrap();
+            for (status, _) in [(307, 0), (400, 1)] {
+                let (mut c, _) = listener.accept().unwrap();
+                let mut buf = [0u8; 65536];
+                let _ = c.read(&mut buf);
+                let _ = write!(
+                    c,
+                    "HTTP/1.1 {status} X\r\nLocation: http://127.0.0.1:1/\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                );
+                served += 1;
+            }
+            served
+        });
+        for status in [307, 400] {
+            let cfg =
+                PushConfig::resolve(Some(&format!("http://me:secret@127.0.0.1:{port}")), |_| {
+                    None
+                })
+                .unwrap();
+            let mut p = Pusher::new(cfg);
+            match p.send(TracesData::default()) {
+                PushOutcome::Failed { attempts, reason } => {
+                    assert_eq!(attempts, 1, "{status}");
+                    assert_eq!(
+                        reason,
+                        format!("http://***@127.0.0.1:{port}/v1/traces: HTTP {status}")
+                    );
+                }
+                o => panic!("{status}: {o:?}"),
+            }
+        }
+        assert_eq!(server.join().unwrap(), 2);
     }
 }
