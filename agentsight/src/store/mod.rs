@@ -113,6 +113,19 @@ CREATE INDEX IF NOT EXISTS events_by_time ON event_rows (mono_ns);
 CREATE INDEX IF NOT EXISTS events_by_process ON event_rows (process_id);
 ";
 
+/// The loss counters split as readers show them.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct LossSplit {
+    /// Events lost in the kernel (and other losses), by kind.
+    pub kernel: Vec<(String, u64)>,
+    /// Events the capture could not keep: `--max-size` or a full disk
+    /// (`disk_full:seed` counts processes found in /proc, not events, and
+    /// is in neither).
+    pub not_stored: u64,
+    /// Of `not_stored`, those lost to a full disk.
+    pub disk_full: u64,
+}
+
 /// A capture opened read-only.
 pub struct Capture {
     pub conn: Connection,
@@ -298,6 +311,25 @@ impl Capture {
             .query_row("SELECT value FROM meta WHERE key=?1", [key], |r| r.get(0))
             .optional()
             .map_err(|e| self.query_err(e))
+    }
+
+    /// The loss counters as readers show them ([`LossSplit`]).
+    pub fn loss_split(&self) -> Result<LossSplit, StoreError> {
+        let disk_full_seed = format!("{DISK_FULL_LOSS_PREFIX}seed");
+        let mut split = LossSplit::default();
+        for (k, n) in self.loss()? {
+            if k.starts_with(DISK_FULL_LOSS_PREFIX) {
+                if k != disk_full_seed {
+                    split.not_stored += n;
+                    split.disk_full += n;
+                }
+            } else if k.starts_with(MAX_SIZE_LOSS_PREFIX) {
+                split.not_stored += n;
+            } else {
+                split.kernel.push((k, n));
+            }
+        }
+        Ok(split)
     }
 
     pub fn loss(&self) -> Result<Vec<(String, u64)>, StoreError> {

@@ -179,16 +179,8 @@ pub struct Loss {
 
 impl Loss {
     pub fn load(cap: &Capture, complete: bool) -> Result<Self, StoreError> {
-        use crate::store::{DISK_FULL_LOSS_PREFIX, MAX_SIZE_LOSS_PREFIX};
-        let (loss, not_stored): (Vec<_>, Vec<_>) = cap.loss()?.into_iter().partition(|(k, _)| {
-            !k.starts_with(MAX_SIZE_LOSS_PREFIX) && !k.starts_with(DISK_FULL_LOSS_PREFIX)
-        });
-        // A process found in /proc but not stored is not an event.
-        let disk_full_seed = format!("{DISK_FULL_LOSS_PREFIX}seed");
-        let not_stored: Vec<_> = not_stored
-            .into_iter()
-            .filter(|(k, _)| *k != disk_full_seed)
-            .collect();
+        let split = cap.loss_split()?;
+        let loss = split.kernel;
         let missing = cap.gap_missing()?;
         Ok(Self {
             lost: loss.iter().map(|(_, n)| n).sum(),
@@ -197,12 +189,8 @@ impl Loss {
                 && missing == 0,
             by_kind: loss.into_iter().filter(|(_, n)| *n > 0).collect(),
             missing,
-            not_stored: not_stored.iter().map(|(_, n)| n).sum(),
-            disk_full: not_stored
-                .iter()
-                .filter(|(k, _)| k.starts_with(DISK_FULL_LOSS_PREFIX))
-                .map(|(_, n)| n)
-                .sum(),
+            not_stored: split.not_stored,
+            disk_full: split.disk_full,
             storing_stopped: cap.meta(crate::store::STORING_STOPPED_META)?,
             unknown: if complete {
                 None

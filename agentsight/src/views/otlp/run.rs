@@ -11,7 +11,7 @@ use crate::{
     clock::Anchors,
     correlate::{self, Activity, CaptureView, CorrelateError, Report, TreeInfo, TreeStatus},
     sessions::AgentSession,
-    store::{Capture, MAX_SIZE_LOSS_PREFIX, StoreError, sessions::StoredSession},
+    store::{Capture, StoreError, sessions::StoredSession},
 };
 
 /// Loss and completeness, as `show` states them.
@@ -26,7 +26,8 @@ pub struct CaptureFacts {
     pub recorder_finished: bool,
     /// Events lost in the kernel (reserve failures), all kinds.
     pub lost_events: u64,
-    /// Events not stored because the capture reached `--max-size`.
+    /// Events not stored because the capture reached `--max-size` or the
+    /// disk was full.
     pub not_stored: u64,
     /// Records missing by per-CPU sequence number.
     pub missing_by_sequence: u64,
@@ -46,19 +47,14 @@ impl CaptureFacts {
             h.update([0]);
         }
         let loss = cap.loss()?;
-        let sum = |max_size: bool| -> u64 {
-            loss.iter()
-                .filter(|(k, _)| k.starts_with(MAX_SIZE_LOSS_PREFIX) == max_size)
-                .map(|(_, n)| n)
-                .sum()
-        };
+        let split = cap.loss_split()?;
         Ok(CaptureFacts {
             key: h.finalize().into(),
             host,
             started_at,
             recorder_finished: meta("complete")?.as_deref() == Some("true"),
-            lost_events: sum(false),
-            not_stored: sum(true),
+            lost_events: split.kernel.iter().map(|(_, n)| n).sum(),
+            not_stored: split.not_stored,
             missing_by_sequence: cap.gap_missing()?,
             loss_by_kind: loss.iter().filter(|(_, n)| *n > 0).cloned().collect(),
             last_event_wall_ns: cap.last_event_wall_ns()?,
