@@ -201,11 +201,48 @@ pub fn violations(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
     bad
 }
 
+/// The graph as ARCHITECTURE.md shows it: one line per module that imports
+/// others, then the ones that import nothing.
+pub fn documented_form(g: &BTreeMap<String, BTreeSet<String>>) -> String {
+    let mut out = String::new();
+    let mut leaves = Vec::new();
+    for (from, tos) in g {
+        if tos.is_empty() {
+            leaves.push(from.as_str());
+            continue;
+        }
+        let tos: Vec<&str> = tos.iter().map(String::as_str).collect();
+        out.push_str(&format!("{from:>11} → {}\n", tos.join(", ")));
+    }
+    out.push_str(&format!(
+        "({} import nothing of the crate)\n",
+        leaves.join(", ")
+    ));
+    out
+}
+
+/// The import graph block of ARCHITECTURE.md (the fenced block after the
+/// "Import graph" line).
+fn documented_graph(architecture: &str) -> Option<&str> {
+    let after = &architecture[architecture.find("\nImport graph")?..];
+    let start = after.find("```\n")? + 4;
+    let len = after[start..].find("```")?;
+    Some(&after[start..start + len])
+}
+
 pub fn check(root: &Path) -> Result<()> {
     let g = graph(&root.join("agentsight/src"))?;
-    for (from, tos) in &g {
-        let tos: Vec<&str> = tos.iter().map(String::as_str).collect();
-        println!("{from:>11} → {}", tos.join(", "));
+    let shown = documented_form(&g);
+    print!("{shown}");
+    // The map must not go stale: the graph in ARCHITECTURE.md is this one.
+    let arch_path = root.join("ARCHITECTURE.md");
+    let arch = std::fs::read_to_string(&arch_path)?;
+    match documented_graph(&arch) {
+        Some(doc) if doc == shown => {}
+        Some(_) => bail!(
+            "ARCHITECTURE.md's import graph differs from the code's: replace its block with the lines above"
+        ),
+        None => bail!("ARCHITECTURE.md has no \"Import graph\" block"),
     }
     let bad = violations(&g);
     if !bad.is_empty() {
@@ -252,5 +289,20 @@ mod tests {
                 "newthing: not in any layer (add it to LAYERS)",
             ]
         );
+    }
+
+    #[test]
+    fn the_documented_graph_is_the_fenced_block_after_its_heading() {
+        let mut g = BTreeMap::new();
+        g.insert("audit".to_string(), BTreeSet::from(["store".to_string()]));
+        g.insert("store".to_string(), BTreeSet::new());
+        let shown = documented_form(&g);
+        assert_eq!(
+            shown,
+            "      audit → store\n(store import nothing of the crate)\n"
+        );
+        let doc = format!("# Map\n\nImport graph (x):\n\n```\n{shown}```\n\nmore\n");
+        assert_eq!(documented_graph(&doc), Some(shown.as_str()));
+        assert_eq!(documented_graph("no graph here"), None);
     }
 }
