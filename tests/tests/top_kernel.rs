@@ -354,3 +354,26 @@ fn running_agent_is_adopted_at_start() {
     assert!(out.status.success(), "claude run failed: {}", out.stderr);
     assert_eq!(row["state"], "working", "{row}");
 }
+
+/// `top --record FILE` names the file when the file is the problem, not
+/// "loading the kernel programs".
+#[test]
+fn a_record_file_that_cannot_be_made_is_named_as_such() {
+    require_root();
+    let dir = scratch("top-record-file");
+    let target = dir.join("missing-dir/x.db");
+    let out = Command::new(bin())
+        .args(["top", "--json", "--record"])
+        .arg(&target)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "agentsight: error: top --record: {}: No such file or directory (os error 2)\n",
+            target.display()
+        )
+    );
+}
