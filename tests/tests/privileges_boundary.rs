@@ -872,6 +872,19 @@ fn home_with_bad_counts(dir: &Path) -> std::path::PathBuf {
             "2",
             r#"{"input_tokens":10,"output_tokens":20,"cache_read_input_tokens":0,"cache_creation_input_tokens":0}"#,
         );
+        // A count written as a string and a user message whose content is a
+        // number: neither is summed or dropped silently, both are counted.
+        let text = text
+            + &line(
+                &sid,
+                "u3",
+                "\"u2\"",
+                "3",
+                r#"{"input_tokens":"123","output_tokens":0}"#,
+            )
+            + &format!(
+                "{{\"type\":\"user\",\"uuid\":\"u4\",\"parentUuid\":\"u3\",\"cwd\":\"/tmp\",\"sessionId\":\"{sid}\",\"timestamp\":\"2026-03-01T09:00:04.000Z\",\"message\":{{\"role\":\"user\",\"content\":12345}}}}\n"
+            );
         std::fs::write(proj.join(format!("{sid}.jsonl")), text).unwrap();
     }
     let (uid, gid) = test_user();
@@ -910,7 +923,8 @@ fn bad_token_values_are_counted_not_summed() {
     );
     assert_exit_0(&out);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["stats"]["bad_token_values"], 4);
+    assert_eq!(v["stats"]["bad_token_values"], 5);
+    assert_eq!(v["stats"]["bad_contents"], 1);
     assert_eq!(
         v["usage"],
         serde_json::json!({"input": 10, "output": 20, "cache_read": 0, "cache_creation": 0, "reasoning": 0, "total": 30})
