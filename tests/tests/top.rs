@@ -497,6 +497,31 @@ fn json_stream_follows_appends_new_files_and_renames() {
     follow_changes(&s, &home);
 }
 
+/// A relative `--home` (`./home` from its parent) follows the same changes:
+/// inotify names absolute paths, so the home is made absolute once, where
+/// the arguments are parsed (before, only the first snapshot was right).
+#[test]
+fn json_stream_with_a_relative_home_follows_changes() {
+    let (home, _) = fixture_home("relhome");
+    let s = Stream::start(
+        Command::new(bin())
+            .current_dir(home.parent().unwrap())
+            .args(["top", "--json", "--no-kernel", "--home", "./home"]),
+    );
+    let first = s.wait_for(Duration::from_secs(10), "the first snapshot", |_| true);
+    assert_eq!(rows(&first), default_rows());
+    assert_eq!(first["degraded"], Value::Null);
+    let c2 = row(&first, C2)["path"].as_str().unwrap().to_string();
+    assert_eq!(
+        Path::new(&c2),
+        // The cwd is physical: canonical, were the temporary directory a link.
+        home.canonicalize()
+            .unwrap()
+            .join(format!(".claude/projects/-home-dev-shop/{C2}.jsonl"))
+    );
+    follow_changes(&s, &home);
+}
+
 /// Runs `top` in a new user namespace whose inotify watch limit is 3 (a
 /// real kernel limit, per user namespace, that leaves the machine's alone).
 fn in_userns_with_watch_limit(limit: u32, args: &[&str], home: &Path) -> Command {

@@ -25,7 +25,7 @@ pub struct CorrelateArgs {
     #[arg(long)]
     pub json: bool,
     /// Read live transcripts from this home instead of the invoking user's.
-    #[arg(long, conflicts_with = "docker_container")]
+    #[arg(long, conflicts_with = "docker_container", value_parser = super::absolute_path())]
     pub home: Option<PathBuf>,
     /// Read the session (exact id) inside these running containers, through
     /// their bridges (repeatable; not with --db: a saved capture and a live

@@ -33,7 +33,7 @@ pub struct MessageArgs {
     #[arg(long, value_name = "FILE")]
     pub text_file: Option<PathBuf>,
     /// Read this home instead of the invoking user's.
-    #[arg(long, conflicts_with = "docker_container")]
+    #[arg(long, conflicts_with = "docker_container", value_parser = super::absolute_path())]
     pub home: Option<PathBuf>,
     /// Continue the session inside this running container (repeatable; the
     /// one container that holds it, fail-closed), through its bridge.

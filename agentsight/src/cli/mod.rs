@@ -229,6 +229,16 @@ pub struct ExportArgs {
 /// five months: anything else is refused.
 const DURATION_UNITS: [&str; 6] = ["ms", "s", "m", "h", "d", "w"];
 
+/// Every `--home DIR` (and `top --desktop-dir`): made absolute against the
+/// current directory once, while parsing, so a relative one means the same
+/// directory everywhere after — `top` compares inotify's event paths (always
+/// absolute) with it. Symlinks stay as given (no canonicalizing: the owner
+/// check reads the path itself, and a missing one is reported there).
+pub fn absolute_path() -> impl clap::builder::TypedValueParser<Value = PathBuf> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PathBufValueParser::new().try_map(|p| std::path::absolute(&p))
+}
+
 /// `record --duration` and `sessions --max-age`: numbers with the units of
 /// [`DURATION_UNITS`] (`30s`, `5m`, `1.5h`, `2d`, `1w`, `1h 30m`), parsed by
 /// humantime; a bare number is seconds and a fraction may start with its

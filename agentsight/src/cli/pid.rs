@@ -16,7 +16,7 @@ pub struct PidArgs {
     #[arg(long)]
     pub db: Vec<PathBuf>,
     /// Read transcripts from this home instead of the process owner's.
-    #[arg(long)]
+    #[arg(long, value_parser = super::absolute_path())]
     pub home: Option<PathBuf>,
     #[arg(long)]
     pub json: bool,

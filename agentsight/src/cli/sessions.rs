@@ -32,7 +32,7 @@ pub struct SessionsArgs {
     #[arg(long)]
     pub json: bool,
     /// Read this home instead of the invoking user's (env vars then ignored).
-    #[arg(long, conflicts_with = "docker_container")]
+    #[arg(long, conflicts_with = "docker_container", value_parser = super::absolute_path())]
     pub home: Option<PathBuf>,
     /// List the sessions inside this running container instead, read there by
     /// `agentsight bridge` (repeatable; see docs/bridge.md).
@@ -50,7 +50,7 @@ pub struct SessionShowArgs {
     #[arg(long)]
     pub json: bool,
     /// Read this home instead of the invoking user's.
-    #[arg(long, conflicts_with = "docker_container")]
+    #[arg(long, conflicts_with = "docker_container", value_parser = super::absolute_path())]
     pub home: Option<PathBuf>,
     /// Find the session (exact id) inside these running containers instead
     /// (repeatable; fails unless exactly one holds it and all answer).

@@ -17,10 +17,10 @@ use agentsight::top::{LiveTop, Row, RowFilter, Snapshot, TopOptions};
 #[derive(clap::Args, Debug)]
 pub struct TopArgs {
     /// Read this home instead of the invoking user's.
-    #[arg(long)]
+    #[arg(long, value_parser = super::absolute_path())]
     pub home: Option<PathBuf>,
     /// The Claude desktop app's data directory [default: <home>/.config/Claude].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = super::absolute_path())]
     pub desktop_dir: Option<PathBuf>,
     /// Print one snapshot and exit.
     #[arg(long)]

@@ -41,7 +41,9 @@ pub enum TopError {
 /// What to watch and how.
 #[derive(Debug, Clone)]
 pub struct TopOptions {
-    /// Home to read (`--home`); `None`: the invoking user's.
+    /// Home to read (`--home`); `None`: the invoking user's. Absolute (the
+    /// CLI makes `--home` so): watch events name absolute paths, and a
+    /// relative root would never match them. So is `desktop_dir`.
     pub home: Option<PathBuf>,
     /// The Claude desktop app's data directory; `None`: `<home>/.config/Claude`.
     pub desktop_dir: Option<PathBuf>,
