@@ -444,7 +444,9 @@ fn a_tool_that_leaves_the_agents_group_still_ends_with_the_turn() {
 
 /// `session message` blocks SIGINT, SIGTERM and SIGHUP for its signal
 /// thread: the agent and the tools it starts have none blocked or ignored,
-/// so `kill`, `timeout` and Ctrl-C reach them.
+/// so `kill`, `timeout` and Ctrl-C reach them. (The stand-in reads its own
+/// status with builtins: while it waits for a child, sh blocks every
+/// signal.)
 #[test]
 fn the_agent_and_its_tools_have_no_signal_blocked_or_ignored() {
     require_root();
@@ -455,7 +457,7 @@ fn the_agent_and_its_tools_have_no_signal_blocked_or_ignored() {
             &h,
             "claude",
             &format!(
-                "grep -E '^Sig(Blk|Ign):' /proc/$$/status > {o}/agent.sig\nsh -c 'grep -E \"^Sig(Blk|Ign):\" /proc/$$/status' > {o}/tool.sig\necho '{{\"type\":\"assistant\",\"message\":{{\"content\":[{{\"type\":\"text\",\"text\":\"working\"}}]}}}}'\necho '{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"done\"}}'\nexit 0"
+                "while read -r l; do case $l in Sig[BI]*) echo \"$l\";; esac; done < /proc/$$/status > {o}/agent.sig\ngrep -E '^Sig(Blk|Ign):' /proc/self/status > {o}/tool.sig\necho '{{\"type\":\"assistant\",\"message\":{{\"content\":[{{\"type\":\"text\",\"text\":\"working\"}}]}}}}'\necho '{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"result\":\"done\"}}'\nexit 0"
             ),
         );
         let env = [("AGENTSIGHT_CLAUDE_BIN", agent.as_path())];

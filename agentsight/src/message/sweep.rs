@@ -13,6 +13,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
+use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 use procfs::process::{ProcState, Process, all_processes};
@@ -97,24 +98,36 @@ fn adopted(procs: &[Proc], provider: i32, live: &[u32]) -> Vec<i32> {
         .collect()
 }
 
+/// Whether `p`'s pid still names the process `p` saw (its start time).
+fn same_process(p: &Proc) -> bool {
+    Process::new(p.pid)
+        .and_then(|q| q.stat())
+        .is_ok_and(|s| s.starttime == p.start)
+}
+
 /// SIGKILL to exactly the process `p` saw: through a pidfd opened and then
-/// checked to be the same process (its start time), so a pid reused since
-/// the snapshot is never hit.
+/// checked to be the same process, so a pid reused since the snapshot is
+/// never hit. Without pidfds (a kernel before 5.3, a seccomp filter that
+/// refuses them), `kill` right after the same check.
 fn kill_exact(p: &Proc) -> Result<(), Errno> {
     // Safety: pidfd_open(pid, 0) returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, p.pid, 0) };
     if fd < 0 {
         return match Errno::last() {
             Errno::ESRCH => Ok(()),
+            Errno::ENOSYS | Errno::EPERM if same_process(p) => {
+                match nix::sys::signal::kill(Pid::from_raw(p.pid), Signal::SIGKILL) {
+                    Ok(()) | Err(Errno::ESRCH) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
+            Errno::ENOSYS | Errno::EPERM => Ok(()),
             e => Err(e),
         };
     }
     // Safety: a descriptor just returned to us, owned once.
     let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-    let same = Process::new(p.pid)
-        .and_then(|q| q.stat())
-        .is_ok_and(|s| s.starttime == p.start);
-    if !same {
+    if !same_process(p) {
         return Ok(());
     }
     use std::os::fd::AsRawFd;
