@@ -2,7 +2,11 @@
 own protobuf definitions (independent of our encoder), checks its structure
 and prints what it holds as one JSON object for the Rust test to assert on.
 
-usage: check_trace.py TRACE.pftrace [EXPORT.jsonl]
+usage: check_trace.py [--texts] TRACE.pftrace [EXPORT.jsonl]
+
+With --texts, "texts" lists every text the trace holds (event and track
+names, process names and command lines, annotation strings, interned or
+not), for the redaction test.
 
 Structural checks (each violation is one line in "errors"):
 - one trusted_packet_sequence_id; the first packet clears incremental state;
@@ -62,6 +66,7 @@ class Checker:
         self.event_instants = []
         self.tool_slices = []
         self.process_slices = {}
+        self.texts = set()
 
     def err(self, i, msg):
         if len(self.errors) < 50:
@@ -74,10 +79,12 @@ class Checker:
         if p.HasField("interned_data"):
             for n in p.interned_data.event_names:
                 self.names[n.iid] = n.name
+                self.texts.add(n.name)
             for n in p.interned_data.debug_annotation_names:
                 self.keys[n.iid] = n.name
             for n in p.interned_data.debug_annotation_string_values:
                 self.strings[n.iid] = n.str.decode("utf-8")
+                self.texts.add(self.strings[n.iid])
         if p.HasField("trace_packet_defaults"):
             if i != 0:
                 self.err(i, "packet defaults after the first packet")
@@ -105,12 +112,17 @@ class Checker:
             self.descriptor(i, p.track_descriptor)
         if p.HasField("process_tree"):
             for q in p.process_tree.processes:
+                self.texts.update(q.cmdline)
                 self.tree.append({"ts": p.timestamp, "pid": q.pid,
                                   "ppid": q.ppid if q.HasField("ppid") else None})
         if p.HasField("track_event"):
             self.event(i, p, p.track_event)
 
     def descriptor(self, i, d):
+        self.texts.add(d.name)
+        if d.HasField("process"):
+            self.texts.add(d.process.process_name)
+            self.texts.update(d.process.cmdline)
         if d.uuid in self.tracks:
             self.err(i, f"track {d.uuid} declared twice")
         if d.HasField("parent_uuid") and d.parent_uuid not in self.tracks:
@@ -128,6 +140,8 @@ class Checker:
             if a.name_iid not in self.keys:
                 self.err(i, f"annotation name iid {a.name_iid} not interned")
             k = self.keys.get(a.name_iid, "?")
+            if a.HasField("string_value"):
+                self.texts.add(a.string_value)
             if a.HasField("string_value_iid") and a.string_value_iid not in self.strings:
                 self.err(i, f"string value iid {a.string_value_iid} not interned")
             out[k] = (a.int_value if a.HasField("int_value") else
@@ -197,6 +211,9 @@ class Checker:
 
 
 def main():
+    texts = "--texts" in sys.argv
+    if texts:
+        sys.argv.remove("--texts")
     trace = pb.Trace()
     with open(sys.argv[1], "rb") as f:
         trace.ParseFromString(f.read())
@@ -235,6 +252,8 @@ def main():
     }
     if len(sys.argv) > 2:
         compare_jsonl(c, sys.argv[2], out)
+    if texts:
+        out["texts"] = sorted(t for t in c.texts if t)
     json.dump(out, sys.stdout, sort_keys=True)
 
 

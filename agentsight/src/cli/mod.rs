@@ -177,6 +177,10 @@ pub struct RecordArgs {
     /// report`; with --audit, its findings are linked in it).
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
+    /// Show recorded text exactly in the --report page: by default
+    /// secret-looking values are shown as ‹redacted›.
+    #[arg(long, requires = "report")]
+    pub no_redact: bool,
     /// The command to run and record.
     #[arg(last = true)]
     pub command: Vec<OsString>,
@@ -222,6 +226,10 @@ pub struct ExportArgs {
     /// in the OTLP traces (off by default).
     #[arg(long)]
     pub capture_content: bool,
+    /// Write recorded text exactly into the Perfetto trace: by default
+    /// secret-looking values are written ‹redacted› (jsonl is always exact).
+    #[arg(long)]
+    pub no_redact: bool,
 }
 
 /// The units `--duration`/`--max-age` take. humantime knows more (`M` is
@@ -421,6 +429,11 @@ fn run(cli: Cli) -> Result<i32> {
             if matches!(a.format, ExportFormat::Perfetto) && a.output.is_none() {
                 bail!(PERFETTO_NEEDS_OUTPUT);
             }
+            if a.no_redact
+                && (a.otlp_endpoint.is_some() || !matches!(a.format, ExportFormat::Perfetto))
+            {
+                bail!("--no-redact applies to --format perfetto (jsonl is never redacted)");
+            }
             let cap = Capture::open(&a.db)?;
             say_note(&cap);
             if cap.meta("complete")?.as_deref() != Some("true") {
@@ -472,7 +485,7 @@ fn export_perfetto(cap: &Capture, a: &ExportArgs) -> Result<i32> {
     };
     let mut done = None;
     otlp::to_output(Some(path), |out| {
-        let x = views::perfetto::export(cap, out)
+        let x = views::perfetto::export(cap, out, !a.no_redact)
             .with_context(|| format!("exporting {}", a.db.display()))?;
         done = Some(x);
         Ok(())
@@ -688,7 +701,7 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
     if let Some(f) = report_out.take() {
         // Read as the user, like every view of their capture.
         let _as_user = agentsight::privileges::AsUser::maybe(creds.as_ref())?;
-        report::write(&opts.output, policy.as_ref(), f)?;
+        report::write(&opts.output, policy.as_ref(), a.no_redact, f)?;
     }
     if let Some(policy) = &policy {
         let report = {

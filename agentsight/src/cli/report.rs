@@ -20,25 +20,39 @@ pub struct ReportArgs {
     /// it cites.
     #[arg(long)]
     pub policy: Option<PathBuf>,
+    /// Show recorded text exactly: by default secret-looking values (API
+    /// keys, tokens, passwords, URL credentials) are shown as ‹redacted›.
+    #[arg(long)]
+    pub no_redact: bool,
 }
 
-/// The page of `db` (with the findings of `policy`) and what it holds.
-fn build(db: &Path, policy: Option<&Policy>) -> Result<(String, agentsight::report::Summary)> {
+/// The page of `db` (with the findings of `policy`; secrets redacted
+/// unless `no_redact`) and what it holds.
+fn build(
+    db: &Path,
+    policy: Option<&Policy>,
+    no_redact: bool,
+) -> Result<(String, agentsight::report::Summary)> {
     let cap = Capture::open(db)?;
     super::say_note(&cap);
     let audit = policy
         .map(|p| agentsight::audit::audit(&cap, p))
         .transpose()
         .with_context(|| format!("auditing {}", db.display()))?;
-    agentsight::report::html(&cap, audit.as_ref())
+    agentsight::report::html(&cap, audit.as_ref(), !no_redact)
         .with_context(|| format!("reporting {}", db.display()))
 }
 
 /// Renders the report of `db` (with the findings of `policy`) into `out`
 /// (removed again if this run created it and the report failed); prints
 /// where it is, what it holds and what it aggregated.
-pub(super) fn write(db: &Path, policy: Option<&Policy>, out: super::UserFile) -> Result<()> {
-    let (page, summary) = match build(db, policy) {
+pub(super) fn write(
+    db: &Path,
+    policy: Option<&Policy>,
+    no_redact: bool,
+    out: super::UserFile,
+) -> Result<()> {
+    let (page, summary) = match build(db, policy, no_redact) {
         Ok(built) => built,
         Err(e) => {
             out.abandon();
@@ -69,6 +83,6 @@ pub fn run(a: &ReportArgs) -> Result<i32> {
     // A policy that does not parse fails before anything is written.
     let policy = a.policy.as_deref().map(Policy::load).transpose()?;
     let out = super::UserFile::open(&a.output)?;
-    write(&a.db, policy.as_ref(), out)?;
+    write(&a.db, policy.as_ref(), a.no_redact, out)?;
     Ok(0)
 }

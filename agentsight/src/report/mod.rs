@@ -15,12 +15,20 @@
 //!
 //! Bounded: beyond what a person can read, rows are aggregated into counts
 //! and the page says what was aggregated (see the `MAX_*` bounds).
+//!
+//! Redacted by default: a report is made to be shared (attached to a CI
+//! job), so [`esc`] also replaces secret-looking values
+//! ([`crate::views::redact`]) unless the caller asks for the exact text.
+//! Each tool call's row is anchored by its native call id
+//! ([`anchors`]), the id `correlate --json` and OTLP give it.
 
+mod anchors;
 mod model;
 mod page;
 mod session;
 mod timeline;
 
+use std::cell::Cell;
 use std::fmt::Write as _;
 
 pub use model::RunModel;
@@ -64,22 +72,64 @@ pub struct Summary {
 }
 
 /// The report of `cap` as one HTML document; `findings` (an audit of the
-/// same capture) adds the findings section.
+/// same capture) adds the findings section. With `redact`, secret-looking
+/// values in every text shown are replaced ([`crate::views::redact`]).
 pub fn html(
     cap: &crate::store::Capture,
     findings: Option<&audit::Report>,
+    redact: bool,
 ) -> Result<(String, Summary), ReportError> {
     let model = RunModel::load(cap)?;
+    let _scope = RedactScope::enter(redact);
     Ok(page::render(&model, findings))
+}
+
+thread_local! {
+    /// Whether [`esc`] redacts. Every string of the page goes through
+    /// `esc`, so this one switch covers every section, present and future;
+    /// [`html`] sets it for its render (on its own thread) and restores it.
+    static REDACT: Cell<bool> = const { Cell::new(true) };
+}
+
+/// Sets [`REDACT`] while it lives.
+struct RedactScope(bool);
+
+impl RedactScope {
+    fn enter(redact: bool) -> Self {
+        Self(REDACT.replace(redact))
+    }
+}
+
+impl Drop for RedactScope {
+    fn drop(&mut self) {
+        REDACT.set(self.0);
+    }
+}
+
+/// `s` as the page may show it: secret-looking values replaced unless the
+/// render was asked for the exact text. Text cut for a hover title is
+/// redacted before the cut, so no part of a secret survives it.
+pub(crate) fn shown(s: &str) -> std::borrow::Cow<'_, str> {
+    if REDACT.get() {
+        crate::views::redact::text(s)
+    } else {
+        std::borrow::Cow::Borrowed(s)
+    }
 }
 
 /// HTML-escapes text from a capture or transcript for element content and
 /// quoted attribute values. Bytes that were not UTF-8, control characters,
 /// bidi and other invisible format characters are shown escaped first
 /// (`rawtext::visible_lines`: U+202E must not turn "evil" into "live" on the
-/// page); a newline stays one (white space in HTML). Hand-written: five
-/// replacements are smaller than a dependency.
+/// page); a newline stays one (white space in HTML). Secret-looking values
+/// are redacted first ([`shown`]). Hand-written: five replacements are
+/// smaller than a dependency.
 pub fn esc(s: &str) -> String {
+    esc_exact(&shown(s))
+}
+
+/// [`esc`] without redaction (of text already redacted).
+fn esc_exact(s: &str) -> String {
     let s = crate::rawtext::visible_lines(s);
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
@@ -95,14 +145,16 @@ pub fn esc(s: &str) -> String {
     out
 }
 
-/// [`esc`] of at most [`MAX_TEXT`] characters, saying how many were cut.
+/// [`esc`] of at most [`MAX_TEXT`] characters, saying how many were cut
+/// (redacted before the cut: no part of a secret survives it).
 pub fn esc_clip(s: &str) -> String {
+    let s = shown(s);
     let n = s.chars().count();
     if n <= MAX_TEXT {
-        return esc(s);
+        return esc_exact(&s);
     }
     let kept: String = s.chars().take(MAX_TEXT).collect();
-    let mut out = esc(&kept);
+    let mut out = esc_exact(&kept);
     let _ = write!(out, "… ({} more characters)", n - MAX_TEXT);
     out
 }

@@ -31,7 +31,9 @@ svg .prompt{fill:#1d2330}svg .late-tick{fill:#7b3fc4}svg .unexplained-tick{fill:
 
 /// Opens every `<details>` around the element a link or the address points
 /// to (the page reads without it: everything is in the DOM).
-const SCRIPT: &str = "function agentsightOpen(){var h=decodeURIComponent(location.hash.slice(1));if(!h)return;for(var e=document.getElementById(h);e;e=e.parentElement){if(e.tagName==='DETAILS')e.open=true;}}addEventListener('hashchange',agentsightOpen);agentsightOpen();";
+/// The fragment is looked up as written first (a call's anchor holds its id
+/// percent-encoded: see `anchors`), then decoded.
+const SCRIPT: &str = "function agentsightOpen(){var h=location.hash.slice(1);if(!h)return;var e=document.getElementById(h);if(!e){try{e=document.getElementById(decodeURIComponent(h));}catch(x){}}for(;e;e=e.parentElement){if(e.tagName==='DETAILS')e.open=true;}}addEventListener('hashchange',agentsightOpen);agentsightOpen();";
 
 /// The page being written: which anchors exist (findings link only to rows
 /// that are there) and what was aggregated.
@@ -42,6 +44,8 @@ pub(super) struct Page<'a> {
     pub tool_calls: usize,
     /// Tool calls whose activity rows were cut, and the activities counted.
     pub calls_cut: (usize, usize),
+    /// Each tool call's anchor (its native id, see `anchors`).
+    pub calls: super::anchors::CallAnchors,
 }
 
 impl Page<'_> {
@@ -72,6 +76,7 @@ pub(super) fn render(m: &RunModel, findings: Option<&audit::Report>) -> (String,
         aggregated: Vec::new(),
         tool_calls: 0,
         calls_cut: (0, 0),
+        calls: super::anchors::CallAnchors::of(m),
     };
     let loss = loss_section(m);
     let facts = facts_section(m);
@@ -362,7 +367,7 @@ fn finding_target(p: &Page, f: &audit::Finding) -> Option<String> {
         p.m.sessions
             .iter()
             .position(|r| r.session.session_id == tool.session_id)?;
-    let id = format!("call-{s}-{}", tool.tool_index?);
+    let id = p.calls.get(s, usize::try_from(tool.tool_index?).ok()?);
     p.has(&id).then_some(id)
 }
 

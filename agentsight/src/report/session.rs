@@ -129,7 +129,7 @@ fn session(p: &mut Page, si: usize, r: &Report, s: &mut String) {
     s.push_str(&timeline::svg(p, si, r, &flags));
     calls(p, si, r, &flags, s);
     unexplained(p, si, r, s);
-    flag_lists(si, r, s);
+    flag_lists(p, si, r, s);
     bookkeeping(p, r, s);
     s.push_str("</section>");
 }
@@ -237,7 +237,13 @@ fn call_subject(t: &ToolReport) -> String {
 
 fn call(p: &mut Page, si: usize, t: &ToolReport, flags: Option<&CallFlags>, s: &mut String) {
     let words = flags.map(CallFlags::words).unwrap_or_default();
-    let id = p.id(format!("call-{si}-{}", t.tool_index));
+    // Anchored by its native call id (see `anchors`), which it also shows.
+    let id = p.id(p.calls.get(si, t.tool_index));
+    let call_id = t
+        .call_id
+        .as_deref()
+        .map(|c| format!(" <code class=\"call-id\">{}</code>", esc(c)))
+        .unwrap_or_default();
     let mut badges = String::new();
     for w in &words {
         let class = match *w {
@@ -250,7 +256,7 @@ fn call(p: &mut Page, si: usize, t: &ToolReport, flags: Option<&CallFlags>, s: &
     let _ = write!(
         s,
         "<details class=\"call status-{status}\"{id} data-flags=\"{}\" data-tool-index=\"{}\">\
-         <summary><strong>#{} {}</strong> <span class=\"badge{}\">{status}</span> <code>{}</code> \
+         <summary><strong>#{} {}</strong>{call_id} <span class=\"badge{}\">{status}</span> <code>{}</code> \
          <span class=\"note\">{}</span>{badges}</summary><div class=\"body\">",
         words.join(" "),
         t.tool_index,
@@ -462,9 +468,14 @@ fn unexplained(p: &mut Page, si: usize, r: &Report, s: &mut String) {
 }
 
 /// Claimed-not-observed, mismatches and late, each linking to its call.
-fn flag_lists(si: usize, r: &Report, s: &mut String) {
-    let link =
-        |ti: usize, name: &str| format!("<a href=\"#call-{si}-{ti}\">#{ti} {}</a>", esc(name));
+fn flag_lists(p: &Page, si: usize, r: &Report, s: &mut String) {
+    let link = |ti: usize, name: &str| {
+        format!(
+            "<a href=\"#{}\">#{ti} {}</a>",
+            p.calls.get(si, ti),
+            esc(name)
+        )
+    };
     let f = &r.flags;
     let mut list = |title: &str, class: &str, rows: Vec<String>| {
         let _ = write!(s, "<h3>{title}: {}</h3>", rows.len());

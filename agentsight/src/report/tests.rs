@@ -84,7 +84,7 @@ fn esc_escapes_markup_and_shows_raw_bytes() {
 fn hostile_capture_text_is_text_and_loss_is_shown() {
     let dir = tempfile::tempdir().unwrap();
     let cap = capture(dir.path(), 0);
-    let (page, summary) = html(&cap, None).unwrap();
+    let (page, summary) = html(&cap, None, true).unwrap();
     // Exactly our one script; the capture's markup is text.
     assert_eq!(page.matches("<script>").count(), 1);
     assert!(!page.contains("<img"));
@@ -110,6 +110,184 @@ fn hostile_capture_text_is_text_and_loss_is_shown() {
     assert!(!page.contains("src=\"http") && !page.contains("href=\"http"));
 
     let dir = tempfile::tempdir().unwrap();
-    let (page, _) = html(&capture(dir.path(), 3), None).unwrap();
+    let (page, _) = html(&capture(dir.path(), 3), None, true).unwrap();
     assert!(page.contains("<section id=\"loss\" class=\"loss nonzero\"><h2>LOSS: 3 lost, 0 missing</h2><p class=\"loss-line\">3 events lost in the kernel (exec 3); 0 missing by sequence number</p>"));
+}
+
+mod calls_and_secrets {
+    use rusqlite::params;
+    use serde_json::json;
+
+    use super::{MONO0, WALL0};
+    use crate::sessions::{
+        AgentSession, Prompt, Provider, ToolCategory, ToolEvent, ToolStatus, util::join_argv,
+    };
+    use crate::store::{
+        Capture, CaptureRw,
+        sessions::{self as stored, BindingRow, TreeRow},
+    };
+    use crate::views::redact::planted::{KEPT, SECRETS, agent_argv, tool_argv};
+
+    const ODD: &str = "odd \"id\" <b>&'x";
+    const IDS: [Option<&str>; 4] = [Some("call_Ab12"), Some("toolu_01XyZ"), Some(ODD), None];
+
+    fn ms(mono: i64) -> i64 {
+        (WALL0 + mono - MONO0) / 1_000_000
+    }
+
+    /// A session whose calls have the ids [`IDS`]; the second runs the
+    /// planted tool command and the prompt names a planted key.
+    fn session() -> AgentSession {
+        let mut s = AgentSession::new(Provider::Claude, "s-1".into(), "/h/s-1.jsonl".into());
+        s.cwd = Some("/w".into());
+        s.prompts = vec![Prompt::new(
+            0,
+            Some(ms(MONO0)),
+            "use the key sk-proj-Q7x9Lm2Np4Rt6Vw8Yz0Ab1Cd".into(),
+        )];
+        s.tools = IDS
+            .iter()
+            .enumerate()
+            .map(|(i, id)| ToolEvent {
+                prompt_index: Some(0),
+                subagent: None,
+                name: "Bash".into(),
+                category: ToolCategory::Shell,
+                call_id: id.map(str::to_owned),
+                command: Some(if i == 1 {
+                    join_argv(&tool_argv())
+                } else {
+                    format!("true {i}")
+                }),
+                command_truncated: false,
+                cwd: Some("/w".into()),
+                status: ToolStatus::Ok,
+                exit_code: None,
+                start_ms: Some(ms(MONO0 + (i as i64 + 1) * 1_000_000)),
+                end_ms: Some(ms(MONO0 + (i as i64 + 1) * 1_000_000 + 500_000)),
+                paths: Vec::new(),
+                domains: Vec::new(),
+            })
+            .collect();
+        s.prompt_count = 1;
+        s.tool_count = s.tools.len();
+        s
+    }
+
+    /// The agent (planted secrets in its argv, and as the recorded
+    /// command) and the tool it ran, bound to [`session`].
+    fn capture(dir: &std::path::Path) -> Capture {
+        let path = dir.join("s.db");
+        let cap = CaptureRw::create(&path).unwrap();
+        let c = cap.conn();
+        c.execute(
+            "INSERT INTO clock_anchors (label, mono_ns, wall_ns) VALUES ('start', ?1, ?2)",
+            params![MONO0, WALL0],
+        )
+        .unwrap();
+        for (k, v) in [
+            ("complete", "true".to_owned()),
+            ("command", json!(agent_argv()).to_string()),
+        ] {
+            c.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
+                params![k, v],
+            )
+            .unwrap();
+        }
+        for (id, pid, parent, argv) in
+            [(1, 100, None, agent_argv()), (2, 101, Some(1), tool_argv())]
+        {
+            c.execute(
+                "INSERT INTO processes (id, pid, start_mono_ns, parent_id, origin, comm, argv, cwd, exec_count, end_mono_ns, exit_code)
+                 VALUES (?1, ?2, ?3, ?4, 'fork', 'x', ?5, '/w', 1, ?6, 0)",
+                params![id, pid, MONO0 + id, parent, json!(argv).to_string(), MONO0 + 9_000_000],
+            )
+            .unwrap();
+        }
+        let shown = path.display().to_string();
+        let row = stored::insert_session(c, &shown, &session()).unwrap();
+        let tree = TreeRow {
+            id: 0,
+            root_process_id: 1,
+            root_pid: 100,
+            root_start_mono_ns: MONO0 + 1,
+            status: "bound".into(),
+            note: None,
+        };
+        let tree = stored::insert_tree(c, &shown, &tree).unwrap();
+        let binding = BindingRow {
+            tree_id: tree,
+            session_row: row,
+            evidence: "transcript_write".into(),
+            evidence_count: 1,
+            evidence_process_id: Some(1),
+            evidence_path: Some("/h/s-1.jsonl".into()),
+            first_evidence_mono_ns: Some(MONO0 + 1),
+            from_mono_ns: MONO0,
+            to_mono_ns: None,
+        };
+        stored::insert_binding(c, &shown, &binding).unwrap();
+        cap.create_indexes().unwrap();
+        drop(cap);
+        Capture::open(&path).unwrap()
+    }
+
+    #[test]
+    fn each_call_is_anchored_and_shown_by_its_native_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let (page, summary) = super::html(&capture(dir.path()), None, true).unwrap();
+        assert_eq!(summary.tool_calls, 4);
+        for (i, id, anchor) in [
+            (0, "call_Ab12", "call-call_Ab12"),
+            (1, "toolu_01XyZ", "call-toolu_01XyZ"),
+            (
+                2,
+                "odd &quot;id&quot; &lt;b&gt;&amp;&#39;x",
+                "call-odd%20%22id%22%20%3Cb%3E%26%27x",
+            ),
+        ] {
+            // The row's anchor, its id as text, and the timeline's link to it.
+            assert!(
+                page.contains(&format!(
+                    "<details class=\"call status-ok\" id=\"{anchor}\" data-flags=\"claimed-not-observed\" data-tool-index=\"{i}\"><summary><strong>#{i} Bash</strong> <code class=\"call-id\">{id}</code> <span "
+                )),
+                "call {i}"
+            );
+            assert_eq!(page.matches(&format!("id=\"{anchor}\"")).count(), 1);
+            assert!(page.contains(&format!("<a href=\"#{anchor}\"><g class=\"call-row\"")));
+        }
+        // (No process ran the calls' commands: each is claimed, not observed.)
+        // No id: anchored by its place, and no id shown.
+        assert!(page.contains(
+            "<details class=\"call status-ok\" id=\"call-0-3\" data-flags=\"claimed-not-observed\" data-tool-index=\"3\"><summary><strong>#3 Bash</strong> <span"
+        ));
+        // The odd id never reaches the markup raw.
+        assert!(!page.contains(ODD) && !page.contains("<b>"));
+    }
+
+    #[test]
+    fn planted_secrets_are_redacted_unless_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let cap = capture(dir.path());
+        let (page, _) = super::html(&cap, None, true).unwrap();
+        for s in SECRETS {
+            assert!(!page.contains(s), "{s} in the report");
+        }
+        for k in KEPT {
+            assert!(page.contains(k), "{k} lost");
+        }
+        // The command row, the tree and the call's command say what was there.
+        assert!(page.contains(
+            "<tr><th>command</th><td><code>env HOLDOUT_OPENAI_KEY=‹redacted› PATH=/usr/bin KEYBOARD=us GH_TOKEN=‹redacted› agent --api-key ‹redacted› --password=‹redacted› --model gpt-5</code>"
+        ));
+        assert!(page.contains("https://alice:‹redacted›@git.example.com/r.git"));
+        assert!(page.contains("&#39;Authorization: Bearer ‹redacted›&#39;"));
+        // The exact text on request.
+        let (page, _) = super::html(&cap, None, false).unwrap();
+        for s in SECRETS {
+            assert!(page.contains(s), "{s} not in the --no-redact report");
+        }
+        assert!(!page.contains("‹redacted›"));
+    }
 }

@@ -174,7 +174,7 @@ fn prompts_row(scale: &Scale, r: &Report, s: &mut String) {
             continue;
         };
         let x = scale.x(ms);
-        let text: String = pr.text.chars().take(200).collect();
+        let text: String = super::shown(&pr.text).chars().take(200).collect();
         let _ = write!(
             s,
             "<path class=\"prompt\" d=\"M{:.1} {:.0} l5 -9 h-10 z\"><title>prompt at {}: {}</title></path>",
@@ -214,11 +214,15 @@ fn call_row(
     let procs = call_processes(p, t);
     let _ = write!(
         s,
-        "<a href=\"#call-{si}-{}\"><g class=\"call-row\" data-flags=\"{}\"><title>#{} {} ({}){}; {} processes</title><text class=\"lbl\" x=\"4\" y=\"{:.0}\">{}</text>",
-        t.tool_index,
+        "<a href=\"#{}\"><g class=\"call-row\" data-flags=\"{}\"><title>#{} {}{} ({}){}; {} processes</title><text class=\"lbl\" x=\"4\" y=\"{:.0}\">{}</text>",
+        p.calls.get(si, t.tool_index),
         words.join(" "),
         t.tool_index,
         esc(&t.name),
+        t.call_id
+            .as_deref()
+            .map(|c| format!(" {}", esc(c)))
+            .unwrap_or_default(),
         status_word(t.status),
         if words.is_empty() {
             String::new()
@@ -245,7 +249,7 @@ fn call_row(
             p.m.process(*id)
                 .map(|q| crate::sessions::util::join_argv(&q.argv))
                 .unwrap_or_default();
-        let argv: String = argv.chars().take(200).collect();
+        let argv: String = super::shown(&argv).chars().take(200).collect();
         let _ = write!(
             s,
             "<rect class=\"proc{}\" x=\"{x0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"2\"><title>{}</title></rect>",
@@ -281,7 +285,7 @@ fn unexplained_row(p: &Page, si: usize, scale: &Scale, y: f64, r: &Report, s: &m
             Op::Exec => describe(a),
             _ => format!("{} {}", a.op, describe(a)),
         };
-        let what: String = what.chars().take(200).collect();
+        let what: String = super::shown(&what).chars().take(200).collect();
         let _ = write!(
             s,
             "<rect class=\"unexplained-tick\" x=\"{:.1}\" y=\"{:.0}\" width=\"2\" height=\"12\"><title>{}</title></rect>",

@@ -8,6 +8,10 @@
 //! (sessions, tool calls, process lifetimes, loss; O(processes + calls) in
 //! memory) merged with the events, streamed from the capture and never
 //! held whole.
+//!
+//! Redacted by default (a trace is made to be shared): secret-looking
+//! values in argv, command lines, URLs and transcript text are written
+//! `‹redacted›` (see [`crate::views::redact`]); the capture keeps them.
 
 mod plan;
 pub mod proto;
@@ -49,12 +53,13 @@ pub struct Exported {
     pub written: Written,
 }
 
-/// Writes `cap` as a Perfetto trace to `out`.
-pub fn export(cap: &Capture, out: &mut dyn Write) -> Result<Exported, PerfettoError> {
+/// Writes `cap` as a Perfetto trace to `out`; with `redact`, every text
+/// has its secret-looking values replaced.
+pub fn export(cap: &Capture, out: &mut dyn Write, redact: bool) -> Result<Exported, PerfettoError> {
     let qe = |e| cap.query_err(e);
     let anchors = cap.anchors()?;
     let (mut plan, known) = plan_of(cap, &anchors)?;
-    let mut w = TraceWriter::new(out);
+    let mut w = TraceWriter::new(out, redact);
     if anchors.0.is_empty() {
         w.clock_snapshot(0, None)?;
     }

@@ -286,14 +286,14 @@ fn write_capture(path: &Path, with_session: bool, complete: bool) {
     )
     .unwrap();
     if with_session {
-        bind(c, path);
+        bind(c, path, &session());
     }
     cap.create_indexes().unwrap();
 }
 
-fn bind(c: &rusqlite::Connection, path: &Path) {
+fn bind(c: &rusqlite::Connection, path: &Path, session: &AgentSession) {
     let shown = path.display().to_string();
-    let row = stored::insert_session(c, &shown, &session()).unwrap();
+    let row = stored::insert_session(c, &shown, session).unwrap();
     let tree = TreeRow {
         id: 0,
         root_process_id: 1,
@@ -319,11 +319,16 @@ fn bind(c: &rusqlite::Connection, path: &Path) {
 
 /// Exports `db` as a trace and as jsonl; decodes both with the checker.
 fn decode(db: &Path) -> (super::Exported, Json) {
+    decode_with(db, true, false)
+}
+
+/// [`decode`], redacted or not, the checker listing every text with `texts`.
+fn decode_with(db: &Path, redact: bool, texts: bool) -> (super::Exported, Json) {
     let cap = Capture::open(db).unwrap();
     let trace = db.with_extension("pftrace");
     let jsonl = db.with_extension("jsonl");
     let mut out = std::io::BufWriter::new(std::fs::File::create(&trace).unwrap());
-    let exported = super::export(&cap, &mut out).unwrap();
+    let exported = super::export(&cap, &mut out, redact).unwrap();
     drop(out);
     let mut out = std::io::BufWriter::new(std::fs::File::create(&jsonl).unwrap());
     crate::views::export::jsonl(&cap, &mut out).unwrap();
@@ -334,6 +339,7 @@ fn decode(db: &Path) -> (super::Exported, Json) {
     );
     let run = Command::new(PYTHON)
         .arg(CHECKER)
+        .args(texts.then_some("--texts"))
         .arg(&trace)
         .arg(&jsonl)
         .output()
@@ -479,4 +485,97 @@ fn a_capture_without_sessions_has_processes_and_no_loss() {
     let first = std::fs::read(db.with_extension("pftrace")).unwrap();
     decode(&db);
     assert_eq!(std::fs::read(db.with_extension("pftrace")).unwrap(), first);
+}
+
+/// Planted secrets: the agent passes keys through `env` and options, its
+/// tool's argv carries a header, URL credentials and key formats, the
+/// transcript has that command and a key in the prompt.
+fn write_secret_capture(path: &Path) {
+    use crate::views::redact::planted::{agent_argv, tool_argv};
+    let cap = CaptureRw::create(path).unwrap();
+    let c = cap.conn();
+    c.execute(
+        "INSERT INTO clock_anchors (label, mono_ns, wall_ns) VALUES ('start', ?1, ?2)",
+        params![MONO0, WALL0],
+    )
+    .unwrap();
+    for (id, parent, argv) in [(1, None, agent_argv()), (2, Some(1), tool_argv())] {
+        let argv = json!(argv).to_string();
+        let start = MONO0 + id * S;
+        c.execute(
+            "INSERT INTO processes (id, pid, start_mono_ns, parent_id, origin, comm, argv, cwd, exec_count, end_mono_ns, exit_code)
+             VALUES (?1, ?2, ?3, ?4, 'fork', 'x', ?5, '/w', 1, ?6, 0)",
+            params![id, 100 * id, start, parent, argv, MONO0 + 19 * S],
+        )
+        .unwrap();
+        c.execute(
+            "INSERT INTO events (mono_ns, wall_ns, kind, cpu, seq, pid, tid, ppid, uid, gid, comm, process_id, argv, result)
+             VALUES (?1, ?2, 'exec', 0, ?3, ?4, ?4, 1, 1000, 1000, 'x', ?3, ?5, 0)",
+            params![start + 1000, WALL0 + start + 1000 - MONO0, id, 100 * id, argv],
+        )
+        .unwrap();
+    }
+    c.execute(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES ('complete', 'true')",
+        [],
+    )
+    .unwrap();
+    let mut s = session();
+    s.prompts[0] = Prompt::new(
+        0,
+        Some(ms(MONO0 + S + S / 2)),
+        "use sk-proj-Q7x9Lm2Np4Rt6Vw8Yz0Ab1Cd".into(),
+    );
+    s.tools[0].command = Some(crate::sessions::util::join_argv(&tool_argv()));
+    bind(c, path, &s);
+    cap.create_indexes().unwrap();
+}
+
+#[test]
+fn planted_secrets_stay_out_of_the_trace_unless_asked() {
+    use crate::views::redact::planted::{KEPT, SECRETS};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("secrets.db");
+    write_secret_capture(&db);
+    let texts = |d: &Json| -> Vec<String> {
+        d["texts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let holds = |texts: &[String], s: &str| texts.iter().any(|t| t.contains(s));
+    let (_, d) = decode_with(&db, true, true);
+    assert_eq!(d["errors"], json!([]), "{d}");
+    let shown = texts(&d);
+    let raw = std::fs::read(db.with_extension("pftrace")).unwrap();
+    for s in SECRETS {
+        assert!(!holds(&shown, s), "{s} in the trace");
+        assert!(
+            !raw.windows(s.len()).any(|w| w == s.as_bytes()),
+            "{s} in the trace bytes"
+        );
+    }
+    for k in KEPT {
+        assert!(holds(&shown, k), "{k} lost");
+    }
+    // The command lines say what was there.
+    for t in [
+        "GH_TOKEN=‹redacted›",
+        "Authorization: Bearer ‹redacted›",
+        "https://alice:‹redacted›@git.example.com/r.git",
+        "https://h.example/cb?access_token=‹redacted›&x=1",
+    ] {
+        assert!(shown.iter().any(|s| s == t), "{t} not in {shown:?}");
+    }
+    // jsonl keeps the exact bytes, and so does the trace on request.
+    let jsonl = std::fs::read_to_string(db.with_extension("jsonl")).unwrap();
+    let (_, d) = decode_with(&db, false, true);
+    let exact = texts(&d);
+    for s in SECRETS {
+        assert!(jsonl.contains(s), "{s} not in jsonl");
+        assert!(holds(&exact, s), "{s} not in the --no-redact trace");
+    }
+    assert!(!holds(&exact, "‹redacted›"));
 }

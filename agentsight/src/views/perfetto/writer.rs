@@ -1,8 +1,10 @@
 //! The packet writer: one trusted sequence, names interned on first use,
 //! every timestamp on CLOCK_MONOTONIC (the capture's `mono_ns`), packets
-//! framed and written as they are made.
+//! framed and written as they are made. Every text of the trace (names,
+//! string annotations, command lines) passes through it, so it is where
+//! secret-looking values are redacted ([`crate::views::redact`]).
 
-use std::{collections::HashMap, io::Write};
+use std::{borrow::Cow, collections::HashMap, io::Write};
 
 use super::proto::{
     self, DebugAnnotation, InternedData, InternedString, TracePacket, TrackDescriptor, TrackEvent,
@@ -46,6 +48,8 @@ pub struct TraceWriter<'w> {
     keys: HashMap<&'static str, u64>,
     shared: HashMap<String, u64>,
     first: bool,
+    /// Replace secret-looking values in every text written.
+    redact: bool,
     pub written: Written,
 }
 
@@ -61,7 +65,7 @@ pub struct Event<'a> {
 }
 
 impl<'w> TraceWriter<'w> {
-    pub fn new(out: &'w mut dyn Write) -> Self {
+    pub fn new(out: &'w mut dyn Write, redact: bool) -> Self {
         Self {
             out,
             frame: Vec::with_capacity(256),
@@ -69,6 +73,7 @@ impl<'w> TraceWriter<'w> {
             keys: HashMap::new(),
             shared: HashMap::new(),
             first: true,
+            redact,
             written: Written::default(),
         }
     }
@@ -111,15 +116,48 @@ impl<'w> TraceWriter<'w> {
         })
     }
 
-    pub fn track(&mut self, d: TrackDescriptor) -> std::io::Result<()> {
+    /// `s` as the trace may show it.
+    fn text<'s>(&self, s: &'s str) -> Cow<'s, str> {
+        if self.redact {
+            crate::views::redact::text(s)
+        } else {
+            Cow::Borrowed(s)
+        }
+    }
+
+    /// A command line as the trace may show it.
+    fn cmdline(&self, argv: Vec<String>) -> Vec<String> {
+        if self.redact {
+            crate::views::redact::argv(&argv)
+        } else {
+            argv
+        }
+    }
+
+    pub fn track(&mut self, mut d: TrackDescriptor) -> std::io::Result<()> {
         self.written.tracks += 1;
+        if let Some(n) = d.name.take() {
+            d.name = Some(self.text(&n).into_owned());
+        }
+        if let Some(mut p) = d.process.take() {
+            p.cmdline = self.cmdline(std::mem::take(&mut p.cmdline));
+            if let Some(n) = p.process_name.take() {
+                p.process_name = Some(self.text(&n).into_owned());
+            }
+            d.process = Some(p);
+        }
         self.write(TracePacket {
             track_descriptor: Some(d),
             ..Default::default()
         })
     }
 
-    pub fn process_tree(&mut self, ts: u64, p: proto::ProcessTreeProcess) -> std::io::Result<()> {
+    pub fn process_tree(
+        &mut self,
+        ts: u64,
+        mut p: proto::ProcessTreeProcess,
+    ) -> std::io::Result<()> {
+        p.cmdline = self.cmdline(std::mem::take(&mut p.cmdline));
         self.write(TracePacket {
             timestamp: Some(ts),
             timestamp_clock_id: Some(proto::CLOCK_MONOTONIC),
@@ -132,9 +170,10 @@ impl<'w> TraceWriter<'w> {
     /// (declared in this packet the first time they are used).
     pub fn event(&mut self, e: &Event) -> std::io::Result<()> {
         let mut interned = InternedData::default();
-        let name_iid = e
-            .name
-            .map(|n| intern(&mut self.names, n, &mut interned.event_names));
+        let name_iid = e.name.map(|n| {
+            let n = self.text(n);
+            intern(&mut self.names, &n, &mut interned.event_names)
+        });
         let debug_annotations = e
             .anns
             .iter()
@@ -190,12 +229,27 @@ impl<'w> TraceWriter<'w> {
         };
         match value {
             Value::Int(v) => a.int_value = Some(*v),
-            Value::Str(v) => a.string_value = Some(v.clone()),
+            Value::Str(v) => a.string_value = Some(self.text(v).into_owned()),
             Value::Shared(v) if self.shared.contains_key(v) || self.shared.len() < SHARED_MAX => {
-                let new = &mut interned.debug_annotation_string_values;
-                a.string_value_iid = Some(intern(&mut self.shared, v, new));
+                a.string_value_iid = Some(match self.shared.get(v) {
+                    Some(&iid) => iid,
+                    // Keyed by the recorded text, declared as shown: each
+                    // distinct value is redacted once.
+                    None => {
+                        let shown = self.text(v).into_owned();
+                        let iid = self.shared.len() as u64 + 1;
+                        self.shared.insert(v.clone(), iid);
+                        interned
+                            .debug_annotation_string_values
+                            .push(InternedString {
+                                iid: Some(iid),
+                                name: Some(shown),
+                            });
+                        iid
+                    }
+                });
             }
-            Value::Shared(v) => a.string_value = Some(v.clone()),
+            Value::Shared(v) => a.string_value = Some(self.text(v).into_owned()),
             Value::Bool(v) => a.bool_value = Some(*v),
         }
         a
