@@ -418,10 +418,12 @@ fn follow_changes(s: &Stream, home: &Path) {
         ) + "\n",
     )
     .unwrap();
-    let v = s.wait_for(limit, "the new session working", |v| {
+    // The write is not atomic: a snapshot may show the file half written
+    // (working, no prompt yet); the one after the write must have both.
+    s.wait_for(limit, "the new session working, titled", |v| {
         state_of(v, id).as_deref() == Some("working")
+            && row(v, id)["title"] == "Start a new service"
     });
-    assert_eq!(row(&v, id)["title"], "Start a new service");
     // A new Codex day directory (local midnight) and a rollout in it.
     let day = home.join(".codex/sessions/2026/12/02");
     std::fs::create_dir(&day).unwrap();
@@ -443,10 +445,9 @@ fn follow_changes(s: &Stream, home: &Path) {
         ),
     )
     .unwrap();
-    let v = s.wait_for(limit, "the rollout in the new day directory", |v| {
-        state_of(v, xid).as_deref() == Some("working")
+    s.wait_for(limit, "the rollout in the new day directory, titled", |v| {
+        state_of(v, xid).as_deref() == Some("working") && row(v, xid)["title"] == "Rotate the logs"
     });
-    assert_eq!(row(&v, xid)["title"], "Rotate the logs");
     // Rename-on-write of the desktop file: a new title.
     let desk = home.join(".config/Claude/claude-code-sessions/org-7f1e/ws-31a0");
     let target = desk.join("local_9a1f3c2e-1111-4000-8000-00000000d001.json");
