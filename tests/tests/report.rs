@@ -98,12 +98,24 @@ fn expected_flags(c: &Value, tool_index: u64) -> String {
     w.join(" ")
 }
 
-/// The `<details class="call …">` opening tag of call `i` of session 0.
-fn call_tag(dom: &str, i: u64) -> &str {
-    let id = format!("id=\"call-0-{i}\"");
+/// A call's anchor in the page: `call-` and its native id (`correlate
+/// --json`'s `call_id`) percent-encoded; Claude's `toolu_…` ids need none.
+fn call_anchor(t: &Value) -> String {
+    let id = t["call_id"].as_str().expect("every Claude call has an id");
+    assert!(
+        id.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.~".contains(&b)),
+        "{id}"
+    );
+    format!("call-{id}")
+}
+
+/// The `<details class="call …">` opening tag of call `t` of session 0.
+fn call_tag<'d>(dom: &'d str, t: &Value) -> &'d str {
+    let id = format!("id=\"{}\"", call_anchor(t));
     let at = dom
         .find(&id)
-        .unwrap_or_else(|| panic!("call {i} missing from the DOM"));
+        .unwrap_or_else(|| panic!("call {t} missing from the DOM"));
     let start = dom[..at].rfind('<').unwrap();
     let end = at + dom[at..].find('>').unwrap();
     &dom[start..=end]
@@ -226,7 +238,7 @@ fn check_dom(dom: &str, c: &Value, tools: &[&Value]) {
     assert_eq!(dom.matches("<details class=\"call ").count(), tools.len());
     for t in tools {
         let i = t["tool_index"].as_u64().unwrap();
-        let tag = call_tag(dom, i);
+        let tag = call_tag(dom, t);
         assert!(
             tag.contains(&format!("data-flags=\"{}\"", expected_flags(c, i))),
             "call {i}: {tag}"
@@ -236,10 +248,17 @@ fn check_dom(dom: &str, c: &Value, tools: &[&Value]) {
             t["status"] == "failed",
             "call {i}: {tag}"
         );
+        assert!(tag.contains(&format!("data-tool-index=\"{i}\"")), "{tag}");
+        // Its native id shown, as correlate --json and OTLP give it.
+        assert!(dom.contains(&format!(
+            "<code class=\"call-id\">{}</code>",
+            t["call_id"].as_str().unwrap()
+        )));
         // Drawn on the timeline, linked to its details.
-        assert!(dom.contains(&format!("<a href=\"#call-0-{i}\"><g class=\"call-row\"")));
+        let anchor = call_anchor(t);
+        assert!(dom.contains(&format!("<a href=\"#{anchor}\"><g class=\"call-row\"")));
     }
-    assert!(call_tag(dom, 2).contains("status-failed"));
+    assert!(call_tag(dom, tools[2]).contains("status-failed"));
     // The late write is listed, marked, under its call.
     assert_eq!(
         dom.matches("class=\"act write late\"").count(),
