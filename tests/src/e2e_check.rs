@@ -607,7 +607,7 @@ pub fn glob(pat: &str, s: &str) -> bool {
     true
 }
 
-/// An observed-but-not-claimed item as `BY OP WHAT`, the run's directories
+/// An observed-but-not-claimed (or runtime) activity as `BY OP WHAT`, the run's directories
 /// written `~` (HOME), `$WORK`, `$TMP`, `$RUN`.
 pub fn unexplained_key(run: &Run, a: &Value) -> String {
     let norm = |p: &str| {
@@ -654,101 +654,6 @@ pub fn unexplained_key(run: &Run, a: &Value) -> String {
         a["by"].as_str().unwrap_or("?"),
         a["op"].as_str().unwrap()
     )
-}
-
-/// What each CLI's own runtime does that no tool call explains, as globs
-/// over [`unexplained_key`]: `(pattern, required)`. The model-API
-/// connection (to the scripted server's port) is required everywhere; the
-/// rest is the CLI's own housekeeping outside its state directory (which
-/// correlate already counts as `agent_bookkeeping`), present or not
-/// depending on timing.
-pub fn allowed_unexplained(run: &Run) -> Vec<(String, bool)> {
-    let model_api = format!("runtime connect 127.0.0.1:{}", run.model_port);
-    let listed: Vec<(&str, bool)> = match run.agent {
-        Agent::Claude => vec![
-            // ~/.claude.json, Claude Code's global config, written atomically
-            // under a lock directory, beside (not in) ~/.claude.
-            ("runtime mkdir ~/.claude.json.lock", false),
-            ("runtime delete ~/.claude.json.lock", false),
-            ("runtime link ~/.claude.json", false),
-            // Its git probes (status, branch, ls-files for settings) outside
-            // any call's window.
-            ("child exec git *", false),
-            // Its shell environment probe (`bash -c env`) just before a
-            // Bash call's timestamp.
-            ("child exec bash -c env", false),
-            ("child exec env ", false),
-            ("runtime delete ~/.claude.json.tmp.*", false),
-            ("runtime write ~/.claude.json.tmp.*", false),
-            (
-                "runtime rename ~/.claude.json <- ~/.claude.json.tmp.*",
-                false,
-            ),
-            // Its per-user temp dir (TMPDIR/claude-UID): the file-watch
-            // probe, the per-session task dir, the IPC socket dir.
-            ("runtime mkdir $TMP/claude-*", false),
-            ("runtime write $TMP/claude-*/fswatch-probe-*/probe", false),
-            ("runtime delete $TMP/claude-*/fswatch-probe-*", false),
-            ("runtime mkdir $TMP/cc-socks", false),
-            ("runtime delete $TMP/cc-socks/*.sock", false),
-            // A Bash call's output file in the session's task dir, written
-            // and removed through /proc/self/fd/N/ paths (now resolved).
-            ("runtime write $TMP/claude-*/tasks/*.output", false),
-            ("runtime delete $TMP/claude-*/tasks/*.output", false),
-            // The Bash tool's cwd file, written by the wrapper shell
-            // (`pwd -P >| $TMP/claude-XXXX-cwd`), read and removed by Claude.
-            ("runtime delete $TMP/claude-*-cwd", false),
-        ],
-        Agent::Codex => vec![
-            // Its network stack's unbound socket set-up.
-            ("runtime bind 0.0.0.0:0", false),
-            // SQLite (its state and log databases) opening TMPDIR for an
-            // O_TMPFILE temp file.
-            ("runtime write $TMP", false),
-            // The launcher stages of each exec_command process before it
-            // execs `sh -c CMD` (which correlate matches): Codex re-executing
-            // itself, then its shell-snapshot environment wrapper. Same
-            // process as the matched exec, but before the match.
-            ("child exec exe --codex-run-as-process-setup *", false),
-            ("child exec sh -c __CODEX_SNAPSHOT_OVERRIDE_SET_0=*", false),
-            // Its start-up platform probes, before any call: `lsb_release -a`
-            // (a shell script: getopt, cut, tr) and `getconf LONG_BIT`. They
-            // belong to the runtime, never to a tool call.
-            ("child exec sh /usr/bin/lsb_release -a", false),
-            ("child exec getopt --name lsb_release *", false),
-            ("child exec cut *", false),
-            ("child exec tr *", false),
-            ("child exec getconf LONG_BIT", false),
-            // Its repository probes around turns (`git rev-parse`, `remote`,
-            // `status`, `config`) and its login-shell environment snapshot
-            // (`sh -lc __codex_snapshot…` with `id -u`, `awk`, `sed`, `wc`,
-            // `env -0`, then sourcing the snapshot file), outside any call's
-            // window.
-            ("child exec git -c safe.bareRepository=explicit *", false),
-            ("child exec sh -lc __codex_snapshot_expand_env()*", false),
-            ("child exec sh -c set -e; . *shell_snapshots/*", false),
-            ("child exec id -u", false),
-            ("child exec awk *", false),
-            ("child exec sed /^$/d", false),
-            ("child exec wc -l", false),
-            ("child exec env -0", false),
-        ],
-        // Gemini CLI relaunches itself (`node --max-old-space-size=N gemini
-        // …`); the relaunched child writes the transcript, so it is the
-        // agent runtime too (its exec is the agent's own start, not listed).
-        Agent::Gemini => vec![
-            // Its workspace probes (`git rev-parse --show-toplevel` /
-            // `--git-common-dir`) at start and between turns.
-            ("child exec git *", false),
-            // The shell tool's scratch dir (background-pid file), made and
-            // removed by the agent around each command.
-            ("runtime mkdir $TMP/gemini-shell-*", false),
-            ("runtime delete $TMP/gemini-shell-*", false),
-        ],
-    };
-    std::iter::once((model_api, true))
-        .chain(listed.into_iter().map(|(p, r)| (p.to_owned(), r)))
-        .collect()
 }
 
 /// The correlation names the session, and binds the CLI's process tree to
@@ -936,27 +841,82 @@ pub fn assert_late_flags(flags: &Value, late_paths: &[String], ctx: &str) {
     }
 }
 
-/// Observed but not claimed: only the CLI's model-API connection and its
-/// known runtime noise, each listed.
-pub fn assert_only_allowed_unexplained(run: &Run, flags: &Value, ctx: &str) {
-    let allowed = allowed_unexplained(run);
-    let keys: Vec<String> = flags["observed_not_claimed"]
+/// A clean run: nothing unexplained; the CLI's own activity outside every
+/// call (its model-API connection, required, and whatever housekeeping it
+/// did) is in `runtime_activity`, every group non-empty and consistent.
+pub fn assert_runtime_grouped_nothing_unexplained(run: &Run, c: &Value, ctx: &str) {
+    let unexplained: Vec<String> = c["flags"]["observed_not_claimed"]
         .as_array()
         .unwrap()
         .iter()
         .map(|a| unexplained_key(run, a))
         .collect();
-    let stray: Vec<&String> = keys
-        .iter()
-        .filter(|k| !allowed.iter().any(|(p, _)| glob(p, k)))
-        .collect();
-    assert!(stray.is_empty(), "unexplained: {stray:#?}\n{ctx}");
-    for (p, required) in &allowed {
+    assert!(
+        unexplained.is_empty(),
+        "unexplained: {unexplained:#?}\n{ctx}"
+    );
+    let groups = c["runtime_activity"].as_array().unwrap();
+    let mut keys: Vec<String> = Vec::new();
+    for g in groups {
+        let acts = g["activity"].as_array().unwrap();
+        assert!(!acts.is_empty(), "{g}\n{ctx}");
+        assert_eq!(g["count"].as_u64(), Some(acts.len() as u64), "{ctx}");
         assert!(
-            !required || keys.iter().any(|k| glob(p, k)),
-            "{p} not listed as observed-not-claimed: {ctx}"
+            g["program"].as_str().is_some_and(|p| !p.is_empty()),
+            "{ctx}"
         );
+        for a in acts {
+            assert_eq!(a["by"], g["by"], "{ctx}");
+            assert_eq!(a["reason"], Value::Null, "{ctx}");
+            keys.push(unexplained_key(run, a));
+        }
     }
+    let model_api = format!("runtime connect 127.0.0.1:{}", run.model_port);
+    assert!(
+        keys.contains(&model_api),
+        "{model_api} not in runtime_activity: {keys:#?}\n{ctx}"
+    );
+}
+
+/// The HTML report of a clean run (one session): 0 unexplained, and the
+/// runtime's activity grouped, one row per program, with correlate's total.
+pub fn assert_report_clean(run: &Run, db: &Path, c: &Value) {
+    let out = run.root.join("report.html");
+    let st = std::process::Command::new(crate::bin())
+        .arg("report")
+        .arg("--db")
+        .arg(db)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .expect("run agentsight report");
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let page = fs::read_to_string(&out).unwrap();
+    assert!(
+        page.contains("<span class=\"badge unexplained\">unexplained 0</span>"),
+        "unexplained not 0 in the report"
+    );
+    assert!(
+        page.contains("Unexplained activity (observed, no call claims it): 0</h3>"),
+        "unexplained listed in the report"
+    );
+    let groups = c["runtime_activity"].as_array().unwrap();
+    let total: u64 = groups.iter().map(|g| g["count"].as_u64().unwrap()).sum();
+    assert!(
+        page.contains(&format!(
+            "(its own process and the helpers it started; not flagged): {total}</h3>"
+        )),
+        "runtime total {total} not in the report"
+    );
+    assert_eq!(
+        page.matches("<tr class=\"runtime-group\">").count(),
+        groups.len(),
+        "one row per runtime program"
+    );
 }
 
 pub fn verify_correlation(run: &Run, id: &str, c: &Value, dump: &str) {
@@ -1009,7 +969,7 @@ pub fn verify_correlation_beside(
     );
     assert_eq!(flags["mismatches"], serde_json::json!([]), "{ctx}");
     assert_late_flags(flags, &late_paths, &ctx);
-    assert_only_allowed_unexplained(run, flags, &ctx);
+    assert_runtime_grouped_nothing_unexplained(run, c, &ctx);
     assert_execs_inside_their_calls(c, &ctx);
 }
 

@@ -29,6 +29,7 @@ fn check_recorded(agent: Agent, scenario: &str) {
     let c = run.correlate(&id, &db);
     let dump = summarize(&c);
     verify_correlation(&run, &id, &c, &dump);
+    assert_report_clean(&run, &db, &c);
     audit_writes_pass(&run, &db);
 }
 

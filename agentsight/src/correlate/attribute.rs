@@ -10,6 +10,7 @@ use super::{
     ARGV_SEARCH_MS,
     calls::{Call, claiming_call, window_call},
     report::{Activity, By, Op, Reason},
+    runtime::RuntimeSide,
     shell,
     view::BoundTree,
 };
@@ -167,6 +168,9 @@ pub(super) struct Attributed {
     /// Per call (index into the calls), in time order.
     pub per_call: Vec<Vec<Activity>>,
     pub unclaimed: Vec<Activity>,
+    /// The agent runtime's own activity outside every call, with who and
+    /// which program (`runtime::groups` groups it).
+    pub runtime: Vec<(By, String, Activity)>,
     /// (path, op word) → (op, count) of the agent's writes to its own
     /// state; keyed by the word so the listing is in the order the words sort.
     pub books: BTreeMap<(String, &'static str), (Op, u64)>,
@@ -179,13 +183,14 @@ pub(super) struct Attribution<'a> {
     pub agent: &'a HashSet<usize>,
     pub procs: &'a ProcTable,
     pub session: &'a AgentSession,
+    pub side: &'a RuntimeSide,
 }
 
 impl Attribution<'_> {
     /// Attributes each activity: to its process's owning call, else to the
     /// call naming its path (directly or through a rename), else it is the
-    /// agent's bookkeeping or unclaimed (claimed reads no call names are
-    /// dropped).
+    /// agent's bookkeeping, the runtime's own activity, or unexplained
+    /// (claimed reads no call names are dropped).
     pub fn run(&self, acts: Vec<Activity>) -> Attributed {
         let calls = self.calls;
         let renamed = renamed_onto(&acts, calls);
@@ -194,6 +199,7 @@ impl Attribution<'_> {
         let mut out = Attributed {
             per_call: vec![Vec::new(); calls.len()],
             unclaimed: Vec::new(),
+            runtime: Vec::new(),
             books: BTreeMap::new(),
         };
         for mut a in acts {
@@ -250,6 +256,11 @@ impl Attribution<'_> {
             }
             // The agent's own start (the exec of the tree's root) is not news.
             if a.op == Op::Exec && self.agent.contains(&a.proc_ix) {
+                continue;
+            }
+            if let Some((by, program)) = self.side.classify(a.proc_ix, self.agent, self.procs) {
+                a.by = Some(by);
+                out.runtime.push((by, program, a));
                 continue;
             }
             a.by = Some(if self.agent.contains(&a.proc_ix) {

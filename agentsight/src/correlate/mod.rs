@@ -32,6 +32,7 @@ mod flags;
 mod persist;
 pub mod render;
 pub mod report;
+mod runtime;
 pub mod shell;
 #[cfg(test)]
 mod tests;
@@ -42,8 +43,8 @@ use std::collections::HashMap;
 pub use persist::store_all;
 pub use report::{
     Activity, BindingInfo, Bookkeeping, By, Claim, Claimed, ClockBasis, ClockInfo, Flags, Late,
-    Mismatch, MismatchKind, Op, PromptReport, Reason, Report, SessionInfo, SessionSource,
-    ToleranceBasis, ToolReport, TreeInfo, TreeStatus, describe,
+    Mismatch, MismatchKind, Op, PromptReport, Reason, Report, RuntimeGroup, SessionInfo,
+    SessionSource, ToleranceBasis, ToolReport, TreeInfo, TreeStatus, describe,
 };
 pub use view::{BoundTree, CaptureView};
 
@@ -106,12 +107,14 @@ pub fn correlate(
 
     let agent = attribute::agent_processes(bound, &acts, procs, session);
     let owner = attribute::owners(spans.0.keys().copied(), procs, &argv, &agent, &calls);
+    let side = runtime::RuntimeSide::of(&agent, procs, session.provider, &acts);
     let attributed = attribute::Attribution {
         calls: &calls,
         owner: &owner,
         agent: &agent,
         procs,
         session,
+        side: &side,
     }
     .run(acts);
 
@@ -155,6 +158,7 @@ pub fn correlate(
             .into_iter()
             .map(|((path, _), (op, count))| Bookkeeping { path, op, count })
             .collect(),
+        runtime_activity: runtime::groups(attributed.runtime),
         unmatched_trees: unmatched,
         external_messages: continued_externally(view, &session.session_id)?,
     })

@@ -345,6 +345,7 @@ fn bookkeeping_and_trees(o: &mut String, st: &Style, r: &Report) {
             let _ = writeln!(o, "  {} ×{}  {}", b.op, b.count, v(&b.path));
         }
     }
+    runtime_activity(o, st, r);
     if !r.unmatched_trees.is_empty() {
         let _ = writeln!(o, "{}", st.bold("trees bound to no session"));
         for t in &r.unmatched_trees {
@@ -361,5 +362,38 @@ fn bookkeeping_and_trees(o: &mut String, st: &Style, r: &Report) {
                 container_marker(t.container.as_ref(), " ")
             );
         }
+    }
+}
+
+/// Examples shown per runtime group.
+const RUNTIME_EXAMPLES: usize = 3;
+
+/// The agent runtime's own activity outside every call, by program.
+fn runtime_activity(o: &mut String, st: &Style, r: &Report) {
+    if r.runtime_activity.is_empty() {
+        return;
+    }
+    let total: usize = r.runtime_activity.iter().map(|g| g.count).sum();
+    let _ = writeln!(
+        o,
+        "{} {total}",
+        st.bold("agent runtime outside every call (not flagged):")
+    );
+    for g in &r.runtime_activity {
+        let examples: Vec<String> = g
+            .examples(RUNTIME_EXAMPLES)
+            .iter()
+            .map(|e| one_line(e, 80))
+            .collect();
+        let _ = writeln!(
+            o,
+            "  {} {} ×{} ({} process{}): {}",
+            g.by,
+            v(&g.program),
+            g.count,
+            g.processes,
+            if g.processes == 1 { "" } else { "es" },
+            examples.join("; ")
+        );
     }
 }

@@ -243,6 +243,41 @@ pub struct Flags {
     pub late: Vec<Late>,
 }
 
+/// The agent runtime's own activity outside every call, of one program:
+/// the runtime's own processes, or a helper it started outside calls (with
+/// the helper's children), never flagged (rules in `docs/correlate.md`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RuntimeGroup {
+    /// The program: the runtime process's, or the helper's the runtime
+    /// started (its children are counted under it).
+    pub program: String,
+    /// `runtime`: the runtime's own processes; `child`: its helpers.
+    pub by: By,
+    /// Distinct processes.
+    pub processes: usize,
+    /// Activities (`activity.len()`).
+    pub count: usize,
+    /// Every activity of the group, in time order.
+    pub activity: Vec<Activity>,
+}
+
+impl RuntimeGroup {
+    /// The first `n` distinct activities as `OP WHAT` (text and report).
+    pub fn examples(&self, n: usize) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for a in &self.activity {
+            let line = format!("{} {}", a.op, describe(a));
+            if !out.contains(&line) {
+                out.push(line);
+                if out.len() == n {
+                    break;
+                }
+            }
+        }
+        out
+    }
+}
+
 /// Writes by the agent to its own state (transcripts, caches under its
 /// provider directory): listed as counts, not flagged.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -323,6 +358,9 @@ pub struct Report {
     pub prompts: Vec<PromptReport>,
     pub flags: Flags,
     pub agent_bookkeeping: Vec<Bookkeeping>,
+    /// The agent runtime's own activity outside every call, by program
+    /// (first seen first); not flagged.
+    pub runtime_activity: Vec<RuntimeGroup>,
     /// Trees of the capture bound to no session (or left ambiguous).
     pub unmatched_trees: Vec<TreeInfo>,
     /// The `agentsight session message` submissions to this session made

@@ -129,6 +129,7 @@ fn session(p: &mut Page, si: usize, r: &Report, s: &mut String) {
     s.push_str(&timeline::svg(p, si, r, &flags));
     calls(p, si, r, &flags, s);
     unexplained(p, si, r, s);
+    runtime_activity(p, si, r, s);
     flag_lists(p, si, r, s);
     bookkeeping(p, r, s);
     s.push_str("</section>");
@@ -179,12 +180,14 @@ fn flag_counts(r: &Report, si: usize, s: &mut String) {
          <span class=\"badge cno\">claimed, not observed {}</span>\
          <a href=\"#unexplained-{si}\"><span class=\"badge unexplained\">unexplained {}</span></a>\
          <span class=\"badge mismatch\">mismatches {}</span>\
-         <span class=\"badge late\">late {}</span></p>",
+         <span class=\"badge late\">late {}</span>; \
+         <a href=\"#runtime-{si}\">agent runtime outside calls {} (not flagged)</a></p>",
         r.session.tool_count,
         f.claimed_not_observed.len(),
         f.observed_not_claimed.len(),
         f.mismatches.len(),
-        f.late.len()
+        f.late.len(),
+        r.runtime_activity.iter().map(|g| g.count).sum::<usize>()
     );
 }
 
@@ -463,6 +466,55 @@ fn unexplained(p: &mut Page, si: usize, r: &Report, s: &mut String) {
             r.session.session_id,
             all.len() - MAX_UNEXPLAINED,
             all.len()
+        ));
+    }
+}
+
+/// Examples shown per runtime group.
+const RUNTIME_EXAMPLES: usize = 3;
+
+/// The agent runtime's own activity outside every call, one row per
+/// program with its counts and first examples: listed, not flagged.
+fn runtime_activity(p: &mut Page, si: usize, r: &Report, s: &mut String) {
+    let groups = &r.runtime_activity;
+    let _ = write!(
+        s,
+        "<h3 id=\"runtime-{si}\">Agent runtime outside every call (its own process and the helpers it started; not flagged): {}</h3>",
+        groups.iter().map(|g| g.count).sum::<usize>()
+    );
+    if groups.is_empty() {
+        s.push_str("<p class=\"note\">None.</p>");
+        return;
+    }
+    s.push_str("<table class=\"runtime\"><tr><th>program</th><th>by</th><th>activities</th><th>processes</th><th>first examples</th></tr>");
+    for g in groups.iter().take(MAX_UNEXPLAINED) {
+        let examples: Vec<String> = g
+            .examples(RUNTIME_EXAMPLES)
+            .iter()
+            .map(|e| format!("<code>{}</code>", esc_clip(e)))
+            .collect();
+        let _ = write!(
+            s,
+            "<tr class=\"runtime-group\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&g.program),
+            g.by,
+            g.count,
+            g.processes,
+            examples.join("<br>")
+        );
+    }
+    s.push_str("</table>");
+    if groups.len() > MAX_UNEXPLAINED {
+        let _ = write!(
+            s,
+            "<p class=\"note\">{} more programs not listed.</p>",
+            groups.len() - MAX_UNEXPLAINED
+        );
+        p.aggregate(format!(
+            "session {}: {} of {} agent runtime programs not listed",
+            r.session.session_id,
+            groups.len() - MAX_UNEXPLAINED,
+            groups.len()
         ));
     }
 }

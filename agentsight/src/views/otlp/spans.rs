@@ -165,36 +165,27 @@ pub fn session_trace<'m>(m: &'m RunModel<'m>, run: &SessionRun, opts: Options) -
         }
     }
     let unattributed: Vec<&Activity> = run.report.flags.observed_not_claimed.iter().collect();
-    let un = span_id(&t.id, "unattributed");
-    let before = t.spans.len();
-    let events = process_spans(&mut t, &un, "unattributed", &unattributed, |a| {
-        a.by == Some(By::Child)
-    });
-    // It spans its activity and its processes (all of the session's
-    // spans when there is neither).
-    let (lo, hi) = match (activity_range(&t, &unattributed), before < t.spans.len()) {
-        (Some((a, b)), true) => {
-            let (c, d) = span_range(&t.spans[before..]);
-            (a.min(c), b.max(d))
-        }
-        (Some(r), false) => r,
-        (None, true) => span_range(&t.spans[before..]),
-        (None, false) => span_range(&t.spans),
-    };
     let mut a = Attrs::default();
     a.str("agentsight.unattributed.scope", "session")
         .count("agentsight.unattributed.count", unattributed.len() as u64);
-    t.add(SpanSpec {
-        key: "unattributed".into(),
-        parent: Some(root.clone()),
-        name: "agentsight.unattributed".into(),
-        kind: SpanKind::Internal,
-        start_ns: lo,
-        end_ns: hi,
-        attrs: a,
-        events,
-        error: false,
-    });
+    group_span(&mut t, &root, "unattributed", &unattributed, a);
+    // The agent runtime's own activity outside every call: beside the
+    // unexplained, never in it.
+    let runtime: Vec<&Activity> = run
+        .report
+        .runtime_activity
+        .iter()
+        .flat_map(|g| &g.activity)
+        .collect();
+    if !runtime.is_empty() {
+        let mut a = Attrs::default();
+        a.count("agentsight.runtime.count", runtime.len() as u64)
+            .count(
+                "agentsight.runtime.programs",
+                run.report.runtime_activity.len() as u64,
+            );
+        group_span(&mut t, &root, "runtime", &runtime, a);
+    }
     root_span(&mut t, run);
     t.spans = parents_first(std::mem::take(&mut t.spans));
     t
@@ -248,6 +239,36 @@ fn activity_range(t: &Trace, acts: &[&Activity]) -> Option<(u64, u64)> {
     Some((t.wall_ns(lo), t.wall_ns(hi)))
 }
 
+/// `agentsight.{key}` under the root: the helpers' processes (`by`
+/// child) as CLI spans under it, the runtime's own activity as its events.
+/// It spans its activity and its processes (all of the session's spans
+/// when there is neither).
+fn group_span(t: &mut Trace, root: &[u8], key: &str, acts: &[&Activity], attrs: Attrs) {
+    let id = span_id(&t.id, key);
+    let before = t.spans.len();
+    let events = process_spans(t, &id, key, acts, |a| a.by == Some(By::Child));
+    let (lo, hi) = match (activity_range(t, acts), before < t.spans.len()) {
+        (Some((a, b)), true) => {
+            let (c, d) = span_range(&t.spans[before..]);
+            (a.min(c), b.max(d))
+        }
+        (Some(r), false) => r,
+        (None, true) => span_range(&t.spans[before..]),
+        (None, false) => span_range(&t.spans),
+    };
+    t.add(SpanSpec {
+        key: key.into(),
+        parent: Some(root.to_vec()),
+        name: format!("agentsight.{key}"),
+        kind: SpanKind::Internal,
+        start_ns: lo,
+        end_ns: hi,
+        attrs,
+        events,
+        error: false,
+    });
+}
+
 /// The root `invoke_agent` span, added last: it spans its children.
 fn root_span(t: &mut Trace, run: &SessionRun) {
     let s = &run.session;
@@ -289,6 +310,14 @@ fn root_span(t: &mut Trace, run: &SessionRun) {
     .count(
         "agentsight.correlate.observed_not_claimed",
         f.observed_not_claimed.len() as u64,
+    )
+    .count(
+        "agentsight.correlate.runtime_activity",
+        run.report
+            .runtime_activity
+            .iter()
+            .map(|g| g.count as u64)
+            .sum(),
     )
     .count("agentsight.correlate.mismatches", f.mismatches.len() as u64)
     .count("agentsight.correlate.late", f.late.len() as u64)
