@@ -182,6 +182,11 @@ const XF1: &str = "019d0000-0000-7000-8000-0000000000f1";
 const XE2: &str = "019d0000-0000-7000-8000-0000000000e2";
 const XD3: &str = "019d0000-0000-7000-8000-0000000000d3";
 const G1: &str = "9b2e4f10-0000-4000-8000-0000000000c1";
+const C1_PATH: &str = ".claude/projects/-home-dev-shop/11111111-0000-4000-8000-000000000001.jsonl";
+const C4_PATH: &str = ".claude/projects/-home-dev-shop/44444444-0000-4000-8000-000000000004.jsonl";
+const C5_PATH: &str = ".claude/projects/-home-dev-api/55555555-0000-4000-8000-000000000005.jsonl";
+const C6_PATH: &str = ".claude/projects/-home-dev-api/66666666-0000-4000-8000-000000000006.jsonl";
+const XE2_PATH: &str = ".codex/sessions/2026/12/01/rollout-2026-12-01T09-10-00-019d0000-0000-7000-8000-0000000000e2.jsonl";
 const U1: &str = "7c0de000-1111-4222-8333-444455556666";
 
 fn default_rows() -> Vec<(String, String, String, String)> {
@@ -222,6 +227,17 @@ fn once_json_lists_states_titles_and_hides_what_it_should() {
     assert_eq!(v["candidates"], 11);
     assert_eq!(v["not_listed"]["idle"], 2);
     assert_eq!(v["not_listed"]["hidden"], 2);
+    assert_eq!(v["not_listed"]["unreadable"], 0);
+    // Why each is left out, with its transcripts.
+    let p = |rel: &str| home.join(rel).display().to_string();
+    assert_eq!(
+        v["hidden_reasons"],
+        serde_json::json!([
+            {"reason": "idle", "count": 2, "paths": [p(C5_PATH), p(C6_PATH)]},
+            {"reason": "archived", "count": 1, "paths": [p(C4_PATH)]},
+            {"reason": "exec", "count": 1, "paths": [p(XE2_PATH)]},
+        ])
+    );
     // The corrupt desktop file is skipped and counted; nothing else changes.
     assert_eq!(v["desktop_skipped"], 1);
 
@@ -285,6 +301,81 @@ fn once_json_lists_states_titles_and_hides_what_it_should() {
         ]
     );
     assert_eq!(codex["not_listed"]["other_provider"], 8);
+    let reasons: Vec<(String, u64, usize)> = codex["hidden_reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["reason"].as_str().unwrap().to_string(),
+                r["count"].as_u64().unwrap(),
+                r["paths"].as_array().unwrap().len(),
+            )
+        })
+        .collect();
+    // Paths are the first three by name, whatever the count.
+    assert_eq!(
+        reasons,
+        vec![("exec".into(), 1, 1), ("other_provider".into(), 8, 3)]
+    );
+}
+
+/// A session root wrote into a user's home (its transcript is root's file)
+/// is not read — by design, a transcript must be the home owner's — and is
+/// no longer counted "idle" while it is being written: the snapshot says
+/// why it is not listed and names it, in `--json` and in the footer line
+/// of `--plain`.
+#[test]
+fn a_transcript_not_owned_by_the_home_owner_is_named_not_idle() {
+    let (home, now) = fixture_home("owner");
+    let (uid, gid) = agentsight_tests::test_user();
+    let st = Command::new("chown")
+        .args(["-R", &format!("{uid}:{gid}")])
+        .arg(&home)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    // The Claude session that would be "your turn", written by root.
+    let c1 = home.join(C1_PATH);
+    std::os::unix::fs::chown(&c1, Some(0), Some(0)).unwrap();
+    set_age(&c1, now, 1);
+    let v = top_once(&home, &[]);
+    let want: Vec<_> = default_rows().into_iter().filter(|r| r.1 != C1).collect();
+    assert_eq!(rows(&v), want, "{v:#}");
+    assert_eq!(v["not_listed"]["idle"], 2);
+    assert_eq!(v["not_listed"]["unreadable"], 1);
+    let p = |rel: &str| home.join(rel).display().to_string();
+    assert_eq!(
+        v["hidden_reasons"],
+        serde_json::json!([
+            {"reason": "idle", "count": 2, "paths": [p(C5_PATH), p(C6_PATH)]},
+            {"reason": "archived", "count": 1, "paths": [p(C4_PATH)]},
+            {"reason": "exec", "count": 1, "paths": [p(XE2_PATH)]},
+            {"reason": "not_owner", "count": 1, "paths": [p(C1_PATH)]},
+        ])
+    );
+    let out = Command::new("setpriv")
+        .arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={gid}"))
+        .arg("--clear-groups")
+        .arg(bin())
+        .args(["top", "--once", "--plain", "--home"])
+        .arg(&home)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        text.lines().last(),
+        Some(
+            format!(
+                "not listed: 2 idle, 1 archived, 1 codex exec, 1 not the home owner's file ({})",
+                p(C1_PATH)
+            )
+            .as_str()
+        ),
+        "{text}"
+    );
 }
 
 #[test]

@@ -41,8 +41,14 @@ impl Tmux {
     /// Starts `top` in a 200×50 pane; when it ends the shell prints its exit
     /// status and the terminal modes, then waits.
     fn start_top(&self, home: &Path) {
+        self.start_top_as(home, 200, "", "--no-kernel");
+    }
+
+    /// Starts `top` in a `width`×50 pane, run through `prefix` (e.g. a
+    /// `setpriv` to the unprivileged user), with `flags`.
+    fn start_top_as(&self, home: &Path, width: u16, prefix: &str, flags: &str) {
         let script = format!(
-            "'{}' top --no-kernel --home '{}'; echo TOP-EXIT=$?; stty -a | tr ' ' '\\n' | grep -x -e icanon -e -icanon -e echo -e -echo | tr '\\n' ' '; echo; sleep 600",
+            "{prefix} '{}' top {flags} --home '{}'; echo TOP-EXIT=$?; stty -a | tr ' ' '\\n' | grep -x -e icanon -e -icanon -e echo -e -echo | tr '\\n' ' '; echo; sleep 600",
             bin().display(),
             home.display()
         );
@@ -50,7 +56,7 @@ impl Tmux {
             "new-session",
             "-d",
             "-x",
-            "200",
+            &width.to_string(),
             "-y",
             "50",
             "-s",
@@ -228,4 +234,101 @@ fn ctrl_c_quits_too() {
     t.wait_screen("rows", rows_shown);
     t.run(&["send-keys", "-t", "t", "C-c"]);
     assert_restored(&t);
+}
+
+/// The line the detail pane shows for the fixture's one Claude call: its
+/// name, status, duration (result 5 s after the call) and command.
+const CHECKOUT_CALL: &str = "  Bash               ok        5.0s  npm test -- checkout";
+
+/// Opens the detail pane of the "Checkout test fix" row (the fourth).
+fn open_checkout_detail(t: &Tmux) -> String {
+    t.wait_screen("rows", rows_shown);
+    t.run(&["send-keys", "-t", "t", "j", "j", "j", "Enter"]);
+    t.wait_screen("the detail pane", |s| s.contains("Checkout test fix─"))
+}
+
+/// Unprivileged, no session is bound to a process tree: the pane lists the
+/// transcript's calls (it used to be empty without the kernel).
+#[test]
+fn unprivileged_detail_lists_the_transcripts_calls() {
+    let h = home("unpriv");
+    let (uid, gid) = agentsight_tests::test_user();
+    let t = Tmux::new("unpriv");
+    let prefix = format!("setpriv --reuid={uid} --regid={gid} --clear-groups");
+    t.start_top_as(&h, 200, &prefix, "");
+    let s = open_checkout_detail(&t);
+    assert!(s.contains("no kernel columns (root loads them)"), "{s}");
+    assert!(
+        s.contains("last tool calls: claude 11111111-0000-4000-8000-000000000001"),
+        "{s}"
+    );
+    let line = s.lines().find(|l| l.contains("npm test")).unwrap();
+    assert!(line.ends_with(CHECKOUT_CALL), "{line:?}");
+    // The Gemini call has no result yet: status open, no duration.
+    t.run(&["send-keys", "-t", "t", "Enter", "j", "j", "Enter"]);
+    let s = t.wait_screen("the Gemini detail", |s| s.contains("slow?─"));
+    let line = s.lines().find(|l| l.contains("npm run build")).unwrap();
+    assert!(
+        line.ends_with("  run_shell_command  …            –  npm run build -- --profile"),
+        "{line:?}"
+    );
+    t.run(&["send-keys", "-t", "t", "q"]);
+    assert_restored(&t);
+}
+
+/// As root with the kernel programs loaded, a session recorded before `top`
+/// started is bound to no tree: the pane says so and lists the transcript's
+/// calls (it showed only "kernel: session … is not bound").
+#[test]
+fn root_detail_of_an_unbound_session_lists_the_transcripts_calls() {
+    agentsight_tests::require_root();
+    let h = home("unbound");
+    let t = Tmux::new("unbound");
+    t.start_top_as(&h, 200, "", "");
+    let s = open_checkout_detail(&t);
+    assert!(
+        s.contains(
+            "last tool calls (not bound to a process tree: transcript only): claude 11111111"
+        ),
+        "{s}"
+    );
+    assert!(!s.contains("kernel:"), "{s}");
+    let line = s.lines().find(|l| l.contains("npm test")).unwrap();
+    assert!(line.ends_with(CHECKOUT_CALL), "{line:?}");
+    t.run(&["send-keys", "-t", "t", "q"]);
+    assert_restored(&t);
+}
+
+/// A title 96 characters long, cut to what the TITLE column gets (3/5 of
+/// what the fixed columns and the 11 gaps leave: 200 − 89 = 111 → 67 at 200
+/// columns, 120 − 89 = 31 → 19 at 120) — not a fixed 40.
+#[test]
+fn the_title_uses_the_columns_width() {
+    const TITLE: &str = "Rewrite the checkout flow so that every payment provider is retried with backoff and then logged";
+    let h = home("width");
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let id = "77777777-0000-4000-8000-000000000007";
+    let line = serde_json::json!({
+        "type": "user", "uuid": "w-1", "sessionId": id, "cwd": "/home/dev/shop",
+        "timestamp": jiff::Timestamp::from_second(now - 2).unwrap().to_string(),
+        "message": {"role": "user", "content": TITLE},
+    });
+    std::fs::write(
+        h.join(format!(".claude/projects/-home-dev-shop/{id}.jsonl")),
+        format!("{line}\n"),
+    )
+    .unwrap();
+    for (width, shown) in [(200u16, 67usize), (120, 19)] {
+        let t = Tmux::new(&format!("width{width}"));
+        t.start_top_as(&h, width, "", "--no-kernel");
+        let cut: String = TITLE.chars().take(shown - 1).collect();
+        let s = t.wait_screen("the long title", |s| s.contains(&cut));
+        let want = format!("{cut}… ");
+        assert!(s.contains(&want), "{width} columns: no {want:?} in\n{s}");
+        t.run(&["send-keys", "-t", "t", "q"]);
+        assert_restored(&t);
+    }
 }

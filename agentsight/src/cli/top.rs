@@ -12,7 +12,7 @@ use nix::sys::signal::{SigSet, Signal};
 
 use agentsight::sessions::Provider;
 use agentsight::sessions::live::Thresholds;
-use agentsight::top::{LiveTop, Row, RowFilter, Snapshot, TopOptions};
+use agentsight::top::{LiveTop, NotListedReason, Row, RowFilter, Snapshot, TopOptions};
 
 #[derive(clap::Args, Debug)]
 pub struct TopArgs {
@@ -257,6 +257,39 @@ pub fn clip(s: &str, n: usize) -> String {
     t
 }
 
+/// Why sessions are not listed, as one line (the footer of the full screen
+/// and of `--plain`); `None` when every session is listed. The reasons a
+/// person would not expect (another user's transcript, an unreadable one)
+/// name their first transcript.
+pub fn not_listed_line(s: &Snapshot) -> Option<String> {
+    if s.hidden_reasons.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = s
+        .hidden_reasons
+        .iter()
+        .map(|r| {
+            let what = match r.reason {
+                NotListedReason::Idle => "idle",
+                NotListedReason::Archived => "archived",
+                NotListedReason::Subagent => "subagent",
+                NotListedReason::Exec => "codex exec",
+                NotListedReason::OtherProvider => "other provider",
+                NotListedReason::NotOwner => "not the home owner's file",
+                NotListedReason::Unreadable => "unreadable",
+            };
+            let first = match (r.reason, r.paths.first()) {
+                (NotListedReason::NotOwner | NotListedReason::Unreadable, Some(p)) => {
+                    format!(" ({})", clip(&p.display().to_string(), 200))
+                }
+                _ => String::new(),
+            };
+            format!("{} {what}{first}", r.count)
+        })
+        .collect();
+    Some(format!("not listed: {}", parts.join(", ")))
+}
+
 /// The columns of a row, as the full screen and `--plain` head them.
 pub const COLUMNS: [&str; 12] = [
     "AGENT",
@@ -307,6 +340,10 @@ fn plain(s: &Snapshot) -> String {
             k[3],
             k[4]
         ));
+    }
+    if let Some(l) = not_listed_line(s) {
+        out.push_str(&l);
+        out.push('\n');
     }
     out.pop();
     out

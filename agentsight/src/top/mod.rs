@@ -173,7 +173,38 @@ pub struct NotListed {
     pub idle: u64,
     pub hidden: u64,
     pub other_provider: u64,
+    /// Recent transcripts whose tail could not be read (not the home
+    /// owner's file, or unreadable): their state is unknown, not idle.
+    pub unreadable: u64,
 }
+
+/// Why a session is not listed (the `hidden_reasons` of a snapshot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NotListedReason {
+    Idle,
+    Archived,
+    Subagent,
+    Exec,
+    OtherProvider,
+    /// The transcript belongs to another user than the home's owner (e.g.
+    /// an agent run as root in a user's home): never read, by design.
+    NotOwner,
+    /// The transcript could not be opened or read (permissions, a race).
+    Unreadable,
+}
+
+/// One reason with how many sessions it leaves out and the first few of
+/// their transcripts (sorted by path, so snapshots compare stably).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReasonCount {
+    pub reason: NotListedReason,
+    pub count: u64,
+    pub paths: Vec<PathBuf>,
+}
+
+/// Paths kept per reason in `hidden_reasons`.
+pub const REASON_PATHS: usize = 3;
 
 /// Everything `top` knows at one instant.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -196,6 +227,9 @@ pub struct Snapshot {
     pub kernel_error: Option<String>,
     pub rows: Vec<Row>,
     pub not_listed: NotListed,
+    /// Every reason that leaves sessions out, in a fixed order, with counts
+    /// and example paths (reasons with no session are omitted).
+    pub hidden_reasons: Vec<ReasonCount>,
     /// Transcript lines that could not be parsed in the tails read so far
     /// (counted, never fatal), and desktop files skipped as corrupt.
     pub skipped_lines: u64,

@@ -12,8 +12,8 @@ use jiff::Timestamp;
 use serde::Serialize;
 
 use super::{
-    Hidden, KernelSession, NotListed, Row, RowFilter, Snapshot, TitleSource, Tokens, TopError,
-    TopOptions,
+    Hidden, KernelSession, NotListed, NotListedReason, REASON_PATHS, ReasonCount, Row, RowFilter,
+    Snapshot, TitleSource, Tokens, TopError, TopOptions,
 };
 use crate::sessions::discovery::{self, Candidate, DiscoveryOptions, ScanStats};
 use crate::sessions::live::{
@@ -51,11 +51,48 @@ struct Entry {
     whole: Option<WholeFacts>,
     /// Codex/Gemini ids live in the file; read once.
     header_id: Option<String>,
+    /// Why the last tail read failed (`NotOwner` or `Unreadable`); cleared
+    /// by a successful read.
+    unreadable: Option<NotListedReason>,
+}
+
+/// Counts per reason a session is not listed, with the first few paths.
+#[derive(Default)]
+struct Tally {
+    by: std::collections::BTreeMap<NotListedReason, (u64, Vec<PathBuf>)>,
+}
+
+impl Tally {
+    fn add(&mut self, reason: NotListedReason, path: &Path) {
+        let (n, paths) = self.by.entry(reason).or_default();
+        *n += 1;
+        // The smallest paths, so the list does not depend on hash order;
+        // a path is cloned only when it is kept (a tick over 10,000 idle
+        // transcripts stays cheap).
+        if paths.len() < REASON_PATHS || paths.last().is_some_and(|l| path < l.as_path()) {
+            let at = paths.partition_point(|p| p.as_path() < path);
+            paths.insert(at, path.to_path_buf());
+            paths.truncate(REASON_PATHS);
+        }
+    }
+
+    fn into_list(self) -> Vec<ReasonCount> {
+        self.by
+            .into_iter()
+            .map(|(reason, (count, paths))| ReasonCount {
+                reason,
+                count,
+                paths,
+            })
+            .collect()
+    }
 }
 
 /// A tool call of the detail pane, from the transcript.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolLine {
+    /// Position among the transcript's tool calls (correlate's `tool_index`).
+    pub index: usize,
     pub name: String,
     pub call_id: Option<String>,
     /// `ok`, `failed` or `unknown` (no result recorded yet).
@@ -264,6 +301,7 @@ impl LiveModel {
                 facts: None,
                 whole: None,
                 header_id: None,
+                unreadable: None,
             });
         let grew_from = (e.size <= size).then_some(e.size);
         e.mtime_ms = mtime_ms;
@@ -314,28 +352,43 @@ impl LiveModel {
             self.read_newest_idle();
         }
         let mut not_listed = NotListed::default();
+        let mut tally = Tally::default();
         // Transcripts never read are old, so idle: counted without a row
         // (the common case by far; a tick must stay cheap over 10,000).
+        // Recent ones whose read failed say why instead.
         let mut paths: Vec<PathBuf> = Vec::new();
         for (path, e) in &self.entries {
             if filter.provider.is_some_and(|p| p != e.provider) {
                 not_listed.other_provider += 1;
-            } else if e.facts.is_none() {
-                not_listed.idle += 1;
-            } else {
+                tally.add(NotListedReason::OtherProvider, path);
+            } else if e.facts.is_some() {
                 paths.push(path.clone());
+            } else if let Some(reason) = e.unreadable {
+                not_listed.unreadable += 1;
+                tally.add(reason, path);
+            } else {
+                not_listed.idle += 1;
+                tally.add(NotListedReason::Idle, path);
             }
         }
         let mut rows = Vec::new();
         for path in paths {
             let Some(row) = self.row(&path, now, kernel) else {
                 not_listed.idle += 1;
+                tally.add(NotListedReason::Idle, &path);
                 continue;
             };
-            if row.hidden.is_some() && !filter.all {
+            if let Some(h) = row.hidden.filter(|_| !filter.all) {
                 not_listed.hidden += 1;
+                let reason = match h {
+                    Hidden::Archived => NotListedReason::Archived,
+                    Hidden::Subagent => NotListedReason::Subagent,
+                    Hidden::Exec => NotListedReason::Exec,
+                };
+                tally.add(reason, &path);
             } else if row.state == LiveState::Idle && !filter.all {
                 not_listed.idle += 1;
+                tally.add(NotListedReason::Idle, &path);
             } else {
                 rows.push(row);
             }
@@ -357,6 +410,7 @@ impl LiveModel {
             kernel_error: None,
             rows,
             not_listed,
+            hidden_reasons: tally.into_list(),
             skipped_lines: self.skipped_lines,
             desktop_skipped: self.desktop.skipped as u64,
         }
@@ -477,8 +531,10 @@ impl LiveModel {
         let skip = s.tools.len().saturating_sub(last);
         s.tools
             .iter()
+            .enumerate()
             .skip(skip)
-            .map(|t| ToolLine {
+            .map(|(index, t)| ToolLine {
+                index,
                 name: t.name.clone(),
                 call_id: t.call_id.clone(),
                 status: t.status,
@@ -521,9 +577,11 @@ fn read_entry(
         Ok(f) => f,
         Err(err) => {
             tracing::debug!(path = %path.display(), error = %err, "tail unreadable");
+            e.unreadable = Some(unreadable_reason(path));
             return;
         }
     };
+    e.unreadable = None;
     *skipped += u64::from(facts.skipped_lines);
     let tail_whole = facts.tokens.whole_session;
     let tail_tokens = tokens_of_totals(&facts.tokens);
@@ -558,6 +616,17 @@ fn read_entry(
         w.tokens = Some(tail_tokens);
         w.counted_upto = e.size;
         w.last_response = e.facts.as_ref().and_then(|f| f.response_ends.last.clone());
+    }
+}
+
+/// Why a transcript's tail could not be read: another user's file in the
+/// home (refused by design, `sessions::util::open_regular`), or anything else.
+fn unreadable_reason(path: &Path) -> NotListedReason {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::symlink_metadata(path).map(|m| m.uid()).ok();
+    match (uid, crate::sessions::util::transcript_owner()) {
+        (Some(u), Some(owner)) if u != owner => NotListedReason::NotOwner,
+        _ => NotListedReason::Unreadable,
     }
 }
 
@@ -724,6 +793,32 @@ mod tests {
         std::fs::write(path(40), user_line("more") + "\n").unwrap();
         assert!(m.touch(&path(40)));
         assert_eq!((m.candidates(), m.dir_listings), (41, 2));
+    }
+
+    /// Every session is counted; the first three paths by name are kept,
+    /// whatever order the (hash-ordered) entries come in.
+    #[test]
+    fn tally_counts_all_and_keeps_the_smallest_paths() {
+        let mut t = Tally::default();
+        for p in ["/e", "/b", "/d", "/a", "/c"] {
+            t.add(NotListedReason::Idle, Path::new(p));
+        }
+        t.add(NotListedReason::NotOwner, Path::new("/z"));
+        let list = t.into_list();
+        let got: Vec<(NotListedReason, u64, Vec<&str>)> = list
+            .iter()
+            .map(|r| {
+                let paths = r.paths.iter().map(|p| p.to_str().unwrap()).collect();
+                (r.reason, r.count, paths)
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (NotListedReason::Idle, 5, vec!["/a", "/b", "/c"]),
+                (NotListedReason::NotOwner, 1, vec!["/z"]),
+            ]
+        );
     }
 
     fn tokens(m: &mut LiveModel) -> Option<Tokens> {

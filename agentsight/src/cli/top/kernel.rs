@@ -86,35 +86,57 @@ pub fn stop(w: Arc<KernelWatch>, args: &TopArgs) -> Result<()> {
     Ok(())
 }
 
+/// What the kernel saw of one session's tool calls (detail pane).
+pub enum KernelActivity {
+    /// The session is not bound to a process tree (recorded before `top`
+    /// started, or elsewhere): the transcript alone is shown.
+    NotBound,
+    /// Reading the live capture failed.
+    Error(String),
+    /// Per tool call, the lines of what the kernel attributed to it.
+    Bound(Vec<CallActivity>),
+}
+
+/// The kernel's lines for one tool call, matched to the transcript's call by
+/// its id, else by its position (`tool_index`).
+pub struct CallActivity {
+    pub call_id: Option<String>,
+    pub tool_index: usize,
+    pub lines: Vec<String>,
+}
+
 /// Per tool call, the processes and file/network activity the kernel
-/// attributed to it (detail pane), as lines.
-pub fn activity_lines(w: &KernelWatch, session_id: &str, last: usize) -> Vec<String> {
+/// attributed to it (detail pane).
+pub fn activity(w: &KernelWatch, session_id: &str, last: usize) -> KernelActivity {
     let reports = match w.activity(session_id, last) {
         Ok(r) => r,
-        Err(e) => return vec![format!("kernel: {e}")],
+        Err(KernelWatchError::NotBound(_)) => return KernelActivity::NotBound,
+        Err(e) => return KernelActivity::Error(e.to_string()),
     };
-    let mut out = Vec::new();
-    for t in reports.iter().rev() {
-        out.push(format!(
-            "{}  {}  {}",
-            t.start.as_deref().unwrap_or("–"),
-            t.name,
-            t.command.as_deref().unwrap_or("")
-        ));
-        for a in &t.activity {
-            let what = a
-                .path
-                .clone()
-                .or_else(|| a.argv.as_ref().map(|v| v.join(" ")))
-                .or_else(|| {
-                    a.addr.as_ref().map(|x| match a.port {
-                        Some(p) => format!("{x}:{p}"),
-                        None => format!("{x}:?"),
-                    })
+    let calls = reports
+        .iter()
+        .map(|t| CallActivity {
+            call_id: t.call_id.clone(),
+            tool_index: t.tool_index,
+            lines: t
+                .activity
+                .iter()
+                .map(|a| {
+                    let what = a
+                        .path
+                        .clone()
+                        .or_else(|| a.argv.as_ref().map(|v| v.join(" ")))
+                        .or_else(|| {
+                            a.addr.as_ref().map(|x| match a.port {
+                                Some(p) => format!("{x}:{p}"),
+                                None => format!("{x}:?"),
+                            })
+                        })
+                        .unwrap_or_default();
+                    format!("pid {} {} {:?} {}", a.pid, a.comm, a.op, what)
                 })
-                .unwrap_or_default();
-            out.push(format!("    pid {} {} {:?} {}", a.pid, a.comm, a.op, what));
-        }
-    }
-    out
+                .collect(),
+        })
+        .collect();
+    KernelActivity::Bound(calls)
 }

@@ -8,13 +8,14 @@ use anyhow::{Context, Result};
 use crossterm::event::{Event, KeyCode, KeyEventKind, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
-use ratatui::layout::{Constraint, Layout};
+use ratatui::layout::{Constraint, Flex, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row as TRow, Table, TableState};
 use tokio::sync::mpsc;
 
-use super::{age_text, clip, kernel_cells, state_word, tokens_text};
+use super::kernel::KernelActivity;
+use super::{age_text, clip, kernel_cells, not_listed_line, state_word, tokens_text};
 use agentsight::livecap::KernelWatch;
 use agentsight::sessions::live::LiveState;
 use agentsight::sessions::{Provider, ToolStatus};
@@ -68,9 +69,12 @@ struct View {
 struct Detail {
     path: std::path::PathBuf,
     title: String,
+    /// The transcript's last tool calls (shown whether or not the kernel
+    /// watches the session).
     tools: Vec<ToolLine>,
-    /// As root: per tool call, what the kernel attributed to it.
-    kernel: Vec<String>,
+    /// As root: what the kernel attributed to each call, where the session
+    /// is bound; `None` without kernel programs.
+    kernel: Option<KernelActivity>,
 }
 
 enum Input {
@@ -152,8 +156,8 @@ fn refresh_detail(top: &LiveTop, view: &mut View, path: std::path::PathBuf) {
         })
         .unwrap_or_else(|| path.display().to_string());
     let kernel = match (&view.kernel, row) {
-        (Some(w), Some(r)) => super::kernel::activity_lines(w, &r.session_id, TOOLS_SHOWN),
-        _ => Vec::new(),
+        (Some(w), Some(r)) => Some(super::kernel::activity(w, &r.session_id, TOOLS_SHOWN)),
+        _ => None,
     };
     let tools = top.tool_calls(&path, TOOLS_SHOWN);
     view.detail = Some(Detail {
@@ -248,10 +252,12 @@ fn header_line(v: &View) -> String {
 
 fn draw(f: &mut ratatui::Frame, v: &View) {
     let detail_h = if v.detail.is_some() { 16 } else { 0 };
-    let [head, body, detail, foot] = Layout::vertical([
+    let why = not_listed_line(&v.snap);
+    let [head, body, detail, why_area, foot] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(3),
         Constraint::Length(detail_h),
+        Constraint::Length(u16::from(why.is_some())),
         Constraint::Length(1),
     ])
     .areas(f.area());
@@ -260,13 +266,47 @@ fn draw(f: &mut ratatui::Frame, v: &View) {
     if let Some(d) = &v.detail {
         draw_detail(f, d, detail);
     }
+    if let Some(why) = why {
+        f.render_widget(Paragraph::new(why), why_area);
+    }
     f.render_widget(
         Paragraph::new("↑/↓ j/k select  Enter detail  p provider  a all  q quit"),
         foot,
     );
 }
 
-fn draw_table(f: &mut ratatui::Frame, v: &View, area: ratatui::layout::Rect) {
+/// The table's columns (TITLE and CWD share what the fixed ones leave).
+const WIDTHS: [Constraint; 12] = [
+    Constraint::Length(7),
+    Constraint::Length(13),
+    Constraint::Fill(3),
+    Constraint::Fill(2),
+    Constraint::Length(16),
+    Constraint::Length(5),
+    Constraint::Length(13),
+    Constraint::Length(5),
+    Constraint::Length(6),
+    Constraint::Length(5),
+    Constraint::Length(4),
+    Constraint::Length(4),
+];
+
+/// The width each column gets in `area`, laid out as the table does
+/// (`Table`'s flex and column spacing; no highlight symbol): text is cut to
+/// its column, not to a fixed length.
+fn column_widths(area: Rect) -> Vec<usize> {
+    Layout::horizontal(WIDTHS)
+        .flex(Flex::Start)
+        .spacing(1)
+        .split(Rect::new(0, 0, area.width, 1))
+        .iter()
+        .map(|r| usize::from(r.width))
+        .collect()
+}
+
+fn draw_table(f: &mut ratatui::Frame, v: &View, area: Rect) {
+    let w = column_widths(area);
+    let (title_w, cwd_w) = (w[2].max(1), w[3].max(1));
     let rows: Vec<TRow> = v
         .snap
         .rows
@@ -276,8 +316,8 @@ fn draw_table(f: &mut ratatui::Frame, v: &View, area: ratatui::layout::Rect) {
             TRow::new(vec![
                 Cell::from(r.provider.as_str()),
                 Cell::from(state_word(r)).style(state_style(r.state, v.color)),
-                Cell::from(clip(r.title.as_deref().unwrap_or("–"), 40)),
-                Cell::from(clip(r.cwd.as_deref().unwrap_or("–"), 30)),
+                Cell::from(clip(r.title.as_deref().unwrap_or("–"), title_w)),
+                Cell::from(clip(r.cwd.as_deref().unwrap_or("–"), cwd_w)),
                 Cell::from(clip(r.model.as_deref().unwrap_or("–"), 20)),
                 Cell::from(age_text(r.age_s)),
                 Cell::from(tokens_text(r)),
@@ -289,65 +329,83 @@ fn draw_table(f: &mut ratatui::Frame, v: &View, area: ratatui::layout::Rect) {
             ])
         })
         .collect();
-    let widths = [
-        Constraint::Length(7),
-        Constraint::Length(13),
-        Constraint::Fill(3),
-        Constraint::Fill(2),
-        Constraint::Length(16),
-        Constraint::Length(5),
-        Constraint::Length(13),
-        Constraint::Length(5),
-        Constraint::Length(6),
-        Constraint::Length(5),
-        Constraint::Length(4),
-        Constraint::Length(4),
-    ];
     let header =
         TRow::new(super::COLUMNS.to_vec()).style(Style::default().add_modifier(Modifier::BOLD));
-    let table = Table::new(rows, widths)
+    let table = Table::new(rows, WIDTHS)
         .header(header)
         .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED));
     let mut state = TableState::default().with_selected(Some(v.selected));
     f.render_stateful_widget(table, area, &mut state);
 }
 
-/// Characters of one detail line kept (the pane cuts what does not fit).
-const DETAIL_WIDTH: usize = 400;
+/// A call's duration as recorded (result time minus call time).
+fn duration_text(t: &ToolLine) -> String {
+    let Some(ms) = t.start_ms.zip(t.end_ms).map(|(s, e)| (e - s).max(0)) else {
+        return "–".into();
+    };
+    match ms {
+        ms if ms < 1000 => format!("{ms}ms"),
+        ms if ms < 60_000 => format!("{:.1}s", ms as f64 / 1000.0),
+        ms if ms < 3_600_000 => format!("{}m{:02}s", ms / 60_000, ms / 1000 % 60),
+        ms => format!("{}h{:02}m", ms / 3_600_000, ms / 60_000 % 60),
+    }
+}
 
-fn draw_detail(f: &mut ratatui::Frame, d: &Detail, area: ratatui::layout::Rect) {
-    let lines: Vec<Line> = if !d.kernel.is_empty() {
-        // Tool names, commands, paths and argv come from the agent: control
-        // characters (terminal escapes) never reach the terminal.
-        d.kernel
-            .iter()
-            .map(|l| Line::from(clip(l, DETAIL_WIDTH)))
-            .collect()
-    } else if d.tools.is_empty() {
-        vec![Line::from("no tool calls in the transcript")]
-    } else {
-        d.tools
-            .iter()
-            .rev()
-            .map(|t| {
-                Line::from(format!(
-                    "{}  {:<12} {:<8} {}",
-                    t.start_ms
-                        .map(agentsight::sessions::format_ts)
-                        .unwrap_or_else(|| "–".into()),
-                    clip(&t.name, 12),
-                    match t.status {
-                        ToolStatus::Ok => "ok",
-                        ToolStatus::Failed => "failed",
-                        ToolStatus::Unknown => "…",
-                    },
-                    clip(t.summary.as_deref().unwrap_or(""), 100)
-                ))
-            })
-            .collect()
+/// The pane's lines: the transcript's calls, newest first (time, name,
+/// status, duration, command or path), each followed by what the kernel
+/// attributed to it where the session is bound. Agent text goes through
+/// `clip` (control characters never reach the terminal).
+fn detail_lines(d: &Detail, width: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(KernelActivity::Error(e)) = &d.kernel {
+        out.push(clip(&format!("kernel: {e}"), width));
+    }
+    if d.tools.is_empty() {
+        out.push("no tool calls in the transcript".into());
+        return out;
+    }
+    let bound = match &d.kernel {
+        Some(KernelActivity::Bound(calls)) => calls.as_slice(),
+        _ => &[],
+    };
+    for t in d.tools.iter().rev() {
+        let head = format!(
+            "{}  {:<18} {:<6} {:>7}  ",
+            t.start_ms
+                .map(agentsight::sessions::format_ts)
+                .unwrap_or_else(|| "–".into()),
+            clip(&t.name, 18),
+            match t.status {
+                ToolStatus::Ok => "ok",
+                ToolStatus::Failed => "failed",
+                ToolStatus::Unknown => "…",
+            },
+            duration_text(t),
+        );
+        let room = width.saturating_sub(head.chars().count()).max(1);
+        out.push(head + &clip(t.summary.as_deref().unwrap_or(""), room));
+        let kernel = bound.iter().find(|c| match (&c.call_id, &t.call_id) {
+            (Some(a), Some(b)) => a == b,
+            _ => c.tool_index == t.index,
+        });
+        for l in kernel.map(|c| c.lines.as_slice()).unwrap_or_default() {
+            out.push(clip(&format!("    {l}"), width));
+        }
+    }
+    out
+}
+
+fn draw_detail(f: &mut ratatui::Frame, d: &Detail, area: Rect) {
+    let lines: Vec<Line> = detail_lines(d, usize::from(area.width))
+        .into_iter()
+        .map(Line::from)
+        .collect();
+    let note = match &d.kernel {
+        Some(KernelActivity::NotBound) => " (not bound to a process tree: transcript only)",
+        _ => "",
     };
     let block = Block::default()
         .borders(Borders::TOP)
-        .title(format!("last tool calls: {}", clip(&d.title, 80)));
+        .title(format!("last tool calls{note}: {}", clip(&d.title, 80)));
     f.render_widget(Paragraph::new(lines).block(block), area);
 }
