@@ -153,6 +153,7 @@ fn check_session_trace(run: &Run, db: &Path, summary: &Value) {
     let chats = check_chats(spans, root, &s, input);
     let tool_spans = check_tool_spans(spans, root, &c, &s);
     let un = check_unattributed(spans, root, &c);
+    let runtime = check_runtime(spans, root, &c);
     // Nothing else in the trace.
     let counted = 1
         + chats
@@ -160,7 +161,8 @@ fn check_session_trace(run: &Run, db: &Path, summary: &Value) {
             .iter()
             .map(|t| subtree(spans, t).len())
             .sum::<usize>()
-        + subtree(spans, un).len();
+        + subtree(spans, un).len()
+        + runtime.map_or(0, |r| subtree(spans, r).len());
     assert_eq!(counted, spans.len(), "spans of trace {trace}");
 }
 
@@ -337,6 +339,30 @@ fn check_unattributed<'a>(spans: &'a [Value], root: &Value, c: &Value) -> &'a Va
     );
     assert_eq!(event_count(&subtree(spans, un[0])), unclaimed);
     un[0]
+}
+
+/// The agent runtime's own activity outside every call, under one span
+/// beside the unattributed (none when correlate lists none).
+fn check_runtime<'a>(spans: &'a [Value], root: &Value, c: &Value) -> Option<&'a Value> {
+    let rt: Vec<&Value> = spans
+        .iter()
+        .filter(|s| s["name"] == "agentsight.runtime")
+        .collect();
+    let groups = c["runtime_activity"].as_array().unwrap();
+    let total: u64 = groups.iter().map(|g| g["count"].as_u64().unwrap()).sum();
+    if groups.is_empty() {
+        assert!(rt.is_empty());
+        return None;
+    }
+    assert_eq!(rt.len(), 1);
+    assert_eq!(rt[0]["parent_span_id"], root["span_id"]);
+    assert_eq!(rt[0]["attributes"]["agentsight.runtime.count"], total);
+    assert_eq!(
+        rt[0]["attributes"]["agentsight.runtime.programs"],
+        groups.len() as u64
+    );
+    assert_eq!(event_count(&subtree(spans, rt[0])), total);
+    Some(rt[0])
 }
 
 /// A loopback receiver (tests/otlp/receiver.py) answering `statuses`.
