@@ -264,12 +264,25 @@ fn check_dom(dom: &str, c: &Value, tools: &[&Value]) {
         dom.matches("class=\"act write late\"").count(),
         c["flags"]["late"].as_array().unwrap().len()
     );
-    // Every unexplained activity is listed (fewer than the page's bound).
+    // A clean run: nothing unexplained; Claude Code's own activity outside
+    // every call (its model-API connection among it) is listed apart, one
+    // row per program, not flagged.
     let unexplained = c["flags"]["observed_not_claimed"].as_array().unwrap();
-    assert!(!unexplained.is_empty());
+    assert!(unexplained.is_empty(), "{unexplained:#?}");
+    assert_eq!(dom.matches("<tr class=\"flag-unexplained\"").count(), 0);
+    assert!(dom.contains("<span class=\"badge unexplained\">unexplained 0</span>"));
+    let groups = c["runtime_activity"].as_array().unwrap();
+    assert!(groups.iter().any(|g| {
+        g["by"] == "runtime"
+            && g["activity"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a["op"] == "connect")
+    }));
     assert_eq!(
-        dom.matches("<tr class=\"flag-unexplained\"").count(),
-        unexplained.len()
+        dom.matches("<tr class=\"runtime-group\">").count(),
+        groups.len()
     );
     // The agent's writes to its own state are listed, not flagged.
     let books = c["agent_bookkeeping"].as_array().unwrap();
