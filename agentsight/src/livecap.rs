@@ -293,7 +293,7 @@ impl KernelWatch {
         &self,
         session_id: &str,
         last: usize,
-    ) -> Result<Vec<ToolReport>, KernelWatchError> {
+    ) -> Result<SessionActivity, KernelWatchError> {
         let fd_obs = self.fd_observations();
         self.with_conn(|conn| {
             let fallback = self.fallback_sessions(conn);
@@ -636,7 +636,7 @@ fn activity_of(
     fallback: &[FallbackSession],
     session_id: &str,
     last: usize,
-) -> Result<Vec<ToolReport>, KernelWatchError> {
+) -> Result<SessionActivity, KernelWatchError> {
     let qe = |e: rusqlite::Error| KernelWatchError::Query {
         path: "live capture".into(),
         reason: e.to_string(),
@@ -681,5 +681,21 @@ fn activity_of(
     let report = correlate::correlate(&view, &session, SessionSource::Home, &trees, Vec::new())?;
     let mut tools: Vec<ToolReport> = report.prompts.into_iter().flat_map(|p| p.tools).collect();
     let skip = tools.len().saturating_sub(last);
-    Ok(tools.split_off(skip))
+    Ok(SessionActivity {
+        tools: tools.split_off(skip),
+        runtime: report.runtime_activity,
+        unexplained: report.flags.observed_not_claimed,
+    })
+}
+
+/// What correlate made of one session on the live capture (`top`'s
+/// detail): its last calls with their attributed activity, and what
+/// happened outside every call, kept apart as correlate keeps it.
+pub struct SessionActivity {
+    pub tools: Vec<ToolReport>,
+    /// The agent runtime's own activity outside every call, by program
+    /// (never flagged).
+    pub runtime: Vec<correlate::RuntimeGroup>,
+    /// Activity no call and not the runtime accounts for (flagged).
+    pub unexplained: Vec<correlate::Activity>,
 }

@@ -93,8 +93,35 @@ pub enum KernelActivity {
     NotBound,
     /// Reading the live capture failed.
     Error(String),
-    /// Per tool call, the lines of what the kernel attributed to it.
-    Bound(Vec<CallActivity>),
+    /// Per tool call, the lines of what the kernel attributed to it, and
+    /// what happened outside every call.
+    Bound {
+        calls: Vec<CallActivity>,
+        outside: OutsideCalls,
+    },
+}
+
+/// The session's activity outside every call, split as correlate splits it:
+/// the agent runtime's own (grouped, not flagged) and the unexplained.
+#[derive(Debug, Default, PartialEq)]
+pub struct OutsideCalls {
+    /// Activities of the runtime and the helpers it started outside calls.
+    pub runtime_total: usize,
+    /// `(program, activities)`, in correlate's order.
+    pub runtime_programs: Vec<(String, usize)>,
+    /// Activities nothing accounts for, one line each (`pid COMM OP WHAT`).
+    pub unexplained: Vec<String>,
+}
+
+/// One activity as a detail line: `pid COMM OP WHAT`.
+fn activity_line(a: &agentsight::correlate::Activity) -> String {
+    format!(
+        "pid {} {} {} {}",
+        a.pid,
+        a.comm,
+        a.op,
+        agentsight::correlate::describe(a)
+    )
 }
 
 /// The kernel's lines for one tool call, matched to the transcript's call by
@@ -108,35 +135,28 @@ pub struct CallActivity {
 /// Per tool call, the processes and file/network activity the kernel
 /// attributed to it (detail pane).
 pub fn activity(w: &KernelWatch, session_id: &str, last: usize) -> KernelActivity {
-    let reports = match w.activity(session_id, last) {
+    let found = match w.activity(session_id, last) {
         Ok(r) => r,
         Err(KernelWatchError::NotBound(_)) => return KernelActivity::NotBound,
         Err(e) => return KernelActivity::Error(e.to_string()),
     };
-    let calls = reports
+    let calls = found
+        .tools
         .iter()
         .map(|t| CallActivity {
             call_id: t.call_id.clone(),
             tool_index: t.tool_index,
-            lines: t
-                .activity
-                .iter()
-                .map(|a| {
-                    let what = a
-                        .path
-                        .clone()
-                        .or_else(|| a.argv.as_ref().map(|v| v.join(" ")))
-                        .or_else(|| {
-                            a.addr.as_ref().map(|x| match a.port {
-                                Some(p) => format!("{x}:{p}"),
-                                None => format!("{x}:?"),
-                            })
-                        })
-                        .unwrap_or_default();
-                    format!("pid {} {} {:?} {}", a.pid, a.comm, a.op, what)
-                })
-                .collect(),
+            lines: t.activity.iter().map(activity_line).collect(),
         })
         .collect();
-    KernelActivity::Bound(calls)
+    let outside = OutsideCalls {
+        runtime_total: found.runtime.iter().map(|g| g.count).sum(),
+        runtime_programs: found
+            .runtime
+            .iter()
+            .map(|g| (g.program.clone(), g.count))
+            .collect(),
+        unexplained: found.unexplained.iter().map(activity_line).collect(),
+    };
+    KernelActivity::Bound { calls, outside }
 }

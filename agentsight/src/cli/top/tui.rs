@@ -14,7 +14,7 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row as TRow, Table, TableState};
 use tokio::sync::mpsc;
 
-use super::kernel::KernelActivity;
+use super::kernel::{KernelActivity, OutsideCalls};
 use super::{age_text, clip, kernel_cells, not_listed_line, state_word, tokens_text};
 use agentsight::livecap::KernelWatch;
 use agentsight::sessions::live::LiveState;
@@ -351,6 +351,42 @@ fn duration_text(t: &ToolLine) -> String {
     }
 }
 
+/// How many unexplained activities the pane lists (the rest are counted).
+const UNEXPLAINED_SHOWN: usize = 3;
+
+/// What a bound session did outside every call, as correlate splits it: the
+/// agent runtime's own activity (counted by program, not flagged), then the
+/// unexplained (flagged `!`, the first few listed).
+fn outside_lines(o: &OutsideCalls, width: usize) -> Vec<String> {
+    let programs: Vec<String> = o
+        .runtime_programs
+        .iter()
+        .map(|(p, n)| format!("{p} ×{n}"))
+        .collect();
+    let mut out = vec![clip(
+        &format!(
+            "outside every call: agent runtime {}{} · unexplained {}",
+            o.runtime_total,
+            match programs.is_empty() {
+                true => String::new(),
+                false => format!(" ({})", programs.join(", ")),
+            },
+            o.unexplained.len()
+        ),
+        width,
+    )];
+    for l in o.unexplained.iter().take(UNEXPLAINED_SHOWN) {
+        out.push(clip(&format!("  ! {l}"), width));
+    }
+    if o.unexplained.len() > UNEXPLAINED_SHOWN {
+        out.push(format!(
+            "  ! … {} more (agentsight correlate lists them all)",
+            o.unexplained.len() - UNEXPLAINED_SHOWN
+        ));
+    }
+    out
+}
+
 /// The pane's lines: the transcript's calls, newest first (time, name,
 /// status, duration, command or path), each followed by what the kernel
 /// attributed to it where the session is bound. Agent text goes through
@@ -365,7 +401,10 @@ fn detail_lines(d: &Detail, width: usize) -> Vec<String> {
         return out;
     }
     let bound = match &d.kernel {
-        Some(KernelActivity::Bound(calls)) => calls.as_slice(),
+        Some(KernelActivity::Bound { calls, outside }) => {
+            out.extend(outside_lines(outside, width));
+            calls.as_slice()
+        }
         _ => &[],
     };
     for t in d.tools.iter().rev() {
@@ -408,4 +447,34 @@ fn draw_detail(f: &mut ratatui::Frame, d: &Detail, area: Rect) {
         .borders(Borders::TOP)
         .title(format!("last tool calls{note}: {}", clip(&d.title, 80)));
     f.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outside_every_call_keeps_the_runtime_apart_from_the_unexplained() {
+        let o = OutsideCalls {
+            runtime_total: 33,
+            runtime_programs: vec![("lsb_release".into(), 21), ("git".into(), 12)],
+            unexplained: (1..=5)
+                .map(|i| format!("pid {i} sh write /w/f{i}\x1b]52;c;x\x07"))
+                .collect(),
+        };
+        assert_eq!(
+            outside_lines(&o, 200),
+            vec![
+                "outside every call: agent runtime 33 (lsb_release ×21, git ×12) · unexplained 5",
+                "  ! pid 1 sh write /w/f1\\x1b]52;c;x\\x07",
+                "  ! pid 2 sh write /w/f2\\x1b]52;c;x\\x07",
+                "  ! pid 3 sh write /w/f3\\x1b]52;c;x\\x07",
+                "  ! … 2 more (agentsight correlate lists them all)",
+            ]
+        );
+        assert_eq!(
+            outside_lines(&OutsideCalls::default(), 200),
+            vec!["outside every call: agent runtime 0 · unexplained 0"]
+        );
+    }
 }
