@@ -268,7 +268,12 @@ async fn one_failing_container_fails_the_lookup_and_is_named_in_the_list() {
         Bridge::new("a", local(a.path())),
         Bridge::new("broken", sh("read line; exit 0")),
     ]);
-    let broken = failed("broken", "bridge closed its output");
+    // How the child ended is part of the message (a failing `docker exec`
+    // says why on stderr).
+    let broken = failed(
+        "broken",
+        "bridge closed its output; the bridge command exited with status 0",
+    );
     // Fail closed: container a found it, but a peer failed.
     assert_eq!(
         set.get(LEGACY).await,
@@ -280,7 +285,7 @@ async fn one_failing_container_fails_the_lookup_and_is_named_in_the_list() {
     assert_eq!(
         set.get(LEGACY).await.map_err(|e| e.to_string()),
         Err(format!(
-            "looking up session {LEGACY}: container broken: failed: bridge closed its output"
+            "looking up session {LEGACY}: container broken: failed: bridge closed its output; the bridge command exited with status 0"
         ))
     );
     let want: Vec<ContainerSession> = cli_list(a.path(), 25)
