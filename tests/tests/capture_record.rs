@@ -252,8 +252,10 @@ fn full_disk_stops_storing_cleanly_and_keeps_what_was_written() {
     let dir = scratch("full");
     let mnt = dir.join("small");
     std::fs::create_dir_all(&mnt).unwrap();
+    // Room for the recorder's reserve (8 MiB kept for finishing) and the
+    // first phase; the second phase fills the rest.
     let status = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .args(["-t", "tmpfs", "-o", "size=16m", "tmpfs"])
         .arg(&mnt)
         .status()
         .unwrap();
@@ -265,21 +267,24 @@ fn full_disk_stops_storing_cleanly_and_keeps_what_was_written() {
         }
     }
     let _unmount = Unmount(mnt.clone());
+    let (uid, gid) = test_user();
+    nix::unistd::chown(&mnt, Some(uid.into()), Some(gid.into())).unwrap();
     let db = mnt.join("full.db");
-    let out = record(
-        &db,
-        &[],
-        &[
-            "/bin/sh",
-            "-c",
-            "for i in $(/usr/bin/seq 1 3000); do /bin/true $i; done; exit 4",
-        ],
+    // 300 execs, a pause for the writer to commit them (it stores after
+    // 200 ms without new events), then the command fills the file system
+    // and goes on.
+    let script = format!(
+        "for i in $(/usr/bin/seq 1 300); do /bin/true $i; done; /bin/sleep 2; \
+         /bin/dd if=/dev/zero of={}/fill bs=64k 2>/dev/null; \
+         for i in $(/usr/bin/seq 1 300); do /bin/true after $i; done; exit 4",
+        mnt.display()
     );
+    let out = record(&db, &[], &["/bin/sh", "-c", &script]);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     // The agent is never harmed: it ran to the end and its status passes through.
     assert_eq!(out.status.code(), Some(4), "{stderr}");
     assert!(
-        stderr.contains("storing stopped early") && stderr.contains("full"),
+        stderr.contains("storing stopped: disk full at ") && stderr.contains(" events not stored"),
         "{stderr}"
     );
     // What was committed before the disk filled stays readable.
@@ -292,13 +297,22 @@ fn full_disk_stops_storing_cleanly_and_keeps_what_was_written() {
     let text = String::from_utf8_lossy(&shown.stdout).into_owned();
     assert_exit_0(&shown);
     assert!(text.contains("/bin/true 1  ["), "{text}");
+    assert!(text.contains("/bin/true 300  ["), "{text}");
+    assert!(text.contains("storing stopped: disk full at "), "{text}");
     let conn = open(&db);
-    let stored: i64 = conn
-        .query_row("SELECT COUNT(*) FROM events WHERE kind = 'exec'", [], |r| {
-            r.get(0)
-        })
-        .unwrap();
-    assert!((1..3001).contains(&stored), "stored {stored}");
+    let trues: Vec<Vec<String>> = execs(&conn)
+        .into_iter()
+        .filter(|e| e.kind == "exec" && e.argv.first().map(String::as_str) == Some("/bin/true"))
+        .map(|e| e.argv)
+        .collect();
+    // Every exec before the fill, in order; not all of those after it
+    // (the batch in flight when the disk filled may still be stored).
+    let before: Vec<Vec<String>> = (1..=300)
+        .map(|i| vec!["/bin/true".to_string(), i.to_string()])
+        .collect();
+    assert_eq!(trues[..300], before[..]);
+    let stored = trues.len();
+    assert!((300..600).contains(&stored), "stored {stored}");
     drop(conn);
     drop(_unmount);
     let _ = std::fs::remove_dir_all(&dir);
