@@ -609,6 +609,13 @@ fn read_entry(
             ..whole_facts(e.provider, path, e.size, batch)
         });
     }
+    // A tail from the file's start knows the first prompt: kept, since the
+    // appends that follow are not parsed whole again.
+    if let Some(w) = e.whole.as_mut()
+        && w.first_prompt.is_none()
+    {
+        w.first_prompt = e.facts.as_ref().and_then(|f| f.first_prompt.clone());
+    }
     if let Some(w) = e.whole.as_mut()
         && tail_whole
         && e.provider != Provider::Cursor
@@ -663,7 +670,8 @@ fn whole_facts(provider: Provider, path: &Path, size: u64, batch: &mut ParseBatc
     }
 }
 
-/// Adds the tokens of the complete lines appended since the last count.
+/// Adds the tokens of the complete lines appended since the last count
+/// (and takes their first prompt when none came before).
 /// Returns false when a whole parse is needed instead (the file shrank, or
 /// jumped by more than [`APPEND_READ_MAX`]).
 fn add_appended(e: &mut Entry, path: &Path) -> bool {
@@ -695,6 +703,11 @@ fn add_appended(e: &mut Entry, path: &Path) -> bool {
     buf.truncate(end + 1);
     // The chunk starts on a line boundary: its first line is whole.
     let facts = live::read_tail_bytes(provider, &buf, true);
+    // No prompt before the chunk (Claude writes its queue records first):
+    // the chunk's first is the session's; no whole parse comes again.
+    if w.first_prompt.is_none() {
+        w.first_prompt = facts.first_prompt.clone();
+    }
     let mut add = facts.tokens;
     let ends = &facts.response_ends;
     if let (Some((prev_id, prev)), Some((id, now))) = (&w.last_response, &ends.first)
@@ -897,5 +910,64 @@ mod tests {
                 output: 57
             })
         );
+    }
+
+    /// Claude Code 2.1.3xx creates the transcript, then writes its queue
+    /// records, then the prompt: a session first read before the prompt
+    /// (empty, or queue records only), whose prompt comes in a small append
+    /// or with 200 KB of records in one go (the tail no longer starts at the
+    /// file's start), is titled by its prompt, not its cwd.
+    #[test]
+    fn a_prompt_appended_after_the_first_read_titles_the_row() {
+        let queue = |op: &str| {
+            serde_json::json!({
+                "type": "queue-operation", "operation": op, "sessionId": ID,
+                "timestamp": jiff::Timestamp::now().to_string(), "content": "Build it",
+            })
+            .to_string()
+                + "\n"
+        };
+        let records: String = (0..20)
+            .map(|i| {
+                let text = serde_json::json!({"type": "text", "text": "x".repeat(10_000)});
+                assistant_line("a1", &format!("msg_{i}"), [1, 1, 0, 0], text) + "\n"
+            })
+            .collect();
+        let prompt = user_line("Build it") + "\n";
+        let starts = [String::new(), queue("enqueue") + &queue("dequeue")];
+        for start in &starts {
+            for appends in [
+                vec![prompt.clone() + &records],
+                vec![prompt.clone(), records.clone()],
+            ] {
+                let home = tempfile::tempdir().unwrap();
+                let dir = home.path().join(".claude/projects/-w");
+                std::fs::create_dir_all(&dir).unwrap();
+                let path = dir.join(format!("{ID}.jsonl"));
+                let mut f = std::fs::File::create(&path).unwrap();
+                f.write_all(start.as_bytes()).unwrap();
+                let opts = TopOptions {
+                    home: Some(home.path().to_path_buf()),
+                    ..Default::default()
+                };
+                let mut m = LiveModel::new(&opts).unwrap();
+                for a in &appends {
+                    f.write_all(a.as_bytes()).unwrap();
+                    assert!(m.touch(&path));
+                }
+                let snap = m.snapshot(Timestamp::now(), RowFilter::default(), None);
+                let titles: Vec<_> = snap
+                    .rows
+                    .iter()
+                    .map(|r| (r.title.as_deref(), r.title_source))
+                    .collect();
+                assert_eq!(
+                    titles,
+                    vec![(Some("Build it"), TitleSource::FirstPrompt)],
+                    "start {start:?}, {} appends",
+                    appends.len()
+                );
+            }
+        }
     }
 }
