@@ -7,6 +7,7 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
 
 use agentsight_tests::bin;
+use agentsight_tests::e2e::{Agent, RUN_TIMEOUT, Run, as_test_user};
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/top");
 
@@ -72,7 +73,11 @@ impl Tmux {
     }
 
     fn wait_screen(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
-        let end = Instant::now() + Duration::from_secs(10);
+        self.wait_screen_within(Duration::from_secs(10), what, ok)
+    }
+
+    fn wait_screen_within(&self, limit: Duration, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let end = Instant::now() + limit;
         loop {
             let s = self.screen();
             if ok(&s) {
@@ -331,4 +336,152 @@ fn the_title_uses_the_columns_width() {
         t.run(&["send-keys", "-t", "t", "q"]);
         assert_restored(&t);
     }
+}
+
+/// The "busy" scenario's build call (tests/e2e/scenarios/busy.json): it
+/// writes out/part1.txt … part3.txt; the next call sleeps 12 s.
+const BUILD: &str =
+    "mkdir -p out && for i in 1 2 3; do echo part $i > out/part$i.txt; done; ls out";
+
+/// Opens the detail pane of the row titled `title` (session `id`): finds
+/// its line under the table's header, moves the selection there from the
+/// top and presses Enter; retried (rows may reorder between the capture and
+/// the keys) until the pane's title names the session.
+fn open_detail_of(t: &Tmux, title: &str, id: &str) {
+    let end = Instant::now() + Duration::from_secs(30);
+    let pane = format!("last tool calls: claude {id} — ");
+    loop {
+        let s = t.wait_screen("the run's row", |s| s.contains(title));
+        let lines: Vec<&str> = s.lines().collect();
+        let header = lines.iter().position(|l| l.starts_with("AGENT")).unwrap();
+        let row = lines.iter().position(|l| l.contains(title)).unwrap();
+        assert!(row > header, "{s}");
+        let mut keys = vec!["send-keys", "-t", "t"];
+        keys.extend(std::iter::repeat_n("k", lines.len()));
+        keys.extend(std::iter::repeat_n("j", row - header - 1));
+        keys.push("Enter");
+        t.run(&keys);
+        let s = t.wait_screen("a detail pane", |s| s.contains("last tool calls"));
+        if s.lines().any(|l| l.starts_with(&pane)) {
+            return;
+        }
+        assert!(Instant::now() < end, "no pane {pane:?}:\n{s}");
+        t.run(&["send-keys", "-t", "t", "Escape"]);
+    }
+}
+
+/// The kernel's lines under the build call, once all three files are
+/// among them.
+fn build_kernel_lines<'a>(s: &'a str, written: &[String]) -> Option<Vec<&'a str>> {
+    let lines: Vec<&str> = s.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.ends_with(&format!("  {BUILD}")))?;
+    let under: Vec<&str> = lines[at + 1..]
+        .iter()
+        .take_while(|l| l.starts_with("    pid "))
+        .copied()
+        .collect();
+    written
+        .iter()
+        .all(|w| under.iter().any(|l| l.ends_with(w.as_str())))
+        .then_some(under)
+}
+
+/// As root with the kernel programs loaded, a real Claude Code run started
+/// after `top` is bound to its process tree: the detail pane says what the
+/// runtime did outside every call (counted, not flagged: Claude's
+/// `.claude.json` lock/rename and git, docs/correlate.md) apart from the
+/// unexplained (none), and under the build call the kernel's lines name the
+/// three files its shell wrote.
+#[test]
+fn root_detail_of_a_bound_real_claude_run_shows_kernel_lines_and_outside_calls() {
+    agentsight_tests::require_root();
+    let run = Run::prepare(Agent::Claude, "busy");
+    let t = Tmux::new("bound");
+    // As root, not under sudo: the test user's agent is watched.
+    let prefix = "env -u SUDO_UID -u SUDO_GID -u SUDO_USER";
+    t.start_top_as(&run.home, 200, prefix, "");
+    // The table is drawn once the kernel programs run.
+    let s = t.wait_screen_within(Duration::from_secs(60), "top's header", |s| {
+        s.contains("agentsight top — ")
+    });
+    assert!(!s.contains("no kernel columns"), "{s}");
+    let running = run.start(as_test_user);
+    // The sleep call is running once the transcript holds it.
+    let start = Instant::now();
+    let id = loop {
+        let f = run.transcripts().into_iter().next();
+        if let Some(f) = f
+            && std::fs::read_to_string(&f).is_ok_and(|t| t.contains("sleep 12; echo slow"))
+        {
+            break f.file_stem().unwrap().to_string_lossy().into_owned();
+        }
+        assert!(
+            start.elapsed() < RUN_TIMEOUT,
+            "the sleep call never started"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    open_detail_of(&t, &run.scenario.prompt, &id);
+    let work = run.work.display().to_string();
+    let written: Vec<String> = (1..=3)
+        .map(|i| format!(" bash write {work}/out/part{i}.txt"))
+        .collect();
+    let s = t.wait_screen_within(Duration::from_secs(30), "the build call's files", |s| {
+        s.lines().any(|l| l.starts_with("outside every call: "))
+            && build_kernel_lines(s, &written).is_some()
+    });
+    eprintln!("{s}");
+    // Bound: the pane's title has no "not bound" note.
+    let title = s
+        .lines()
+        .find(|l| l.starts_with("last tool calls"))
+        .unwrap();
+    assert!(
+        title.starts_with(&format!("last tool calls: claude {id} — Build the project")),
+        "{title}"
+    );
+    assert!(!s.contains("not bound to a process tree"), "{s}");
+    // The runtime's own activity is counted; nothing is unexplained.
+    let outside = s
+        .lines()
+        .find(|l| l.starts_with("outside every call: "))
+        .unwrap();
+    let n: usize = outside
+        .strip_prefix("outside every call: agent runtime ")
+        .and_then(|r| r.split_once(" ("))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("{outside:?}"));
+    assert!(n > 0, "{outside}");
+    assert!(outside.ends_with(") · unexplained 0"), "{outside}");
+    assert!(!s.lines().any(|l| l.starts_with("  ! ")), "{s}");
+    // The build call: name, status, command; under it, the shell's writes
+    // of the three files, each once, from one pid.
+    let call = s
+        .lines()
+        .find(|l| l.ends_with(&format!("  {BUILD}")))
+        .unwrap();
+    assert!(call.contains("  Bash               ok "), "{call:?}");
+    let under = build_kernel_lines(&s, &written).unwrap();
+    let pids: Vec<&str> = written
+        .iter()
+        .map(|w| {
+            let hits: Vec<&&str> = under.iter().filter(|l| l.ends_with(w.as_str())).collect();
+            assert_eq!(hits.len(), 1, "{w}: {under:#?}");
+            let pid = hits[0].strip_prefix("    pid ").unwrap();
+            let (pid, rest) = pid.split_once(' ').unwrap();
+            assert!(
+                pid.parse::<u32>().is_ok() && format!(" {rest}") == *w,
+                "{}",
+                hits[0]
+            );
+            pid
+        })
+        .collect();
+    assert!(pids.iter().all(|p| *p == pids[0]), "{under:#?}");
+    let out = running.wait(RUN_TIMEOUT);
+    assert!(out.status.success(), "claude run failed: {}", out.stderr);
+    t.run(&["send-keys", "-t", "t", "q"]);
+    assert_restored(&t);
 }

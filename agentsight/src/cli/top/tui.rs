@@ -250,13 +250,27 @@ fn header_line(v: &View) -> String {
     )
 }
 
+/// The table's height while the detail pane is open: its header and rows,
+/// at least 3 lines, at most half the screen; the pane gets the rest (a
+/// fixed 16 lines cut a bound call's kernel lines off below the first call).
+fn table_height_with_detail(rows: usize, screen: u16) -> u16 {
+    let want = u16::try_from(rows).unwrap_or(u16::MAX).saturating_add(1);
+    want.clamp(3, (screen / 2).max(3))
+}
+
 fn draw(f: &mut ratatui::Frame, v: &View) {
-    let detail_h = if v.detail.is_some() { 16 } else { 0 };
     let why = not_listed_line(&v.snap);
+    let (body_c, detail_c) = match v.detail {
+        Some(_) => (
+            Constraint::Length(table_height_with_detail(v.snap.rows.len(), f.area().height)),
+            Constraint::Fill(1),
+        ),
+        None => (Constraint::Min(3), Constraint::Length(0)),
+    };
     let [head, body, detail, why_area, foot] = Layout::vertical([
         Constraint::Length(1),
-        Constraint::Min(3),
-        Constraint::Length(detail_h),
+        body_c,
+        detail_c,
         Constraint::Length(u16::from(why.is_some())),
         Constraint::Length(1),
     ])
@@ -452,6 +466,15 @@ fn draw_detail(f: &mut ratatui::Frame, d: &Detail, area: Rect) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// With the pane open the table keeps its rows up to half the screen.
+    #[test]
+    fn the_detail_pane_gets_what_the_table_does_not_need() {
+        assert_eq!(table_height_with_detail(1, 50), 3);
+        assert_eq!(table_height_with_detail(9, 50), 10);
+        assert_eq!(table_height_with_detail(40, 50), 25);
+        assert_eq!(table_height_with_detail(40, 4), 3);
+    }
 
     #[test]
     fn outside_every_call_keeps_the_runtime_apart_from_the_unexplained() {
