@@ -457,9 +457,14 @@ fn draw_detail(f: &mut ratatui::Frame, d: &Detail, area: Rect) {
         Some(KernelActivity::NotBound) => " (not bound to a process tree: transcript only)",
         _ => "",
     };
+    // The title gets the pane's width less its label (and a little border).
+    let label = format!("last tool calls{note}: ");
+    let room = usize::from(area.width)
+        .saturating_sub(label.chars().count() + 2)
+        .max(8);
     let block = Block::default()
         .borders(Borders::TOP)
-        .title(format!("last tool calls{note}: {}", clip(&d.title, 80)));
+        .title(format!("{label}{}", clip(&d.title, room)));
     f.render_widget(Paragraph::new(lines).block(block), area);
 }
 
