@@ -577,75 +577,10 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
             "nothing to record: give a command after --, or --pid PID, --agent NAME or --container NAME"
         );
     }
-    // The containers' bridges are built (names checked, each inspected)
-    // before anything runs; docker is root's, as the recording is.
-    let container_sessions = if a.docker_containers.is_empty() {
-        None
-    } else {
-        agentsight::privileges::check_root()?;
-        // Root's docker reads the container's sessions into the caller's
-        // capture: under sudo that is more than the caller may have (no
-        // docker group), so, like --container, it needs --all-users.
-        if agentsight::privileges::FileCreds::invoking_user().is_some() && !a.all_users {
-            bail!(
-                "--docker-container reads the container's sessions with root's docker: under sudo that needs --all-users (stored in the capture)"
-            );
-        }
-        containers::record_source(&a.docker_containers)?
-    };
+    let container_sessions = docker_container_sessions(&a)?;
     let creds = agentsight::privileges::FileCreds::invoking_user();
-    // A policy that does not parse fails before anything runs. It is read
-    // with the invoking user's rights, never root's: a file they could not
-    // read is refused without a word of its content.
-    let policy = match a.audit.as_deref() {
-        Some(p) => {
-            let _as_user = agentsight::privileges::AsUser::maybe(creds.as_ref())?;
-            Some(agentsight::audit::Policy::load(p)?)
-        }
-        None => None,
-    };
-    // The report file too is the user's and is opened now, before anything
-    // is loaded: a path the user could not write fails here.
-    // The denied files are looked up as the user, like everything read on
-    // their behalf.
-    let start_meta = match &policy {
-        Some(p) => {
-            let _as_user = agentsight::privileges::AsUser::maybe(creds.as_ref())?;
-            vec![
-                (
-                    "denied_inodes".to_string(),
-                    denied_inodes_now(p, a.user.as_deref())?,
-                ),
-                (
-                    "denied_exe_inodes".to_string(),
-                    serde_json::to_string(&agentsight::audit::inodes::denied_executables(p))?,
-                ),
-            ]
-        }
-        None => Vec::new(),
-    };
-    let mut audit_out = match &a.audit_output {
-        Some(p) => {
-            let _as_user = agentsight::privileges::AsUser::maybe(creds.as_ref())?;
-            Some(UserFile::open(p)?)
-        }
-        None => None,
-    };
-    let mut report_out = match &a.report {
-        Some(p) => {
-            let _as_user = agentsight::privileges::AsUser::maybe(creds.as_ref())?;
-            Some(UserFile::open(p)?)
-        }
-        None => None,
-    };
-    let output = a.output.unwrap_or_else(record::default_output);
-    // Each output its own file, and none the capture: refused before anything runs.
-    let outputs: Vec<(&str, &UserFile)> =
-        [("--audit-output", &audit_out), ("--report", &report_out)]
-            .into_iter()
-            .filter_map(|(flag, f)| Some((flag, f.as_ref()?)))
-            .collect();
-    outfile::refuse_shared(&outputs, &[("-o", output.as_path())])?;
+    let output = a.output.clone().unwrap_or_else(record::default_output);
+    let mut files = RecordFiles::open(&a, creds.as_ref(), &output)?;
     let opts = RecordOptions {
         output,
         command: a.command,
@@ -661,7 +596,7 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         copy_transcripts: !a.no_transcripts,
         program_stats: a.program_stats,
         max_bytes: a.max_size,
-        start_meta,
+        start_meta: std::mem::take(&mut files.start_meta),
         transcript_budget: a.transcript_max_mib.saturating_mul(1024 * 1024),
         live: None,
     };
@@ -671,14 +606,110 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         Ok(o) => o,
         Err(e) => {
             let _as_user = agentsight::privileges::AsUser::maybe(creds.as_ref())?;
-            for f in [audit_out.take(), report_out.take()].into_iter().flatten() {
+            for f in [files.audit_out.take(), files.report_out.take()]
+                .into_iter()
+                .flatten()
+            {
                 f.abandon();
             }
             return Err(e.into());
         }
     };
+    let Some(status) = recorded_status(&outcome, quiet) else {
+        return Ok(1);
+    };
+    let after = AfterRecord {
+        capture: &opts.output,
+        creds: creds.as_ref(),
+        no_redact: a.no_redact,
+        audit_format: a.audit_format,
+        audit_to_file: a.audit_output.is_some(),
+    };
+    after.report_and_audit(files, status)
+}
+
+/// `--docker-container`: the containers' bridges, built (names checked,
+/// each inspected) before anything runs; docker is root's, as the
+/// recording is.
+fn docker_container_sessions(
+    a: &RecordArgs,
+) -> Result<Option<agentsight::enrich::ContainerSource>> {
+    if a.docker_containers.is_empty() {
+        return Ok(None);
+    }
+    agentsight::privileges::check_root()?;
+    // Root's docker reads the container's sessions into the caller's
+    // capture: under sudo that is more than the caller may have (no
+    // docker group), so, like --container, it needs --all-users.
+    if agentsight::privileges::FileCreds::invoking_user().is_some() && !a.all_users {
+        bail!(
+            "--docker-container reads the container's sessions with root's docker: under sudo that needs --all-users (stored in the capture)"
+        );
+    }
+    containers::record_source(&a.docker_containers)
+}
+
+/// What `record --audit/--audit-output/--report` needs before anything
+/// runs, each read or opened with the invoking user's rights, never
+/// root's: a policy or an output path they could not read or write fails
+/// here, without a word of its content.
+struct RecordFiles {
+    policy: Option<agentsight::audit::Policy>,
+    /// The denied files' inodes as they are at the start (meta rows).
+    start_meta: Vec<(String, String)>,
+    audit_out: Option<UserFile>,
+    report_out: Option<UserFile>,
+}
+
+impl RecordFiles {
+    fn open(
+        a: &RecordArgs,
+        creds: Option<&agentsight::privileges::FileCreds>,
+        capture: &std::path::Path,
+    ) -> Result<Self> {
+        let _as_user = agentsight::privileges::AsUser::maybe(creds)?;
+        let policy = a
+            .audit
+            .as_deref()
+            .map(agentsight::audit::Policy::load)
+            .transpose()?;
+        let start_meta = match &policy {
+            Some(p) => vec![
+                (
+                    "denied_inodes".to_string(),
+                    denied_inodes_now(p, a.user.as_deref())?,
+                ),
+                (
+                    "denied_exe_inodes".to_string(),
+                    serde_json::to_string(&agentsight::audit::inodes::denied_executables(p))?,
+                ),
+            ],
+            None => Vec::new(),
+        };
+        let audit_out = a.audit_output.as_deref().map(UserFile::open).transpose()?;
+        let report_out = a.report.as_deref().map(UserFile::open).transpose()?;
+        // Each output its own file, and none the capture.
+        let outputs: Vec<(&str, &UserFile)> =
+            [("--audit-output", &audit_out), ("--report", &report_out)]
+                .into_iter()
+                .filter_map(|(flag, f)| Some((flag, f.as_ref()?)))
+                .collect();
+        outfile::refuse_shared(&outputs, &[("-o", capture)])?;
+        Ok(Self {
+            policy,
+            start_meta,
+            audit_out,
+            report_out,
+        })
+    }
+}
+
+/// Says how storing went and gives the command's status to go on with, or
+/// `None` when storing failed and the command had no status of its own
+/// (exit 1). A full disk lost evidence: never a clean exit.
+fn recorded_status(outcome: &record::RecordOutcome, quiet: bool) -> Option<i32> {
     if !quiet {
-        agentsight::say!("{}", record::summary_text(&outcome));
+        agentsight::say!("{}", record::summary_text(outcome));
     } else if let Some(e) = &outcome.store_error {
         // Quiet silences the summary, never a failure to store.
         agentsight::sayln!(
@@ -686,42 +717,58 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
         );
     }
     if outcome.store_error.is_some() && outcome.command_status.is_none() {
-        return Ok(1);
+        return None;
     }
     let mut status = outcome.command_status.unwrap_or(0);
     if let Some(full) = &outcome.disk_full {
         if quiet {
             agentsight::sayln!("agentsight: storing stopped: {}", full.message());
         }
-        // Evidence was lost: never a clean exit.
         if status == 0 {
             status = 1;
         }
     }
-    if let Some(f) = report_out.take() {
-        // Read as the user, like every view of their capture.
-        let _as_user = agentsight::privileges::AsUser::maybe(creds.as_ref())?;
-        report::write(&opts.output, policy.as_ref(), a.no_redact, f)?;
-    }
-    if let Some(policy) = &policy {
-        let report = {
-            let _as_user = agentsight::privileges::AsUser::maybe(creds.as_ref())?;
-            audit::audit_capture(&opts.output, policy)?
+    Some(status)
+}
+
+/// The report and the audit of a finished recording, read as the user.
+struct AfterRecord<'a> {
+    capture: &'a std::path::Path,
+    creds: Option<&'a agentsight::privileges::FileCreds>,
+    no_redact: bool,
+    audit_format: audit::AuditFormat,
+    audit_to_file: bool,
+}
+
+impl AfterRecord<'_> {
+    /// Writes the report, then audits; the exit status is the command's,
+    /// else 1 when the audit failed.
+    fn report_and_audit(&self, mut files: RecordFiles, status: i32) -> Result<i32> {
+        if let Some(f) = files.report_out.take() {
+            let _as_user = agentsight::privileges::AsUser::maybe(self.creds)?;
+            report::write(self.capture, files.policy.as_ref(), self.no_redact, f)?;
+        }
+        let Some(policy) = &files.policy else {
+            return Ok(status);
         };
-        let text = audit::render(&report, a.audit_format)?;
+        let report = {
+            let _as_user = agentsight::privileges::AsUser::maybe(self.creds)?;
+            audit::audit_capture(self.capture, policy)?
+        };
+        let text = audit::render(&report, self.audit_format)?;
         // stdout belongs to the recorded command; the findings go to stderr.
-        match audit_out.take() {
+        match files.audit_out.take() {
             Some(f) => f.replace_with(text.as_bytes())?,
             None => agentsight::say!("{text}"),
         }
-        if a.audit_output.is_some() || !matches!(a.audit_format, audit::AuditFormat::Text) {
+        if self.audit_to_file || !matches!(self.audit_format, audit::AuditFormat::Text) {
             agentsight::sayln!("{}", agentsight::audit::render::summary_line(&report));
         }
         if status == 0 && !report.passed() {
             return Ok(1);
         }
+        Ok(status)
     }
-    Ok(status)
 }
 
 #[cfg(test)]

@@ -216,16 +216,18 @@ fn summary(acts: &[Activity]) -> Vec<(&'static str, String, &'static str)> {
         .collect()
 }
 
-/// Claude Code's Write writes `NAME.tmp.PID.HEX` and renames it onto NAME
-/// from its own process: the temp file's write belongs to the call
-/// (`via_rename`), the rename is a `path_match`. Not tied: a write to the
-/// temp path after the rename, one before the call's window, one by another
-/// process, and a temp file renamed onto a path no call names.
-#[test]
-fn temp_file_writes_renamed_onto_a_claimed_path_are_the_calls() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("c.db");
-    let mut cap = Capture::new(&db);
+/// The temp path of the Write call's test (`/w/hello.txt.tmp.1000.X`).
+fn hello_tmp(x: &str) -> String {
+    format!("/w/hello.txt.tmp.1000.{x}")
+}
+
+/// The capture of [`temp_file_writes_renamed_onto_a_claimed_path_are_the_calls`]:
+/// Claude Code (pid 1000), the git it starts outside calls and the call's
+/// `make check`, with temp-file writes and renames in and out of the Write
+/// call's window.
+fn temp_rename_capture(db: &std::path::Path) -> Capture {
+    let tmp = hello_tmp;
+    let mut cap = Capture::new(db);
     let agent = (1, 1000);
     let git = (2, 1001);
     let make = (3, 1002);
@@ -249,7 +251,6 @@ fn temp_file_writes_renamed_onto_a_claimed_path_are_the_calls() {
         Some(2),
     );
 
-    let tmp = |x: &str| format!("/w/hello.txt.tmp.1000.{x}");
     cap.exec(1200, git, &["git", "status"]);
     cap.open_write(1500, agent, &tmp("early"));
     // The Write call's window is [2000, 4100].
@@ -263,6 +264,12 @@ fn temp_file_writes_renamed_onto_a_claimed_path_are_the_calls() {
     cap.rename(3080, agent, &tmp("g7"), "/w/hello.txt");
     cap.exec(5110, make, &["bash", "-c", "make check"]);
 
+    cap
+}
+
+/// A Write of `/w/hello.txt` in [3000, 3100] and a failed `make check`
+/// whose transcript exit code (3) is not the kernel's (2).
+fn write_then_check_session() -> AgentSession {
     let mut session = AgentSession::new(
         Provider::Claude,
         "s1".into(),
@@ -297,10 +304,32 @@ fn temp_file_writes_renamed_onto_a_claimed_path_are_the_calls() {
     ];
     session.tool_count = 2;
 
+    session
+}
+
+/// Claude Code's Write writes `NAME.tmp.PID.HEX` and renames it onto NAME
+/// from its own process: the temp file's write belongs to the call
+/// (`via_rename`), the rename is a `path_match`. Not tied: a write to the
+/// temp path after the rename, one before the call's window, one by another
+/// process, and a temp file renamed onto a path no call names.
+#[test]
+fn temp_file_writes_renamed_onto_a_claimed_path_are_the_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let cap = temp_rename_capture(&dir.path().join("c.db"));
+    let session = write_then_check_session();
     let view = CaptureView::load(&cap.conn, "c.db").unwrap();
     let bound = bound_from_start(&view);
     let r = correlate(&view, &session, SessionSource::Capture, &bound, Vec::new()).unwrap();
+    temp_rename_attribution(&r);
+    temp_rename_flags(&r);
+    temp_rename_text(&r);
+    temp_rename_json(&r);
+}
 
+/// The temp file's write is the Write call's (`via_rename`), each rename
+/// onto its path a `path_match`; the Bash call's exec by argv.
+fn temp_rename_attribution(r: &Report) {
+    let tmp = hello_tmp;
     let tools = &r.prompts[0].tools;
     let s = |x: &str| x.to_string();
     assert_eq!(
@@ -331,11 +360,18 @@ fn temp_file_writes_renamed_onto_a_claimed_path_are_the_calls() {
     );
     assert_eq!(tools[1].exit_code, Some(3));
     assert_eq!(tools[1].exit_codes, vec![Some(2)]);
+}
+
+/// Nothing unexplained: the runtime's own activity is grouped apart; the
+/// exit-code mismatch is the one flag.
+fn temp_rename_flags(r: &Report) {
+    let tmp = hello_tmp;
+    let s = |x: &str| x.to_string();
     // Nothing unexplained: Claude Code itself and the git it started
     // outside every call are the runtime's activity, grouped by program.
     assert_eq!(summary(&r.flags.observed_not_claimed), vec![]);
     assert_eq!(
-        runtime_summary(&r),
+        runtime_summary(r),
         (
             vec![("child", s("git"), 2, 1), ("runtime", s("claude"), 4, 1)],
             vec![
@@ -364,9 +400,12 @@ fn temp_file_writes_renamed_onto_a_claimed_path_are_the_calls() {
         }]
     );
     assert!(r.flags.late.is_empty());
+}
 
+fn temp_rename_text(r: &Report) {
+    let tmp = hello_tmp;
     // The text timeline names the reason and the transcript's exit code.
-    let text = render::text(&r, false);
+    let text = render::text(r, false);
     assert!(
         text.contains(&format!("write   pid 1000    {}  [via_rename]", tmp("a1"))),
         "{text}"
@@ -387,7 +426,10 @@ fn temp_file_writes_renamed_onto_a_claimed_path_are_the_calls() {
         )),
         "{text}"
     );
-    let j = serde_json::to_value(&r).unwrap();
+}
+
+fn temp_rename_json(r: &Report) {
+    let j = serde_json::to_value(r).unwrap();
     assert_eq!(j["flags"]["observed_not_claimed"], serde_json::json!([]));
     let g = &j["runtime_activity"][0];
     assert_eq!(
