@@ -10,23 +10,17 @@ use std::process::{Command, Output};
 
 use agentsight_tests::{assert_exit_0, bin, require_root, scratch};
 
-/// Each planted secret value.
-const SECRETS: [&str; 14] = [
-    "sk-proj-Q7x9Lm2Np4Rt6Vw8Yz0Ab1Cd",
-    "ghp_0123456789abcdefghijABCDEFGHIJ012345",
-    "github_pat_11ABCDEFG0123456789_abcdefghijklmnop",
-    "AKIAZ7Q3EXAMPLE4K2LM",
-    "xoxb-2719-8xq3-plantedslack",
-    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJwbGFudGVkIn0.c2lnbmF0dXJlcGxhbnRlZA",
-    "plantedvalue1",
-    "plantedvalue2",
-    "plantedvalue3",
-    "plantedvalue4",
-    "plantedvalue5",
-    "plantedvalue6",
-    "plantedvalue7",
-    "plantedvalue8",
-];
+/// Each planted secret value (the list the unit tests plant too).
+fn secrets() -> Vec<String> {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/redaction/planted-secrets.txt");
+    std::fs::read_to_string(p)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
 
 /// `env` sets two secrets and two plain variables, then `sh` execs `true`
 /// with options, a header, URLs and key formats as its argv.
@@ -88,7 +82,7 @@ fn planted_secrets_reach_no_shared_artifact_unless_asked() {
     let plain = dir.join("plain.html");
     assert_exit_0(&agentsight(&["report", "-o", plain.to_str().unwrap()], &db));
     for html in [read(&page), read(&plain)] {
-        for s in SECRETS {
+        for s in &secrets() {
             assert!(!holds(&html, s), "{s} in the report");
         }
         let html = String::from_utf8(html).unwrap();
@@ -106,7 +100,7 @@ fn planted_secrets_reach_no_shared_artifact_unless_asked() {
         &db,
     ));
     let bytes = read(&trace);
-    for s in SECRETS {
+    for s in &secrets() {
         assert!(!holds(&bytes, s), "{s} in the trace");
     }
     assert!(holds(&bytes, "GH_TOKEN=‹redacted›"));
@@ -124,7 +118,7 @@ fn planted_secrets_reach_no_shared_artifact_unless_asked() {
         &db,
     ));
     for hay in [jsonl.stdout, read(&exact), read(&trace)] {
-        for s in SECRETS {
+        for s in &secrets() {
             assert!(holds(&hay, s), "{s} missing where asked for");
         }
         assert!(!holds(&hay, "‹redacted›"));

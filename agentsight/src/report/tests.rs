@@ -126,7 +126,7 @@ mod calls_and_secrets {
         Capture, CaptureRw,
         sessions::{self as stored, BindingRow, TreeRow},
     };
-    use crate::views::redact::planted::{KEPT, SECRETS, agent_argv, tool_argv};
+    use crate::views::redact::planted::{KEPT, agent_argv, secrets, tool_argv};
 
     const ODD: &str = "odd \"id\" <b>&'x";
     const IDS: [Option<&str>; 4] = [Some("call_Ab12"), Some("toolu_01XyZ"), Some(ODD), None];
@@ -271,7 +271,7 @@ mod calls_and_secrets {
         let dir = tempfile::tempdir().unwrap();
         let cap = capture(dir.path());
         let (page, _) = super::html(&cap, None, true).unwrap();
-        for s in SECRETS {
+        for s in secrets() {
             assert!(!page.contains(s), "{s} in the report");
         }
         for k in KEPT {
@@ -285,7 +285,7 @@ mod calls_and_secrets {
         assert!(page.contains("&#39;Authorization: Bearer ‹redacted›&#39;"));
         // The exact text on request.
         let (page, _) = super::html(&cap, None, false).unwrap();
-        for s in SECRETS {
+        for s in secrets() {
             assert!(page.contains(s), "{s} not in the --no-redact report");
         }
         assert!(!page.contains("‹redacted›"));

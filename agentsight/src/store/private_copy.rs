@@ -194,9 +194,10 @@ fn replay(db: &Path) -> Result<(), CopyError> {
 /// names are removed all the same.
 pub struct ReplayedCopy {
     file: File,
-    /// Removed on unlink or drop, before the signals are let through.
-    dir: Option<tempfile::TempDir>,
-    _held: SignalsHeld,
+    /// Removed on unlink or drop, before the signals are let through
+    /// (fields drop in order).
+    dir: tempfile::TempDir,
+    held: SignalsHeld,
 }
 
 impl ReplayedCopy {
@@ -206,12 +207,10 @@ impl ReplayedCopy {
 
     /// Removes every name of the copy (the open file stays readable) and
     /// lets held signals through; returns the file.
-    pub fn unlink(mut self) -> Result<File, CopyError> {
-        if let Some(dir) = self.dir.take() {
-            dir.close()?;
-        }
-        // The file outlives the guard; the mask comes back with the drop.
-        let file = self.file.try_clone()?;
+    pub fn unlink(self) -> Result<File, CopyError> {
+        let ReplayedCopy { file, dir, held } = self;
+        dir.close()?;
+        drop(held);
         Ok(file)
     }
 }
@@ -253,11 +252,7 @@ pub fn replayed_copy(file: &File, suffix: &str, sidecar: &File) -> Result<Replay
         sweep_stale(base);
         match copy_in(base, file, suffix, sidecar, &held) {
             Ok((file, dir)) => {
-                return Ok(ReplayedCopy {
-                    file,
-                    dir: Some(dir),
-                    _held: held,
-                });
+                return Ok(ReplayedCopy { file, dir, held });
             }
             // Full or over quota there: the next base may have room.
             Err(CopyError::Io(e))

@@ -428,22 +428,14 @@ mod tests {
 #[cfg(test)]
 pub(crate) mod planted {
     /// Each planted secret value: none may appear in a redacted artifact.
-    pub const SECRETS: [&str; 14] = [
-        "sk-proj-Q7x9Lm2Np4Rt6Vw8Yz0Ab1Cd",
-        "ghp_0123456789abcdefghijABCDEFGHIJ012345",
-        "github_pat_11ABCDEFG0123456789_abcdefghijklmnop",
-        "AKIAZ7Q3EXAMPLE4K2LM",
-        "xoxb-2719-8xq3-plantedslack",
-        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJwbGFudGVkIn0.c2lnbmF0dXJlcGxhbnRlZA",
-        "plantedvalue1",
-        "plantedvalue2",
-        "plantedvalue3",
-        "plantedvalue4",
-        "plantedvalue5",
-        "plantedvalue6",
-        "plantedvalue7",
-        "plantedvalue8",
-    ];
+    /// One list (`fixtures/redaction/planted-secrets.txt`) for these unit
+    /// tests and the end-to-end test (`tests/tests/redaction.rs`).
+    pub fn secrets() -> Vec<&'static str> {
+        include_str!("../../../fixtures/redaction/planted-secrets.txt")
+            .lines()
+            .filter(|l| !l.is_empty())
+            .collect()
+    }
 
     /// Recorded text that must stay as it is.
     pub const KEPT: [&str; 4] = ["PATH=/usr/bin", "--model", "gpt-5", "KEYBOARD=us"];
@@ -494,7 +486,7 @@ pub(crate) mod planted {
         for argv in [agent_argv(), tool_argv()] {
             let joined = super::argv(&argv).join(" ");
             let text = super::text(&line(&argv)).into_owned();
-            for s in SECRETS {
+            for s in secrets() {
                 assert!(!joined.contains(s), "{s} in {joined}");
                 assert!(!text.contains(s), "{s} in {text}");
             }

@@ -533,7 +533,7 @@ fn write_secret_capture(path: &Path) {
 
 #[test]
 fn planted_secrets_stay_out_of_the_trace_unless_asked() {
-    use crate::views::redact::planted::{KEPT, SECRETS};
+    use crate::views::redact::planted::{KEPT, secrets};
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("secrets.db");
     write_secret_capture(&db);
@@ -550,7 +550,7 @@ fn planted_secrets_stay_out_of_the_trace_unless_asked() {
     assert_eq!(d["errors"], json!([]), "{d}");
     let shown = texts(&d);
     let raw = std::fs::read(db.with_extension("pftrace")).unwrap();
-    for s in SECRETS {
+    for s in secrets() {
         assert!(!holds(&shown, s), "{s} in the trace");
         assert!(
             !raw.windows(s.len()).any(|w| w == s.as_bytes()),
@@ -573,7 +573,7 @@ fn planted_secrets_stay_out_of_the_trace_unless_asked() {
     let jsonl = std::fs::read_to_string(db.with_extension("jsonl")).unwrap();
     let (_, d) = decode_with(&db, false, true);
     let exact = texts(&d);
-    for s in SECRETS {
+    for s in secrets() {
         assert!(jsonl.contains(s), "{s} not in jsonl");
         assert!(holds(&exact, s), "{s} not in the --no-redact trace");
     }
