@@ -13,11 +13,7 @@
 //! Everything is read from local files; nothing here touches the network.
 
 mod classify;
-mod claude;
-mod codex;
-mod cursor;
 pub mod desktop;
-mod gemini;
 pub mod registry;
 mod tail;
 

@@ -44,7 +44,8 @@ pub fn read_tail(provider: Provider, path: &Path, t: &Thresholds) -> Result<Tail
     let mut file = open_regular(path)?;
     let is_json = path.extension().and_then(|e| e.to_str()) == Some("json");
     let mut facts = if provider == Provider::Gemini && is_json {
-        super::gemini::read_legacy_file(&mut file, GEMINI_JSON_CAP).map_err(|e| io_err(path, e))?
+        crate::gemini::live::read_legacy_file(&mut file, GEMINI_JSON_CAP)
+            .map_err(|e| io_err(path, e))?
     } else {
         let (mut facts, begin) =
             read_window(provider, &mut file, t).map_err(|e| io_err(path, e))?;
@@ -114,7 +115,7 @@ fn from_path(provider: Provider, path: &Path, facts: &mut TailFacts) {
                 facts.session_id = stem.get(stem.len() - 36..).map(str::to_string);
             }
         }
-        Provider::Gemini => super::gemini::from_path(path, facts),
+        Provider::Gemini => crate::gemini::live::from_path(path, facts),
     }
 }
 
@@ -195,8 +196,8 @@ fn first_line_facts(provider: Provider, line: &[u8], facts: &mut TailFacts) {
         return;
     };
     match provider {
-        Provider::Codex => super::codex::apply_first_line(text, facts),
-        Provider::Gemini => super::gemini::apply_first_line(text, facts),
+        Provider::Codex => crate::codex::live::apply_first_line(text, facts),
+        Provider::Gemini => crate::gemini::live::apply_first_line(text, facts),
         Provider::Claude | Provider::Cursor => {}
     }
 }
@@ -251,16 +252,16 @@ fn facts_from(
     let mut facts = TailFacts::empty(provider);
     if provider == Provider::Gemini
         && starts_at_file_begin
-        && let Some(f) = super::gemini::read_legacy_bytes(bytes)
+        && let Some(f) = crate::gemini::live::read_legacy_bytes(bytes)
     {
         return f;
     }
     let lines = complete_lines(bytes, first_is_partial, &mut facts.skipped_lines);
     match provider {
-        Provider::Claude => super::claude::read(&lines, starts_at_file_begin, &mut facts),
-        Provider::Codex => super::codex::read(&lines, starts_at_file_begin, &mut facts),
-        Provider::Gemini => super::gemini::read(&lines, starts_at_file_begin, &mut facts),
-        Provider::Cursor => super::cursor::read(&lines, starts_at_file_begin, &mut facts),
+        Provider::Claude => crate::claude::live::read(&lines, starts_at_file_begin, &mut facts),
+        Provider::Codex => crate::codex::live::read(&lines, starts_at_file_begin, &mut facts),
+        Provider::Gemini => crate::gemini::live::read(&lines, starts_at_file_begin, &mut facts),
+        Provider::Cursor => crate::cursor::live::read(&lines, starts_at_file_begin, &mut facts),
     }
     facts
 }

@@ -16,11 +16,11 @@ use std::collections::HashMap;
 use jiff::Timestamp;
 use serde::Deserialize;
 
-use super::{
+use crate::de::{Content, Count, LBool, LStr, ObjOr, Prefix};
+use crate::live::{
     PROMPT_CHARS, Signal, TailFacts, TokenTotals, TurnStatus, WaitReason, line_key, newest,
     parse_time,
 };
-use crate::de::{Content, Count, LBool, LStr, ObjOr, Prefix};
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", default)]
@@ -143,7 +143,7 @@ struct State {
     no_id_usage: TokenTotals,
 }
 
-pub(super) fn read(lines: &[&str], begin: bool, facts: &mut TailFacts) {
+pub(crate) fn read(lines: &[&str], begin: bool, facts: &mut TailFacts) {
     let mut st = State::default();
     for line in lines {
         let Ok(l) = serde_json::from_str::<Line>(line) else {

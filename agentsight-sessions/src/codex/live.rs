@@ -16,11 +16,11 @@ use jiff::Timestamp;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{
+use crate::de::{Content, LStr, ObjOr, Prefix};
+use crate::live::{
     HiddenReason, PROMPT_CHARS, Signal, TailFacts, TokenTotals, TurnStatus, WaitReason, line_key,
     newest, parse_time,
 };
-use crate::de::{Content, LStr, ObjOr, Prefix};
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
@@ -87,7 +87,7 @@ const INJECTED: &[&str] = &[
     "# AGENTS.md instructions",
 ];
 
-pub(super) fn read(lines: &[&str], begin: bool, facts: &mut TailFacts) {
+pub(crate) fn read(lines: &[&str], begin: bool, facts: &mut TailFacts) {
     for (i, line) in lines.iter().enumerate() {
         let Ok(l) = serde_json::from_str::<Line>(line) else {
             facts.skipped_lines += 1;
@@ -126,8 +126,8 @@ fn take(slot: &mut Option<String>, v: &LStr) {
     }
 }
 
-/// Line 1 read apart from the tail ([`super::tail::read_tail`]).
-pub(super) fn apply_first_line(text: &str, facts: &mut TailFacts) {
+/// Line 1 read apart from the tail ([`crate::live::read_tail`]).
+pub(crate) fn apply_first_line(text: &str, facts: &mut TailFacts) {
     match serde_json::from_str::<Line>(text) {
         Ok(Line {
             kind,

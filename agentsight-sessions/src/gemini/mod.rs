@@ -14,6 +14,9 @@
 //! the replay puts them back from the lines before the rewrite. Subagent
 //! chats (`chats/<parentSessionId>/*.json[l]`) are folded into the parent.
 
+/// The tail reader of the live layer (`crate::live::read_tail`).
+pub(crate) mod live;
+
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 

@@ -11,6 +11,9 @@
 //!    optional `agent-<id>.meta.json` (`agentType`, `description`,
 //!    `toolUseId`).
 
+/// The tail reader of the live layer (`crate::live::read_tail`).
+pub(crate) mod live;
+
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 

@@ -12,6 +12,9 @@
 //! burst of lines sharing its timestamp second): those lines only move the
 //! token baseline and are otherwise dropped, so nothing is counted twice.
 
+/// The tail reader of the live layer (`crate::live::read_tail`).
+pub(crate) mod live;
+
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;

@@ -6,6 +6,9 @@
 //! start/end unless `state.vscdb` records them. Subagents
 //! (`agent-transcripts/<id>/subagents/*.jsonl`) are folded into the parent.
 
+/// The tail reader of the live layer (`crate::live::read_tail`).
+pub(crate) mod live;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

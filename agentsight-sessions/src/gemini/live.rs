@@ -23,12 +23,12 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::{
+use crate::Provider;
+use crate::de::{Content, Count, LStr, ObjOr, Prefix};
+use crate::live::{
     HiddenReason, PROMPT_CHARS, Signal, TailFacts, TokenTotals, TurnStatus, WaitReason, newest,
     parse_time,
 };
-use crate::Provider;
-use crate::de::{Content, Count, LStr, ObjOr, Prefix};
 
 #[derive(Deserialize, Default, Clone)]
 #[serde(default)]
@@ -144,7 +144,7 @@ fn apply_meta(m: &Meta, facts: &mut TailFacts) {
     );
 }
 
-pub(super) fn read(lines: &[&str], begin: bool, facts: &mut TailFacts) {
+pub(crate) fn read(lines: &[&str], begin: bool, facts: &mut TailFacts) {
     let mut replay = Replay::default();
     for line in lines {
         if let Ok(m) = serde_json::from_str::<Msg>(line)
@@ -176,7 +176,7 @@ pub(super) fn read(lines: &[&str], begin: bool, facts: &mut TailFacts) {
 }
 
 /// Line 1 read apart from the tail: the metadata line.
-pub(super) fn apply_first_line(text: &str, facts: &mut TailFacts) {
+pub(crate) fn apply_first_line(text: &str, facts: &mut TailFacts) {
     match serde_json::from_str::<Meta>(text) {
         Ok(m) if m.session_id.0.is_some() => {
             // Only the identity: its messages (a migrated record) are older
@@ -194,7 +194,7 @@ pub(super) fn apply_first_line(text: &str, facts: &mut TailFacts) {
 
 /// A whole legacy `.json` record given as bytes; `None` when `bytes` are
 /// not one JSON object with a `messages` list (then they are JSONL).
-pub(super) fn read_legacy_bytes(bytes: &[u8]) -> Option<TailFacts> {
+pub(crate) fn read_legacy_bytes(bytes: &[u8]) -> Option<TailFacts> {
     let meta: Meta = serde_json::from_slice(bytes).ok()?;
     meta.messages.as_ref()?;
     Some(legacy_facts(meta))
@@ -202,7 +202,7 @@ pub(super) fn read_legacy_bytes(bytes: &[u8]) -> Option<TailFacts> {
 
 /// The legacy `.json` file, streamed (message contents are skipped after a
 /// short prefix), at most `cap` bytes.
-pub(super) fn read_legacy_file(file: &mut File, cap: u64) -> std::io::Result<TailFacts> {
+pub(crate) fn read_legacy_file(file: &mut File, cap: u64) -> std::io::Result<TailFacts> {
     use std::io::Read;
     let reader = std::io::BufReader::new(file.take(cap));
     Ok(match serde_json::from_reader::<_, Meta>(reader) {
@@ -358,7 +358,7 @@ fn text_signal(text: &str) -> Option<Signal> {
 
 /// Path facts: a chat under `chats/<parent>/` is a subagent's; the project's
 /// `.project_root` (≥ v0.29) names the cwd.
-pub(super) fn from_path(path: &Path, facts: &mut TailFacts) {
+pub(crate) fn from_path(path: &Path, facts: &mut TailFacts) {
     let Some(dir) = path.parent() else { return };
     let chats = if dir.file_name().is_some_and(|n| n == "chats") {
         dir

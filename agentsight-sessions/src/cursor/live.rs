@@ -10,8 +10,8 @@
 
 use serde::Deserialize;
 
-use super::{PROMPT_CHARS, TailFacts, TurnStatus, WaitReason, line_key};
 use crate::de::{Content, LStr, ObjOr, Prefix};
+use crate::live::{PROMPT_CHARS, TailFacts, TurnStatus, WaitReason, line_key};
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
@@ -45,7 +45,7 @@ struct ShellInput {
     working_directory: LStr,
 }
 
-pub(super) fn read(lines: &[&str], begin: bool, facts: &mut TailFacts) {
+pub(crate) fn read(lines: &[&str], begin: bool, facts: &mut TailFacts) {
     // Legacy plain-text transcript: nothing to parse line by line.
     if lines
         .first()
