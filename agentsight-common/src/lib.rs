@@ -9,7 +9,7 @@ pub mod inet_sock_set_state_format;
 mod names;
 pub use names::*;
 
-/// Bounds on what one exec record carries (stated in the README too): a
+/// Bounds on what one exec record carries (stated in docs/export.md too): a
 /// failed exec's argv, read from the caller's pointer array, keeps at most
 /// this many arguments.
 pub const ARGV_MAX_ARGS: usize = 64;

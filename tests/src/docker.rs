@@ -130,7 +130,7 @@ pub fn ensure_base_image() {
 /// An unprivileged user in the `docker` group (created once): what a
 /// developer who drives Docker is, so `record --user` can run a `docker
 /// exec` command as someone other than root. (Driving the daemon is root's
-/// power all the same: README "Agents in containers".)
+/// power all the same: docs/containers.md.)
 pub const DOCKER_USER: &str = "agentsight-docker";
 
 /// Creates [`DOCKER_USER`] when missing; returns its name.

@@ -175,7 +175,7 @@ fn toolchain_checks(pins: &Pins, out: &mut Vec<Check>) {
             Some(m) if m == LLVM_MAJOR => nightly.ok(format!("installed, LLVM {m}")),
             Some(m) => nightly.wrong(format!(
                 "carries LLVM {m}, bpf-linker is built for LLVM {LLVM_MAJOR}: move the pin \
-                 (README \"Toolchains\")"
+                 (docs/setup.md \"Toolchains\")"
             )),
             None => nightly.wrong("rustc cannot run"),
         }

@@ -188,7 +188,7 @@ pub fn install_nightly(pins: &Pins) -> Result<()> {
             "{} carries LLVM {m}, but bpf-linker {BPF_LINKER_VERSION} is built with \
              --features llvm-{LLVM_MAJOR}: move the pin in agentsight-ebpf/rust-toolchain.toml \
              to a nightly with LLVM {LLVM_MAJOR}, or change LLVM_MAJOR in xtask/src/toolchain.rs \
-             (see README \"Toolchains\")",
+             (see docs/setup.md \"Toolchains\")",
             pins.nightly
         ),
         None => bail!("cannot run rustc +{} -vV", pins.nightly),

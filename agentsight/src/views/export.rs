@@ -1,5 +1,5 @@
 //! `agentsight export --format jsonl`: one JSON object per event, by time.
-//! Field names are documented in the README ("Export format").
+//! Field names are documented in docs/export.md.
 
 use std::{collections::HashMap, io::Write};
 
