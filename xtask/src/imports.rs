@@ -179,6 +179,120 @@ pub fn graph(src: &Path) -> Result<BTreeMap<String, BTreeSet<String>>> {
     Ok(g)
 }
 
+/// Whether `code` names the `rusqlite` crate (as a path or in a `use`).
+fn names_rusqlite(code: &str) -> bool {
+    code.match_indices("rusqlite").any(|(i, _)| {
+        let before = code[..i].chars().next_back();
+        let after = code[i + "rusqlite".len()..].chars().next();
+        !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
+/// Every `.rs` file under `dir`, with its path relative to `dir`, sorted.
+fn rust_files(dir: &Path) -> Result<Vec<(std::path::PathBuf, String)>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).with_context(|| format!("reading {}", d.display()))? {
+            let p = e?.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let code = code_only(&std::fs::read_to_string(&p)?);
+                out.push((p.strip_prefix(dir)?.to_path_buf(), code));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The source files outside `store/` that use SQLite: the store owns the
+/// capture's schema, its writing and its reading, so every SQL statement
+/// lives under `store/` (tests included).
+pub fn sqlite_outside_store(src: &Path) -> Result<Vec<String>> {
+    Ok(rust_files(src)?
+        .into_iter()
+        .filter(|(rel, code)| module_of(rel).as_deref() != Some("store") && names_rusqlite(code))
+        .map(|(rel, _)| rel.display().to_string())
+        .collect())
+}
+
+/// The submodule a file of top-level module `top` belongs to
+/// (`correlate/view.rs` → `view`, `views/otlp/run.rs` → `otlp`); `mod.rs`
+/// (the module itself) has none.
+fn submodule_of(rel: &Path) -> Option<String> {
+    let mut parts = rel.components().skip(1);
+    let first = parts.next()?.as_os_str().to_str()?;
+    (first != "mod.rs").then(|| first.trim_end_matches(".rs").to_string())
+}
+
+/// Within each top-level module, the edges between its submodules (a file
+/// naming a sibling through `super::` or `crate::TOP::`); the module's own
+/// `mod.rs` declares them all and is left out.
+pub fn submodule_graphs(
+    src: &Path,
+) -> Result<BTreeMap<String, BTreeMap<String, BTreeSet<String>>>> {
+    let mut out: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for (rel, code) in rust_files(src)? {
+        let (Some(top), Some(sub)) = (module_of(&rel), submodule_of(&rel)) else {
+            continue;
+        };
+        let mut names = imports(&code, &format!("crate::{top}::"));
+        // `super::` from a file directly in the module's folder is the module.
+        if rel.components().count() == 2 {
+            names.extend(imports(&code, "super::"));
+        }
+        let siblings = out.entry(top).or_default();
+        siblings
+            .entry(sub.clone())
+            .or_default()
+            .extend(names.into_iter().filter(|n| *n != sub));
+    }
+    // Keep only edges to submodules that exist (not items of `mod.rs`).
+    for g in out.values_mut() {
+        let known: BTreeSet<String> = g.keys().cloned().collect();
+        for tos in g.values_mut() {
+            tos.retain(|t| known.contains(t));
+        }
+    }
+    Ok(out)
+}
+
+/// The circles of a graph, each as "a → b → a" (one per strongly connected
+/// set of two or more nodes, by depth-first search).
+pub fn circles(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut seen: BTreeSet<&str> = BTreeSet::new();
+    for start in g.keys() {
+        if seen.contains(start.as_str()) {
+            continue;
+        }
+        // A path from `start` back to itself, if any.
+        let mut stack: Vec<(&str, Vec<&str>)> = vec![(start, vec![start])];
+        let mut visited: BTreeSet<&str> = BTreeSet::new();
+        while let Some((node, path)) = stack.pop() {
+            for next in g.get(node).into_iter().flatten() {
+                if next == start {
+                    let mut shown = path.clone();
+                    shown.push(start);
+                    seen.extend(path.iter().copied());
+                    found.push(shown.join(" → "));
+                    stack.clear();
+                    break;
+                }
+                if visited.insert(next) {
+                    let mut p = path.clone();
+                    p.push(next);
+                    stack.push((next, p));
+                }
+            }
+        }
+    }
+    found
+}
+
 /// Imports that break the layering, as "from → to (why)".
 pub fn violations(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
     let mut bad = Vec::new();
@@ -244,13 +358,23 @@ pub fn check(root: &Path) -> Result<()> {
         ),
         None => bail!("ARCHITECTURE.md has no \"Import graph\" block"),
     }
-    let bad = violations(&g);
+    let mut bad = violations(&g);
+    for file in sqlite_outside_store(&root.join("agentsight/src"))? {
+        bad.push(format!(
+            "{file} uses rusqlite: every SQL statement lives under store/ (add a read or write function there)"
+        ));
+    }
+    for (top, subs) in submodule_graphs(&root.join("agentsight/src"))? {
+        for c in circles(&subs) {
+            bad.push(format!("{top}: a circle between its submodules: {c}"));
+        }
+    }
     if !bad.is_empty() {
         for b in &bad {
             eprintln!("imports: {b}");
         }
         bail!(
-            "{} import(s) break the layers (see xtask/src/imports.rs)",
+            "{} import(s) break the layers, use SQLite outside store/ or close a circle (see xtask/src/imports.rs)",
             bad.len()
         );
     }
@@ -304,5 +428,28 @@ mod tests {
         let doc = format!("# Map\n\nImport graph (x):\n\n```\n{shown}```\n\nmore\n");
         assert_eq!(documented_graph(&doc), Some(shown.as_str()));
         assert_eq!(documented_graph("no graph here"), None);
+    }
+
+    #[test]
+    fn rusqlite_is_found_as_a_name_only() {
+        assert!(names_rusqlite(&code_only("use rusqlite::Connection;\n")));
+        assert!(names_rusqlite(&code_only("fn f(e: rusqlite::Error) {}\n")));
+        assert!(!names_rusqlite(&code_only(
+            "// rusqlite in prose\nlet s = \"rusqlite\";\n"
+        )));
+        assert!(!names_rusqlite(&code_only("let my_rusqlite_x = 1;\n")));
+    }
+
+    #[test]
+    fn a_circle_between_submodules_is_found_once() {
+        let mut g = BTreeMap::new();
+        let set = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+        g.insert("a".to_string(), set(&["b"]));
+        g.insert("b".to_string(), set(&["c"]));
+        g.insert("c".to_string(), set(&["a"]));
+        g.insert("d".to_string(), set(&["a"]));
+        assert_eq!(circles(&g), ["a → b → c → a"]);
+        g.insert("c".to_string(), set(&[]));
+        assert!(circles(&g).is_empty());
     }
 }
