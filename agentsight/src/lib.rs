@@ -35,6 +35,7 @@ pub mod livecap;
 pub mod matching;
 pub mod message;
 pub mod messagelog;
+pub mod outfile;
 pub mod privileges;
 pub mod procinfo;
 pub mod rawtext;

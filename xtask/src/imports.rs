@@ -31,6 +31,8 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "safefs",
         ],
     ),
+    // Files written for the user, with the user's credentials.
+    ("output files", &["outfile"]),
     ("capture", &["capture"]),
     ("live processes", &["procinfo"]),
     ("container sessions", &["bridge"]),

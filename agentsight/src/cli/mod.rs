@@ -9,13 +9,12 @@ pub mod correlate;
 pub mod message;
 mod message_log;
 mod otlp;
-mod outfile;
 pub mod pid;
 pub mod report;
 pub mod sessions;
 pub mod top;
 
-pub(crate) use outfile::UserFile;
+pub(crate) use agentsight::outfile::{self, UserFile};
 
 use std::{ffi::OsString, io::IsTerminal, io::Write, path::PathBuf, time::Duration};
 

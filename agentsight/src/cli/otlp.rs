@@ -35,7 +35,7 @@ pub fn to_output(
                 out.flush()
                     .with_context(|| format!("writing {}", p.display()))?;
             }
-            file.commit()
+            Ok(file.commit()?)
         }
     }
 }

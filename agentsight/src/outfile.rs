@@ -1,4 +1,4 @@
-//! The one way the CLI writes an output file on the user's behalf (`export
+//! The one way an output file is written on the user's behalf (`export
 //! -o`, `report -o`, `audit -o`, `record --report`, `record
 //! --audit-output`): everything goes into a new 0600 file created `O_EXCL`
 //! next to the target, as the invoking user, and is renamed over the target
@@ -16,19 +16,41 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use anyhow::{Context, Result, anyhow, bail};
 use nix::{
     fcntl::{OFlag, open, openat, renameat},
     sys::stat::Mode,
     unistd::{UnlinkatFlags, unlinkat},
 };
 
-use agentsight::privileges::{AsUser, FileCreds};
+use crate::privileges::{AsUser, CredsError, FileCreds};
+
+/// Why an output file cannot be written; each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum OutFileError {
+    #[error("{0}")]
+    Refused(String),
+    #[error(transparent)]
+    Credentials(#[from] CredsError),
+}
+
+type Result<T> = std::result::Result<T, OutFileError>;
+
+macro_rules! refused {
+    ($($arg:tt)*) => {
+        OutFileError::Refused(format!($($arg)*))
+    };
+}
+
+macro_rules! bail {
+    ($($arg:tt)*) => {
+        return Err(refused!($($arg)*))
+    };
+}
 
 /// An output file being written: the temporary file in the target's
 /// directory until [`UserFile::commit`] renames it over the target. Dropped
 /// without a commit, it removes the temporary file.
-pub(crate) struct UserFile {
+pub struct UserFile {
     /// The target's directory, held open: the temporary file is created,
     /// and renamed, in this very directory even if its path changes.
     dir: OwnedFd,
@@ -53,7 +75,7 @@ struct Resolved {
 fn split(path: &Path) -> Result<(&Path, &OsStr)> {
     let name = path
         .file_name()
-        .ok_or_else(|| anyhow!("{}: not a file name", path.display()))?;
+        .ok_or_else(|| refused!("{}: not a file name", path.display()))?;
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -85,7 +107,7 @@ fn replaceable(dir: &OwnedFd, name: &OsStr, path: &Path) -> Result<Option<(u64, 
         bail!(
             "{}: is {}, not a regular file",
             path.display(),
-            agentsight::safefs::kind_of(&m.file_type())
+            crate::safefs::kind_of(&m.file_type())
         );
     }
     if m.nlink() > 1 {
@@ -102,7 +124,7 @@ impl UserFile {
     /// Checks the target and creates the temporary file next to it, as the
     /// invoking user under sudo: a target that cannot be replaced, or a
     /// directory the user cannot write, fails here, before any work.
-    pub(crate) fn open(path: &Path) -> Result<Self> {
+    pub fn open(path: &Path) -> Result<Self> {
         let creds = FileCreds::invoking_user();
         let _as_user = AsUser::maybe(creds.as_ref())?;
         let (dir_path, name) = split(path)?;
@@ -111,7 +133,7 @@ impl UserFile {
             OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
             Mode::empty(),
         )
-        .map_err(|e| anyhow!("{}: {}", dir_path.display(), std::io::Error::from(e)))?;
+        .map_err(|e| refused!("{}: {}", dir_path.display(), std::io::Error::from(e)))?;
         replaceable(&dir, name, path)?;
         let mut out = Self {
             dir,
@@ -152,7 +174,7 @@ impl UserFile {
 
     fn resolved(&self) -> Result<Resolved> {
         let d = entry_metadata(&self.dir, OsStr::new("."))
-            .with_context(|| format!("{}", self.path.display()))?;
+            .map_err(|e| refused!("{}: {e}", self.path.display()))?;
         let file = entry_metadata(&self.dir, &self.name)
             .ok()
             .map(|m| (m.dev(), m.ino()));
@@ -165,7 +187,7 @@ impl UserFile {
 
     /// Whether `path` (which need not exist) names this output's target:
     /// the same directory and name, or the same existing file.
-    pub(crate) fn names(&self, path: &Path) -> Result<bool> {
+    pub fn names(&self, path: &Path) -> Result<bool> {
         let _as_user = AsUser::maybe(self.creds.as_ref())?;
         let mine = self.resolved()?;
         let (dir, name) = split(path)?;
@@ -178,7 +200,7 @@ impl UserFile {
     }
 
     /// The temporary file, to write the output into.
-    pub(crate) fn writer(&mut self) -> Result<&mut File> {
+    pub fn writer(&mut self) -> Result<&mut File> {
         match &mut self.tmp {
             Some((_, f)) => Ok(f),
             None => bail!("{}: already written", self.path.display()),
@@ -186,35 +208,35 @@ impl UserFile {
     }
 
     /// Writes `bytes` as the whole output and commits it.
-    pub(crate) fn replace_with(mut self, bytes: &[u8]) -> Result<()> {
+    pub fn replace_with(mut self, bytes: &[u8]) -> Result<()> {
         self.writer()?
             .write_all(bytes)
-            .with_context(|| format!("writing {}", self.path.display()))?;
+            .map_err(|e| refused!("writing {}: {e}", self.path.display()))?;
         self.commit()
     }
 
     /// Makes the written file the target: flushed to disk, then renamed
     /// over it (checked again: it may have changed since `open`).
-    pub(crate) fn commit(mut self) -> Result<()> {
+    pub fn commit(mut self) -> Result<()> {
         let _as_user = AsUser::maybe(self.creds.as_ref())?;
         let Some((tmp, file)) = &self.tmp else {
             bail!("{}: already written", self.path.display());
         };
         file.sync_all()
-            .with_context(|| format!("writing {}", self.path.display()))?;
+            .map_err(|e| refused!("writing {}: {e}", self.path.display()))?;
         replaceable(&self.dir, &self.name, &self.path)?;
         renameat(&self.dir, tmp.as_os_str(), &self.dir, self.name.as_os_str())
-            .map_err(|e| anyhow!("{}: {}", self.path.display(), std::io::Error::from(e)))?;
+            .map_err(|e| refused!("{}: {}", self.path.display(), std::io::Error::from(e)))?;
         self.tmp = None;
         Ok(())
     }
 
-    pub(crate) fn path(&self) -> &Path {
+    pub fn path(&self) -> &Path {
         &self.path
     }
 
     /// Gives up: the temporary file is removed, the target stays as it was.
-    pub(crate) fn abandon(self) {}
+    pub fn abandon(self) {}
 }
 
 impl Drop for UserFile {
@@ -231,7 +253,7 @@ impl Drop for UserFile {
 /// the same inode): each would replace the other's content. `others` are
 /// further files that must not be replaced by any output (the capture
 /// `record` creates). Each entry is (option, file).
-pub(crate) fn refuse_shared(outputs: &[(&str, &UserFile)], others: &[(&str, &Path)]) -> Result<()> {
+pub fn refuse_shared(outputs: &[(&str, &UserFile)], others: &[(&str, &Path)]) -> Result<()> {
     for (i, (flag, f)) in outputs.iter().enumerate() {
         for (other_flag, g) in &outputs[i + 1..] {
             if g.names(&f.path)? {
