@@ -26,6 +26,7 @@ pub mod discovery;
 mod error;
 pub mod gemini;
 pub mod live;
+mod provider;
 pub mod safefs;
 /// Helpers shared by the parsers; the library uses a few (opening a
 /// transcript, the transcript owner, argv display).
@@ -62,12 +63,14 @@ impl Provider {
     ];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Provider::Claude => "claude",
-            Provider::Codex => "codex",
-            Provider::Gemini => "gemini",
-            Provider::Cursor => "cursor",
-        }
+        provider::spec(self).name
+    }
+
+    /// The name the provider's CLI is recognised by in a command line
+    /// (its program or the script an interpreter runs): `cursor-agent` for
+    /// Cursor, else [`Provider::as_str`].
+    pub fn cli_name(self) -> &'static str {
+        provider::spec(self).cli_name
     }
 }
 
@@ -80,13 +83,12 @@ impl std::fmt::Display for Provider {
 impl std::str::FromStr for Provider {
     type Err = SessionError;
     fn from_str(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "claude" | "claude-code" | "claude_code" => Ok(Provider::Claude),
-            "codex" => Ok(Provider::Codex),
-            "gemini" | "gemini-cli" => Ok(Provider::Gemini),
-            "cursor" => Ok(Provider::Cursor),
-            _ => Err(SessionError::UnknownProvider(s.to_string())),
-        }
+        let lower = s.to_ascii_lowercase();
+        provider::PROVIDERS
+            .iter()
+            .find(|p| p.name == lower || p.aliases.contains(&lower.as_str()))
+            .map(|p| p.provider)
+            .ok_or_else(|| SessionError::UnknownProvider(s.to_string()))
     }
 }
 
@@ -736,12 +738,7 @@ pub fn parse_file_in(
 ) -> Result<AgentSession> {
     de::take_bad_counts();
     de::take_bad_contents();
-    let mut s = match provider {
-        Provider::Claude => claude::parse(path, batch)?,
-        Provider::Codex => codex::parse(path)?,
-        Provider::Gemini => gemini::parse(path)?,
-        Provider::Cursor => cursor::parse(path)?,
-    };
+    let mut s = (provider::spec(provider).parse)(path, batch)?;
     s.stats.bad_token_values += de::take_bad_counts();
     s.stats.bad_contents += de::take_bad_contents();
     s.finish(bounds);
@@ -751,8 +748,8 @@ pub fn parse_file_in(
 /// Parses the transcript a discovery result points at.
 pub fn parse_session(r: &SessionRef) -> Result<AgentSession> {
     let mut s = parse_file(r.provider, &r.path)?;
-    if r.provider == Provider::Cursor {
-        cursor::enrich_from_state(&mut s, r.home.as_deref());
+    if let Some(enrich) = provider::spec(r.provider).enrich {
+        enrich(&mut s, r.home.as_deref());
     }
     Ok(s)
 }

@@ -510,6 +510,14 @@ pub fn labelled_exit_code(line: &str, label: &str) -> Option<i32> {
     line.trim().strip_prefix(label)?.trim().parse().ok()
 }
 
+/// An environment variable holding an absolute path (a relative one is
+/// ignored, as the providers' own variables are only honoured absolute).
+pub(crate) fn env_abs(name: &str) -> Option<PathBuf> {
+    let v = std::env::var_os(name)?;
+    let p = PathBuf::from(v);
+    p.is_absolute().then_some(p)
+}
+
 /// The invoking user's home: `SUDO_USER`'s when running as root under sudo,
 /// else `$HOME`, else the passwd entry of the real uid.
 pub fn default_home() -> Result<PathBuf> {

@@ -448,3 +448,16 @@ fn progress_line(l: &Line, facts: &mut TailFacts) {
         facts.turn = TurnStatus::Open;
     }
 }
+
+/// Path facts: the file stem is the session id of that file; a subagent's
+/// transcript (`…/subagents/…`, `agent-*.jsonl`) is hidden.
+pub(crate) fn from_path(path: &std::path::Path, facts: &mut TailFacts) {
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+    let in_subagents = path.components().any(|c| c.as_os_str() == "subagents");
+    facts.session_id = Some(stem.to_string());
+    if in_subagents || stem.starts_with("agent-") {
+        facts
+            .hidden
+            .get_or_insert(crate::live::HiddenReason::ClaudeSubagent);
+    }
+}

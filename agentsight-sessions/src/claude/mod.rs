@@ -14,6 +14,9 @@
 /// The tail reader of the live layer (`crate::live::read_tail`).
 pub(crate) mod live;
 
+/// Where transcripts live and how they are named.
+pub(crate) mod layout;
+
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -26,6 +29,32 @@ use super::util::{self, jstr, parse_ts};
 use super::{
     AgentSession, ErrorEvent, ErrorKind, LlmResponse, ParseBatch, PathAccess, PlanStep, Provider,
     SubagentInfo, TokenUsage, ToolEvent, ToolPath, ToolStatus,
+};
+use crate::provider::{ProviderSpec, TailSpec};
+
+/// Claude Code's row of the provider table.
+pub(crate) const SPEC: ProviderSpec = ProviderSpec {
+    provider: Provider::Claude,
+    name: "claude",
+    aliases: &["claude-code", "claude_code"],
+    cli_name: "claude",
+    roots: layout::roots,
+    scan_root: layout::scan_root,
+    after_scan: None,
+    path_rank: 3,
+    id_for_path: layout::id_for_path,
+    candidate_id: crate::provider::stem_id,
+    index_id: crate::provider::stem_index,
+    verify_id: crate::provider::name_is_id,
+    parse,
+    enrich: None,
+    tail: TailSpec {
+        read: live::read,
+        first_line: None,
+        from_path: live::from_path,
+        widens: true,
+        document: None,
+    },
 };
 
 #[derive(Deserialize, Default)]

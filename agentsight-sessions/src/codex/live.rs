@@ -360,3 +360,12 @@ fn relative(secs: Option<&Value>, time: Option<Timestamp>) -> Option<Timestamp> 
     let s = secs?.as_i64()?;
     time?.checked_add(jiff::SignedDuration::from_secs(s)).ok()
 }
+
+/// Path facts: without a `session_meta` id, the thread id that ends the
+/// rollout's name.
+pub(crate) fn from_path(path: &std::path::Path, facts: &mut TailFacts) {
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+    if facts.session_id.is_none() && stem.len() >= 36 {
+        facts.session_id = stem.get(stem.len() - 36..).map(str::to_string);
+    }
+}

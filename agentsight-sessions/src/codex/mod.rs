@@ -15,6 +15,11 @@
 /// The tail reader of the live layer (`crate::live::read_tail`).
 pub(crate) mod live;
 
+/// Where transcripts live and how they are named.
+pub(crate) mod layout;
+/// The state database the session list reads.
+pub(crate) mod state;
+
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
@@ -29,6 +34,32 @@ use super::util::{self, jstr, parse_ts};
 use super::{
     AgentSession, ErrorEvent, ErrorKind, LlmResponse, PathAccess, PlanStep, Provider, TokenUsage,
     ToolEvent, ToolPath, ToolStatus,
+};
+use crate::provider::{ProviderSpec, TailSpec};
+
+/// Codex's row of the provider table.
+pub(crate) const SPEC: ProviderSpec = ProviderSpec {
+    provider: Provider::Codex,
+    name: "codex",
+    aliases: &[],
+    cli_name: "codex",
+    roots: layout::roots,
+    scan_root: layout::scan_root,
+    after_scan: Some(layout::after_scan),
+    path_rank: 1,
+    id_for_path: layout::id_for_path,
+    candidate_id: layout::candidate_id,
+    index_id: layout::index_id,
+    verify_id: layout::verify_id,
+    parse: |path, _| parse(path),
+    enrich: None,
+    tail: TailSpec {
+        read: live::read,
+        first_line: Some(live::apply_first_line),
+        from_path: live::from_path,
+        widens: true,
+        document: None,
+    },
 };
 
 #[derive(Deserialize, Default)]

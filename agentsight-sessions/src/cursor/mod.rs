@@ -9,6 +9,9 @@
 /// The tail reader of the live layer (`crate::live::read_tail`).
 pub(crate) mod live;
 
+/// Where transcripts live and how they are named.
+pub(crate) mod layout;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -23,6 +26,32 @@ use super::util;
 use super::{
     AgentSession, ErrorEvent, ErrorKind, LlmResponse, ParseStats, Provider, SubagentInfo,
     TokenUsage, ToolEvent, ToolStatus,
+};
+use crate::provider::{ProviderSpec, TailSpec};
+
+/// Cursor's row of the provider table.
+pub(crate) const SPEC: ProviderSpec = ProviderSpec {
+    provider: Provider::Cursor,
+    name: "cursor",
+    aliases: &[],
+    cli_name: "cursor-agent",
+    roots: layout::roots,
+    scan_root: layout::scan_root,
+    after_scan: Some(layout::after_scan),
+    path_rank: 0,
+    id_for_path: layout::id_for_path,
+    candidate_id: crate::provider::stem_id,
+    index_id: crate::provider::stem_index,
+    verify_id: crate::provider::name_is_id,
+    parse: |path, _| parse(path),
+    enrich: Some(enrich_from_state),
+    tail: TailSpec {
+        read: live::read,
+        first_line: None,
+        from_path: live::from_path,
+        widens: false,
+        document: None,
+    },
 };
 
 #[derive(Deserialize, Default)]

@@ -17,6 +17,9 @@
 /// The tail reader of the live layer (`crate::live::read_tail`).
 pub(crate) mod live;
 
+/// Where transcripts live and how they are named.
+pub(crate) mod layout;
+
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -29,6 +32,36 @@ use super::util::{self, jstr, parse_ts};
 use super::{
     AgentSession, ErrorEvent, ErrorKind, LlmResponse, ParseStats, PathAccess, PlanStep, Provider,
     SubagentInfo, TokenUsage, ToolEvent, ToolPath, ToolStatus,
+};
+use crate::provider::{DocumentSpec, ProviderSpec, TailSpec};
+
+/// Gemini CLI's row of the provider table.
+pub(crate) const SPEC: ProviderSpec = ProviderSpec {
+    provider: Provider::Gemini,
+    name: "gemini",
+    aliases: &["gemini-cli"],
+    cli_name: "gemini",
+    roots: layout::roots,
+    scan_root: layout::scan_root,
+    after_scan: None,
+    path_rank: 2,
+    id_for_path: layout::id_for_path,
+    candidate_id: header_session_id,
+    index_id: layout::index_id,
+    verify_id: layout::verify_id,
+    parse: |path, _| parse(path),
+    enrich: None,
+    tail: TailSpec {
+        read: live::read,
+        first_line: Some(live::apply_first_line),
+        from_path: live::from_path,
+        widens: true,
+        document: Some(DocumentSpec {
+            extension: "json",
+            read_file: live::read_legacy_file,
+            read_bytes: live::read_legacy_bytes,
+        }),
+    },
 };
 
 #[derive(Deserialize, Default, Clone)]

@@ -5,8 +5,9 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
-use super::{HiddenReason, LiveError, TailFacts, Thresholds, TurnStatus};
+use super::{LiveError, TailFacts, Thresholds, TurnStatus};
 use crate::Provider;
+use crate::provider::spec;
 use crate::util::open_regular;
 
 /// A newest line longer than the tail is read whole up to this size (a
@@ -41,23 +42,30 @@ fn io_err(path: &Path, source: std::io::Error) -> LiveError {
 /// opened as every transcript is (regular file, no symbolic link, the home
 /// owner's).
 pub fn read_tail(provider: Provider, path: &Path, t: &Thresholds) -> Result<TailFacts, LiveError> {
+    let tail = &spec(provider).tail;
     let mut file = open_regular(path)?;
-    let is_json = path.extension().and_then(|e| e.to_str()) == Some("json");
-    let mut facts = if provider == Provider::Gemini && is_json {
-        crate::gemini::live::read_legacy_file(&mut file, GEMINI_JSON_CAP)
-            .map_err(|e| io_err(path, e))?
+    let extension = path.extension().and_then(|e| e.to_str());
+    let document = tail
+        .document
+        .as_ref()
+        .filter(|d| extension == Some(d.extension));
+    let mut facts = if let Some(d) = document {
+        (d.read_file)(&mut file, GEMINI_JSON_CAP).map_err(|e| io_err(path, e))?
     } else {
         let (mut facts, begin) =
             read_window(provider, &mut file, t).map_err(|e| io_err(path, e))?;
-        if !begin && matches!(provider, Provider::Codex | Provider::Gemini) {
+        if !begin && let Some(apply) = tail.first_line {
             match first_line(&mut file).map_err(|e| io_err(path, e))? {
-                Some(line) => first_line_facts(provider, &line, &mut facts),
+                Some(line) => match std::str::from_utf8(&line) {
+                    Ok(text) => apply(text, &mut facts),
+                    Err(_) => facts.skipped_lines += 1,
+                },
                 None => facts.skipped_lines += 1,
             }
         }
         facts
     };
-    from_path(provider, path, &mut facts);
+    (tail.from_path)(path, &mut facts);
     Ok(facts)
 }
 
@@ -81,41 +89,13 @@ fn read_window(
         let widen = facts.turn == TurnStatus::Unknown
             && !begin
             && !oversized
-            && provider != Provider::Cursor
+            && spec(provider).tail.widens
             && window.tail_bytes < WIDEN_CAP;
         if !widen {
             return Ok((facts, begin));
         }
         window.tail_bytes = window.tail_bytes.saturating_mul(4).min(WIDEN_CAP);
         window.tail_lines = usize::MAX;
-    }
-}
-
-/// Facts only the path gives: ids from file names, subagent layouts, the
-/// Gemini project root.
-fn from_path(provider: Provider, path: &Path, facts: &mut TailFacts) {
-    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
-    let in_subagents = path.components().any(|c| c.as_os_str() == "subagents");
-    match provider {
-        Provider::Claude => {
-            // The file stem is the session id of that file.
-            facts.session_id = Some(stem.to_string());
-            if in_subagents || stem.starts_with("agent-") {
-                facts.hidden.get_or_insert(HiddenReason::ClaudeSubagent);
-            }
-        }
-        Provider::Cursor => {
-            facts.session_id = Some(stem.to_string());
-            if in_subagents {
-                facts.hidden.get_or_insert(HiddenReason::CursorSubagent);
-            }
-        }
-        Provider::Codex => {
-            if facts.session_id.is_none() && stem.len() >= 36 {
-                facts.session_id = stem.get(stem.len() - 36..).map(str::to_string);
-            }
-        }
-        Provider::Gemini => crate::gemini::live::from_path(path, facts),
     }
 }
 
@@ -190,18 +170,6 @@ fn first_line(file: &mut File) -> std::io::Result<Option<Vec<u8>>> {
     Ok(None)
 }
 
-fn first_line_facts(provider: Provider, line: &[u8], facts: &mut TailFacts) {
-    let Ok(text) = std::str::from_utf8(line) else {
-        facts.skipped_lines += 1;
-        return;
-    };
-    match provider {
-        Provider::Codex => crate::codex::live::apply_first_line(text, facts),
-        Provider::Gemini => crate::gemini::live::apply_first_line(text, facts),
-        Provider::Claude | Provider::Cursor => {}
-    }
-}
-
 /// The complete lines of a tail: the first is dropped when the tail does
 /// not start at the file's beginning (it is partial), the last when it has
 /// no newline (still being written). Blank lines are left out; lines that
@@ -249,19 +217,15 @@ fn facts_from(
     starts_at_file_begin: bool,
     first_is_partial: bool,
 ) -> TailFacts {
+    let tail = &spec(provider).tail;
     let mut facts = TailFacts::empty(provider);
-    if provider == Provider::Gemini
-        && starts_at_file_begin
-        && let Some(f) = crate::gemini::live::read_legacy_bytes(bytes)
+    if starts_at_file_begin
+        && let Some(d) = &tail.document
+        && let Some(f) = (d.read_bytes)(bytes)
     {
         return f;
     }
     let lines = complete_lines(bytes, first_is_partial, &mut facts.skipped_lines);
-    match provider {
-        Provider::Claude => crate::claude::live::read(&lines, starts_at_file_begin, &mut facts),
-        Provider::Codex => crate::codex::live::read(&lines, starts_at_file_begin, &mut facts),
-        Provider::Gemini => crate::gemini::live::read(&lines, starts_at_file_begin, &mut facts),
-        Provider::Cursor => crate::cursor::live::read(&lines, starts_at_file_begin, &mut facts),
-    }
+    (tail.read)(&lines, starts_at_file_begin, &mut facts);
     facts
 }

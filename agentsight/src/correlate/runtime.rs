@@ -10,12 +10,7 @@ use crate::{matching::ProcTable, sessions::Provider};
 
 /// The name a provider's CLI is recognised by in its command line.
 fn cli_name(p: Provider) -> &'static str {
-    match p {
-        Provider::Claude => "claude",
-        Provider::Codex => "codex",
-        Provider::Gemini => "gemini",
-        Provider::Cursor => "cursor-agent",
-    }
+    p.cli_name()
 }
 
 /// Does `argv` run the CLI called `name`? Its program (the first word) or
