@@ -1,0 +1,258 @@
+//! `agentsight record`: load the kernel programs, start or adopt the agent's
+//! process tree, and stream everything into a capture until the run ends.
+//!
+//! In steps, one file each: `target` (what may be recorded, checked before
+//! anything is created), `meta` (what the capture says about the run),
+//! `load` (programs and the ring reader), `tracker` (the processes followed,
+//! adopted into the kernel's map) with `spawn` (the command, tracked before
+//! it runs), `watch` (until the run ends), `finish` (drain, complete, bind),
+//! `outcome` (how it ended, the summary).
+
+mod finish;
+mod load;
+mod meta;
+mod outcome;
+mod spawn;
+mod target;
+mod tracker;
+mod watch;
+
+pub use outcome::{RecordOutcome, default_output, fmt_elapsed, summary_text};
+
+use finish::{Ended, abandon, finish};
+use load::{load_programs, start_reader};
+use meta::{containers_json, start_meta};
+use target::check_target;
+use tracker::{Skipped, Tracker};
+use watch::{install_signals, watch};
+
+use std::{
+    collections::BTreeSet,
+    ffi::OsString,
+    path::PathBuf,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use crate::{
+    capture::container::{self},
+    clock::Anchor,
+    privileges::{self},
+    procinfo::AgentName,
+    store::{StoreMsg, Writer},
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error(transparent)]
+    Privilege(#[from] privileges::PrivilegeError),
+    #[error(transparent)]
+    Creds(#[from] privileges::CredsError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Load(#[from] crate::capture::loader::LoadError),
+    #[error(transparent)]
+    Container(#[from] container::ContainerError),
+    #[error("nothing to record: give a command after --, or --pid, --agent or --container")]
+    NoTarget,
+    #[error("--pid {0}: no such process")]
+    NoSuchPid(u32),
+    #[error(
+        "--pid {pid} is not your process (its uids are {uids}, you are uid {you}): under sudo only your own processes are recorded (--all-users records any, and says so in the capture)"
+    )]
+    NotYourProcess { pid: u32, uids: String, you: u32 },
+    #[error(
+        "--container records every process in the container, whoever runs it: under sudo that needs --all-users (stored in the capture), because only your own processes are recorded otherwise"
+    )]
+    ContainerNeedsAllUsers,
+    #[error("cannot start {program}: {reason}")]
+    Spawn { program: String, reason: String },
+    #[error("{0}")]
+    Other(String),
+}
+
+/// What to record and how.
+#[derive(Clone, Debug)]
+pub struct RecordOptions {
+    pub output: PathBuf,
+    pub command: Vec<OsString>,
+    pub pids: Vec<u32>,
+    /// `--container NAME|ID` (Docker): every process in its cgroup.
+    pub containers: Vec<String>,
+    /// `--docker-container`: where the matching at the end reads the
+    /// sessions written inside containers (none: they stay unbound).
+    pub container_sessions: Option<crate::enrich::ContainerSource>,
+    /// `--agent`: adopt the agent's processes found on the host (not with
+    /// `--container`: the containers' processes are all tracked already),
+    /// and label every process row the agent's rules recognise.
+    pub agent: Option<AgentName>,
+    pub user: Option<String>,
+    /// `--env` arguments for the command's environment (see `envreset`).
+    pub env: Vec<crate::envreset::EnvArg>,
+    pub duration: Option<Duration>,
+    pub ring_bytes: u32,
+    /// Under sudo, record other users' processes too (`--pid`, `--agent`).
+    pub all_users: bool,
+    /// Copy the bound sessions' raw transcripts into the capture, up to
+    /// `transcript_budget` bytes in all.
+    pub copy_transcripts: bool,
+    pub transcript_budget: u64,
+    /// Turn on kernel BPF run-time statistics for the recording.
+    pub program_stats: bool,
+    /// Stop storing (and count the rest as loss) once the capture is this big.
+    pub max_bytes: Option<u64>,
+    /// Meta stored when recording starts (e.g. `denied_inodes` for --audit).
+    pub start_meta: Vec<(String, String)>,
+    /// Set by a caller that reads the capture while it is being recorded
+    /// (`livecap::KernelWatch`, under `agentsight top`).
+    pub live: Option<LiveLink>,
+}
+
+/// What a caller reading the capture live shares with the recording.
+#[derive(Clone, Debug, Default)]
+pub struct LiveLink {
+    /// Set to end the recording (as a signal would, but without one): the
+    /// capture is then finished and bound as usual.
+    pub stop: Arc<AtomicBool>,
+    /// Every `/proc/PID/fd` observation the recording makes, in order, so
+    /// live binding uses the same evidence the final binding does.
+    pub fd_observations: Arc<std::sync::Mutex<Vec<crate::matching::FdObservation>>>,
+    /// Homes whose sessions are cwd-fallback candidates when the finished
+    /// capture is bound (besides the recorded command's user's home).
+    pub homes: Vec<PathBuf>,
+    /// Set to have a clock anchor stored at the next tick (≤ 50 ms). The
+    /// writer keeps the order of what it is sent, so once that anchor is
+    /// stored every batch the reader sent before it is too: a live reader
+    /// learns how far the capture is complete even when no event comes.
+    pub anchor_request: Arc<AtomicBool>,
+}
+
+/// What the recorder tells its caller while it runs. The library prints
+/// nothing; the caller decides (the CLI: warnings unless `--quiet`, the
+/// status line only on a terminal).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Notice {
+    /// Something did not work as asked; the recording goes on.
+    Warning(String),
+    /// Other users' processes left out so far (under sudo; `--all-users`
+    /// records them).
+    SkippedOtherUsers(usize),
+    /// Once a second while recording.
+    Status {
+        elapsed: Duration,
+        processes: usize,
+        events_per_s: f64,
+        lost: u64,
+    },
+    /// The recording stopped: no more status lines.
+    Stopped,
+    /// A start that failed left a file it could not remove (never silenced).
+    CleanupFailed(String),
+}
+
+pub fn run(
+    opts: &RecordOptions,
+    notify: &mut dyn FnMut(Notice),
+) -> Result<RecordOutcome, RecordError> {
+    // First of all: a SIGTERM during start-up must stop the recording
+    // cleanly, not kill the recorder before it has a handler.
+    let signals = install_signals()?;
+    let target = check_target(opts)?;
+    // The output first, created with the invoking user's own credentials
+    // (the capture and its sidecars are theirs from the start, no chown): a
+    // path the user could not create fails before anything is loaded.
+    let start = Anchor::now("start");
+    let writer = {
+        let _as_user = privileges::AsUser::maybe(target.creds.as_ref())?;
+        Writer::create_as(&opts.output, start, target.creds.clone())?
+    };
+    if let Some(max) = opts.max_bytes {
+        let _ = writer.sender().send(StoreMsg::MaxBytes(max));
+    }
+    let tx = writer.sender();
+    for (k, v) in start_meta(opts, target.user.as_ref(), start) {
+        let _ = tx.send(StoreMsg::Meta(k, v));
+    }
+    if !target.containers.is_empty() {
+        let _ = tx.send(StoreMsg::Meta(
+            "containers".into(),
+            containers_json(&target.containers),
+        ));
+        let _ = tx.send(StoreMsg::Containers(target.containers.clone()));
+    }
+    let cgroups: Vec<_> = target
+        .containers
+        .iter()
+        .map(|c| (c.cgroup_id, c.pid_ns))
+        .collect();
+    let mut loaded = match load_programs(opts, &cgroups, &tx, notify) {
+        Ok(l) => l,
+        Err(e) => {
+            drop(tx);
+            abandon(writer, &opts.output, target.creds.as_ref(), notify);
+            return Err(e.into());
+        }
+    };
+    let reading = match start_reader(&mut loaded.probes, &writer) {
+        Ok(r) => r,
+        Err(e) => {
+            drop(tx);
+            abandon(writer, &opts.output, target.creds.as_ref(), notify);
+            return Err(e);
+        }
+    };
+    let mut tracker = Tracker {
+        probes: loaded.probes,
+        tx,
+        known: BTreeSet::new(),
+        tmpdirs: Vec::new(),
+        skipped: Skipped::new(target.only_uid),
+    };
+    tracker.adopt_targets(opts, notify);
+    tracker.adopt_containers(&target.containers);
+    // Start the command, tracked from before its first instruction.
+    let child = match (&target.user, opts.command.is_empty()) {
+        (Some(u), false) => match tracker.spawn_tracked(u, &opts.command, &opts.env) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                // Nothing was recorded: leave no half-made capture behind.
+                reading.stop.store(true, Ordering::Release);
+                let _ = reading.thread.join();
+                drop(tracker);
+                abandon(writer, &opts.output, target.creds.as_ref(), notify);
+                return Err(e);
+            }
+        },
+        _ => None,
+    };
+    let containers =
+        (opts.command.is_empty() && opts.pids.is_empty() && host_agent(opts).is_none())
+            .then_some(target.containers.as_slice());
+    let watched = watch(
+        opts,
+        &signals,
+        child,
+        &mut tracker,
+        &reading.stats,
+        containers,
+        notify,
+    );
+    let ended = Ended {
+        start_wall_ns: start.wall_ns,
+        failed_programs: loaded.failed_programs,
+        stats_fd: loaded.stats_fd,
+        watched,
+    };
+    finish(opts, &target, writer, tracker, reading, ended, notify)
+}
+
+/// The agent whose processes are looked for on the host (`--agent`, unless
+/// `--container` names what to record: then the agents are the ones in the
+/// containers, tracked by their cgroup and only labelled).
+pub(super) fn host_agent(opts: &RecordOptions) -> Option<AgentName> {
+    opts.agent.filter(|_| opts.containers.is_empty())
+}
