@@ -406,3 +406,26 @@ fn finding_block(f: &Finding) -> String {
     }
     b
 }
+
+/// The formats a report is written in (`audit --format`, `record --audit-format`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Format {
+    #[default]
+    Text,
+    Json,
+    Sarif,
+    Junit,
+}
+
+/// The report as written out in `format`. Bytes that were not UTF-8 are
+/// shown `\xNN` (see `rawtext`); the text's recorded strings are escaped
+/// line by line by [`text`] and the whole is checked once more.
+pub fn rendered(report: &Report, format: Format) -> Result<String, serde_json::Error> {
+    use crate::rawtext::{escaped, escaped_json, visible_lines};
+    Ok(match format {
+        Format::Text => visible_lines(&text(report)).into_owned(),
+        Format::Json => escaped_json(&serde_json::to_string_pretty(&json(report))?) + "\n",
+        Format::Sarif => escaped_json(&serde_json::to_string_pretty(&sarif(report))?) + "\n",
+        Format::Junit => escaped(&junit(report)),
+    })
+}

@@ -37,23 +37,19 @@ pub struct AuditArgs {
     pub output: Option<PathBuf>,
 }
 
+impl From<AuditFormat> for audit::render::Format {
+    fn from(f: AuditFormat) -> Self {
+        match f {
+            AuditFormat::Text => Self::Text,
+            AuditFormat::Json => Self::Json,
+            AuditFormat::Sarif => Self::Sarif,
+            AuditFormat::Junit => Self::Junit,
+        }
+    }
+}
+
 pub fn render(report: &Report, format: AuditFormat) -> Result<String> {
-    // Bytes that were not UTF-8 are shown `\xNN` (see rawtext).
-    use agentsight::rawtext::{escaped, escaped_json, visible_lines};
-    Ok(match format {
-        // Each line's recorded strings are shown escaped by `render`; the
-        // whole is checked once more (see rawtext).
-        AuditFormat::Text => visible_lines(&audit::render::text(report)).into_owned(),
-        AuditFormat::Json => {
-            escaped_json(&serde_json::to_string_pretty(&audit::render::json(report))?) + "\n"
-        }
-        AuditFormat::Sarif => {
-            escaped_json(&serde_json::to_string_pretty(&audit::render::sarif(
-                report,
-            ))?) + "\n"
-        }
-        AuditFormat::Junit => escaped(&audit::render::junit(report)),
-    })
+    Ok(audit::render::rendered(report, format.into())?)
 }
 
 /// Audits `db` with an already loaded policy; returns the report.

@@ -14,7 +14,7 @@ pub mod report;
 pub mod sessions;
 pub mod top;
 
-pub(crate) use agentsight::outfile::{self, UserFile};
+pub(crate) use agentsight::outfile::UserFile;
 
 use std::{ffi::OsString, io::IsTerminal, io::Write, path::PathBuf, time::Duration};
 
@@ -550,162 +550,63 @@ fn say_notice(n: &record::Notice, quiet: bool, tty: bool) {
     }
 }
 
-/// `record --audit`: the (device, inode) of the denied files that exist as
-/// recording starts, as meta `denied_inodes` (an open of the same file under
-/// another name, a hard link, is then a finding).
-fn denied_inodes_now(policy: &agentsight::audit::Policy, user: Option<&str>) -> Result<String> {
-    let home = policy.home.clone().or_else(|| {
-        agentsight::privileges::target_user(user)
-            .ok()
-            .map(|u| u.home)
-    });
-    let workspace = policy.workspace.clone().or_else(|| {
-        std::env::current_dir()
-            .ok()
-            .map(|d| d.display().to_string())
-    });
-    let files =
-        agentsight::audit::inodes::denied_files(policy, home.as_deref(), workspace.as_deref())
-            .context("noting the denied files' inodes")?;
-    Ok(serde_json::to_string(&files)?)
+/// `record`'s arguments as the library's request.
+fn record_request(a: RecordArgs) -> record::RecordRequest {
+    record::RecordRequest {
+        options: RecordOptions {
+            output: a.output.unwrap_or_else(record::default_output),
+            command: a.command,
+            pids: a.pids,
+            containers: a.containers,
+            container_sessions: None,
+            agent: a.agent,
+            user: a.user,
+            env: a.env,
+            duration: a.duration,
+            ring_bytes: a.ring_mib * 1024 * 1024,
+            all_users: a.all_users,
+            copy_transcripts: !a.no_transcripts,
+            program_stats: a.program_stats,
+            max_bytes: a.max_size,
+            start_meta: Vec::new(),
+            transcript_budget: a.transcript_max_mib.saturating_mul(1024 * 1024),
+            live: None,
+        },
+        audit: a.audit,
+        audit_format: a.audit_format.into(),
+        audit_output: a.audit_output,
+        report: a.report,
+        redact: !a.no_redact,
+        docker_containers: a.docker_containers,
+    }
 }
 
 fn cmd_record(a: RecordArgs) -> Result<i32> {
-    if a.command.is_empty() && a.pids.is_empty() && a.agent.is_none() && a.containers.is_empty() {
-        bail!(
-            "nothing to record: give a command after --, or --pid PID, --agent NAME or --container NAME"
-        );
-    }
-    let container_sessions = docker_container_sessions(&a)?;
-    let creds = agentsight::privileges::FileCreds::invoking_user();
-    let output = a.output.clone().unwrap_or_else(record::default_output);
-    let mut files = RecordFiles::open(&a, creds.as_ref(), &output)?;
-    let opts = RecordOptions {
-        output,
-        command: a.command,
-        pids: a.pids,
-        containers: a.containers,
-        container_sessions,
-        agent: a.agent,
-        user: a.user,
-        env: a.env,
-        duration: a.duration,
-        ring_bytes: a.ring_mib * 1024 * 1024,
-        all_users: a.all_users,
-        copy_transcripts: !a.no_transcripts,
-        program_stats: a.program_stats,
-        max_bytes: a.max_size,
-        start_meta: std::mem::take(&mut files.start_meta),
-        transcript_budget: a.transcript_max_mib.saturating_mul(1024 * 1024),
-        live: None,
-    };
     let quiet = a.quiet;
     let tty = std::io::stderr().is_terminal() && !quiet;
-    let outcome = match record::run(&opts, &mut |n| say_notice(&n, quiet, tty)) {
-        Ok(o) => o,
-        Err(e) => {
-            let _as_user = agentsight::privileges::AsUser::maybe(creds.as_ref())?;
-            for f in [files.audit_out.take(), files.report_out.take()]
-                .into_iter()
-                .flatten()
-            {
-                f.abandon();
-            }
-            return Err(e.into());
-        }
-    };
-    let Some(status) = recorded_status(&outcome, quiet) else {
+    let request = record_request(a);
+    let docker_containers = request.docker_containers.clone();
+    let mut prepared = request.prepare()?;
+    // `--docker-container`: the containers' bridges, built (names checked,
+    // each inspected) before anything runs, once `prepare` allowed them.
+    if !docker_containers.is_empty() {
+        prepared.options.container_sessions = containers::record_source(&docker_containers)?;
+    }
+    let recorded = prepared.record(&mut |n| say_notice(&n, quiet, tty))?;
+    let Some(status) = recorded_status(&recorded.outcome, quiet) else {
         return Ok(1);
     };
-    let after = AfterRecord {
-        capture: &opts.output,
-        creds: creds.as_ref(),
-        no_redact: a.no_redact,
-        audit_format: a.audit_format,
-        audit_to_file: a.audit_output.is_some(),
-    };
-    after.report_and_audit(files, status)
-}
-
-/// `--docker-container`: the containers' bridges, built (names checked,
-/// each inspected) before anything runs; docker is root's, as the
-/// recording is.
-fn docker_container_sessions(
-    a: &RecordArgs,
-) -> Result<Option<agentsight::enrich::ContainerSource>> {
-    if a.docker_containers.is_empty() {
-        return Ok(None);
+    let followed = recorded.report_and_audit(status)?;
+    for said in &followed.said {
+        match said {
+            record::Said::Line(l) => agentsight::sayln!("{l}"),
+            record::Said::Findings(text) => agentsight::say!("{text}"),
+        }
     }
-    agentsight::privileges::check_root()?;
-    // Root's docker reads the container's sessions into the caller's
-    // capture: under sudo that is more than the caller may have (no
-    // docker group), so, like --container, it needs --all-users.
-    if agentsight::privileges::FileCreds::invoking_user().is_some() && !a.all_users {
-        bail!(
-            "--docker-container reads the container's sessions with root's docker: under sudo that needs --all-users (stored in the capture)"
-        );
-    }
-    containers::record_source(&a.docker_containers)
+    Ok(followed.status)
 }
 
-/// What `record --audit/--audit-output/--report` needs before anything
-/// runs, each read or opened with the invoking user's rights, never
-/// root's: a policy or an output path they could not read or write fails
-/// here, without a word of its content.
-struct RecordFiles {
-    policy: Option<agentsight::audit::Policy>,
-    /// The denied files' inodes as they are at the start (meta rows).
-    start_meta: Vec<(String, String)>,
-    audit_out: Option<UserFile>,
-    report_out: Option<UserFile>,
-}
-
-impl RecordFiles {
-    fn open(
-        a: &RecordArgs,
-        creds: Option<&agentsight::privileges::FileCreds>,
-        capture: &std::path::Path,
-    ) -> Result<Self> {
-        let _as_user = agentsight::privileges::AsUser::maybe(creds)?;
-        let policy = a
-            .audit
-            .as_deref()
-            .map(agentsight::audit::Policy::load)
-            .transpose()?;
-        let start_meta = match &policy {
-            Some(p) => vec![
-                (
-                    "denied_inodes".to_string(),
-                    denied_inodes_now(p, a.user.as_deref())?,
-                ),
-                (
-                    "denied_exe_inodes".to_string(),
-                    serde_json::to_string(&agentsight::audit::inodes::denied_executables(p))?,
-                ),
-            ],
-            None => Vec::new(),
-        };
-        let audit_out = a.audit_output.as_deref().map(UserFile::open).transpose()?;
-        let report_out = a.report.as_deref().map(UserFile::open).transpose()?;
-        // Each output its own file, and none the capture.
-        let outputs: Vec<(&str, &UserFile)> =
-            [("--audit-output", &audit_out), ("--report", &report_out)]
-                .into_iter()
-                .filter_map(|(flag, f)| Some((flag, f.as_ref()?)))
-                .collect();
-        outfile::refuse_shared(&outputs, &[("-o", capture)])?;
-        Ok(Self {
-            policy,
-            start_meta,
-            audit_out,
-            report_out,
-        })
-    }
-}
-
-/// Says how storing went and gives the command's status to go on with, or
-/// `None` when storing failed and the command had no status of its own
-/// (exit 1). A full disk lost evidence: never a clean exit.
+/// Says how storing went; the status to go on with is the outcome's.
 fn recorded_status(outcome: &record::RecordOutcome, quiet: bool) -> Option<i32> {
     if !quiet {
         agentsight::say!("{}", record::summary_text(outcome));
@@ -715,59 +616,14 @@ fn recorded_status(outcome: &record::RecordOutcome, quiet: bool) -> Option<i32> 
             "agentsight: storing stopped early: {e} (what was written before stays readable)"
         );
     }
-    if outcome.store_error.is_some() && outcome.command_status.is_none() {
-        return None;
+    let status = outcome.exit_status();
+    if quiet
+        && status.is_some()
+        && let Some(full) = &outcome.disk_full
+    {
+        agentsight::sayln!("agentsight: storing stopped: {}", full.message());
     }
-    let mut status = outcome.command_status.unwrap_or(0);
-    if let Some(full) = &outcome.disk_full {
-        if quiet {
-            agentsight::sayln!("agentsight: storing stopped: {}", full.message());
-        }
-        if status == 0 {
-            status = 1;
-        }
-    }
-    Some(status)
-}
-
-/// The report and the audit of a finished recording, read as the user.
-struct AfterRecord<'a> {
-    capture: &'a std::path::Path,
-    creds: Option<&'a agentsight::privileges::FileCreds>,
-    no_redact: bool,
-    audit_format: audit::AuditFormat,
-    audit_to_file: bool,
-}
-
-impl AfterRecord<'_> {
-    /// Writes the report, then audits; the exit status is the command's,
-    /// else 1 when the audit failed.
-    fn report_and_audit(&self, mut files: RecordFiles, status: i32) -> Result<i32> {
-        if let Some(f) = files.report_out.take() {
-            let _as_user = agentsight::privileges::AsUser::maybe(self.creds)?;
-            report::write(self.capture, files.policy.as_ref(), self.no_redact, f)?;
-        }
-        let Some(policy) = &files.policy else {
-            return Ok(status);
-        };
-        let report = {
-            let _as_user = agentsight::privileges::AsUser::maybe(self.creds)?;
-            audit::audit_capture(self.capture, policy)?
-        };
-        let text = audit::render(&report, self.audit_format)?;
-        // stdout belongs to the recorded command; the findings go to stderr.
-        match files.audit_out.take() {
-            Some(f) => f.replace_with(text.as_bytes())?,
-            None => agentsight::say!("{text}"),
-        }
-        if self.audit_to_file || !matches!(self.audit_format, audit::AuditFormat::Text) {
-            agentsight::sayln!("{}", agentsight::audit::render::summary_line(&report));
-        }
-        if status == 0 && !report.passed() {
-            return Ok(1);
-        }
-        Ok(status)
-    }
+    status
 }
 
 #[cfg(test)]

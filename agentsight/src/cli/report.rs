@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
-use agentsight::{audit::Policy, store::Capture};
+use agentsight::audit::Policy;
 
 /// Write one self-contained HTML report of a capture.
 #[derive(clap::Args, Debug)]
@@ -26,56 +26,19 @@ pub struct ReportArgs {
     pub no_redact: bool,
 }
 
-/// The page of `db` (with the findings of `policy`; secrets redacted
-/// unless `no_redact`) and what it holds.
-fn build(
-    db: &Path,
-    policy: Option<&Policy>,
-    no_redact: bool,
-) -> Result<(String, agentsight::report::Summary)> {
-    let cap = Capture::open(db)?;
-    super::say_note(&cap);
-    let audit = policy
-        .map(|p| agentsight::audit::audit(&cap, p))
-        .transpose()
-        .with_context(|| format!("auditing {}", db.display()))?;
-    agentsight::report::html(&cap, audit.as_ref(), !no_redact)
-        .with_context(|| format!("reporting {}", db.display()))
-}
-
-/// Renders the report of `db` (with the findings of `policy`) into `out`
-/// (removed again if this run created it and the report failed); prints
-/// where it is, what it holds and what it aggregated.
+/// Writes the report and says where it is, what it holds and what it
+/// aggregated.
 pub(super) fn write(
     db: &Path,
     policy: Option<&Policy>,
     no_redact: bool,
     out: super::UserFile,
 ) -> Result<()> {
-    let (page, summary) = match build(db, policy, no_redact) {
-        Ok(built) => built,
-        Err(e) => {
-            out.abandon();
-            return Err(e);
-        }
-    };
-    let path = out.path().to_owned();
-    out.replace_with(page.as_bytes())?;
-    agentsight::sayln!(
-        "agentsight: report {} ({} sessions, {} tool calls, {} KiB{})",
-        path.display(),
-        summary.sessions,
-        summary.tool_calls,
-        page.len().div_ceil(1024),
-        if summary.aggregated.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "; {} parts aggregated, listed in it",
-                summary.aggregated.len()
-            )
-        }
-    );
+    let written = agentsight::report::file::write(db, policy, !no_redact, out)?;
+    if let Some(n) = &written.note {
+        agentsight::sayln!("agentsight: note: {n}");
+    }
+    agentsight::sayln!("agentsight: {}", written.line());
     Ok(())
 }
 

@@ -12,12 +12,14 @@ mod finish;
 mod load;
 mod meta;
 mod outcome;
+mod request;
 mod spawn;
 mod target;
 mod tracker;
 mod watch;
 
 pub use outcome::{RecordOutcome, default_output, fmt_elapsed, summary_text};
+pub use request::{Followed, Prepared, RecordRequest, Recorded, Said};
 
 use finish::{Ended, abandon, finish};
 use load::{load_programs, start_reader};
@@ -57,7 +59,9 @@ pub enum RecordError {
     Load(#[from] crate::capture::loader::LoadError),
     #[error(transparent)]
     Container(#[from] container::ContainerError),
-    #[error("nothing to record: give a command after --, or --pid, --agent or --container")]
+    #[error(
+        "nothing to record: give a command after --, or --pid PID, --agent NAME or --container NAME"
+    )]
     NoTarget,
     #[error("--pid {0}: no such process")]
     NoSuchPid(u32),
@@ -69,6 +73,18 @@ pub enum RecordError {
         "--container records every process in the container, whoever runs it: under sudo that needs --all-users (stored in the capture), because only your own processes are recorded otherwise"
     )]
     ContainerNeedsAllUsers,
+    #[error(
+        "--docker-container reads the container's sessions with root's docker: under sudo that needs --all-users (stored in the capture)"
+    )]
+    DockerContainerNeedsAllUsers,
+    #[error(transparent)]
+    Policy(#[from] crate::audit::PolicyError),
+    #[error(transparent)]
+    Audit(#[from] crate::audit::AuditError),
+    #[error(transparent)]
+    Output(#[from] crate::outfile::OutFileError),
+    #[error(transparent)]
+    Report(#[from] crate::report::file::ReportFileError),
     #[error("cannot start {program}: {reason}")]
     Spawn { program: String, reason: String },
     #[error("{0}")]

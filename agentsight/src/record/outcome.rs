@@ -30,6 +30,24 @@ pub struct RecordOutcome {
     pub cpu: Duration,
 }
 
+impl RecordOutcome {
+    /// The status to go on with: the command's (0 without one), or 1 when
+    /// the disk filled up and it was 0 (evidence was lost: never a clean
+    /// exit); `None` when storing failed and the command had no status of
+    /// its own (exit 1).
+    pub fn exit_status(&self) -> Option<i32> {
+        if self.store_error.is_some() && self.command_status.is_none() {
+            return None;
+        }
+        let status = self.command_status.unwrap_or(0);
+        Some(if self.disk_full.is_some() && status == 0 {
+            1
+        } else {
+            status
+        })
+    }
+}
+
 pub fn fmt_elapsed(d: Duration) -> String {
     let s = d.as_secs();
     format!("{:02}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)

@@ -20,13 +20,7 @@ pub(super) struct Target {
 
 /// Checks what can be checked before anything is created or loaded.
 pub(super) fn check_target(opts: &RecordOptions) -> Result<Target, RecordError> {
-    if opts.command.is_empty()
-        && opts.pids.is_empty()
-        && opts.agent.is_none()
-        && opts.containers.is_empty()
-    {
-        return Err(RecordError::NoTarget);
-    }
+    check_something_to_record(opts)?;
     // Names are data: every one is checked before any docker call.
     for name in &opts.containers {
         container::validate_name(name)?;
@@ -82,6 +76,35 @@ pub(super) fn check_pids(pids: &[u32], only_uid: Option<u32>) -> Result<(), Reco
                 .unwrap_or_else(|| "unknown".into());
             return Err(RecordError::NotYourProcess { pid, uids, you });
         }
+    }
+    Ok(())
+}
+
+/// A command, `--pid`, `--agent` or `--container`: something to record.
+pub(super) fn check_something_to_record(opts: &RecordOptions) -> Result<(), RecordError> {
+    if opts.command.is_empty()
+        && opts.pids.is_empty()
+        && opts.agent.is_none()
+        && opts.containers.is_empty()
+    {
+        return Err(RecordError::NoTarget);
+    }
+    Ok(())
+}
+
+/// `--docker-container` reads the containers' sessions with root's docker:
+/// under sudo that is more than the caller may have (no docker group), so,
+/// like `--container`, it needs `--all-users` (stored in the capture).
+pub(super) fn check_docker_containers(
+    names: &[String],
+    all_users: bool,
+) -> Result<(), RecordError> {
+    if names.is_empty() {
+        return Ok(());
+    }
+    privileges::check_root()?;
+    if privileges::FileCreds::invoking_user().is_some() && !all_users {
+        return Err(RecordError::DockerContainerNeedsAllUsers);
     }
     Ok(())
 }

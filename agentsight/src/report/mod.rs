@@ -23,6 +23,7 @@
 //! ([`anchors`]), the id `correlate --json` and OTLP give it.
 
 mod anchors;
+pub mod file;
 mod model;
 mod page;
 mod session;

@@ -1,0 +1,216 @@
+//! What `record` is asked to do around the recording itself — audit the
+//! capture (`--audit`), write its report (`--report`) — and the rules that
+//! decide, before anything runs, whether it may: every input is read and
+//! every output opened with the invoking user's rights, never root's, so a
+//! policy or an output path they could not read or write fails here,
+//! without a word of its content.
+
+use std::path::PathBuf;
+
+use crate::{
+    audit::{self, Policy},
+    outfile::{self, UserFile},
+    privileges::{self, AsUser, FileCreds},
+    report,
+};
+
+use super::{Notice, RecordError, RecordOptions, RecordOutcome};
+
+/// A recording and what follows it.
+pub struct RecordRequest {
+    pub options: RecordOptions,
+    /// `--audit POLICY`: the finished capture is audited with it, and the
+    /// denied files' inodes are noted as recording starts.
+    pub audit: Option<PathBuf>,
+    pub audit_format: audit::render::Format,
+    /// `--audit-output`: the findings go there instead of the caller's stderr.
+    pub audit_output: Option<PathBuf>,
+    /// `--report FILE`: the HTML report of the finished capture.
+    pub report: Option<PathBuf>,
+    /// Secret-looking values in the report are replaced (not with `--no-redact`).
+    pub redact: bool,
+    /// `--docker-container` names: the caller builds their session sources
+    /// once [`RecordRequest::prepare`] has allowed them.
+    pub docker_containers: Vec<String>,
+}
+
+/// A request checked and its files opened: ready to record.
+pub struct Prepared {
+    pub options: RecordOptions,
+    creds: Option<FileCreds>,
+    policy: Option<Policy>,
+    audit_format: audit::render::Format,
+    audit_out: Option<UserFile>,
+    report_out: Option<UserFile>,
+    redact: bool,
+}
+
+impl RecordRequest {
+    /// Checks what is asked and opens the outputs, as the invoking user.
+    pub fn prepare(mut self) -> Result<Prepared, RecordError> {
+        super::target::check_something_to_record(&self.options)?;
+        super::target::check_docker_containers(&self.docker_containers, self.options.all_users)?;
+        let creds = FileCreds::invoking_user();
+        let _as_user = AsUser::maybe(creds.as_ref())?;
+        let policy = self.audit.as_deref().map(Policy::load).transpose()?;
+        if let Some(p) = &policy {
+            let start = denied_inodes_meta(p, self.options.user.as_deref())?;
+            self.options.start_meta.extend(start);
+        }
+        let audit_out = self
+            .audit_output
+            .as_deref()
+            .map(UserFile::open)
+            .transpose()?;
+        let report_out = self.report.as_deref().map(UserFile::open).transpose()?;
+        // Each output its own file, and none the capture.
+        let outputs: Vec<(&str, &UserFile)> =
+            [("--audit-output", &audit_out), ("--report", &report_out)]
+                .into_iter()
+                .filter_map(|(flag, f)| Some((flag, f.as_ref()?)))
+                .collect();
+        outfile::refuse_shared(&outputs, &[("-o", &self.options.output)])?;
+        drop(_as_user);
+        Ok(Prepared {
+            options: self.options,
+            creds,
+            policy,
+            audit_format: self.audit_format,
+            audit_out,
+            report_out,
+            redact: self.redact,
+        })
+    }
+}
+
+/// `--audit`: the (device, inode) of the denied files that exist as
+/// recording starts, as meta `denied_inodes` (an open of the same file under
+/// another name, a hard link, is then a finding), and of the denied
+/// executables, as `denied_exe_inodes`.
+fn denied_inodes_meta(
+    policy: &Policy,
+    user: Option<&str>,
+) -> Result<Vec<(String, String)>, RecordError> {
+    let home = policy
+        .home
+        .clone()
+        .or_else(|| privileges::target_user(user).ok().map(|u| u.home));
+    let workspace = policy.workspace.clone().or_else(|| {
+        std::env::current_dir()
+            .ok()
+            .map(|d| d.display().to_string())
+    });
+    let files = audit::inodes::denied_files(policy, home.as_deref(), workspace.as_deref())
+        .map_err(|e| RecordError::Other(format!("noting the denied files' inodes: {e}")))?;
+    let json = |v: Result<String, serde_json::Error>| {
+        v.map_err(|e| RecordError::Other(format!("noting the denied files' inodes: {e}")))
+    };
+    Ok(vec![
+        (
+            "denied_inodes".to_string(),
+            json(serde_json::to_string(&files))?,
+        ),
+        (
+            "denied_exe_inodes".to_string(),
+            json(serde_json::to_string(&audit::inodes::denied_executables(
+                policy,
+            )))?,
+        ),
+    ])
+}
+
+impl Prepared {
+    /// Records; a recording that could not start leaves no output file.
+    pub fn record(self, notify: &mut dyn FnMut(Notice)) -> Result<Recorded, RecordError> {
+        // On an error the outputs are dropped: their temporary files are
+        // removed (as the user, see `UserFile`), the targets left as they were.
+        let outcome = super::run(&self.options, notify)?;
+        Ok(Recorded {
+            outcome,
+            capture: self.options.output,
+            creds: self.creds,
+            policy: self.policy,
+            audit_format: self.audit_format,
+            audit_out: self.audit_out,
+            report_out: self.report_out,
+            redact: self.redact,
+        })
+    }
+}
+
+/// A finished recording, its report and audit still to come.
+pub struct Recorded {
+    pub outcome: RecordOutcome,
+    capture: PathBuf,
+    creds: Option<FileCreds>,
+    policy: Option<Policy>,
+    audit_format: audit::render::Format,
+    audit_out: Option<UserFile>,
+    report_out: Option<UserFile>,
+    redact: bool,
+}
+
+/// What the report and the audit have to say, in order, for the caller to
+/// show (stderr: stdout belongs to the recorded command).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Said {
+    /// One line (the caller adds the newline).
+    Line(String),
+    /// The findings as rendered, whole.
+    Findings(String),
+}
+
+/// The report and the audit of a finished recording.
+pub struct Followed {
+    pub said: Vec<Said>,
+    /// The command's status, or 1 when it was 0 and the audit failed.
+    pub status: i32,
+}
+
+impl Recorded {
+    /// Writes the report, then audits, both read as the invoking user;
+    /// `status` is the recording's (see [`RecordOutcome::exit_status`]).
+    pub fn report_and_audit(mut self, status: i32) -> Result<Followed, RecordError> {
+        let mut said = Vec::new();
+        if let Some(f) = self.report_out.take() {
+            let _as_user = AsUser::maybe(self.creds.as_ref())?;
+            let written = report::file::write(&self.capture, self.policy.as_ref(), self.redact, f)?;
+            said.extend(
+                written
+                    .note
+                    .as_ref()
+                    .map(|n| Said::Line(format!("agentsight: note: {n}"))),
+            );
+            said.push(Said::Line(format!("agentsight: {}", written.line())));
+        }
+        let Some(policy) = &self.policy else {
+            return Ok(Followed { said, status });
+        };
+        let findings = {
+            let _as_user = AsUser::maybe(self.creds.as_ref())?;
+            let cap = crate::store::Capture::open(&self.capture)?;
+            said.extend(
+                cap.note
+                    .as_ref()
+                    .map(|n| Said::Line(format!("agentsight: note: {n}"))),
+            );
+            audit::audit(&cap, policy)?
+        };
+        let text = audit::render::rendered(&findings, self.audit_format)
+            .map_err(|e| RecordError::Other(e.to_string()))?;
+        let to_file = self.audit_out.is_some();
+        match self.audit_out.take() {
+            Some(f) => f.replace_with(text.as_bytes())?,
+            None => said.push(Said::Findings(text)),
+        }
+        if to_file || self.audit_format != audit::render::Format::Text {
+            said.push(Said::Line(audit::render::summary_line(&findings)));
+        }
+        let status = if status == 0 && !findings.passed() {
+            1
+        } else {
+            status
+        };
+        Ok(Followed { said, status })
+    }
+}

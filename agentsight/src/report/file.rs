@@ -1,0 +1,91 @@
+//! The report written into an output file: what `report -o` and `record
+//! --report` share.
+
+use std::path::{Path, PathBuf};
+
+use crate::{
+    audit::{self, Policy},
+    outfile::{OutFileError, UserFile},
+    store::{Capture, StoreError},
+};
+
+use super::{ReportError, Summary};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportFileError {
+    #[error(transparent)]
+    Open(#[from] StoreError),
+    #[error("auditing {path}: {source}")]
+    Audit {
+        path: String,
+        source: audit::AuditError,
+    },
+    #[error("reporting {path}: {source}")]
+    Report { path: String, source: ReportError },
+    #[error(transparent)]
+    Output(#[from] OutFileError),
+}
+
+/// A report written: where, and the line that tells what it holds.
+pub struct Written {
+    pub path: PathBuf,
+    /// Said once to the reader: the capture was read from a private copy.
+    pub note: Option<String>,
+    pub summary: Summary,
+    /// The page's size, KiB (rounded up).
+    pub kib: usize,
+}
+
+impl Written {
+    /// One line: where the report is, what it holds and what it aggregated.
+    pub fn line(&self) -> String {
+        format!(
+            "report {} ({} sessions, {} tool calls, {} KiB{})",
+            self.path.display(),
+            self.summary.sessions,
+            self.summary.tool_calls,
+            self.kib,
+            if self.summary.aggregated.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; {} parts aggregated, listed in it",
+                    self.summary.aggregated.len()
+                )
+            }
+        )
+    }
+}
+
+/// Renders the report of the capture at `db` (with the findings of
+/// `policy`; secrets redacted when `redact`) into `out`, which is left as
+/// it was if anything fails.
+pub fn write(
+    db: &Path,
+    policy: Option<&Policy>,
+    redact: bool,
+    out: UserFile,
+) -> Result<Written, ReportFileError> {
+    let cap = Capture::open(db)?;
+    let shown = || db.display().to_string();
+    let findings = policy
+        .map(|p| audit::audit(&cap, p))
+        .transpose()
+        .map_err(|source| ReportFileError::Audit {
+            path: shown(),
+            source,
+        })?;
+    let (page, summary) =
+        super::html(&cap, findings.as_ref(), redact).map_err(|source| ReportFileError::Report {
+            path: shown(),
+            source,
+        })?;
+    let path = out.path().to_owned();
+    out.replace_with(page.as_bytes())?;
+    Ok(Written {
+        path,
+        note: cap.note.clone(),
+        summary,
+        kib: page.len().div_ceil(1024),
+    })
+}
