@@ -11,9 +11,11 @@
 #     cargo test --release -p agentsight-tests --test e2e_agents
 #
 # Each run has `home/` (the agent's transcripts) and, when it was recorded,
-# `server/capture.db`. For every run: show, export, sessions (JSON and text),
-# and per session: session show, correlate (JSON and text), audit in the four
-# formats with examples/policy.toml. Then both binaries record the same
+# `server/capture.db`. For every run: show, export (jsonl, OTLP JSON, the
+# Perfetto trace), the HTML report (redacted and exact, with the policy's
+# findings), sessions (JSON and text), and per session: session show,
+# correlate (JSON and text), audit in the four formats with
+# examples/policy.toml. Then both binaries record the same
 # command (as root) and the two captures' schema and meta keys are compared.
 # Exit status 0 when everything is identical; the first lines of each
 # difference are printed otherwise. Needs root, jq and sqlite3.
@@ -40,6 +42,29 @@ compare() {
     fi
 }
 
+# compare_file NAME ARGS...: as compare, for a command that writes its
+# output with `-o FILE`: the file's bytes are compared too.
+compare_file() {
+    local name=$1
+    shift
+    rm -f "$out/bf" "$out/af"
+    "$before" "$@" -o "$out/bf" >"$out/b" 2>"$out/be"
+    echo "exit $?" >>"$out/b"
+    "$after" "$@" -o "$out/af" >"$out/a" 2>"$out/ae"
+    echo "exit $?" >>"$out/a"
+    # The summary lines name the output file: compare them with one name.
+    sed -i "s#$out/bf#OUT#g" "$out/b" "$out/be"
+    sed -i "s#$out/af#OUT#g" "$out/a" "$out/ae"
+    checked=$((checked + 1))
+    if ! cmp -s "$out/b" "$out/a" || ! cmp -s "$out/be" "$out/ae" || ! cmp -s "$out/bf" "$out/af"; then
+        differ=$((differ + 1))
+        echo "DIFFERS: $name: $*"
+        diff "$out/b" "$out/a" | head -4
+        diff "$out/be" "$out/ae" | head -4
+        cmp "$out/bf" "$out/af" | head -2
+    fi
+}
+
 for run in "$runs"/*/; do
     run=${run%/}
     name=$(basename "$run")
@@ -55,6 +80,10 @@ for run in "$runs"/*/; do
     [ -f "$db" ] || continue
     compare "$name show" show --db "$db"
     compare "$name export" export --db "$db"
+    compare "$name export otlp" export --db "$db" --format otlp-json
+    compare_file "$name export perfetto" export --db "$db" --format perfetto
+    compare_file "$name report" report --db "$db" --policy "$policy"
+    compare_file "$name report exact" report --db "$db" --no-redact
     for f in text json sarif junit; do
         compare "$name audit $f" audit --db "$db" --policy "$policy" --format "$f"
     done
