@@ -11,8 +11,6 @@ use std::{
     sync::Arc,
 };
 
-use rusqlite::Connection;
-
 use crate::{
     clock::Anchors,
     matching::{
@@ -21,8 +19,8 @@ use crate::{
     },
     sessions::{self, AgentSession, DiscoveryOptions},
     store::{
-        CaptureRw, StoreError, read,
-        sessions::{self as stored, BindingRow, TreeRow},
+        CaptureReader, CaptureRw, StoreError,
+        sessions::{BindingRow, TreeRow},
     },
 };
 
@@ -126,34 +124,34 @@ fn main_path(key: &SessionKey, paths: &[String]) -> Option<PathBuf> {
 
 /// What runs on the capture once the bindings are committed (record passes
 /// `correlate::store_all`): data derived from them, in its own
-/// transaction. A parameter, so enrichment does not depend on correlate.
-pub type AfterBinding<'a> = &'a dyn Fn(&Connection, &str) -> Result<(), String>;
+/// transaction. A parameter, so enrichment does not depend on correlate;
+/// its error becomes a note of the [`BindSummary`].
+pub type AfterBinding<'a, E> = &'a dyn Fn(&CaptureRw) -> Result<(), E>;
 
 /// Matches the finished capture at `path`, and stores into it the parsed
 /// sessions, raw transcript copies, trees and bindings, then runs `after`.
-pub fn bind_and_store(
+pub fn bind_and_store<E: std::fmt::Display>(
     path: &Path,
     opts: &BindOptions,
-    after: AfterBinding,
+    after: AfterBinding<'_, E>,
 ) -> Result<BindSummary, EnrichError> {
     let rw = CaptureRw::open(path)?;
-    let (conn, shown) = (rw.conn(), rw.path.as_str());
-    let qe = |e: rusqlite::Error| rw.query_err(e);
-    stored::ensure_schema(conn, shown)?;
-    conn.execute_batch("BEGIN").map_err(qe)?;
-    stored::clear(conn, shown)?;
-    let procs = ProcTable::load(conn).map_err(qe)?;
-    let anchors = Anchors::load(conn).map_err(qe)?;
+    let cap = rw.reader();
+    rw.ensure_session_schema()?;
+    rw.begin()?;
+    rw.clear_matching()?;
+    let procs = ProcTable::load(cap)?;
+    let anchors = cap.anchors()?;
     for o in &opts.fd_observations {
         let start = procs
             .alive(o.pid, o.mono_ns)
             .map(|i| procs.procs[i].start_mono_ns)
             .unwrap_or(0);
-        stored::insert_proc_fd(conn, shown, o.pid, start, o.mono_ns, &o.path)?;
+        rw.insert_proc_fd(o.pid, start, o.mono_ns, &o.path)?;
     }
-    let mut evidence = transcript_writes(conn, &procs).map_err(qe)?;
+    let mut evidence = transcript_writes(cap, &procs)?;
     evidence.extend(fd_evidence(&opts.fd_observations, &procs));
-    let places = Places::load(conn, &procs).map_err(qe)?;
+    let places = Places::load(cap, &procs)?;
     let mut summary = BindSummary::default();
     let fallback = fallback_sessions(&anchors, &opts.homes, &mut summary.notes);
     let mut trees = match_trees(&procs, &anchors, &evidence, &fallback);
@@ -182,10 +180,10 @@ pub fn bind_and_store(
         rw.put_meta(CONTAINER_SESSIONS_META, &list)?;
     }
     store_trees(&rw, &procs, &trees, &session_rows, &unbound, &mut summary)?;
-    conn.execute_batch("COMMIT").map_err(qe)?;
+    rw.commit()?;
     // Derived data (correlations): computed from what was just stored, in
     // its own transaction, so a failure here leaves the bindings intact.
-    if let Err(e) = after(conn, shown) {
+    if let Err(e) = after(&rw) {
         summary.notes.push(format!("correlations not stored: {e}"));
     }
     Ok(summary)
@@ -209,9 +207,9 @@ impl Place {
 struct Places(Vec<Option<Place>>);
 
 impl Places {
-    fn load(conn: &Connection, procs: &ProcTable) -> rusqlite::Result<Self> {
+    fn load(cap: CaptureReader, procs: &ProcTable) -> Result<Self, StoreError> {
         let mut v = vec![None; procs.procs.len()];
-        for r in read::processes(conn)? {
+        for r in cap.processes()? {
             if let (Some(id), Some(&i)) = (r.identity.container_id, procs.by_id.get(&r.id)) {
                 v[i] = Some(Place {
                     id,
@@ -403,8 +401,7 @@ impl<'a> SessionStore<'a> {
                 return Ok(());
             }
         };
-        let (conn, shown) = (self.rw.conn(), self.rw.path.as_str());
-        let row = stored::insert_session(conn, shown, &session)?;
+        let row = self.rw.insert_session(&session)?;
         self.rows.insert(key.clone(), row);
         self.summary.sessions.push(key.1.clone());
         self.from_containers.push(serde_json::json!({
@@ -451,8 +448,7 @@ impl<'a> SessionStore<'a> {
                 s
             }
         };
-        let (conn, shown) = (self.rw.conn(), self.rw.path.as_str());
-        let row = stored::insert_session(conn, shown, &session)?;
+        let row = self.rw.insert_session(&session)?;
         self.rows.insert(key.clone(), row);
         self.summary.sessions.push(key.1.clone());
         if !self.copy {
@@ -509,8 +505,7 @@ impl<'a> SessionStore<'a> {
                 content.len()
             ));
         }
-        let (conn, shown) = (self.rw.conn(), self.rw.path.as_str());
-        stored::insert_transcript(conn, shown, session_row, f, size, &content)
+        self.rw.insert_transcript(session_row, f, size, &content)
     }
 }
 
@@ -523,22 +518,17 @@ fn store_trees(
     unbound: &HashMap<SessionKey, String>,
     summary: &mut BindSummary,
 ) -> Result<(), StoreError> {
-    let (conn, shown) = (rw.conn(), rw.path.as_str());
     for t in trees {
         let (status, note) = stored_status(t, session_rows, unbound);
         let p = &procs.procs[t.root];
-        let tree_id = stored::insert_tree(
-            conn,
-            shown,
-            &TreeRow {
-                id: 0,
-                root_process_id: p.id,
-                root_pid: p.pid as i64,
-                root_start_mono_ns: p.start_mono_ns as i64,
-                status: status.to_string(),
-                note,
-            },
-        )?;
+        let tree_id = rw.insert_tree(&TreeRow {
+            id: 0,
+            root_process_id: p.id,
+            root_pid: p.pid as i64,
+            root_start_mono_ns: p.start_mono_ns as i64,
+            status: status.to_string(),
+            note,
+        })?;
         summary.trees += 1;
         if status == TreeStatus::Bound {
             summary.bound += 1;
@@ -547,21 +537,17 @@ fn store_trees(
             let Some(&session_row) = session_rows.get(&b.key) else {
                 continue;
             };
-            stored::insert_binding(
-                conn,
-                shown,
-                &BindingRow {
-                    tree_id,
-                    session_row,
-                    evidence: b.evidence.as_str().to_string(),
-                    evidence_count: b.evidence_count,
-                    evidence_process_id: b.evidence_proc.map(|i| procs.procs[i].id),
-                    evidence_path: b.evidence_path.clone(),
-                    first_evidence_mono_ns: b.first_evidence_mono_ns.map(|v| v as i64),
-                    from_mono_ns: b.from_mono_ns as i64,
-                    to_mono_ns: b.to_mono_ns.map(|v| v as i64),
-                },
-            )?;
+            rw.insert_binding(&BindingRow {
+                tree_id,
+                session_row,
+                evidence: b.evidence.as_str().to_string(),
+                evidence_count: b.evidence_count,
+                evidence_process_id: b.evidence_proc.map(|i| procs.procs[i].id),
+                evidence_path: b.evidence_path.clone(),
+                first_evidence_mono_ns: b.first_evidence_mono_ns.map(|v| v as i64),
+                from_mono_ns: b.from_mono_ns as i64,
+                to_mono_ns: b.to_mono_ns.map(|v| v as i64),
+            })?;
         }
     }
     Ok(())

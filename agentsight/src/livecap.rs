@@ -5,7 +5,7 @@
 //! [`record::LiveLink`] to stop it and to share its `/proc` fd evidence; the
 //! capture goes to `--record FILE` or to a private temporary file removed at
 //! [`KernelWatch::stop`]. [`KernelWatch::snapshot`] reads the capture as it
-//! grows (a read-only SQLite connection beside the writer), binds its process
+//! grows (`store::LiveCapture`: read-only, beside the writer), binds its process
 //! trees to sessions with the matching ladder (`matching::match_trees`, the
 //! same inputs record's final binding uses) and counts, per bound session,
 //! what its trees did up to the snapshot's `as_of`. [`KernelWatch::activity`]
@@ -23,7 +23,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use rusqlite::{Connection, OpenFlags};
 use serde::Serialize;
 
 use crate::{
@@ -34,7 +33,7 @@ use crate::{
     procinfo::AgentName,
     record::{self, LiveLink, Notice, RecordOptions, RecordOutcome},
     sessions::{Provider, live::ProcessTruth},
-    store::read::{self, TreeCounts},
+    store::{CaptureReader, LiveCapture, StoreError, read::TreeCounts},
 };
 
 /// Window over which `execs_per_s` is averaged, ending at `as_of`.
@@ -73,6 +72,8 @@ pub enum KernelWatchError {
     StartTimeout(Duration),
     #[error("{path}: {reason}")]
     Query { path: String, reason: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
     #[error(transparent)]
     Correlate(#[from] correlate::CorrelateError),
     #[error("session {0} is not bound to any process tree")]
@@ -186,7 +187,7 @@ pub struct KernelWatch {
     home: Option<PathBuf>,
     thread: Option<JoinHandle<Result<RecordOutcome, record::RecordError>>>,
     shared: Arc<Mutex<Shared>>,
-    conn: Mutex<Option<Connection>>,
+    live: Mutex<Option<LiveCapture>>,
     fallback: Mutex<Fallback>,
 }
 
@@ -223,7 +224,7 @@ impl KernelWatch {
             home: opts.home.clone(),
             thread: Some(thread),
             shared,
-            conn: Mutex::new(None),
+            live: Mutex::new(None),
             fallback: Mutex::new(Fallback {
                 read_at: None,
                 sessions: Vec::new(),
@@ -278,9 +279,9 @@ impl KernelWatch {
         let fd_obs = self.fd_observations();
         // The anchor asked for now marks how far the next snapshot may count.
         self.link.anchor_request.store(true, Ordering::Release);
-        self.with_conn(|conn| {
-            let fallback = self.fallback_sessions(conn);
-            let mut snap = snapshot_of(conn, &fd_obs, &fallback)?;
+        self.with_capture(|cap| {
+            let fallback = self.fallback_sessions(cap);
+            let mut snap = snapshot_of(cap, &fd_obs, &fallback)?;
             snap.warnings = warnings;
             Ok(snap)
         })
@@ -295,9 +296,9 @@ impl KernelWatch {
         last: usize,
     ) -> Result<SessionActivity, KernelWatchError> {
         let fd_obs = self.fd_observations();
-        self.with_conn(|conn| {
-            let fallback = self.fallback_sessions(conn);
-            activity_of(conn, &fd_obs, &fallback, session_id, last)
+        self.with_capture(|cap| {
+            let fallback = self.fallback_sessions(cap);
+            activity_of(cap, &fd_obs, &fallback, session_id, last)
         })
     }
 
@@ -308,7 +309,7 @@ impl KernelWatch {
     }
 
     fn finish(&mut self) -> Result<KernelWatchStopped, KernelWatchError> {
-        if let Ok(mut c) = self.conn.lock() {
+        if let Ok(mut c) = self.live.lock() {
             c.take();
         }
         self.link.stop.store(true, Ordering::Release);
@@ -326,41 +327,27 @@ impl KernelWatch {
         }
     }
 
-    /// Runs `f` on the (lazily opened) read-only connection to the capture.
-    fn with_conn<T>(
+    /// Runs `f` in one read transaction of the (lazily opened) live
+    /// capture: every query of a snapshot sees the same committed batches.
+    fn with_capture<T>(
         &self,
-        f: impl FnOnce(&Connection) -> Result<T, KernelWatchError>,
+        f: impl FnOnce(CaptureReader) -> Result<T, KernelWatchError>,
     ) -> Result<T, KernelWatchError> {
-        let shown = self.capture.display().to_string();
         let qe = |reason: String| KernelWatchError::Query {
-            path: shown.clone(),
+            path: self.capture.display().to_string(),
             reason,
         };
         let mut guard = self
-            .conn
+            .live
             .lock()
             .map_err(|_| qe("connection lock poisoned".into()))?;
         if guard.is_none() {
-            // A plain read-only connection: the writer keeps the capture in
-            // WAL mode while it records, and WAL readers see each committed
-            // batch without blocking it.
-            let conn = Connection::open_with_flags(
-                &self.capture,
-                OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-            )
-            .map_err(|e| qe(e.to_string()))?;
-            let _ = conn.busy_timeout(Duration::from_secs(2));
-            *guard = Some(conn);
+            *guard = Some(LiveCapture::open(&self.capture)?);
         }
-        let Some(conn) = guard.as_ref() else {
+        let Some(live) = guard.as_ref() else {
             return Err(qe("no connection".into()));
         };
-        // One read transaction: every query of a snapshot sees the same
-        // committed batches.
-        conn.execute_batch("BEGIN").map_err(|e| qe(e.to_string()))?;
-        let out = f(conn);
-        let _ = conn.execute_batch("COMMIT");
-        out
+        live.read(f)
     }
 
     /// The `/proc` fd evidence record gathered so far.
@@ -375,12 +362,12 @@ impl KernelWatch {
     /// The home's sessions active during the capture, as cwd-fallback
     /// candidates (record's own rule), refreshed every 10 s: the capture's
     /// anchors, which bound "during", move on every 10 s too.
-    fn fallback_sessions(&self, conn: &Connection) -> Vec<FallbackSession> {
+    fn fallback_sessions(&self, cap: CaptureReader) -> Vec<FallbackSession> {
         let Ok(mut fb) = self.fallback.lock() else {
             return Vec::new();
         };
         if fb.read_at.is_none_or(|t| t.elapsed() >= FALLBACK_REFRESH) {
-            let anchors = Anchors::load(conn).unwrap_or_default();
+            let anchors = cap.anchors().unwrap_or_default();
             let homes: Vec<PathBuf> = self.home.iter().cloned().collect();
             let mut notes = Vec::new();
             fb.sessions = crate::enrich::fallback_sessions(&anchors, &homes, &mut notes);
@@ -458,36 +445,32 @@ fn spawn_recording(
 /// The live binding: the capture's trees matched to sessions with the same
 /// ladder and inputs as record's final binding.
 fn live_trees(
-    conn: &Connection,
+    cap: CaptureReader,
     fd_obs: &[matching::FdObservation],
     fallback: &[FallbackSession],
-) -> rusqlite::Result<(ProcTable, Anchors, Vec<Tree>, Vec<matching::PathEvidence>)> {
-    let procs = ProcTable::load(conn)?;
-    let anchors = Anchors::load(conn)?;
-    let mut evidence = matching::transcript_writes(conn, &procs)?;
+) -> Result<(ProcTable, Anchors, Vec<Tree>, Vec<matching::PathEvidence>), StoreError> {
+    let procs = ProcTable::load(cap)?;
+    let anchors = cap.anchors()?;
+    let mut evidence = matching::transcript_writes(cap, &procs)?;
     evidence.extend(matching::fd_evidence(fd_obs, &procs));
     let trees = match_trees(&procs, &anchors, &evidence, fallback);
     Ok((procs, anchors, trees, evidence))
 }
 
 fn snapshot_of(
-    conn: &Connection,
+    cap: CaptureReader,
     fd_obs: &[matching::FdObservation],
     fallback: &[FallbackSession],
 ) -> Result<KernelSnapshot, KernelWatchError> {
-    let qe = |e: rusqlite::Error| KernelWatchError::Query {
-        path: "live capture".into(),
-        reason: e.to_string(),
-    };
-    let (procs, anchors, trees, evidence) = live_trees(conn, fd_obs, fallback).map_err(qe)?;
-    let lost = read::loss_total(conn).map_err(qe)?;
+    let (procs, anchors, trees, evidence) = live_trees(cap, fd_obs, fallback)?;
+    let lost = cap.loss_total()?;
     let mut snap = KernelSnapshot {
         lost_events: lost,
         processes: procs.procs.len() as u64,
         unbound_trees: trees.iter().filter(|t| t.bindings.is_empty()).count(),
         ..KernelSnapshot::default()
     };
-    let Some(as_of) = settled_until(conn, &anchors).map_err(qe)? else {
+    let Some(as_of) = settled_until(cap, &anchors)? else {
         return Ok(snap);
     };
     snap.as_of_mono_ns = Some(as_of);
@@ -495,8 +478,7 @@ fn snapshot_of(
     for (key, roots) in roots_by_session(&trees) {
         let members = members_of(&procs, &roots, as_of);
         let ids: Vec<i64> = members.iter().map(|&i| procs.procs[i].id).collect();
-        let counts =
-            read::tree_counts(conn, &ids, as_of, EXEC_RATE_WINDOW.as_nanos() as u64).map_err(qe)?;
+        let counts = cap.tree_counts(&ids, as_of, EXEC_RATE_WINDOW.as_nanos() as u64)?;
         let first_write = evidence
             .iter()
             .filter(|e| e.key == key && roots.iter().any(|&r| procs.subtree(r).contains(&e.proc)))
@@ -524,9 +506,10 @@ fn snapshot_of(
 /// idle or gone), the newest stored anchor less `DRAINED_BEFORE_ANCHOR`
 /// (every snapshot asks for a fresh anchor), so exits are counted even
 /// when nothing follows them.
-fn settled_until(conn: &Connection, anchors: &Anchors) -> rusqlite::Result<Option<u64>> {
-    let by_events =
-        read::newest_event_mono_ns(conn)?.map(|n| n.saturating_sub(SETTLE.as_nanos() as u64));
+fn settled_until(cap: CaptureReader, anchors: &Anchors) -> Result<Option<u64>, StoreError> {
+    let by_events = cap
+        .newest_event_mono_ns()?
+        .map(|n| n.saturating_sub(SETTLE.as_nanos() as u64));
     let by_anchor = anchors
         .0
         .iter()
@@ -631,17 +614,13 @@ fn truth_of(
 }
 
 fn activity_of(
-    conn: &Connection,
+    cap: CaptureReader,
     fd_obs: &[matching::FdObservation],
     fallback: &[FallbackSession],
     session_id: &str,
     last: usize,
 ) -> Result<SessionActivity, KernelWatchError> {
-    let qe = |e: rusqlite::Error| KernelWatchError::Query {
-        path: "live capture".into(),
-        reason: e.to_string(),
-    };
-    let (_, _, trees, evidence) = live_trees(conn, fd_obs, fallback).map_err(qe)?;
+    let (_, _, trees, evidence) = live_trees(cap, fd_obs, fallback)?;
     let bound: Vec<(SessionKey, &Tree, &matching::Binding)> = trees
         .iter()
         .flat_map(|t| t.bindings.iter().map(move |b| (b.key.clone(), t, b)))
@@ -666,7 +645,7 @@ fn activity_of(
             id: session_id.to_string(),
             reason: e.to_string(),
         })?;
-    let view = CaptureView::load(conn, "live capture")?;
+    let view = CaptureView::load(cap)?;
     let trees: Vec<BoundTree> = bound
         .iter()
         .map(|(_, t, b)| BoundTree {

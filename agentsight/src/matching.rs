@@ -22,13 +22,12 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use rusqlite::Connection;
 use serde::Serialize;
 
 use crate::{
     clock::Anchors,
     sessions::{self, Provider},
-    store::read,
+    store::{CaptureReader, StoreError, read},
 };
 
 crate::vocabulary::vocabulary! {
@@ -66,8 +65,13 @@ pub struct ProcTable {
 }
 
 impl ProcTable {
-    pub fn load(conn: &Connection) -> rusqlite::Result<Self> {
-        let rows = read::processes(conn)?.into_iter().map(|r| {
+    pub fn load(cap: CaptureReader) -> Result<Self, StoreError> {
+        Ok(Self::of_records(cap.processes()?))
+    }
+
+    /// The table of these process rows (as [`read::processes`] orders them).
+    pub fn of_records(records: Vec<read::ProcessRecord>) -> Self {
+        let rows = records.into_iter().map(|r| {
             (
                 Proc {
                     id: r.id,
@@ -101,7 +105,7 @@ impl ProcTable {
                 t.children[pi].push(i);
             }
         }
-        Ok(t)
+        t
     }
 
     /// `root` and all its descendants.
@@ -156,10 +160,10 @@ pub struct FdObservation {
 
 /// Transcript paths written by processes of the capture.
 pub fn transcript_writes(
-    conn: &Connection,
+    cap: CaptureReader,
     procs: &ProcTable,
-) -> rusqlite::Result<Vec<PathEvidence>> {
-    let rows = read::transcript_like_writes(conn)?;
+) -> Result<Vec<PathEvidence>, StoreError> {
+    let rows = cap.transcript_like_writes()?;
     let mut ids: HashMap<String, Option<SessionKey>> = HashMap::new();
     let mut out = Vec::new();
     for read::FileWrite {

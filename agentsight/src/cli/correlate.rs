@@ -87,7 +87,7 @@ pub fn run(a: &CorrelateArgs) -> Result<i32> {
             .collect();
         bail!("{id} is ambiguous in {}: {}", cap.path, ids.join(", "));
     }
-    let view = CaptureView::load(&cap.conn, &cap.path)?;
+    let view = CaptureView::load(cap.reader())?;
     let report = match stored.into_iter().next() {
         Some(s) => {
             let (bound, unmatched) = view.stored_trees(s.row)?;

@@ -12,7 +12,7 @@ use super::{
 use crate::{
     clock::rfc3339_ns,
     matching::ProcTable,
-    store::read::{self, EventFilter, EventRecord},
+    store::read::{EventFilter, EventRecord},
 };
 
 /// Event kinds correlate looks at; everything else (io, close, dup…) is
@@ -125,14 +125,13 @@ pub(super) fn load(
         kinds: KINDS,
         skip_reads_under: skip_system_reads(claimed),
     };
-    read::events_in_window(view.conn, lo, hi, &filter, |ev| {
+    view.cap.events_in_window(lo, hi, &filter, |ev| {
         if let Some(mut a) = activity_of(ev, &view.procs, spans, claimed) {
             a.container = view.containers.get(&a.process_id).cloned();
             acts.push(a);
         }
         true
-    })
-    .map_err(|e| view.qe(e))?;
+    })?;
     Ok(acts)
 }
 

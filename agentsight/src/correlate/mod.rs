@@ -79,8 +79,6 @@ pub fn window_tolerance(delays: &[i64]) -> (i64, ToleranceBasis) {
 pub enum CorrelateError {
     #[error(transparent)]
     Store(#[from] StoreError),
-    #[error("{path}: {reason}")]
-    Query { path: String, reason: String },
 }
 
 /// Correlates `session` with the trees bound to it in `view`, in phases:
@@ -169,11 +167,7 @@ fn continued_externally(
     view: &CaptureView,
     id: &str,
 ) -> Result<Vec<crate::store::read::ExternalMessage>, CorrelateError> {
-    let all =
-        crate::store::read::external_messages(view.conn).map_err(|e| CorrelateError::Query {
-            path: view.path.clone(),
-            reason: e.to_string(),
-        })?;
+    let all = view.cap.external_messages()?;
     Ok(all.into_iter().filter(|m| m.session_id == id).collect())
 }
 

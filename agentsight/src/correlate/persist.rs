@@ -1,37 +1,29 @@
 //! Storing correlations: after `record` binds sessions, every stored
 //! session's report becomes `correlations` rows (what `audit` reads).
 
-use rusqlite::Connection;
-
 use super::{CorrelateError, Report, SessionSource, correlate, view::CaptureView};
-use crate::{
-    sessions::AgentSession,
-    store::sessions::{self as stored, CorrelationRow, Role},
+use crate::store::{
+    CaptureRw,
+    sessions::{CorrelationRow, Role},
 };
 
 /// Computes and stores correlation rows for every stored session of a
 /// capture opened read-write (called by `record` after binding).
-pub fn store_all(conn: &Connection, path: &str) -> Result<(), CorrelateError> {
-    let view = CaptureView::load(conn, path)?;
-    let mut st = conn
-        .prepare("SELECT id, model FROM sessions ORDER BY id")
-        .map_err(|e| view.qe(e))?;
-    let rows: Vec<(i64, String)> = st
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .and_then(|rows| rows.collect())
-        .map_err(|e| view.qe(e))?;
+pub fn store_all(rw: &CaptureRw) -> Result<(), CorrelateError> {
+    let view = CaptureView::load(rw.reader())?;
     let mut out: Vec<CorrelationRow> = Vec::new();
-    for (row, model) in rows {
-        let Ok(session) = serde_json::from_str::<AgentSession>(&model) else {
-            continue;
-        };
-        let (bound, unmatched) = view.stored_trees(row)?;
-        let report = correlate(&view, &session, SessionSource::Capture, &bound, unmatched)?;
-        rows_of(row, &report, &mut out);
+    for stored in rw.reader().readable_sessions()? {
+        let (bound, unmatched) = view.stored_trees(stored.row)?;
+        let report = correlate(
+            &view,
+            &stored.session,
+            SessionSource::Capture,
+            &bound,
+            unmatched,
+        )?;
+        rows_of(stored.row, &report, &mut out);
     }
-    conn.execute_batch("BEGIN").map_err(|e| view.qe(e))?;
-    stored::insert_correlations(conn, path, &out)?;
-    conn.execute_batch("COMMIT").map_err(|e| view.qe(e))?;
+    rw.put_correlations(&out)?;
     Ok(())
 }
 

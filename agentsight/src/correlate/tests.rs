@@ -4,11 +4,12 @@
 
 use std::path::PathBuf;
 
-use rusqlite::{Connection, params};
-
 use super::*;
 use crate::sessions::{PathAccess, Provider, ToolCategory, ToolEvent, ToolPath, ToolStatus};
-use crate::store::read::ContainerRef;
+use crate::store::{
+    read::ContainerRef,
+    synthetic::{EventRow, ProcessRow, SyntheticCapture},
+};
 
 const MONO0: i64 = 1_000_000_000_000;
 const WALL0: i64 = 1_800_000_000_000_000_000;
@@ -23,19 +24,19 @@ fn wall_ms(ms: i64) -> i64 {
 }
 
 struct Capture {
-    conn: Connection,
-    seq: i64,
+    cap: SyntheticCapture,
 }
 
 impl Capture {
     fn new(path: &std::path::Path) -> Capture {
-        let conn = crate::store::create(path).unwrap();
-        conn.execute(
-            "INSERT INTO clock_anchors (label, mono_ns, wall_ns) VALUES ('start', ?1, ?2)",
-            params![MONO0, WALL0],
-        )
-        .unwrap();
-        Capture { conn, seq: 0 }
+        let cap = SyntheticCapture::create(path, "c.db");
+        cap.anchor("start", MONO0, WALL0);
+        Capture { cap }
+    }
+
+    /// The view correlate loads of it.
+    fn view(&self) -> CaptureView<'_> {
+        CaptureView::load(self.cap.reader()).unwrap()
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -49,23 +50,18 @@ impl Capture {
         argv: &[&str],
         exit_code: Option<i64>,
     ) {
-        self.conn
-            .execute(
-                "INSERT INTO processes (id, pid, start_mono_ns, parent_id, ppid, origin, comm, argv, cwd,
-                     exec_count, exit_code) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, '/w', 1, ?9)",
-                params![
-                    id,
-                    pid,
-                    at(start_ms),
-                    parent.map(|p| p.0),
-                    parent.map(|p| p.1),
-                    if parent.is_some() { "fork" } else { "root" },
-                    comm,
-                    serde_json::to_string(argv).unwrap(),
-                    exit_code,
-                ],
-            )
-            .unwrap();
+        self.cap.process(&ProcessRow {
+            id,
+            pid,
+            start_mono_ns: at(start_ms),
+            parent,
+            comm,
+            argv,
+            cwd: Some("/w"),
+            exec_count: 1,
+            exit_code,
+            ..Default::default()
+        });
     }
 
     /// One event of process `(id, pid)`: `path` with `flags` for opens,
@@ -98,28 +94,31 @@ impl Capture {
         flags: Option<&str>,
         argv: Option<&[&str]>,
     ) {
-        self.seq += 1;
-        self.conn
-            .execute(
-                "INSERT INTO events (mono_ns, wall_ns, kind, cpu, seq, pid, tid, ppid, uid, gid, comm,
-                     process_id, argv, path, old_path, flags, result)
-                 VALUES (?1, ?2, ?3, 0, ?4, ?5, ?5, 1, 1000, 1000,
-                     COALESCE(?11, (SELECT comm FROM processes WHERE id = ?6)), ?6, ?7, ?8, ?9, ?10, 0)",
-                params![
-                    at(ms),
-                    WALL0 + ms * 1_000_000,
-                    kind,
-                    self.seq,
-                    pid,
-                    id,
-                    argv.map(|a| serde_json::to_string(a).unwrap()),
-                    path,
-                    old_path,
-                    flags,
-                    comm,
-                ],
-            )
-            .unwrap();
+        self.put(EventRow {
+            kind,
+            comm,
+            path,
+            old_path,
+            flags,
+            argv,
+            ..self.row(ms, (id, pid))
+        });
+    }
+
+    /// An event row of process `(id, pid)` at `ms` that succeeded.
+    fn row<'a>(&self, ms: i64, (id, pid): (i64, i64)) -> EventRow<'a> {
+        EventRow {
+            mono_ns: at(ms),
+            wall_ns: WALL0 + ms * 1_000_000,
+            pid,
+            ppid: 1,
+            process_id: Some(id),
+            ..Default::default()
+        }
+    }
+
+    fn put(&mut self, e: EventRow) {
+        self.cap.event(&e);
     }
 
     fn open_write(&mut self, ms: i64, p: (i64, i64), path: &str) {
@@ -317,7 +316,7 @@ fn temp_file_writes_renamed_onto_a_claimed_path_are_the_calls() {
     let dir = tempfile::tempdir().unwrap();
     let cap = temp_rename_capture(&dir.path().join("c.db"));
     let session = write_then_check_session();
-    let view = CaptureView::load(&cap.conn, "c.db").unwrap();
+    let view = cap.view();
     let bound = bound_from_start(&view);
     let r = correlate(&view, &session, SessionSource::Capture, &bound, Vec::new()).unwrap();
     temp_rename_attribution(&r);
@@ -539,7 +538,7 @@ fn only_activity_inside_the_measured_window_is_attributed() {
         ),
     ];
     session.tool_count = 2;
-    let view = CaptureView::load(&cap.conn, "c.db").unwrap();
+    let view = cap.view();
     let bound = bound_from_start(&view);
     let r = correlate(&view, &session, SessionSource::Capture, &bound, Vec::new()).unwrap();
     let s = |x: &str| x.to_string();
@@ -603,20 +602,16 @@ fn container_trees_and_activity_name_their_container() {
     cap.process(1, 1000, 0, None, "agent", &["agent", "-p", "go"], None);
     cap.process(2, 1001, 1200, Some(agent), "ls", &["ls"], Some(0));
     cap.process(3, 3000, 0, None, "sh", &["sh", "host.sh"], None);
-    cap.conn
-        .execute(
-            "UPDATE processes SET container_id = ?1, container_name = 'dev', container_image = 'img'
-             WHERE id IN (1, 2)",
-            ["fedcba9876543210fedcba9876543210"],
-        )
-        .unwrap();
-    cap.conn
-        .execute(
-            "INSERT INTO trees (root_process_id, root_pid, root_start_mono_ns, status, note)
-             VALUES (3, 3000, ?1, 'unmatched', NULL)",
-            [at(0)],
-        )
-        .unwrap();
+    cap.cap
+        .put_in_container(&[1, 2], "fedcba9876543210fedcba9876543210", "dev", "img");
+    cap.cap.tree(&crate::store::sessions::TreeRow {
+        id: 0,
+        root_process_id: 3,
+        root_pid: 3000,
+        root_start_mono_ns: at(0),
+        status: "unmatched".into(),
+        note: None,
+    });
     cap.exec(1200, ls, &["ls"]);
     cap.open_write(3010, agent, "/w/notes.txt");
 
@@ -641,7 +636,7 @@ fn container_trees_and_activity_name_their_container() {
     )];
     session.tool_count = 1;
 
-    let view = CaptureView::load(&cap.conn, "c.db").unwrap();
+    let view = cap.view();
     let bound = bound_from_start(&view);
     let (_, unmatched) = view.stored_trees(1).unwrap();
     let r = correlate(&view, &session, SessionSource::Capture, &bound, unmatched).unwrap();
@@ -708,7 +703,7 @@ fn the_report_lists_the_messages_that_continued_the_session() {
         PathBuf::from("/h/.claude/projects/-w/s1.jsonl"),
     );
     session.cwd = Some("/w".into());
-    let view = CaptureView::load(&cap.conn, "c.db").unwrap();
+    let view = cap.view();
     let bound = bound_from_start(&view);
     let r = correlate(&view, &session, SessionSource::Capture, &bound, Vec::new()).unwrap();
     assert_eq!(r.external_messages, vec![mine, failed]);
@@ -798,13 +793,13 @@ fn only_the_runtime_s_own_activity_outside_calls_is_set_apart() {
         Some(&["/proc/self/exe", "--codex-run-as-process-setup"]),
     );
     cap.exec(1010, launch, &["sh", "-c", "make check"]);
-    cap.event(1700, "connect", codex, None, None, None, None);
-    cap.conn
-        .execute(
-            "UPDATE events SET family = 'inet', addr = '127.0.0.1', port = 8080 WHERE kind = 'connect'",
-            [],
-        )
-        .unwrap();
+    cap.put(EventRow {
+        kind: "connect",
+        family: Some("inet"),
+        addr: Some("127.0.0.1"),
+        port: Some(8080),
+        ..cap.row(1700, codex)
+    });
 
     let mut session = AgentSession::new(Provider::Codex, "s3".into(), PathBuf::from(transcript));
     session.cwd = Some("/w".into());
@@ -822,7 +817,7 @@ fn only_the_runtime_s_own_activity_outside_calls_is_set_apart() {
         1500,
     )];
     session.tool_count = 1;
-    let view = CaptureView::load(&cap.conn, "c.db").unwrap();
+    let view = cap.view();
     let bound = bound_from_start(&view);
     let r = correlate(&view, &session, SessionSource::Capture, &bound, Vec::new()).unwrap();
     let s = |x: &str| x.to_string();

@@ -4,8 +4,6 @@
 
 use std::collections::HashMap;
 
-use rusqlite::Connection;
-
 use super::{
     CorrelateError,
     report::{TreeInfo, TreeStatus},
@@ -14,7 +12,7 @@ use crate::{
     clock::Anchors,
     matching::{self, ProcTable},
     sessions::AgentSession,
-    store::read::{self, ContainerRef},
+    store::{CaptureReader, StoreError, read::ContainerRef},
 };
 
 /// A bound tree as correlate uses it.
@@ -31,7 +29,8 @@ pub struct BoundTree {
 
 /// Everything correlate reads from a capture besides the session.
 pub struct CaptureView<'a> {
-    pub conn: &'a Connection,
+    /// Where correlate reads the events (and the stored trees).
+    pub cap: CaptureReader<'a>,
     pub path: String,
     pub procs: ProcTable,
     pub anchors: Anchors,
@@ -41,39 +40,31 @@ pub struct CaptureView<'a> {
 }
 
 /// The capture's processes: the one place correlate loads them.
-fn load_processes(conn: &Connection) -> rusqlite::Result<ProcTable> {
-    ProcTable::load(conn)
+fn load_processes(cap: CaptureReader) -> Result<ProcTable, StoreError> {
+    ProcTable::load(cap)
 }
 
 /// The containers of the capture's processes, read through the store
 /// (captures made before the container columns have none).
-fn load_containers(conn: &Connection) -> rusqlite::Result<HashMap<i64, ContainerRef>> {
-    Ok(read::processes(conn)?
+fn load_containers(cap: CaptureReader) -> Result<HashMap<i64, ContainerRef>, StoreError> {
+    Ok(cap
+        .processes()?
         .into_iter()
         .filter_map(|p| Some((p.id, ContainerRef::of(&p.identity)?)))
         .collect())
 }
 
 impl<'a> CaptureView<'a> {
-    pub fn load(conn: &'a Connection, path: &str) -> Result<Self, CorrelateError> {
-        let qe = |e: rusqlite::Error| CorrelateError::Query {
-            path: path.to_string(),
-            reason: e.to_string(),
-        };
+    /// `cap.reader()` of a [`crate::store::Capture`] or a
+    /// [`crate::store::CaptureRw`].
+    pub fn load(cap: CaptureReader<'a>) -> Result<Self, CorrelateError> {
         Ok(CaptureView {
-            conn,
-            path: path.to_string(),
-            procs: load_processes(conn).map_err(qe)?,
-            anchors: Anchors::load(conn).map_err(qe)?,
-            containers: load_containers(conn).map_err(qe)?,
+            cap,
+            path: cap.path().to_string(),
+            procs: load_processes(cap)?,
+            anchors: cap.anchors()?,
+            containers: load_containers(cap)?,
         })
-    }
-
-    pub(super) fn qe(&self, e: rusqlite::Error) -> CorrelateError {
-        CorrelateError::Query {
-            path: self.path.clone(),
-            reason: e.to_string(),
-        }
     }
 
     /// Trees bound to `session_row` and the trees bound to nothing, from the
@@ -83,64 +74,47 @@ impl<'a> CaptureView<'a> {
         &self,
         session_row: i64,
     ) -> Result<(Vec<BoundTree>, Vec<TreeInfo>), CorrelateError> {
-        let mut st = self
-            .conn
-            .prepare(
-                "SELECT t.root_process_id, b.evidence, b.evidence_count, b.evidence_path, b.from_mono_ns, b.to_mono_ns
-                 FROM bindings b JOIN trees t ON t.id = b.tree_id WHERE b.session_row = ?1 ORDER BY b.id",
-            )
-            .map_err(|e| self.qe(e))?;
-        type Row = (i64, String, i64, Option<String>, i64, Option<i64>);
-        let rows: Vec<Row> = st
-            .query_map([session_row], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                ))
-            })
-            .and_then(|rows| rows.collect())
-            .map_err(|e| self.qe(e))?;
-        let bound = rows
+        let bound = self
+            .cap
+            .session_bindings(session_row)?
             .into_iter()
-            .filter_map(|(root, evidence, count, path, from, to)| {
-                let Some(evidence) = matching::Evidence::from_word(&evidence) else {
+            .filter_map(|b| {
+                let Some(evidence) = matching::Evidence::from_word(&b.evidence) else {
+                    let evidence = b.evidence;
                     tracing::warn!(%evidence, "{}: unknown binding evidence, binding skipped", self.path);
                     return None;
                 };
                 Some(BoundTree {
-                    root: *self.procs.by_id.get(&root)?,
+                    root: *self.procs.by_id.get(&b.root_process_id)?,
                     evidence,
-                    evidence_count: count,
-                    evidence_path: path,
-                    from_mono_ns: from.max(0) as u64,
-                    to_mono_ns: to.map(|v| v.max(0) as u64),
+                    evidence_count: b.evidence_count,
+                    evidence_path: b.evidence_path,
+                    from_mono_ns: b.from_mono_ns.max(0) as u64,
+                    to_mono_ns: b.to_mono_ns.map(|v| v.max(0) as u64),
                 })
             })
             .collect();
-        let mut st = self
-            .conn
-            .prepare("SELECT root_process_id, status, note FROM trees WHERE status != 'bound' ORDER BY id")
-            .map_err(|e| self.qe(e))?;
-        let rows: Vec<(i64, String, Option<String>)> = st
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .and_then(|rows| rows.collect())
-            .map_err(|e| self.qe(e))?;
-        let unmatched = rows
+        Ok((bound, self.unbound_trees()?))
+    }
+
+    /// The stored trees bound to no session (the same for every session of
+    /// the capture). A tree whose status word this version does not know is
+    /// left out (and logged).
+    pub fn unbound_trees(&self) -> Result<Vec<TreeInfo>, CorrelateError> {
+        Ok(self
+            .cap
+            .unbound_trees()?
             .into_iter()
-            .filter_map(|(root, status, note)| {
-                let i = *self.procs.by_id.get(&root)?;
-                let Some(status) = TreeStatus::from_word(&status) else {
+            .filter_map(|t| {
+                let i = *self.procs.by_id.get(&t.root_process_id)?;
+                let Some(status) = TreeStatus::from_word(&t.status) else {
+                    let status = t.status;
                     tracing::warn!(%status, "{}: unknown tree status, tree skipped", self.path);
                     return None;
                 };
-                Some(self.tree_info(i, status, note))
+                Some(self.tree_info(i, status, t.note))
             })
-            .collect();
-        Ok((bound, unmatched))
+            .collect())
     }
 
     /// Matches in memory (for captures that stored no bindings).
@@ -148,7 +122,7 @@ impl<'a> CaptureView<'a> {
         &self,
         session: &AgentSession,
     ) -> Result<(Vec<BoundTree>, Vec<TreeInfo>), CorrelateError> {
-        let ev = matching::transcript_writes(self.conn, &self.procs).map_err(|e| self.qe(e))?;
+        let ev = matching::transcript_writes(self.cap, &self.procs)?;
         let fallback: Vec<matching::FallbackSession> = match (&session.cwd, session.start_ms) {
             (Some(cwd), Some(start)) => vec![matching::FallbackSession {
                 key: (session.provider, session.session_id.clone()),

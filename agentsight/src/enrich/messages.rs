@@ -9,10 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::{
     messagelog::{self, LogError, Submission},
-    store::{
-        CaptureRw, StoreError,
-        read::{self, ExternalMessage},
-    },
+    store::{CaptureRw, StoreError, read::ExternalMessage},
 };
 
 /// The meta key of what could not be read of the log (the store's).
@@ -39,7 +36,7 @@ pub fn store_external_messages(
     let cap = CaptureRw::open(capture)?;
     let mut logs: Vec<PathBuf> = home.map(messagelog::default_path).into_iter().collect();
     let suffix = format!("/{}", messagelog::IN_HOME);
-    let written = read::paths_written_ending(cap.conn(), &suffix).map_err(|e| cap.query_err(e))?;
+    let written = cap.reader().paths_written_ending(&suffix)?;
     for p in written.into_iter().map(PathBuf::from) {
         if !logs.contains(&p) {
             logs.push(p);
@@ -123,6 +120,7 @@ fn row(s: Submission) -> ExternalMessage {
 mod tests {
     use super::*;
     use crate::messagelog::{Entry, Event, Finished, Outcome, Submitted, append};
+    use crate::store::synthetic::{EventRow, SyntheticCapture, clear_external_messages};
 
     fn submitted(session: &str) -> Event {
         Event::Submitted(Submitted {
@@ -273,19 +271,30 @@ mod tests {
         ] {
             append(log, &entry(id, t, submitted("s"))).unwrap();
         }
-        let c = crate::store::create(&db).unwrap();
-        c.execute(
-            "INSERT INTO events (mono_ns, wall_ns, kind, cpu, seq, pid, ppid, uid, gid, comm, path, flags, result)
-             VALUES (1, 1, 'openat', 0, 1, 9, 1, 1000, 1000, 'agentsight', ?1, 'write,create,append', 3),
-                    (2, 2, 'openat', 0, 2, 9, 1, 1000, 1000, 'agentsight', ?2, 'read', 3),
-                    (3, 3, 'openat', 0, 3, 9, 1, 1000, 1000, 'agentsight', ?3, 'write', -13)",
-            rusqlite::params![
-                elsewhere.display().to_string(),
-                only_read.display().to_string(),
-                failed.display().to_string()
-            ],
-        )
-        .unwrap();
+        let mut c = SyntheticCapture::create(&db, "c.db");
+        let (elsewhere, only_read, failed) = (
+            elsewhere.display().to_string(),
+            only_read.display().to_string(),
+            failed.display().to_string(),
+        );
+        for (t, path, flags, result) in [
+            (1, &elsewhere, "write,create,append", 3),
+            (2, &only_read, "read", 3),
+            (3, &failed, "write", -13),
+        ] {
+            c.event(&EventRow {
+                mono_ns: t,
+                wall_ns: t,
+                kind: "openat",
+                pid: 9,
+                ppid: 1,
+                comm: Some("agentsight"),
+                path: Some(path),
+                flags: Some(flags),
+                result,
+                ..Default::default()
+            });
+        }
         drop(c);
         let got = store_external_messages(&db, Some(&mine), (0, 100)).unwrap();
         assert_eq!(got.stored, 3);
@@ -300,11 +309,7 @@ mod tests {
         // Without a home: the written log alone.
         let db2 = dir.path().join("c2.db");
         std::fs::copy(&db, &db2).unwrap();
-        let rw = CaptureRw::open(&db2).unwrap();
-        rw.conn()
-            .execute_batch("DELETE FROM external_messages")
-            .unwrap();
-        drop(rw);
+        clear_external_messages(&db2);
         assert_eq!(
             store_external_messages(&db2, None, (0, 100))
                 .unwrap()

@@ -4,10 +4,14 @@
 
 use std::{path::Path, sync::Mutex};
 
-use rusqlite::{Connection, params};
-
 use super::*;
-use crate::sessions::Provider;
+use crate::{
+    sessions::Provider,
+    store::{
+        Capture,
+        synthetic::{EventRow, ProcessRow, SyntheticCapture, transcript_paths},
+    },
+};
 
 const MONO0: i64 = 1_000_000_000_000;
 const WALL0: i64 = 1_800_000_000_000_000_000;
@@ -22,33 +26,33 @@ fn at(ms: i64) -> i64 {
 /// [`CONTAINER`] (`dev`) or on the host, that wrote `transcript`.
 fn capture(dir: &Path, in_container: bool, transcript: &str) -> PathBuf {
     let path = dir.join("cap.db");
-    let conn = crate::store::create(&path).unwrap();
-    conn.execute(
-        "INSERT INTO clock_anchors (label, mono_ns, wall_ns) VALUES ('start', ?1, ?2)",
-        params![MONO0, WALL0],
-    )
-    .unwrap();
-    let (cid, cname) = if in_container {
-        (Some(CONTAINER), Some("dev"))
-    } else {
-        (None, None)
-    };
-    conn.execute(
-        "INSERT INTO processes (id, pid, start_mono_ns, origin, comm, argv, cwd, exec_count,
-             exit_code, container_id, container_name)
-         VALUES (1, 100, ?1, 'root', 'sh', '[\"sh\"]', '/w', 1, 0, ?2, ?3)",
-        params![at(0), cid, cname],
-    )
-    .unwrap();
-    conn.execute(
-        "INSERT INTO events (mono_ns, wall_ns, kind, cpu, seq, pid, tid, ppid, uid, gid, comm,
-             process_id, path, flags, result)
-         VALUES (?1, ?2, 'openat', 0, 1, 100, 100, 1, 1000, 1000, 'sh', 1, ?3,
-             'write,create,trunc', 0)",
-        params![at(5), WALL0 + 5_000_000, transcript],
-    )
-    .unwrap();
-    drop(conn);
+    let mut cap = SyntheticCapture::create(&path, "cap.db");
+    cap.anchor("start", MONO0, WALL0);
+    cap.process(&ProcessRow {
+        id: 1,
+        pid: 100,
+        start_mono_ns: at(0),
+        comm: "sh",
+        argv: &["sh"],
+        cwd: Some("/w"),
+        exec_count: 1,
+        exit_code: Some(0),
+        container: in_container.then_some((CONTAINER, "dev")),
+        ..Default::default()
+    });
+    cap.event(&EventRow {
+        mono_ns: at(5),
+        wall_ns: WALL0 + 5_000_000,
+        kind: "openat",
+        pid: 100,
+        ppid: 1,
+        process_id: Some(1),
+        comm: Some("sh"),
+        path: Some(transcript),
+        flags: Some("write,create,trunc"),
+        ..Default::default()
+    });
+    drop(cap);
     path
 }
 
@@ -91,31 +95,64 @@ impl ContainerSessions for InContainer {
     }
 }
 
-fn no_after(_: &Connection, _: &str) -> Result<(), String> {
+fn no_after(_: &CaptureRw) -> Result<(), StoreError> {
     Ok(())
 }
 
 /// (session_id, provider, cwd, source_path) of every stored session.
 fn stored_sessions(db: &Path) -> Vec<(String, String, Option<String>, String)> {
-    let c = Connection::open(db).unwrap();
-    let mut st = c
-        .prepare("SELECT session_id, provider, cwd, source_path FROM sessions ORDER BY id")
+    Capture::open(db)
+        .unwrap()
+        .stored_sessions("")
+        .unwrap()
+        .into_iter()
+        .map(|s| {
+            let s = s.session;
+            (
+                s.session_id,
+                s.provider.as_str().to_string(),
+                s.cwd,
+                s.source_path.to_string_lossy().into_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Meta `container_sessions`.
+fn container_sessions_meta(db: &Path) -> Option<String> {
+    Capture::open(db)
+        .unwrap()
+        .meta(CONTAINER_SESSIONS_META)
+        .unwrap()
+}
+
+/// "status: note" of the first stored tree.
+fn first_tree(db: &Path) -> String {
+    let t = Capture::open(db).unwrap().trees().unwrap().remove(0);
+    format!("{}: {}", t.status, t.note.unwrap())
+}
+
+/// "evidence path root_pid status" of the first binding and its tree.
+fn first_binding(db: &Path) -> String {
+    let cap = Capture::open(db).unwrap();
+    let b = cap.bindings().unwrap().remove(0);
+    let t = cap
+        .trees()
+        .unwrap()
+        .into_iter()
+        .find(|t| t.id == b.tree_id)
         .unwrap();
-    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap()
+    format!(
+        "{} {} {} {}",
+        b.evidence,
+        b.evidence_path.unwrap(),
+        t.root_pid,
+        t.status
+    )
 }
 
-fn one(db: &Path, sql: &str) -> Option<String> {
-    let c = Connection::open(db).unwrap();
-    c.query_row(sql, [], |r| r.get(0)).ok()
-}
-
-fn count(db: &Path, table: &str) -> i64 {
-    let c = Connection::open(db).unwrap();
-    c.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
-        .unwrap()
+fn bindings(db: &Path) -> usize {
+    Capture::open(db).unwrap().bindings().unwrap().len()
 }
 
 #[test]
@@ -146,7 +183,7 @@ fn a_container_transcript_is_read_through_its_container_not_the_host_file() {
         )]
     );
     // No raw copy: the host file at that path is not the container's.
-    assert_eq!(count(&db, "transcript_files"), 0);
+    assert_eq!(transcript_paths(&db).len(), 0);
     assert_eq!(
         summary.notes,
         vec![format!(
@@ -154,22 +191,13 @@ fn a_container_transcript_is_read_through_its_container_not_the_host_file() {
         )]
     );
     assert_eq!(
-        one(
-            &db,
-            "SELECT value FROM meta WHERE key = 'container_sessions'"
-        )
-        .unwrap(),
+        container_sessions_meta(&db).unwrap(),
         format!(
             r#"[{{"container_id":"{CONTAINER}","container_name":"dev","provider":"claude","session_id":"{ID}"}}]"#
         )
     );
     assert_eq!(
-        one(
-            &db,
-            "SELECT b.evidence || ' ' || b.evidence_path || ' ' || t.root_pid || ' ' || t.status
-             FROM bindings b JOIN trees t ON t.id = b.tree_id"
-        )
-        .unwrap(),
+        first_binding(&db),
         format!("transcript_write {path} 100 bound")
     );
 }
@@ -186,19 +214,10 @@ fn a_container_without_a_source_stays_unbound_with_a_note() {
     assert_eq!(summary.notes, vec![why.clone()]);
     assert_eq!((summary.trees, summary.bound), (1, 0));
     assert_eq!(stored_sessions(&db), vec![]);
-    assert_eq!(count(&db, "bindings"), 0);
-    assert_eq!(count(&db, "transcript_files"), 0);
-    assert_eq!(
-        one(&db, "SELECT status || ': ' || note FROM trees").unwrap(),
-        format!("unmatched: {why}")
-    );
-    assert_eq!(
-        one(
-            &db,
-            "SELECT value FROM meta WHERE key = 'container_sessions'"
-        ),
-        None
-    );
+    assert_eq!(bindings(&db), 0);
+    assert_eq!(transcript_paths(&db).len(), 0);
+    assert_eq!(first_tree(&db), format!("unmatched: {why}"));
+    assert_eq!(container_sessions_meta(&db), None);
 }
 
 #[test]
@@ -222,5 +241,5 @@ fn a_host_transcript_is_still_read_and_copied_from_the_host() {
         (stored[0].0.as_str(), stored[0].3.as_str()),
         (ID, path.as_str())
     );
-    assert_eq!(one(&db, "SELECT path FROM transcript_files").unwrap(), path);
+    assert_eq!(transcript_paths(&db)[0], path);
 }

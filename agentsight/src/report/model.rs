@@ -48,7 +48,7 @@ impl RunModel {
         let loss = Loss::load(cap, facts.complete)?;
         let events = cap.event_counts()?.iter().map(|(_, n)| n).sum();
         let has_bindings = cap.has_session_tables()?;
-        let view = CaptureView::load(&cap.conn, &cap.path)?;
+        let view = CaptureView::load(cap.reader())?;
         let mut sessions = Vec::new();
         let mut unbound = Vec::new();
         if has_bindings {

@@ -10,9 +10,13 @@ pub mod events;
 pub(crate) mod external;
 mod intern;
 mod layout;
+mod live;
 mod private_copy;
 pub mod read;
+mod reader;
 pub mod sessions;
+#[cfg(test)]
+pub(crate) mod synthetic;
 mod writer;
 
 use std::path::Path;
@@ -21,6 +25,8 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 pub use external::NOTE_META as EXTERNAL_MESSAGES_NOTE_META;
 pub use layout::EventsLayout;
+pub use live::LiveCapture;
+pub use reader::CaptureReader;
 pub(crate) use layout::{ColumnType, exported_columns};
 pub(crate) use writer::put_meta;
 pub use writer::{

@@ -402,3 +402,154 @@ impl Capture {
         .map_err(|e| self.query_err(e))
     }
 }
+
+/// A binding of a session as correlate reads it: the bound tree's root and
+/// the binding's evidence and span (words as stored).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionBinding {
+    pub root_process_id: i64,
+    pub evidence: String,
+    pub evidence_count: i64,
+    pub evidence_path: Option<String>,
+    pub from_mono_ns: i64,
+    pub to_mono_ns: Option<i64>,
+}
+
+/// A tree bound to no session: its root, status word (as stored) and note.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnboundTree {
+    pub root_process_id: i64,
+    pub status: String,
+    pub note: Option<String>,
+}
+
+impl super::CaptureReader<'_> {
+    /// The bindings of session row `session_row`, by binding id.
+    pub fn session_bindings(&self, session_row: i64) -> Result<Vec<SessionBinding>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT t.root_process_id, b.evidence, b.evidence_count, b.evidence_path, b.from_mono_ns, b.to_mono_ns
+                 FROM bindings b JOIN trees t ON t.id = b.tree_id WHERE b.session_row = ?1 ORDER BY b.id",
+            )
+            .map_err(|e| self.query_err(e))?;
+        st.query_map([session_row], |r| {
+            Ok(SessionBinding {
+                root_process_id: r.get(0)?,
+                evidence: r.get(1)?,
+                evidence_count: r.get(2)?,
+                evidence_path: r.get(3)?,
+                from_mono_ns: r.get(4)?,
+                to_mono_ns: r.get(5)?,
+            })
+        })
+        .and_then(|rows| rows.collect())
+        .map_err(|e| self.query_err(e))
+    }
+
+    /// The stored trees bound to no session (status other than `bound`),
+    /// by tree id.
+    pub fn unbound_trees(&self) -> Result<Vec<UnboundTree>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT root_process_id, status, note FROM trees WHERE status != 'bound' ORDER BY id")
+            .map_err(|e| self.query_err(e))?;
+        st.query_map([], |r| {
+            Ok(UnboundTree {
+                root_process_id: r.get(0)?,
+                status: r.get(1)?,
+                note: r.get(2)?,
+            })
+        })
+        .and_then(|rows| rows.collect())
+        .map_err(|e| self.query_err(e))
+    }
+
+    /// Every stored session that this build can read, by row; a row whose
+    /// stored model does not parse is left out (record's correlate pass
+    /// skips it rather than failing the others).
+    pub fn readable_sessions(&self) -> Result<Vec<StoredSession>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare("SELECT id, model FROM sessions ORDER BY id")
+            .map_err(|e| self.query_err(e))?;
+        let rows: Vec<(i64, String)> = st
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .and_then(|rows| rows.collect())
+            .map_err(|e| self.query_err(e))?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(row, model)| {
+                let session = serde_json::from_str::<AgentSession>(&model).ok()?;
+                Some(StoredSession { row, session })
+            })
+            .collect())
+    }
+}
+
+/// Enrichment's writes: the session tables, each through the one
+/// read-write handle.
+impl super::CaptureRw {
+    /// Starts the transaction [`CaptureRw::commit`] ends (uncommitted work
+    /// is rolled back when the handle is dropped).
+    pub fn begin(&self) -> Result<(), StoreError> {
+        self.conn
+            .execute_batch("BEGIN")
+            .map_err(|e| self.query_err(e))
+    }
+
+    pub fn commit(&self) -> Result<(), StoreError> {
+        self.conn
+            .execute_batch("COMMIT")
+            .map_err(|e| self.query_err(e))
+    }
+
+    /// [`ensure_schema`] on this capture.
+    pub fn ensure_session_schema(&self) -> Result<(), StoreError> {
+        ensure_schema(&self.conn, &self.path)
+    }
+
+    /// [`clear`]: what a previous matching run stored.
+    pub fn clear_matching(&self) -> Result<(), StoreError> {
+        clear(&self.conn, &self.path)
+    }
+
+    pub fn insert_session(&self, s: &AgentSession) -> Result<i64, StoreError> {
+        insert_session(&self.conn, &self.path, s)
+    }
+
+    pub fn insert_transcript(
+        &self,
+        session_row: i64,
+        file: &str,
+        size: u64,
+        content: &[u8],
+    ) -> Result<(), StoreError> {
+        insert_transcript(&self.conn, &self.path, session_row, file, size, content)
+    }
+
+    pub fn insert_tree(&self, t: &TreeRow) -> Result<i64, StoreError> {
+        insert_tree(&self.conn, &self.path, t)
+    }
+
+    pub fn insert_binding(&self, b: &BindingRow) -> Result<(), StoreError> {
+        insert_binding(&self.conn, &self.path, b)
+    }
+
+    pub fn insert_proc_fd(
+        &self,
+        pid: u32,
+        start_mono_ns: u64,
+        mono_ns: u64,
+        file: &str,
+    ) -> Result<(), StoreError> {
+        insert_proc_fd(&self.conn, &self.path, pid, start_mono_ns, mono_ns, file)
+    }
+
+    /// Stores correlation rows in one transaction.
+    pub fn put_correlations(&self, rows: &[CorrelationRow]) -> Result<(), StoreError> {
+        self.begin()?;
+        insert_correlations(&self.conn, &self.path, rows)?;
+        self.commit()
+    }
+}

@@ -22,7 +22,7 @@ pub struct CorrelatedSession {
 /// trees. A capture that stored no sessions (schema version 1, or a
 /// recording that bound none) gives none.
 pub fn correlated_sessions(cap: &Capture) -> Result<Vec<CorrelatedSession>, CorrelateError> {
-    let view = CaptureView::load(&cap.conn, &cap.path)?;
+    let view = CaptureView::load(cap.reader())?;
     let mut out = Vec::new();
     for s in cap.stored_sessions("")? {
         let report = correlate_stored(&view, s.row, &s.session)?;

@@ -105,7 +105,7 @@ impl<'a> RunModel<'a> {
     pub fn load(cap: &'a Capture) -> Result<Self, RunError> {
         Ok(RunModel {
             cap,
-            view: CaptureView::load(&cap.conn, &cap.path)?,
+            view: CaptureView::load(cap.reader())?,
             facts: CaptureFacts::load(cap)?,
         })
     }
