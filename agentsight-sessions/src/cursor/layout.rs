@@ -33,6 +33,8 @@ pub(crate) fn scan_root(root: &Path, scan: &mut Scanner) {
 }
 
 /// A Cursor parent is as fresh as its newest subagent transcript.
+// The table's signature: Codex's fix-up removes candidates.
+#[allow(clippy::ptr_arg)]
 pub(crate) fn after_scan(cands: &mut Vec<Candidate>, stat: bool) {
     for c in cands
         .iter_mut()
