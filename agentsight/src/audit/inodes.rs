@@ -182,7 +182,10 @@ pub fn denied_executables(policy: &Policy) -> Vec<DeniedFile> {
 pub fn executables_from_capture(
     cap: &Capture,
 ) -> Result<HashMap<(i64, i64), DeniedFile>, AuditError> {
-    let raw = cap.meta("denied_exe_inodes").map_err(AuditError::Store)?;
+    let raw = cap
+        .run_meta()
+        .map_err(AuditError::Store)?
+        .denied_exe_inodes_json;
     let list: Vec<DeniedFile> = raw
         .and_then(|r| serde_json::from_str(&r).ok())
         .unwrap_or_default();
@@ -193,7 +196,10 @@ pub fn executables_from_capture(
 /// none when it noted none or the value does not parse (the capture is
 /// input: a bad value never invents a finding).
 pub fn from_capture(cap: &Capture) -> Result<HashMap<(i64, i64), DeniedFile>, AuditError> {
-    let raw = cap.meta("denied_inodes").map_err(AuditError::Store)?;
+    let raw = cap
+        .run_meta()
+        .map_err(AuditError::Store)?
+        .denied_inodes_json;
     let list: Vec<DeniedFile> = raw
         .and_then(|r| serde_json::from_str(&r).ok())
         .unwrap_or_default();

@@ -435,7 +435,7 @@ fn run(cli: Cli) -> Result<i32> {
             }
             let cap = Capture::open(&a.db)?;
             say_note(&cap);
-            if cap.meta("complete")?.as_deref() != Some("true") {
+            if !cap.run_meta()?.recorder_finished {
                 agentsight::say!(
                     "agentsight: warning: {} is incomplete; loss {}\n",
                     a.db.display(),

@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
-use super::RunModel;
+use super::ReportModel;
 
 /// RFC 3986's unreserved characters are kept; everything else is encoded.
 const FRAGMENT: &AsciiSet = &NON_ALPHANUMERIC
@@ -47,7 +47,7 @@ fn looks_positional(anchor: &str) -> bool {
 pub(super) struct CallAnchors(HashMap<(usize, usize), String>);
 
 impl CallAnchors {
-    pub fn of(m: &RunModel) -> Self {
+    pub fn of(m: &ReportModel) -> Self {
         let mut uses: HashMap<String, usize> = HashMap::new();
         let calls: Vec<(usize, usize, Option<String>)> = m
             .sessions

@@ -4,7 +4,7 @@
 //! unbound trees, and (with a policy) the audit findings linked to the rows
 //! they cite.
 //!
-//! Built from the run model ([`model::RunModel`]: `correlate` per stored
+//! Built from the run model ([`crate::views::run::RunModel`]: `correlate` per stored
 //! session plus the store's read API), never from a second copy of the
 //! matching. The page is written by hand with `std::fmt::Write`: it is a few
 //! fixed shapes, and a template engine would add a dependency and a second
@@ -32,7 +32,7 @@ mod timeline;
 use std::cell::Cell;
 use std::fmt::Write as _;
 
-pub use model::RunModel;
+pub use model::ReportModel;
 
 use crate::{audit, correlate::CorrelateError, store::StoreError};
 
@@ -80,7 +80,7 @@ pub fn html(
     findings: Option<&audit::Report>,
     redact: bool,
 ) -> Result<(String, Summary), ReportError> {
-    let model = RunModel::load(cap)?;
+    let model = ReportModel::load(cap)?;
     let _scope = RedactScope::enter(redact);
     Ok(page::render(&model, findings))
 }

@@ -1,27 +1,31 @@
-//! The run model the report draws: everything is read through what exists
-//! — `correlate::correlate` per stored session (the model `correlate
-//! --json` prints), the store's read API and `show`'s run facts, loss and
-//! activity sections — never a second copy of correlation.
+//! What the report draws, taken from the one run model
+//! ([`crate::views::run::RunModel`]: `correlate` per stored session, the
+//! unbound trees, the run's meta, loss and completeness) and the store's
+//! read API (processes, DNS names, `show`'s activity sections) — never a
+//! second copy of correlation.
 
 use std::collections::HashMap;
 
 use crate::{
     clock::Anchors,
-    correlate::{self, CaptureView, TreeInfo},
+    correlate::{self, TreeInfo},
     store::{
         Capture,
-        read::{self, DnsQuery, ProcessRecord},
+        meta::{Completeness, RunMeta},
+        read::{DnsQuery, ProcessRecord},
+        run::ActivitySection,
     },
-    views::show::{ActivitySection, Loss, RunFacts},
+    views::{run::RunModel, show::LossStatement},
 };
 
 use super::ReportError;
 
 /// One capture, as the report shows it.
-pub struct RunModel {
+pub struct ReportModel {
     pub capture: String,
-    pub facts: RunFacts,
-    pub loss: Loss,
+    pub meta: RunMeta,
+    pub loss: LossStatement,
+    pub completeness: Completeness,
     /// Events stored, all kinds.
     pub events: i64,
     /// One correlation per stored session, in the order stored.
@@ -40,26 +44,23 @@ pub struct RunModel {
     pub anchors: Anchors,
 }
 
-impl RunModel {
+impl ReportModel {
     /// Loads the model of `cap`: the stored sessions each correlated with
     /// the trees bound to them, exactly as `correlate --db` does.
     pub fn load(cap: &Capture) -> Result<Self, ReportError> {
-        let facts = RunFacts::load(cap)?;
-        let loss = Loss::load(cap, facts.complete)?;
+        let run = RunModel::load(cap)?;
+        let loss = LossStatement::of(&run)?;
         let events = cap.event_counts()?.iter().map(|(_, n)| n).sum();
         let has_bindings = cap.has_session_tables()?;
-        let view = CaptureView::load(cap.reader())?;
         let mut sessions = Vec::new();
         let mut unbound = Vec::new();
         if has_bindings {
-            // The unbound trees are the same for every session; row 0 is no
-            // session's, so this asks for them alone.
-            unbound = view.stored_trees(0)?.1;
-            for s in cap.stored_sessions("")? {
-                sessions.push(crate::views::run::correlate_stored(
-                    &view, s.row, &s.session,
-                )?);
-            }
+            unbound = run.view()?.unbound_trees()?;
+            sessions = run
+                .correlated_sessions()?
+                .into_iter()
+                .map(|s| s.report)
+                .collect();
         }
         let processes = cap.processes()?;
         let process_ix = processes
@@ -68,12 +69,12 @@ impl RunModel {
             .map(|(i, p)| (p.id, i))
             .collect();
         let mut dns: HashMap<i64, Vec<DnsQuery>> = HashMap::new();
-        for q in read::dns_queries(&cap.conn).map_err(|e| cap.query_err(e))? {
+        for q in cap.dns_queries()? {
             dns.entry(q.process_id).or_default().push(q);
         }
         Ok(Self {
             capture: cap.path.clone(),
-            facts,
+            completeness: run.completeness(),
             loss,
             events,
             sessions,
@@ -82,8 +83,9 @@ impl RunModel {
             processes,
             process_ix,
             dns,
-            activity: crate::views::show::activity_sections(cap)?,
-            anchors: view.anchors,
+            activity: cap.activity_sections()?,
+            anchors: run.view()?.anchors.clone(),
+            meta: run.meta,
         })
     }
 

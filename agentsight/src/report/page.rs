@@ -5,8 +5,12 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
-use super::{MAX_FINDINGS, MAX_TREE, RunModel, Summary, esc, esc_clip, session};
-use crate::{audit, store::read::ProcessRecord, views::show::count_word};
+use super::{MAX_FINDINGS, MAX_TREE, ReportModel, Summary, esc, esc_clip, session};
+use crate::{
+    audit,
+    store::read::ProcessRecord,
+    views::show::{command_line, count_word},
+};
 
 const STYLE: &str = r#"
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1180px;padding:0 16px 48px;color:#1d2330;background:#fbfbfd}
@@ -38,7 +42,7 @@ const SCRIPT: &str = "function agentsightOpen(){var h=location.hash.slice(1);if(
 /// The page being written: which anchors exist (findings link only to rows
 /// that are there) and what was aggregated.
 pub(super) struct Page<'a> {
-    pub m: &'a RunModel,
+    pub m: &'a ReportModel,
     ids: HashSet<String>,
     pub aggregated: Vec<String>,
     pub tool_calls: usize,
@@ -69,7 +73,7 @@ impl Page<'_> {
     }
 }
 
-pub(super) fn render(m: &RunModel, findings: Option<&audit::Report>) -> (String, Summary) {
+pub(super) fn render(m: &ReportModel, findings: Option<&audit::Report>) -> (String, Summary) {
     let mut p = Page {
         m,
         ids: HashSet::new(),
@@ -122,7 +126,7 @@ pub(super) fn render(m: &RunModel, findings: Option<&audit::Report>) -> (String,
 }
 
 /// LOSS, first and prominent, zero included.
-fn loss_section(m: &RunModel) -> String {
+fn loss_section(m: &ReportModel) -> String {
     let l = &m.loss;
     let class = if l.is_zero() {
         "loss zero"
@@ -134,37 +138,44 @@ fn loss_section(m: &RunModel) -> String {
         if l.is_zero() {
             "none (0 events lost, 0 missing)".to_owned()
         } else {
-            format!("{} lost, {} missing", l.lost + l.not_stored, l.missing)
+            format!(
+                "{} lost, {} missing",
+                l.loss.lost_in_kernel() + l.loss.not_stored,
+                l.loss.missing_by_sequence
+            )
         },
         esc(&l.line())
     );
-    if !m.facts.complete {
+    if !m.meta.recorder_finished {
         s.push_str("<p><strong>INCOMPLETE:</strong> the recorder did not finish; what follows its last stored record is unknown.</p>");
     }
     s.push_str("</section>");
     s
 }
 
-fn facts_section(m: &RunModel) -> String {
-    let f = &m.facts;
+fn facts_section(m: &ReportModel) -> String {
+    let f = &m.meta;
+    let text = |v: &Option<String>| esc(v.as_deref().unwrap_or_default());
     let mut s = String::from("<section id=\"facts\"><h2>Run</h2><table>");
     let mut row = |k: &str, v: String| {
         let _ = write!(s, "<tr><th>{k}</th><td>{v}</td></tr>");
     };
     row(
         "recorded",
-        format!("{} → {}", esc(&f.started_at), esc(&f.ended_at)),
+        format!("{} → {}", text(&f.started_at), text(&f.ended_at)),
     );
-    row("host", format!("{} ({})", esc(&f.host), esc(&f.kernel)));
+    row("host", format!("{} ({})", text(&f.host), text(&f.kernel)));
     if !f.command.is_empty() {
         let status = f
             .command_exit_status
-            .as_deref()
-            .map(|st| format!(" → exit status {}", esc(st)))
+            .map(|st| format!(" → exit status {st}"))
             .unwrap_or_default();
         row(
             "command",
-            format!("<code>{}</code>{status}", esc_clip(&f.command_line())),
+            format!(
+                "<code>{}</code>{status}",
+                esc_clip(&command_line(&f.command))
+            ),
         );
     }
     if let Some(r) = &f.end_reason {
@@ -172,11 +183,9 @@ fn facts_section(m: &RunModel) -> String {
     }
     // "Complete" as every export says it: the recorder finished and nothing
     // was lost (the OTLP root's `agentsight.capture.complete`).
-    let l = &m.loss;
-    let nothing_lost = l.lost == 0 && l.missing == 0 && l.not_stored == 0;
     row(
         "complete",
-        if f.complete && nothing_lost {
+        if m.completeness.complete() {
             "yes"
         } else {
             "NO"
@@ -185,7 +194,7 @@ fn facts_section(m: &RunModel) -> String {
     );
     row(
         "recorder finished",
-        if f.complete { "yes" } else { "NO" }.into(),
+        if f.recorder_finished { "yes" } else { "NO" }.into(),
     );
     row("events", m.events.to_string());
     row("processes", m.processes.len().to_string());
@@ -265,7 +274,7 @@ fn tree_section(p: &mut Page) -> String {
 }
 
 /// `PID argv [duration, outcome]`, escaped.
-pub(super) fn process_line(m: &RunModel, q: &ProcessRecord, exits_known: bool) -> String {
+pub(super) fn process_line(m: &ReportModel, q: &ProcessRecord, exits_known: bool) -> String {
     let cmd = if q.argv.is_empty() {
         format!("[{}]", q.comm.as_deref().unwrap_or_default())
     } else {
@@ -290,7 +299,7 @@ pub(super) fn process_line(m: &RunModel, q: &ProcessRecord, exits_known: bool) -
 
 /// Files written, read and changed, network destinations, DNS names (the
 /// same sections as `show`).
-fn activity_section(m: &RunModel) -> String {
+fn activity_section(m: &ReportModel) -> String {
     let mut s = String::from("<section id=\"files-network\"><h2>Files and network</h2>");
     for sec in &m.activity {
         let _ = write!(s, "<h3>{}</h3>", esc(sec.title));

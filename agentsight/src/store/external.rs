@@ -10,7 +10,7 @@ use super::{CaptureRw, StoreError, read::ExternalMessage};
 
 /// The meta key of what could not be read of the message log (a note the
 /// views print with the submissions).
-pub const NOTE_META: &str = "external_messages_note";
+pub const NOTE_META: &str = super::meta::key::EXTERNAL_MESSAGES_NOTE;
 
 /// Created with every new capture; a capture made before it has none (read
 /// as "no message stored"), and gets it when messages are stored.

@@ -11,9 +11,11 @@ pub(crate) mod external;
 mod intern;
 mod layout;
 mod live;
+pub mod meta;
 mod private_copy;
 pub mod read;
 mod reader;
+pub mod run;
 pub mod sessions;
 #[cfg(test)]
 pub(crate) mod synthetic;
@@ -25,9 +27,9 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
 pub use external::NOTE_META as EXTERNAL_MESSAGES_NOTE_META;
 pub use layout::EventsLayout;
+pub(crate) use layout::{ColumnType, exported_columns};
 pub use live::LiveCapture;
 pub use reader::CaptureReader;
-pub(crate) use layout::{ColumnType, exported_columns};
 pub(crate) use writer::put_meta;
 pub use writer::{
     DISK_FULL_LOSS_PREFIX, DiskFull, EventSender, MAX_SIZE_LOSS_PREFIX, STORING_STOPPED_META,
@@ -119,19 +121,6 @@ pub(crate) const INDEXES: &str = "
 CREATE INDEX IF NOT EXISTS events_by_time ON event_rows (mono_ns);
 CREATE INDEX IF NOT EXISTS events_by_process ON event_rows (process_id);
 ";
-
-/// The loss counters split as readers show them.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct LossSplit {
-    /// Events lost in the kernel (and other losses), by kind.
-    pub kernel: Vec<(String, u64)>,
-    /// Events the capture could not keep: `--max-size` or a full disk
-    /// (`disk_full:seed` counts processes found in /proc, not events, and
-    /// is in neither).
-    pub not_stored: u64,
-    /// Of `not_stored`, those lost to a full disk.
-    pub disk_full: u64,
-}
 
 /// A capture opened read-only.
 pub struct Capture {
@@ -257,9 +246,11 @@ impl Capture {
             return Err(not_capture("no meta table".into()));
         }
         let format: Option<String> = conn
-            .query_row("SELECT value FROM meta WHERE key='format'", [], |r| {
-                r.get(0)
-            })
+            .query_row(
+                "SELECT value FROM meta WHERE key=?1",
+                [meta::key::FORMAT],
+                |r| r.get(0),
+            )
             .optional()
             .map_err(|e| not_capture(e.to_string()))?;
         if format.as_deref() != Some(FORMAT) {
@@ -267,8 +258,8 @@ impl Capture {
         }
         let version: Option<String> = conn
             .query_row(
-                "SELECT value FROM meta WHERE key='schema_version'",
-                [],
+                "SELECT value FROM meta WHERE key=?1",
+                [meta::key::SCHEMA_VERSION],
                 |r| r.get(0),
             )
             .optional()
@@ -318,25 +309,6 @@ impl Capture {
             .query_row("SELECT value FROM meta WHERE key=?1", [key], |r| r.get(0))
             .optional()
             .map_err(|e| self.query_err(e))
-    }
-
-    /// The loss counters as readers show them ([`LossSplit`]).
-    pub fn loss_split(&self) -> Result<LossSplit, StoreError> {
-        let disk_full_seed = format!("{DISK_FULL_LOSS_PREFIX}seed");
-        let mut split = LossSplit::default();
-        for (k, n) in self.loss()? {
-            if k.starts_with(DISK_FULL_LOSS_PREFIX) {
-                if k != disk_full_seed {
-                    split.not_stored += n;
-                    split.disk_full += n;
-                }
-            } else if k.starts_with(MAX_SIZE_LOSS_PREFIX) {
-                split.not_stored += n;
-            } else {
-                split.kernel.push((k, n));
-            }
-        }
-        Ok(split)
     }
 
     pub fn loss(&self) -> Result<Vec<(String, u64)>, StoreError> {
@@ -526,8 +498,13 @@ pub(crate) fn create(path: &Path) -> Result<Connection, StoreError> {
         conn.execute_batch(sessions::SCHEMA)?;
         conn.execute_batch(external::SCHEMA)?;
         conn.execute(
-            "INSERT INTO meta (key, value) VALUES ('format', ?1), ('schema_version', ?2)",
-            [FORMAT, SCHEMA_VERSION],
+            "INSERT INTO meta (key, value) VALUES (?1, ?2), (?3, ?4)",
+            [
+                meta::key::FORMAT,
+                FORMAT,
+                meta::key::SCHEMA_VERSION,
+                SCHEMA_VERSION,
+            ],
         )?;
         Ok(conn)
     });

@@ -147,8 +147,8 @@ fn q(path: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
 pub fn ensure_schema(conn: &Connection, path: &str) -> Result<(), StoreError> {
     conn.execute_batch(SCHEMA).map_err(q(path))?;
     conn.execute(
-        "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?1)",
-        [super::SCHEMA_VERSION],
+        "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
+        [super::meta::key::SCHEMA_VERSION, super::SCHEMA_VERSION],
     )
     .map_err(q(path))?;
     Ok(())

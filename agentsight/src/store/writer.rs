@@ -59,7 +59,7 @@ pub const DISK_FULL_LOSS_PREFIX: &str = "disk_full:";
 
 /// The meta key saying storing stopped early: "disk full at T, N events
 /// not stored" (see [`DiskFull::message`]).
-pub const STORING_STOPPED_META: &str = "storing_stopped";
+pub const STORING_STOPPED_META: &str = super::meta::key::STORING_STOPPED;
 
 /// Storing stopped because the disk was full: when, and what was received
 /// but not stored since, by kind.
@@ -322,7 +322,11 @@ impl Writer {
             for (k, v) in pending.meta.iter().chain(meta) {
                 put_meta(&t, k, v)?;
             }
-            put_meta(&t, "decode_errors", &summary.decode_errors.to_string())?;
+            put_meta(
+                &t,
+                super::meta::key::DECODE_ERRORS,
+                &summary.decode_errors.to_string(),
+            )?;
             for (kind, n) in &summary.not_stored {
                 t.execute(
                     "INSERT INTO loss (kind, lost) VALUES (?1, ?2)",

@@ -3,7 +3,6 @@
 
 use std::{collections::HashMap, io::Write};
 
-use rusqlite::types::Value;
 use serde_json::{Map, Value as Json, json};
 
 use crate::{
@@ -12,6 +11,7 @@ use crate::{
     store::{
         Capture, ColumnType, StoreError, exported_columns,
         read::{ExternalMessage, ProcessIdentity, ms_to_ns},
+        run::Cell,
     },
 };
 
@@ -78,15 +78,10 @@ fn write_line(out: &mut dyn Write, v: &Json) -> Result<(), ExportError> {
 /// Writes every event as one JSON line, ordered by monotonic time, with
 /// the `external_message` records among them at their time.
 pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
-    // `wall_ns` first: it becomes `ts`; then `process_id`, to find the
-    // process's container (not exported itself), and `mono_ns`, to place
-    // the external messages; the exported columns follow.
+    // Each row's `wall_ns` becomes `ts`; its `process_id` finds the
+    // process's container (not exported itself), its `mono_ns` places the
+    // external messages; the exported columns follow.
     let columns: Vec<_> = exported_columns().collect();
-    let names: Vec<&str> = columns.iter().map(|c| c.name).collect();
-    let sql = format!(
-        "SELECT wall_ns, process_id, mono_ns, {} FROM events ORDER BY mono_ns, cpu, seq",
-        names.join(", ")
-    );
     let anchors = cap.anchors()?;
     let mut messages = cap
         .external_messages()?
@@ -108,13 +103,11 @@ pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
             identities.insert(p.id, p.identity);
         }
     }
-    let mut st = cap.conn.prepare(&sql).map_err(|e| cap.query_err(e))?;
-    let mut rows = st.query([]).map_err(|e| cap.query_err(e))?;
     let mut n = 0u64;
-    while let Some(row) = rows.next().map_err(|e| cap.query_err(e))? {
+    cap.export_rows(|row| -> Result<(), ExportError> {
         let mut obj = Map::new();
-        let wall: i64 = row.get(0).map_err(|e| cap.query_err(e))?;
-        let mono: i64 = row.get(2).map_err(|e| cap.query_err(e))?;
+        let wall = row.wall_ns()?;
+        let mono = row.mono_ns()?;
         while let Some((at, m)) = messages.next_if(|(at, _)| (*at as i64) < mono) {
             write_line(out, &external_message_record(&m, at))?;
             n += 1;
@@ -122,11 +115,10 @@ pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
         obj.insert("ts".into(), json!(rfc3339_ns(wall.max(0) as u64)));
         for (i, column) in columns.iter().enumerate() {
             let name = column.name;
-            let v: Value = row.get(i + 3).map_err(|e| cap.query_err(e))?;
-            let j = match (name, v) {
-                (_, Value::Null) => continue,
-                ("argv", Value::Text(t)) => {
-                    let argv: Vec<String> = serde_json::from_str(&t).unwrap_or_default();
+            let j = match (name, row.value(i)?) {
+                (_, Cell::Null) => continue,
+                ("argv", Cell::Text(t)) => {
+                    let argv: Vec<String> = serde_json::from_str(t).unwrap_or_default();
                     if argv.iter().any(|a| rawtext::has_raw(a)) {
                         obj.insert(
                             "argv_hex".into(),
@@ -134,23 +126,23 @@ pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
                         );
                         json!(argv.iter().map(|a| rawtext::escaped(a)).collect::<Vec<_>>())
                     } else {
-                        serde_json::from_str(&t).unwrap_or(Json::String(t))
+                        serde_json::from_str(t).unwrap_or_else(|_| json!(t))
                     }
                 }
                 // Bytes that were not UTF-8: shown `\xNN`, exact in `NAME_hex`.
-                (_, Value::Text(t)) if rawtext::has_raw(&t) => {
-                    obj.insert(format!("{name}_hex"), json!(rawtext::hex(&t)));
-                    json!(rawtext::escaped(&t))
+                (_, Cell::Text(t)) if rawtext::has_raw(t) => {
+                    obj.insert(format!("{name}_hex"), json!(rawtext::hex(t)));
+                    json!(rawtext::escaped(t))
                 }
-                (_, Value::Integer(b)) if column.ty == ColumnType::Bool => json!(b != 0),
-                (_, Value::Integer(x)) => json!(x),
-                (_, Value::Real(x)) => json!(x),
-                (_, Value::Text(t)) => json!(t),
-                (_, Value::Blob(b)) => json!(String::from_utf8_lossy(&b)),
+                (_, Cell::Integer(b)) if column.ty == ColumnType::Bool => json!(b != 0),
+                (_, Cell::Integer(x)) => json!(x),
+                (_, Cell::Real(x)) => json!(x),
+                (_, Cell::Text(t)) => json!(t),
+                (_, Cell::Blob(b)) => json!(String::from_utf8_lossy(b)),
             };
             obj.insert(name.to_owned(), j);
         }
-        if let Ok(Some(process)) = row.get::<_, Option<i64>>(1) {
+        if let Ok(Some(process)) = row.process_id() {
             if let Some(id) = identities.get(&process) {
                 insert_identity(&mut obj, id);
             }
@@ -160,7 +152,8 @@ pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
         }
         write_line(out, &Json::Object(obj))?;
         n += 1;
-    }
+        Ok(())
+    })?;
     for (at, m) in messages {
         write_line(out, &external_message_record(&m, at))?;
         n += 1;

@@ -6,9 +6,14 @@ use std::{collections::HashMap, fmt::Write as _};
 // Every recorded string is shown through `v` (control, bidi and format
 // characters escaped): a file name must not be able to start a line of ours.
 use crate::rawtext::visible as v;
-use crate::store::{
-    Capture, StoreError,
-    read::{ExternalMessage, ProcessIdentity, ProcessRecord, ms_to_ns},
+pub use crate::store::run::{ActivitySection, CountRow};
+use crate::{
+    store::{
+        Capture, StoreError,
+        meta::{Loss, RunMeta},
+        read::{ExternalMessage, ProcessIdentity, ProcessRecord, ms_to_ns},
+    },
+    views::run::RunModel,
 };
 
 fn signal_name(sig: i64) -> String {
@@ -53,10 +58,12 @@ pub fn unknown_after(cap: &Capture) -> Result<String, StoreError> {
 
 pub fn summary(cap: &Capture) -> Result<String, StoreError> {
     let mut s = String::new();
-    let complete = run_facts(cap, &mut s)?;
+    let run = RunModel::load(cap)?;
+    run_facts(cap, &run.meta, &mut s);
     // Loss first and prominently: an incomplete capture must not look whole.
-    let exits_known = loss_line(cap, complete, &mut s)?;
-    programs_line(cap, &mut s)?;
+    let loss = LossStatement::of(&run)?;
+    let _ = writeln!(s, "LOSS      {}", loss.line());
+    programs_line(&run.meta, &mut s);
     let counts = cap.event_counts()?;
     let total: i64 = counts.iter().map(|(_, n)| n).sum();
     let _ = writeln!(
@@ -71,66 +78,31 @@ pub fn summary(cap: &Capture) -> Result<String, StoreError> {
     let procs = cap.processes()?;
     let _ = writeln!(s, "processes {}", procs.len());
     activity(cap, &mut s)?;
-    external_messages(cap, &procs, &mut s)?;
-    process_tree(&procs, exits_known, &mut s);
+    external_messages(cap, &run.meta, &procs, &mut s)?;
+    // Without every exit record, "no exit seen" does not mean "still running".
+    process_tree(&procs, loss.exits_known, &mut s);
     Ok(s)
 }
 
-/// What a capture says of its run: the meta keys `show` and `report` print.
-#[derive(Debug, Clone, Default)]
-pub struct RunFacts {
-    pub started_at: String,
-    pub ended_at: String,
-    pub host: String,
-    pub kernel: String,
-    /// The recorded command's argv (empty for `--pid`/`--agent` recordings).
-    pub command: Vec<String>,
-    /// Its exit status, when the capture says one.
-    pub command_exit_status: Option<String>,
-    pub end_reason: Option<String>,
-    /// The recorder finished (meta `complete` = `true`).
-    pub complete: bool,
+/// The command as a shell user would type it.
+pub fn command_line(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| shell_word(a))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
-impl RunFacts {
-    pub fn load(cap: &Capture) -> Result<Self, StoreError> {
-        let m = |k: &str| cap.meta(k).map(|v| v.unwrap_or_default());
-        let nonempty = |v: String| (!v.is_empty()).then_some(v);
-        Ok(Self {
-            started_at: m("started_at")?,
-            ended_at: m("ended_at")?,
-            host: m("host")?,
-            kernel: m("kernel")?,
-            command: serde_json::from_str(&m("command")?).unwrap_or_default(),
-            command_exit_status: nonempty(m("command_exit_status")?),
-            end_reason: nonempty(m("end_reason")?),
-            complete: m("complete")? == "true",
-        })
-    }
-
-    /// The command as a shell user would type it.
-    pub fn command_line(&self) -> String {
-        self.command
-            .iter()
-            .map(|a| shell_word(a))
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
-}
-
-/// Capture, recording times, command and end reason; whether the capture
-/// is complete.
-fn run_facts(cap: &Capture, s: &mut String) -> Result<bool, StoreError> {
-    let f = RunFacts::load(cap)?;
+/// Capture, recording times, command and end reason.
+fn run_facts(cap: &Capture, f: &RunMeta, s: &mut String) {
     let _ = writeln!(s, "capture   {}", v(&cap.path));
     let _ = writeln!(
         s,
         "recorded  {} → {}  on {} ({}){}",
-        v(&f.started_at),
-        v(&f.ended_at),
-        v(&f.host),
-        v(&f.kernel),
-        if f.complete {
+        v(f.started_at.as_deref().unwrap_or_default()),
+        v(f.ended_at.as_deref().unwrap_or_default()),
+        v(f.host.as_deref().unwrap_or_default()),
+        v(f.kernel.as_deref().unwrap_or_default()),
+        if f.recorder_finished {
             ""
         } else {
             "  [INCOMPLETE: the recorder did not finish]"
@@ -140,34 +112,24 @@ fn run_facts(cap: &Capture, s: &mut String) -> Result<bool, StoreError> {
         let _ = writeln!(
             s,
             "command   {}{}",
-            f.command_line(),
-            match &f.command_exit_status {
+            command_line(&f.command),
+            match f.command_exit_status {
                 None => String::new(),
-                Some(status) => format!("  → exit status {}", v(status)),
+                Some(status) => format!("  → exit status {status}"),
             }
         );
     }
     if let Some(reason) = &f.end_reason {
         let _ = writeln!(s, "ended     {}", v(reason));
     }
-    Ok(f.complete)
 }
 
-/// What a capture lost, from every source: kernel reserve failures per
-/// kind, sequence gaps, events not stored past `--max-size`, and the
-/// unknown tail of an unfinished capture. Zero is a fact too.
+/// The LOSS account as `show` and the report state it: the store's loss
+/// counters and gaps, why storing stopped, and the unknown tail of an
+/// unfinished capture. Zero is a fact too.
 #[derive(Debug, Clone, Default)]
-pub struct Loss {
-    /// Events lost in the kernel, all kinds.
-    pub lost: u64,
-    /// `(kind, count)` of the kinds that lost any.
-    pub by_kind: Vec<(String, u64)>,
-    /// Records missing by per-CPU sequence number.
-    pub missing: u64,
-    /// Events not stored: once the capture reached `--max-size`, or once
-    /// the disk was full (`disk_full` of them).
-    pub not_stored: u64,
-    pub disk_full: u64,
+pub struct LossStatement {
+    pub loss: Loss,
     /// Meta `storing_stopped`: "disk full at T, N events not stored".
     pub storing_stopped: Option<String>,
     /// For an unfinished capture: what cannot be known (see [`unknown_after`]).
@@ -177,58 +139,50 @@ pub struct Loss {
     pub exits_known: bool,
 }
 
-impl Loss {
-    pub fn load(cap: &Capture, complete: bool) -> Result<Self, StoreError> {
-        let split = cap.loss_split()?;
-        let loss = split.kernel;
-        let missing = cap.gap_missing()?;
+impl LossStatement {
+    pub fn of(run: &RunModel) -> Result<Self, StoreError> {
         Ok(Self {
-            lost: loss.iter().map(|(_, n)| n).sum(),
-            exits_known: complete
-                && !loss.iter().any(|(k, n)| k == "exit" && *n > 0)
-                && missing == 0,
-            by_kind: loss.into_iter().filter(|(_, n)| *n > 0).collect(),
-            missing,
-            not_stored: split.not_stored,
-            disk_full: split.disk_full,
-            storing_stopped: cap.meta(crate::store::STORING_STOPPED_META)?,
-            unknown: if complete {
+            loss: run.loss.clone(),
+            storing_stopped: run.meta.storing_stopped.clone(),
+            unknown: if run.meta.recorder_finished {
                 None
             } else {
-                Some(unknown_after(cap)?)
+                Some(unknown_after(run.cap)?)
             },
+            exits_known: run.exits_known(),
         })
     }
 
     /// Nothing lost, nothing missing, and the capture finished.
     pub fn is_zero(&self) -> bool {
-        self.lost == 0
-            && self.missing == 0
-            && self.not_stored == 0
+        self.loss.lost_in_kernel() == 0
+            && self.loss.missing_by_sequence == 0
+            && self.loss.not_stored == 0
             && self.storing_stopped.is_none()
             && self.unknown.is_none()
     }
 
     /// The one-line account `show` prints after `LOSS`.
     pub fn line(&self) -> String {
-        let detail: Vec<String> = self
-            .by_kind
+        let l = &self.loss;
+        let detail: Vec<String> = l
+            .kernel_nonzero()
             .iter()
             .map(|(k, n)| format!("{} {n}", v(k)))
             .collect();
         format!(
             "{} events lost in the kernel{}; {} missing by sequence number{}{}{}",
-            self.lost,
+            l.lost_in_kernel(),
             if detail.is_empty() {
                 String::new()
             } else {
                 format!(" ({})", detail.join(", "))
             },
-            self.missing,
-            if self.not_stored > self.disk_full {
+            l.missing_by_sequence,
+            if l.not_stored > l.disk_full {
                 format!(
                     "; {} not stored (the capture reached --max-size)",
-                    self.not_stored - self.disk_full
+                    l.not_stored - l.disk_full
                 )
             } else {
                 String::new()
@@ -245,27 +199,17 @@ impl Loss {
     }
 }
 
-/// The LOSS line (always, zero included); whether every exit record is
-/// known to be there.
-fn loss_line(cap: &Capture, complete: bool, s: &mut String) -> Result<bool, StoreError> {
-    let loss = Loss::load(cap, complete)?;
-    let _ = writeln!(s, "LOSS      {}", loss.line());
-    // Without every exit record, "no exit seen" does not mean "still running".
-    Ok(loss.exits_known)
-}
-
 /// Kernel programs attached and failed.
-fn programs_line(cap: &Capture, s: &mut String) -> Result<(), StoreError> {
-    let programs: Vec<serde_json::Value> =
-        serde_json::from_str(&cap.meta("programs")?.unwrap_or_default()).unwrap_or_default();
+fn programs_line(meta: &RunMeta, s: &mut String) {
+    let programs = &meta.programs;
     let failed: Vec<String> = programs
         .iter()
-        .filter(|p| p["attached"] == false)
+        .filter(|p| p.attached == Some(false))
         .map(|p| {
             format!(
                 "{} ({})",
-                v(p["name"].as_str().unwrap_or("?")),
-                v(p["error"].as_str().unwrap_or("?"))
+                v(p.name.as_deref().unwrap_or("?")),
+                v(p.error.as_deref().unwrap_or("?"))
             )
         })
         .collect();
@@ -280,7 +224,6 @@ fn programs_line(cap: &Capture, s: &mut String) -> Result<(), StoreError> {
             format!(": {}", failed.join("; "))
         }
     );
-    Ok(())
 }
 
 /// The process tree, one line per process: argv, duration, outcome,
@@ -385,89 +328,13 @@ fn container_note(id: &ProcessIdentity) -> String {
     note
 }
 
-/// Top files written and read, network destinations and DNS names: each
-/// section's title and its rows `(what, a, b)`, the two counts the title
-/// names in parentheses.
-pub fn activity_sections(cap: &Capture) -> Result<Vec<ActivitySection>, StoreError> {
-    let rows = |sql: &str| -> Result<Vec<CountRow>, StoreError> {
-        let mut st = cap.conn.prepare(sql).map_err(|e| cap.query_err(e))?;
-        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .and_then(|r| r.collect())
-            .map_err(|e| cap.query_err(e))
-    };
-    ACTIVITY_SECTIONS
-        .iter()
-        .map(|&(title, sql)| {
-            Ok(ActivitySection {
-                title,
-                rows: rows(sql)?,
-            })
-        })
-        .collect()
-}
-
-/// One section of [`activity_sections`].
-#[derive(Debug, Clone)]
-pub struct ActivitySection {
-    /// The title, naming the two counts in parentheses.
-    pub title: &'static str,
-    pub rows: Vec<CountRow>,
-}
-
-/// `(what, a, b)` of an activity section; a count is `None` when the
-/// capture did not say it (an `io` row without its count).
-pub type CountRow = (String, Option<i64>, Option<i64>);
-
 /// A count as shown: `?` when the capture did not say it.
 pub fn count_word(n: Option<i64>) -> String {
     n.map_or_else(|| "?".to_owned(), |n| n.to_string())
 }
 
-/// The summary's activity sections: title and query (each bounded by LIMIT).
-const ACTIVITY_SECTIONS: [(&str, &str); 6] = [
-    (
-        "files written (bytes, writes)",
-        "SELECT path, SUM(bytes), SUM(count) FROM events
-         WHERE kind = 'io' AND path IS NOT NULL AND bytes > 0
-         GROUP BY path ORDER BY SUM(bytes) DESC, path LIMIT 10",
-    ),
-    (
-        "files read (bytes, reads)",
-        "SELECT path, SUM(read_bytes), SUM(read_count) FROM events
-         WHERE kind = 'io' AND path IS NOT NULL AND read_bytes > 0
-         GROUP BY path ORDER BY SUM(read_bytes) DESC, path LIMIT 10",
-    ),
-    (
-        "files changed (created/deleted/renamed; operations, failed)",
-        "SELECT kind || ' ' || COALESCE(path, path_as_given, '?'), COUNT(*), SUM(result < 0) FROM events
-         WHERE kind IN ('unlink','unlinkat','rmdir','rename','renameat','renameat2','mkdir','mkdirat',
-                        'truncate','ftruncate','symlink','symlinkat','link','linkat','creat')
-            OR (kind IN ('open','openat','openat2') AND flags LIKE '%create%')
-         GROUP BY 1 ORDER BY MIN(mono_ns) LIMIT 15",
-    ),
-    (
-        "opened under another name (path as resolved → file the kernel opened; opens, 0)",
-        "SELECT path || ' → ' || real_path, COUNT(*), 0 FROM events
-         WHERE real_path IS NOT NULL AND path IS NOT NULL AND real_path != path
-           AND path NOT LIKE '/proc/self/%' AND path NOT LIKE '/proc/thread-self/%'
-         GROUP BY 1 ORDER BY MIN(mono_ns) LIMIT 10",
-    ),
-    (
-        "network destinations (connects, failed)",
-        "SELECT family || ' ' || addr || COALESCE(':' || port, ''), COUNT(*),
-                SUM(result < 0 AND errno != 'EINPROGRESS') FROM events
-         WHERE kind IN ('connect','sendto','sendmsg','sendmmsg') AND addr IS NOT NULL
-         GROUP BY 1 ORDER BY COUNT(*) DESC LIMIT 10",
-    ),
-    (
-        "DNS names queried (queries)",
-        "SELECT query, COUNT(*), 0 FROM events WHERE query IS NOT NULL
-         GROUP BY query ORDER BY COUNT(*) DESC LIMIT 10",
-    ),
-];
-
 fn activity(cap: &Capture, s: &mut String) -> Result<(), StoreError> {
-    for section in activity_sections(cap)? {
+    for section in cap.activity_sections()? {
         let _ = writeln!(s, "\n{}", section.title);
         if section.rows.is_empty() {
             let _ = writeln!(s, "  (none)");
@@ -485,11 +352,12 @@ fn activity(cap: &Capture, s: &mut String) -> Result<(), StoreError> {
 /// when there are any, or the log could not be read whole.
 fn external_messages(
     cap: &Capture,
+    meta: &RunMeta,
     procs: &[ProcessRecord],
     s: &mut String,
 ) -> Result<(), StoreError> {
     let msgs = cap.external_messages()?;
-    let note = cap.meta(crate::store::EXTERNAL_MESSAGES_NOTE_META)?;
+    let note = &meta.external_messages_note;
     if msgs.is_empty() && note.is_none() {
         return Ok(());
     }
@@ -505,7 +373,7 @@ fn external_messages(
         let _ = writeln!(s, "  {}", external_message_line(m, procs, &anchors));
     }
     if let Some(n) = note {
-        let _ = writeln!(s, "  note: {}", v(&n));
+        let _ = writeln!(s, "  note: {}", v(n));
     }
     Ok(())
 }

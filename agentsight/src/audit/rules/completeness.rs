@@ -45,16 +45,15 @@ pub(in crate::audit) fn completeness(
         );
         add_plain(out, f);
     }
-    let complete = cap.meta("complete").map_err(AuditError::Store)?;
-    if complete.as_deref() != Some("true") {
-        let reason = cap.meta("end_reason").map_err(AuditError::Store)?;
+    let meta = cap.run_meta().map_err(AuditError::Store)?;
+    if !meta.recorder_finished {
         let f = mk(
             FindingKind::Incomplete,
             "the capture is not complete (the recorder was killed or crashed)".into(),
             format!(
                 "meta.complete = {}, end_reason = {}",
-                complete.as_deref().unwrap_or("(none)"),
-                reason.as_deref().unwrap_or("(none)")
+                meta.complete_value.as_deref().unwrap_or("(none)"),
+                meta.end_reason.as_deref().unwrap_or("(none)")
             ),
         );
         add_plain(out, f);

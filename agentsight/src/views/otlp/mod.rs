@@ -16,7 +16,6 @@
 
 mod attrs;
 pub mod push;
-pub mod run;
 mod spans;
 
 use std::io::Write;
@@ -30,10 +29,12 @@ use opentelemetry_proto::tonic::{
 use prost::Message;
 
 pub use push::{PushConfig, PushError, PushOutcome, Pusher, Wire};
-pub use run::{CaptureFacts, RunError, RunModel};
 pub use spans::{MAX_EVENTS_PER_SPAN, agent_of};
 
-use crate::store::Capture;
+use crate::{
+    store::{Capture, meta::RunMeta},
+    views::run::{RunError, RunModel},
+};
 
 /// The semantic-conventions version followed (the last release holding
 /// the GenAI conventions in the main repository), stated on every batch.
@@ -66,7 +67,7 @@ pub struct Summary {
     pub batches: u64,
 }
 
-fn resource(facts: &CaptureFacts) -> Resource {
+fn resource(facts: &RunMeta) -> Resource {
     let mut a = attrs::Attrs::default();
     a.str("service.name", "agentsight")
         .opt_str("host.name", facts.host.as_deref())
@@ -95,6 +96,11 @@ fn batch(resource: &Resource, spans: Vec<Span>) -> TracesData {
     }
 }
 
+/// A failure to load or correlate the run, as an export error.
+fn run_err(e: impl Into<RunError>) -> OtlpError {
+    OtlpError::Run(e.into())
+}
+
 /// Builds every trace of the capture — one per stored session, then one
 /// for the trees bound to no session (when there are any) — and hands
 /// each to `emit` in batches of at most [`MAX_SPANS_PER_BATCH`] spans,
@@ -104,8 +110,13 @@ pub fn for_each_batch<E: From<OtlpError>>(
     opts: Options,
     mut emit: impl FnMut(TracesData, usize) -> Result<(), E>,
 ) -> Result<Summary, E> {
-    let model = RunModel::load(cap).map_err(OtlpError::from)?;
-    let res = resource(&model.facts);
+    let run = RunModel::load(cap).map_err(run_err)?;
+    let res = resource(&run.meta);
+    let source = spans::Source {
+        run: &run,
+        view: run.view().map_err(run_err)?,
+        last_event_wall_ns: cap.last_event_wall_ns().map_err(run_err)?,
+    };
     let mut summary = Summary::default();
     let mut send = |spans: Vec<Span>, summary: &mut Summary| -> Result<(), E> {
         summary.traces += 1;
@@ -119,14 +130,14 @@ pub fn for_each_batch<E: From<OtlpError>>(
         }
         Ok(())
     };
-    for stored in model.stored_sessions().map_err(OtlpError::from)? {
-        let run = model.correlate(stored).map_err(OtlpError::from)?;
-        let trace = spans::session_trace(&model, &run, opts);
+    for stored in run.stored_sessions().map_err(run_err)? {
+        let session = run.correlate(stored).map_err(run_err)?;
+        let trace = spans::session_trace(&source, &session, opts);
         send(trace.spans, &mut summary)?;
     }
-    let unbound = model.unbound().map_err(OtlpError::from)?;
+    let unbound = run.unbound().map_err(OtlpError::from)?;
     if !unbound.trees.is_empty() {
-        let trace = spans::unbound_trace(&model, &unbound, opts);
+        let trace = spans::unbound_trace(&source, &unbound, opts);
         send(trace.spans, &mut summary)?;
     }
     Ok(summary)

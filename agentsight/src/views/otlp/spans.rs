@@ -16,11 +16,11 @@ use opentelemetry_proto::tonic::trace::v1::{
 use super::{
     Options,
     attrs::{Attrs, ms_to_ns, span_id, trace_id},
-    run::{RunModel, SessionRun, UnboundRun},
 };
 use crate::{
-    correlate::{Activity, By, Op, Reason},
+    correlate::{Activity, By, CaptureView, Op, Reason},
     sessions::{AgentSession, LlmResponse, Provider, TokenUsage, ToolEvent, ToolStatus},
+    views::run::{RunModel, SessionRun, UnboundRun},
 };
 
 /// Span events kept per span; the rest are counted in
@@ -39,11 +39,19 @@ pub fn agent_of(p: Provider) -> (&'static str, &'static str) {
     }
 }
 
+/// What every trace of an export draws from: the run, its correlation
+/// view and the wall time of its newest stored event.
+pub struct Source<'m> {
+    pub run: &'m RunModel<'m>,
+    pub view: &'m CaptureView<'m>,
+    pub last_event_wall_ns: Option<i64>,
+}
+
 /// The spans of one trace as they are built.
 pub struct Trace<'m> {
     pub id: [u8; 16],
     pub spans: Vec<Span>,
-    model: &'m RunModel<'m>,
+    model: &'m Source<'m>,
     opts: Options,
 }
 
@@ -61,9 +69,9 @@ struct SpanSpec {
 }
 
 impl<'m> Trace<'m> {
-    fn new(model: &'m RunModel<'m>, opts: Options, parts: &[&str]) -> Self {
+    fn new(model: &'m Source<'m>, opts: Options, parts: &[&str]) -> Self {
         Trace {
-            id: trace_id(&model.facts.key, parts),
+            id: trace_id(&model.run.meta.capture_key(), parts),
             spans: Vec::new(),
             model,
             opts,
@@ -102,22 +110,25 @@ impl<'m> Trace<'m> {
     }
 
     fn wall_ns(&self, mono_ns: u64) -> u64 {
-        self.model.anchors().wall_ns(mono_ns).max(0) as u64
+        self.model.view.anchors.wall_ns(mono_ns).max(0) as u64
     }
 
     /// The capture's loss and completeness, on a trace's root span.
     fn capture_attrs(&self, a: &mut Attrs) {
-        let f = &self.model.facts;
+        let f = self.model.run.completeness();
         a.bool("agentsight.capture.complete", f.complete())
             .bool("agentsight.capture.recorder_finished", f.recorder_finished)
-            .count("agentsight.capture.lost_events", f.lost_events)
+            .count("agentsight.capture.lost_events", f.lost_in_kernel)
             .count(
                 "agentsight.capture.missing_by_sequence",
                 f.missing_by_sequence,
             )
             .count("agentsight.capture.not_stored", f.not_stored);
-        let loss: Vec<String> = f
-            .loss_by_kind
+        let loss: Vec<String> = self
+            .model
+            .run
+            .loss
+            .counters_nonzero()
             .iter()
             .map(|(k, n)| format!("{k}={n}"))
             .collect();
@@ -148,7 +159,7 @@ fn messages(role: &str, text: &str) -> String {
 }
 
 /// The trace of one session.
-pub fn session_trace<'m>(m: &'m RunModel<'m>, run: &SessionRun, opts: Options) -> Trace<'m> {
+pub fn session_trace<'m>(m: &'m Source<'m>, run: &SessionRun, opts: Options) -> Trace<'m> {
     let s = &run.session;
     let mut t = Trace::new(m, opts, &["session", s.provider.as_str(), &s.session_id]);
     let root = span_id(&t.id, "invoke_agent");
@@ -687,7 +698,6 @@ pub(super) fn process_span(
         Some(e) => t.wall_ns(e),
         None => t
             .model
-            .facts
             .last_event_wall_ns
             .map_or(start, |w| w.max(0) as u64),
     };
@@ -790,7 +800,7 @@ pub(super) fn activity_event(t: &Trace, act: &Activity, with_pid: bool) -> Event
 /// The trace of the trees bound to no session: every process of each
 /// tree as a CLI span (nested by parentage) with its activity, under one
 /// `agentsight.unattributed` root.
-pub fn unbound_trace<'m>(m: &'m RunModel<'m>, run: &UnboundRun, opts: Options) -> Trace<'m> {
+pub fn unbound_trace<'m>(m: &'m Source<'m>, run: &UnboundRun, opts: Options) -> Trace<'m> {
     let mut t = Trace::new(m, opts, &["unbound_trees"]);
     let root = span_id(&t.id, "unattributed");
     let procs = &m.view.procs;

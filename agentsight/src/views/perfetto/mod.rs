@@ -28,11 +28,8 @@ pub use writer::{SEQUENCE_ID, Written};
 
 use crate::{
     correlate::CorrelateError,
-    store::{
-        Capture, StoreError,
-        read::{self, EventRecord, EventsError},
-    },
-    views::run,
+    store::{Capture, StoreError, read::EventRecord, run::VisitError},
+    views::run::RunModel,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -56,7 +53,6 @@ pub struct Exported {
 /// Writes `cap` as a Perfetto trace to `out`; with `redact`, every text
 /// has its secret-looking values replaced.
 pub fn export(cap: &Capture, out: &mut dyn Write, redact: bool) -> Result<Exported, PerfettoError> {
-    let qe = |e| cap.query_err(e);
     let anchors = cap.anchors()?;
     let (mut plan, known) = plan_of(cap, &anchors)?;
     let mut w = TraceWriter::new(out, redact);
@@ -72,7 +68,7 @@ pub fn export(cap: &Capture, out: &mut dyn Write, redact: bool) -> Result<Export
     let items = std::mem::take(&mut plan.items);
     let mut items = items.into_iter().peekable();
     let mut events = 0u64;
-    let streamed = read::events_by_time(&cap.conn, |e| {
+    let streamed = cap.events_by_time(|e| {
         let ts = e.mono_ns.max(0) as u64;
         while let Some(i) = items.next_if(|i| (i.ts, i.rank) < (ts, RANK_EVENT)) {
             write_mark(&mut w, i.ts, i.mark)?;
@@ -97,8 +93,8 @@ pub fn export(cap: &Capture, out: &mut dyn Write, redact: bool) -> Result<Export
     });
     match streamed {
         Ok(()) => {}
-        Err(EventsError::Query(e)) => return Err(qe(e).into()),
-        Err(EventsError::Visit(e)) => return Err(e.into()),
+        Err(VisitError::Store(e)) => return Err(e.into()),
+        Err(VisitError::Visit(e)) => return Err(e.into()),
     }
     for i in items {
         write_mark(&mut w, i.ts, i.mark)?;
@@ -116,10 +112,9 @@ fn plan_of(
     cap: &Capture,
     anchors: &crate::clock::Anchors,
 ) -> Result<(Plan, std::collections::HashSet<i64>), PerfettoError> {
-    let qe = |e| cap.query_err(e);
     let procs = cap.processes()?;
     let capture_end = [
-        read::last_event_mono_ns(&cap.conn).map_err(qe)?,
+        cap.last_event_mono_ns()?,
         procs.iter().filter_map(|p| p.end_mono_ns).max(),
         procs.iter().map(|p| p.start_mono_ns).max(),
         anchors.0.last().map(|a| a.0 as i64),
@@ -130,14 +125,20 @@ fn plan_of(
     .unwrap_or(0)
     .max(0) as u64;
     let mut plan = Plan::default();
-    for (i, s) in run::correlated_sessions(cap)?.iter().enumerate() {
+    let run = RunModel::load(cap)?;
+    for (i, s) in run.correlated_sessions()?.iter().enumerate() {
         plan::session(&mut plan, i, s, anchors, capture_end);
     }
     plan::processes(&mut plan, &procs, capture_end);
     let known = procs.iter().map(|p| p.id).collect();
-    let gaps = read::gaps(&cap.conn).map_err(qe)?;
-    let complete = cap.meta("complete")?.as_deref() == Some("true");
-    plan::loss(&mut plan, &gaps, &cap.loss()?, complete, capture_end);
+    let gaps = cap.gaps()?;
+    plan::loss(
+        &mut plan,
+        &gaps,
+        &run.loss.counters,
+        run.meta.recorder_finished,
+        capture_end,
+    );
     Ok((plan.finish(), known))
 }
 

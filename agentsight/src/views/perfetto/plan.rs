@@ -14,7 +14,7 @@ use crate::{
     correlate::{Op, ToolReport},
     sessions::util::join_argv,
     store::read::{ContainerRef, Gap, ProcessRecord},
-    views::run::CorrelatedSession,
+    views::run::SessionRun,
 };
 
 /// Track uuids: the kind in the low three bits, so they never collide and
@@ -196,13 +196,7 @@ impl Plan {
 /// a lane never holds two at once); a flow from each call to every process
 /// whose exec correlation attributed to it, and to each attributed event of
 /// a process it did not start.
-pub fn session(
-    plan: &mut Plan,
-    s_ix: usize,
-    cs: &CorrelatedSession,
-    anchors: &Anchors,
-    capture_end: u64,
-) {
+pub fn session(plan: &mut Plan, s_ix: usize, cs: &SessionRun, anchors: &Anchors, capture_end: u64) {
     let (session, report) = (&cs.session, &cs.report);
     let mono = |ms: i64| anchors.mono_of_ms(ms);
     let track = uuid::session(s_ix);
@@ -349,7 +343,7 @@ fn tool_call(
     lane: u64,
     span: (u64, u64),
     i: usize,
-    cs: &CorrelatedSession,
+    cs: &SessionRun,
     report: Option<&ToolReport>,
 ) {
     let t = &cs.session.tools[i];
