@@ -86,7 +86,7 @@ impl std::fmt::Debug for ContainerSource {
 
 /// Meta key listing the sessions stored from inside containers (their raw
 /// transcripts are not copied: only structured results cross the bridge).
-pub const CONTAINER_SESSIONS_META: &str = "container_sessions";
+pub const CONTAINER_SESSIONS_META: &str = crate::store::meta::key::CONTAINER_SESSIONS;
 
 /// Default budget for raw transcript copies (all sessions together).
 pub const DEFAULT_TRANSCRIPT_BUDGET: u64 = 256 * 1024 * 1024;

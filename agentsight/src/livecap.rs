@@ -407,7 +407,7 @@ fn record_options(opts: &KernelWatchOptions, output: &Path, live: LiveLink) -> R
         transcript_budget: crate::enrich::DEFAULT_TRANSCRIPT_BUDGET,
         program_stats: false,
         max_bytes: None,
-        start_meta: vec![("started_by".into(), "top".into())],
+        start_meta: vec![(crate::store::meta::key::STARTED_BY.into(), "top".into())],
         live: Some(live),
     }
 }
