@@ -3,16 +3,14 @@
 //! what the pass over the events collected, or (the benchmark's baseline,
 //! [`Strategy::PerFindingQueries`]) by a query per finding.
 
-use rusqlite::OptionalExtension;
-
 use super::{
     AuditError,
-    context::{Ctx, Ev, argv_of, q},
+    context::{Ctx, Ev, argv_of},
     fold::{Pending, TcpRef},
     policy::RuleMeta,
     report::{Access, ChainEntry, Evidence, Finding, FindingKind, ProcessInfo, Strategy},
 };
-use crate::{clock, store::Capture};
+use crate::clock;
 
 impl Ctx<'_> {
     /// A finding for `ev` under `meta`; its process chain (and a connect's
@@ -23,7 +21,7 @@ impl Ctx<'_> {
                 rule: meta.id.clone(),
                 severity: meta.severity,
                 message,
-                kind: FindingKind::Event(ev.kind.clone()),
+                kind: FindingKind::Event(ev.kind.as_str().to_owned()),
                 access: Some(access),
                 path: None,
                 addr: None,
@@ -68,7 +66,10 @@ impl Ctx<'_> {
         if let Some(t) = p.tcp.take() {
             let state = match self.strategy {
                 Strategy::Streaming => self.tcp_nearest(&t),
-                Strategy::PerFindingQueries => tcp_outcome(self.cap, &t)?,
+                Strategy::PerFindingQueries => {
+                    self.cap
+                        .tcp_state_nearest(t.process_id, &t.addr, t.port, t.mono_ns)?
+                }
             };
             if let Some(s) = state {
                 p.finding.message += &format!(" (TCP {s})");
@@ -101,7 +102,7 @@ impl Ctx<'_> {
                 let n = list.partition_point(|(mono, _)| *mono <= t);
                 n.checked_sub(1).map(|i| list[i].1.clone())
             }
-            Strategy::PerFindingQueries => exec_argv_sql(self.cap, id, t),
+            Strategy::PerFindingQueries => self.cap.exec_argv_at(id, t),
         });
         found
             .map(|a| argv_of(Some(&a)))
@@ -136,39 +137,4 @@ impl Ctx<'_> {
             chain,
         })
     }
-}
-
-/// The baseline's per-chain-entry query (by process, then filtered: the
-/// capture has no index on (process_id, kind, mono_ns)).
-fn exec_argv_sql(cap: &Capture, id: i64, at: i64) -> Option<String> {
-    let mut st = cap
-        .conn
-        .prepare_cached(
-            "SELECT argv FROM events WHERE process_id = ?1 AND kind = 'exec' AND mono_ns <= ?2
-             ORDER BY mono_ns DESC LIMIT 1",
-        )
-        .ok()?;
-    st.query_row(rusqlite::params![id, at], |r| r.get::<_, Option<String>>(0))
-        .optional()
-        .ok()
-        .flatten()
-        .flatten()
-}
-
-/// The baseline's per-finding query.
-fn tcp_outcome(cap: &Capture, t: &TcpRef) -> Result<Option<String>, AuditError> {
-    let mut st = cap
-        .conn
-        .prepare_cached(
-            "SELECT tcp_state FROM events WHERE kind = 'tcp_state' AND process_id = ?1
-             AND addr = ?2 AND port = ?3 ORDER BY ABS(mono_ns - ?4) LIMIT 1",
-        )
-        .map_err(|e| q(cap, e))?;
-    st.query_row(
-        rusqlite::params![t.process_id, t.addr, t.port, t.mono_ns],
-        |r| r.get::<_, Option<String>>(0),
-    )
-    .optional()
-    .map(Option::flatten)
-    .map_err(|e| q(cap, e))
 }

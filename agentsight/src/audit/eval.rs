@@ -40,6 +40,7 @@ pub fn audit_with(
         tmpdirs,
         correlations,
         corr_rows,
+        flagged_events,
         tool_of,
     } = Context::load(cap, policy)?;
     let rules = Rules::new(policy);
@@ -63,7 +64,14 @@ pub fn audit_with(
         history: History::default(),
     };
     scan::events(&mut ctx, policy, &rules, &sets, &mut out)?;
-    correlated(&ctx, &rules, correlations, &corr_rows, &mut out)?;
+    correlated(
+        &ctx,
+        &rules,
+        correlations,
+        &corr_rows,
+        &flagged_events,
+        &mut out,
+    )?;
     continued_externally(&ctx, policy, &mut out)?;
     let mut findings = out.finish(|p| ctx.complete(p))?;
     // Most severe first, then by time; notes last.

@@ -5,17 +5,45 @@
 
 use super::{
     AuditError,
-    context::{Ctx, Ev, ev_columns, ev_from_row, q},
+    context::{Ctx, Ev},
     fold::Collector,
     policy::Policy,
     rules::{
         Rules, exec::exec_event, files::file_event, network::net_event, note, paths::PathSets,
     },
 };
+use crate::store::events::EventKind as K;
 
-const EVENT_KINDS: &str = "'open','openat','openat2','creat','unlink','unlinkat','rmdir','mkdir','mkdirat',\
-'truncate','ftruncate','rename','renameat','renameat2','link','linkat','symlink','symlinkat',\
-'exec','exec_failed','connect','sendto','sendmsg','sendmmsg','dns_write','tcp_state'";
+/// The kinds the pass reads: file changes and opens, execs, connections,
+/// sends, DNS writes and TCP outcomes.
+const EVENT_KINDS: [K; 26] = [
+    K::Open,
+    K::Openat,
+    K::Openat2,
+    K::Creat,
+    K::Unlink,
+    K::Unlinkat,
+    K::Rmdir,
+    K::Mkdir,
+    K::Mkdirat,
+    K::Truncate,
+    K::Ftruncate,
+    K::Rename,
+    K::Renameat,
+    K::Renameat2,
+    K::Link,
+    K::Linkat,
+    K::Symlink,
+    K::Symlinkat,
+    K::Exec,
+    K::ExecFailed,
+    K::Connect,
+    K::Sendto,
+    K::Sendmsg,
+    K::Sendmmsg,
+    K::DnsWrite,
+    K::TcpState,
+];
 
 /// Reads every relevant event once, in time order, and checks it.
 pub(in crate::audit) fn events(
@@ -26,20 +54,13 @@ pub(in crate::audit) fn events(
     out: &mut Collector,
 ) -> Result<(), AuditError> {
     let cap = ctx.cap;
-    let sql = format!(
-        "SELECT {} FROM events WHERE kind IN ({EVENT_KINDS}) ORDER BY mono_ns, id",
-        ev_columns(cap)?
-    );
-    let mut st = cap.conn.prepare(&sql).map_err(|e| q(cap, e))?;
-    let rows = st.query_map([], ev_from_row).map_err(|e| q(cap, e))?;
     // Container processes' file events no path rule judged (no `[container]`).
     let mut unjudged: u64 = 0;
-    for ev in rows {
-        let ev = ev.map_err(|e| q(cap, e))?;
-        match ev.kind.as_str() {
-            "tcp_state" => note_tcp(ctx, ev),
-            "exec" | "exec_failed" => {
-                if ev.kind == "exec"
+    cap.full_events_of_kinds(&EVENT_KINDS, |ev| -> Result<(), AuditError> {
+        match ev.kind {
+            K::TcpState => note_tcp(ctx, ev),
+            K::Exec | K::ExecFailed => {
+                if ev.kind == K::Exec
                     && let (Some(id), Some(a)) = (ev.process_id, &ev.argv)
                 {
                     let list = ctx.history.execs.entry(id).or_default();
@@ -47,7 +68,7 @@ pub(in crate::audit) fn events(
                 }
                 exec_event(ctx, policy, sets, &ev, out)?;
             }
-            "connect" | "sendto" | "sendmsg" | "sendmmsg" | "dns_write" => {
+            K::Connect | K::Sendto | K::Sendmsg | K::Sendmmsg | K::DnsWrite => {
                 net_event(ctx, policy, rules, &ev, out)?;
             }
             _ => {
@@ -56,7 +77,8 @@ pub(in crate::audit) fn events(
                 }
             }
         }
-    }
+        Ok(())
+    })?;
     if unjudged > 0 {
         note(
             out,
@@ -70,10 +92,13 @@ pub(in crate::audit) fn events(
 }
 
 fn note_tcp(ctx: &mut Ctx, ev: Ev) {
-    if let (Some(id), Some(addr), Some(port), Some(state)) =
-        (ev.process_id, ev.addr, ev.port, ev.tcp_state)
-    {
+    if let (Some(id), Some(addr), Some(port), Some(state)) = (
+        ev.record.process_id,
+        ev.record.addr,
+        ev.record.port,
+        ev.tcp_state,
+    ) {
         let list = ctx.history.tcp.entry((id, addr, port)).or_default();
-        list.push((ev.mono_ns, state));
+        list.push((ev.record.mono_ns, state));
     }
 }

@@ -6,6 +6,7 @@
 //! transactions; readers open the file read-only and never modify it.
 //! Columns are documented in `docs/capture-schema.md`.
 
+pub mod audit_reads;
 pub mod events;
 pub(crate) mod external;
 mod intern;

@@ -265,14 +265,21 @@ fn window_query(filter: &EventFilter) -> String {
         )
     };
     format!(
-        "SELECT id, mono_ns, wall_ns, kind, pid, process_id, comm, argv, path, old_path, flags,
-                result, errno, family, addr, port, real_path, query
-         FROM events WHERE mono_ns BETWEEN ?1 AND ?2 AND kind IN ({}) {skip} ORDER BY mono_ns, id",
+        "SELECT {RECORD_COLUMNS} FROM events
+         WHERE mono_ns BETWEEN ?1 AND ?2 AND kind IN ({}) {skip} ORDER BY mono_ns, id",
         kinds.join(", ")
     )
 }
 
-fn event_record(r: &rusqlite::Row) -> rusqlite::Result<EventRecord> {
+/// The columns [`event_record`] reads, in its order (the one list of them:
+/// `store::audit_reads` selects these and more).
+pub(super) const RECORD_COLUMNS: &str = "id, mono_ns, wall_ns, kind, pid, process_id, comm, \
+     argv, path, old_path, flags, result, errno, family, addr, port, real_path, query";
+/// How many columns [`event_record`] reads: a query's further columns
+/// start at this index.
+pub(super) const RECORD_COLUMN_COUNT: usize = 18;
+
+pub(super) fn event_record(r: &rusqlite::Row) -> rusqlite::Result<EventRecord> {
     Ok(EventRecord {
         id: r.get(0)?,
         mono_ns: r.get(1)?,
@@ -404,11 +411,9 @@ pub fn events_by_time(
     conn: &Connection,
     mut visit: impl FnMut(EventRecord) -> std::io::Result<()>,
 ) -> Result<(), EventsError> {
-    let mut st = conn.prepare(
-        "SELECT id, mono_ns, wall_ns, kind, pid, process_id, comm, argv, path, old_path, flags,
-                result, errno, family, addr, port, real_path, query
-         FROM events ORDER BY mono_ns, cpu, seq",
-    )?;
+    let mut st = conn.prepare(&format!(
+        "SELECT {RECORD_COLUMNS} FROM events ORDER BY mono_ns, cpu, seq"
+    ))?;
     let mut rows = st.query([])?;
     while let Some(r) = rows.next()? {
         visit(event_record(r)?)?;

@@ -3,7 +3,7 @@
 
 use super::{Rules, add_plain, plain};
 use crate::{
-    audit::{AuditError, context::q, fold::Collector, policy::Policy, report::FindingKind},
+    audit::{AuditError, fold::Collector, policy::Policy, report::FindingKind},
     store::Capture,
 };
 
@@ -34,10 +34,7 @@ pub(in crate::audit) fn completeness(
     }
     let missing = cap.gap_missing().map_err(AuditError::Store)?;
     if missing > 0 {
-        let cpus: i64 = cap
-            .conn
-            .query_row("SELECT COUNT(DISTINCT cpu) FROM gaps", [], |r| r.get(0))
-            .map_err(|e| q(cap, e))?;
+        let cpus = cap.gap_cpus()?;
         let f = mk(
             FindingKind::Gap,
             format!("{missing} record(s) missing in per-CPU sequence gaps"),

@@ -1,21 +1,26 @@
 //! `unexplained-activity` and `claims-mismatch`: the flags correlate
 //! stored for the capture's sessions, as findings.
 
+use std::collections::HashMap;
+
 use super::{Rules, note, plain};
 use crate::audit::{
     AuditError,
-    context::{CorrRow, Ctx, Ev, argv_of, load_event},
+    context::{CorrRow, Ctx, Ev, argv_of},
     fold::{Collector, Pending},
     report::{Access, FindingKind, Role},
 };
 
 /// Correlate-derived rules: `observed_not_claimed` rows are unexplained
 /// activity; `claimed_not_observed` and `mismatch` rows are claims mismatches.
+/// The events they name were read with the rows (`events`): no query per
+/// finding.
 pub(in crate::audit) fn correlated(
     ctx: &Ctx,
     rules: &Rules,
     correlations: bool,
     rows: &[CorrRow],
+    events: &HashMap<i64, Ev>,
     out: &mut Collector,
 ) -> Result<(), AuditError> {
     let (unexplained, claims) = (&rules.unexplained, &rules.claims);
@@ -32,15 +37,12 @@ pub(in crate::audit) fn correlated(
             Role::ClaimedNotObserved | Role::Mismatch if claims.enabled => claims,
             _ => continue,
         };
-        let ev = match row.event_id {
-            Some(id) => load_event(ctx.cap, id)?,
-            None => None,
-        };
+        let ev = row.event_id.and_then(|id| events.get(&id));
         let what = row.tool.reason.clone().unwrap_or_default();
         let message = match row.tool.role {
             Role::ObservedNotClaimed => format!(
                 "activity no tool call explains: {}",
-                ev.as_ref().map(describe).unwrap_or_else(|| what.clone())
+                ev.map(describe).unwrap_or_else(|| what.clone())
             ),
             Role::ClaimedNotObserved => format!(
                 "tool call #{} claimed but not observed: {what}",
@@ -51,9 +53,10 @@ pub(in crate::audit) fn correlated(
                 row.tool.tool_index.unwrap_or(-1)
             ),
         };
-        let mut p = match &ev {
+        let mut p = match ev {
             Some(ev) => {
-                let mut p = ctx.base(ev, meta, message, Access::Event(ev.kind.clone()));
+                let kind = ev.kind.as_str().to_owned();
+                let mut p = ctx.base(ev, meta, message, Access::Event(kind));
                 let f = &mut p.finding;
                 f.path = ev.path.clone();
                 f.addr = ev.addr.clone();
@@ -80,7 +83,7 @@ pub(in crate::audit) fn correlated(
         p.finding.session = Some(row.tool.clone());
         p.finding.evidence.detail = row.tool.reason.clone();
         ctx.prepare(&mut p)?;
-        out.add(p, ev.as_ref());
+        out.add(p, ev);
     }
     Ok(())
 }

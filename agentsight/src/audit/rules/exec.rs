@@ -9,6 +9,7 @@ use crate::audit::{
     policy::{ExePattern, ExecutablesRule, Policy},
     report::Access,
 };
+use crate::store::events::EventKind;
 
 pub(in crate::audit) fn exec_event(
     ctx: &Ctx,
@@ -20,7 +21,8 @@ pub(in crate::audit) fn exec_event(
     let x = &policy.executables;
     // A shell trying each $PATH entry gets ENOENT for all but one: those
     // tries are not runs.
-    if ev.kind == "exec_failed" && ev.errno.as_deref() == Some("ENOENT") || !x.meta.enabled {
+    if ev.kind == EventKind::ExecFailed && ev.errno.as_deref() == Some("ENOENT") || !x.meta.enabled
+    {
         return Ok(());
     }
     let argv = argv_of(ev.argv.as_deref());
@@ -77,7 +79,7 @@ fn exe_verdict(x: &ExecutablesRule, ev: &Ev, argv: &[String]) -> Option<(String,
         .clone()
         .or(ev.filename.clone())
         .unwrap_or_else(|| "?".into());
-    let attempted = if ev.kind == "exec_failed" {
+    let attempted = if ev.kind == EventKind::ExecFailed {
         "attempted "
     } else {
         ""

@@ -7,13 +7,13 @@ use super::plain;
 use crate::{
     audit::{
         AuditError,
-        context::{Ctx, q},
+        context::Ctx,
         fold::{Collector, Pending},
         policy::Policy,
         report::FindingKind,
     },
-    clock::{Anchors, rfc3339_ns},
-    store::read::{external_messages, ms_to_ns},
+    clock::rfc3339_ns,
+    store::read::ms_to_ns,
 };
 
 /// One finding per stored submission, citing the provider process when the
@@ -27,12 +27,12 @@ pub(in crate::audit) fn continued_externally(
     if !meta.enabled {
         return Ok(());
     }
-    let msgs = external_messages(&ctx.cap.conn).map_err(|e| q(ctx.cap, e))?;
+    let msgs = ctx.cap.external_messages()?;
     if msgs.is_empty() {
         return Ok(());
     }
     let procs = ctx.cap.processes().map_err(AuditError::Store)?;
-    let anchors = Anchors::load(&ctx.cap.conn).map_err(|e| q(ctx.cap, e))?;
+    let anchors = ctx.cap.anchors()?;
     for m in &msgs {
         let time = rfc3339_ns(ms_to_ns(m.time_ms));
         let message = format!(

@@ -10,34 +10,39 @@ use crate::audit::{
     policy::{DeniedPathsRule, Policy, WritesRule},
     report::Access,
 };
+use crate::store::events::Access as FileAccess;
 
-/// File syscalls: (access, path) pairs; a rename deletes its old name and
-/// writes its new one. An open is judged by the path the process asked for
+/// File syscalls: (access, path) pairs, by the kind's access class
+/// (`store::events`: an open without flags is a write); a rename deletes
+/// its old name and writes its new one; a new directory or link writes its
+/// path. An open is judged by the path the process asked for
 /// and, when it names another file (a symlink, a bind mount,
 /// `/proc/self/fd/N`), by the file the kernel opened too: a path trick
 /// never hides a read of a denied file nor a write outside the roots.
 fn accesses(ev: &Ev) -> Vec<(Access, &str)> {
     let mut acc: Vec<(Access, &str)> = Vec::new();
     let p = ev.path.as_deref();
-    match ev.kind.as_str() {
-        "open" | "openat" | "openat2" | "creat" => {
-            let fl = ev.flags.as_deref().unwrap_or("write");
-            let writes = fl
-                .split(',')
-                .any(|f| matches!(f, "write" | "create" | "truncate" | "append"));
-            let access = if writes { Access::Write } else { Access::Read };
-            if let Some(p) = p {
-                acc.push((access.clone(), p));
-            }
-            if let Some(real) = ev.real_path.as_deref()
-                && Some(real) != p
-                && real.starts_with('/')
-            {
-                acc.push((access, real));
-            }
+    let class = ev.kind.access(ev.flags.as_deref());
+    if ev.kind.is_open() {
+        let access = if class == Some(FileAccess::Read) {
+            Access::Read
+        } else {
+            Access::Write
+        };
+        if let Some(p) = p {
+            acc.push((access.clone(), p));
         }
-        "unlink" | "unlinkat" | "rmdir" => acc.extend(p.map(|p| (Access::Delete, p))),
-        "rename" | "renameat" | "renameat2" => {
+        if let Some(real) = ev.real_path.as_deref()
+            && Some(real) != p
+            && real.starts_with('/')
+        {
+            acc.push((access, real));
+        }
+        return acc;
+    }
+    match class {
+        Some(FileAccess::Delete) => acc.extend(p.map(|p| (Access::Delete, p))),
+        Some(FileAccess::Rename) => {
             acc.extend(ev.old_path.as_deref().map(|p| (Access::Delete, p)));
             acc.extend(p.map(|p| (Access::Write, p)));
         }

@@ -9,6 +9,7 @@ use crate::audit::{
     policy::{Destination, NetworkRule, Policy, RuleMeta, is_loopback, parse_addr},
     report::Access,
 };
+use crate::store::events::EventKind;
 
 pub(in crate::audit) fn net_event(
     ctx: &Ctx,
@@ -24,7 +25,7 @@ pub(in crate::audit) fn net_event(
     for (meta, message, matched, is_dns_name) in net_verdicts(n, &rules.denied, ev) {
         let access = if is_dns_name {
             Access::Dns
-        } else if ev.kind == "connect" {
+        } else if ev.kind == EventKind::Connect {
             Access::Connect
         } else {
             Access::Send

@@ -8,6 +8,7 @@ use crate::audit::{
     fold::Collector,
     policy::{DeniedPathsRule, PathPattern, Policy, WritesRule},
 };
+use crate::store::events::EventKind;
 
 /// A compiled path list, remembering which entry matched for the evidence.
 pub(in crate::audit) struct PathSet {
@@ -202,9 +203,9 @@ impl PathSets {
         if self.write_allow.first_match(path).is_some() {
             return true;
         }
-        let creates_inside = match ev.kind.as_str() {
-            "mkdir" | "mkdirat" => true,
-            "open" | "openat" | "openat2" => ev
+        let creates_inside = match ev.kind {
+            EventKind::Mkdir | EventKind::Mkdirat => true,
+            EventKind::Open | EventKind::Openat | EventKind::Openat2 => ev
                 .flags
                 .as_deref()
                 .is_some_and(|f| f.split(',').any(|x| x == "tmpfile")),
