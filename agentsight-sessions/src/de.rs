@@ -163,12 +163,29 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for ObjOr<T> {
     }
 }
 
+impl<T> Default for ObjOr<T> {
+    fn default() -> Self {
+        ObjOr::Other(String::new())
+    }
+}
+
 impl<T> ObjOr<T> {
     pub fn obj(&self) -> Option<&T> {
         match self {
             ObjOr::Obj(t) => Some(t),
             ObjOr::Other(_) => None,
         }
+    }
+}
+
+/// A field this reader does not read: its value is skipped as an unknown
+/// key's would be (never buffered).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Skip;
+
+impl<'de> Deserialize<'de> for Skip {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        IgnoredAny::deserialize(d).map(|_| Skip)
     }
 }
 

@@ -13,89 +13,17 @@
 
 use std::collections::HashMap;
 
-use jiff::Timestamp;
-use serde::Deserialize;
-
-use crate::de::{Content, Count, LBool, LStr, ObjOr, Prefix};
+use super::wire;
+use crate::de::{Content, ObjOr};
 use crate::live::{
     PROMPT_CHARS, Signal, TailFacts, TokenTotals, TurnStatus, WaitReason, line_key, newest,
     parse_time,
 };
+use jiff::Timestamp;
 
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-struct Line {
-    #[serde(rename = "type")]
-    kind: LStr,
-    uuid: LStr,
-    session_id: LStr,
-    timestamp: LStr,
-    cwd: LStr,
-    is_sidechain: LBool,
-    is_meta: LBool,
-    is_api_error_message: LBool,
-    is_compact_summary: LBool,
-    subtype: LStr,
-    /// `rate_limit`… on synthetic error lines; an object on `api_error`.
-    error: Option<ObjOr<ApiError>>,
-    retry_attempt: Option<Count>,
-    max_retries: Option<Count>,
-    message: Option<ObjOr<Message>>,
-    data: Option<ObjOr<Progress>>,
-    /// `api-request` records (2.1.3xx): who asked, and for which subagent.
-    query_source: LStr,
-    agent_id: LStr,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct ApiError {
-    status: Option<Count>,
-    error: Option<ObjOr<ApiErrorBody>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct ApiErrorBody {
-    #[serde(rename = "type")]
-    kind: LStr,
-    error: Option<Box<ObjOr<ApiErrorBody>>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Message {
-    id: LStr,
-    model: LStr,
-    content: Content<Block>,
-    stop_reason: LStr,
-    usage: Option<ObjOr<Usage>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Block {
-    #[serde(rename = "type")]
-    kind: LStr,
-    text: Option<Prefix>,
-    name: LStr,
-}
-
-#[derive(Deserialize, Default, Clone, Copy)]
-#[serde(default)]
-struct Usage {
-    input_tokens: Count,
-    output_tokens: Count,
-    cache_creation_input_tokens: Count,
-    cache_read_input_tokens: Count,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Progress {
-    #[serde(rename = "type")]
-    kind: LStr,
-}
+type Line = wire::Line<wire::Tail>;
+type Message = wire::Message<wire::Tail>;
+type Usage = wire::Usage<wire::Tail>;
 
 /// Record types that are bookkeeping, not conversation: known, ignored.
 const BOOKKEEPING: &[&str] = &[
@@ -266,7 +194,7 @@ fn user_line(l: &Line, key: String, begin: bool, facts: &mut TailFacts) {
 
 fn assistant_line(l: &Line, key: String, facts: &mut TailFacts, st: &mut State) {
     let msg = l.message.as_ref().and_then(ObjOr::obj);
-    if l.is_api_error_message.0 == Some(true) {
+    if l.is_api_error.0 == Some(true) {
         // Never ends a turn; may be a refusal.
         if let Some(s) = error_line_signal(l, msg) {
             facts.signal = Some(s);

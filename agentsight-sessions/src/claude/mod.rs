@@ -17,13 +17,16 @@ pub(crate) mod live;
 /// Where transcripts live and how they are named.
 pub(crate) mod layout;
 
+/// The serde shapes of a transcript line (shared with `live`).
+pub(crate) mod wire;
+
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::de::{Content, Count, LBool, LStr, ObjOr, Prefix};
+use super::de::{Content, LStr, ObjOr, Prefix};
 use super::error::{Result, SessionError};
 use super::util::{self, jstr, parse_ts};
 use super::{
@@ -31,6 +34,7 @@ use super::{
     SubagentInfo, TokenUsage, ToolEvent, ToolPath, ToolStatus,
 };
 use crate::provider::{ProviderSpec, TailSpec};
+use wire::{Block, MetaJson, ToolUseResult};
 
 /// Claude Code's row of the provider table.
 pub(crate) const SPEC: ProviderSpec = ProviderSpec {
@@ -57,89 +61,10 @@ pub(crate) const SPEC: ProviderSpec = ProviderSpec {
     },
 };
 
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Line {
-    #[serde(rename = "type")]
-    kind: LStr,
-    subtype: LStr,
-    #[serde(rename = "sessionId")]
-    session_id: LStr,
-    timestamp: LStr,
-    cwd: LStr,
-    #[serde(rename = "gitBranch")]
-    git_branch: LStr,
-    version: LStr,
-    #[serde(rename = "isSidechain")]
-    is_sidechain: LBool,
-    #[serde(rename = "isMeta")]
-    is_meta: LBool,
-    #[serde(rename = "isCompactSummary")]
-    is_compact_summary: LBool,
-    #[serde(rename = "agentId")]
-    agent_id: LStr,
-    #[serde(rename = "requestId")]
-    request_id: LStr,
-    #[serde(rename = "isApiErrorMessage")]
-    is_api_error: LBool,
-    message: Option<ObjOr<Message>>,
-    #[serde(rename = "toolUseResult")]
-    tool_use_result: Option<ObjOr<ToolUseResult>>,
-    /// `system/api_error` carries `error{…}`; assistant error lines a string.
-    error: Option<Prefix>,
-    content: Option<Prefix>,
-    summary: LStr,
-    #[serde(rename = "customTitle")]
-    custom_title: LStr,
-    #[serde(rename = "aiTitle")]
-    ai_title: LStr,
-    data: Option<ObjOr<ProgressData>>,
-    #[serde(rename = "parentToolUseID")]
-    parent_tool_use_id: LStr,
-}
+type Line = wire::Line<wire::Full>;
+type Message = wire::Message<wire::Full>;
 
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Message {
-    id: LStr,
-    model: LStr,
-    content: Content<Block>,
-    stop_reason: LStr,
-    usage: Option<ObjOr<Usage>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Block {
-    #[serde(rename = "type")]
-    kind: LStr,
-    text: LStr,
-    id: LStr,
-    name: LStr,
-    input: Option<Value>,
-    tool_use_id: LStr,
-    is_error: LBool,
-    content: Option<Prefix>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Usage {
-    input_tokens: Count,
-    output_tokens: Count,
-    cache_creation_input_tokens: Count,
-    cache_read_input_tokens: Count,
-    cache_creation: Option<ObjOr<CacheCreation>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct CacheCreation {
-    ephemeral_5m_input_tokens: Option<Count>,
-    ephemeral_1h_input_tokens: Option<Count>,
-}
-
-impl Usage {
+impl wire::Usage<wire::Full> {
     fn to_tokens(&self) -> TokenUsage {
         // ccusage prefers the ephemeral buckets when present; do the same so
         // totals agree.
@@ -161,36 +86,6 @@ impl Usage {
             0,
         )
     }
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct ToolUseResult {
-    #[serde(rename = "type")]
-    kind: LStr,
-    #[serde(rename = "agentId")]
-    agent_id: LStr,
-    #[serde(rename = "exitCode")]
-    exit_code: Option<Value>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct ProgressData {
-    #[serde(rename = "type")]
-    kind: LStr,
-    #[serde(rename = "agentId")]
-    agent_id: LStr,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct MetaJson {
-    #[serde(rename = "agentType")]
-    agent_type: LStr,
-    description: LStr,
-    #[serde(rename = "toolUseId")]
-    tool_use_id: LStr,
 }
 
 /// Known record types that carry nothing this model keeps.

@@ -13,58 +13,17 @@
 //! subagent's or `codex exec`'s (hidden).
 
 use jiff::Timestamp;
-use serde::Deserialize;
 use serde_json::Value;
 
-use crate::de::{Content, LStr, ObjOr, Prefix};
+use super::wire;
+use crate::de::{Content, LStr, ObjOr};
 use crate::live::{
     HiddenReason, PROMPT_CHARS, Signal, TailFacts, TokenTotals, TurnStatus, WaitReason, line_key,
     newest, parse_time,
 };
 
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Line {
-    timestamp: LStr,
-    #[serde(rename = "type")]
-    kind: LStr,
-    payload: Option<ObjOr<Payload>>,
-}
-
-/// The fields of every payload kind this reader looks at; `Value` only for
-/// small, shape-shifting objects.
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Payload {
-    #[serde(rename = "type")]
-    kind: LStr,
-    role: LStr,
-    /// A `response_item` message's parts (only their text prefixes).
-    content: Option<Content<TextPart>>,
-    name: LStr,
-    turn_id: LStr,
-    id: LStr,
-    item_id: LStr,
-    call_id: LStr,
-    message: LStr,
-    cwd: LStr,
-    model: LStr,
-    originator: LStr,
-    source: Option<Value>,
-    thread_source: LStr,
-    info: Option<Value>,
-    rate_limits: Option<Value>,
-    codex_error_info: Option<Value>,
-    /// `task_complete` of a failed turn (Codex ≥ 0.16x):
-    /// `{message, codex_error_info}`.
-    error: Option<Value>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct TextPart {
-    text: Option<Prefix>,
-}
+type Line = wire::Line<wire::Tail>;
+type Payload = wire::Payload<wire::Tail>;
 
 /// Record kinds newer Codex versions write that this reader does not use:
 /// known, so not counted as skipped; written during a turn, so activity.

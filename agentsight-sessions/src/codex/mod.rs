@@ -20,6 +20,9 @@ pub(crate) mod layout;
 /// The state database the session list reads.
 pub(crate) mod state;
 
+/// The serde shapes of a rollout line (shared with `live`).
+pub(crate) mod wire;
+
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
@@ -28,7 +31,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use super::de::{Content, Count, LBool, LStr, ObjOr};
+use super::de::{Content, Count, ObjOr};
 use super::error::{Result, SessionError};
 use super::util::{self, jstr, parse_ts};
 use super::{
@@ -36,6 +39,7 @@ use super::{
     ToolEvent, ToolPath, ToolStatus,
 };
 use crate::provider::{ProviderSpec, TailSpec};
+use wire::RawUsage;
 
 /// Codex's row of the provider table.
 pub(crate) const SPEC: ProviderSpec = ProviderSpec {
@@ -62,100 +66,8 @@ pub(crate) const SPEC: ProviderSpec = ProviderSpec {
     },
 };
 
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Line {
-    timestamp: LStr,
-    #[serde(rename = "type")]
-    kind: LStr,
-    payload: Option<ObjOr<Payload>>,
-    record_type: LStr,
-    /// Legacy first line: a bare SessionMeta.
-    id: LStr,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-pub(crate) struct Payload {
-    #[serde(rename = "type")]
-    kind: LStr,
-    // session_meta
-    id: LStr,
-    timestamp: LStr,
-    cwd: LStr,
-    cli_version: LStr,
-    forked_from_id: LStr,
-    source: Option<Value>,
-    git: Option<ObjOr<Git>>,
-    // turn_context
-    model: LStr,
-    // messages / events
-    message: LStr,
-    role: LStr,
-    content: Content<CBlock>,
-    phase: LStr,
-    // tools
-    name: LStr,
-    arguments: LStr,
-    call_id: LStr,
-    input: LStr,
-    output: Option<OutputStatus>,
-    action: Option<Value>,
-    success: LBool,
-    exit_code: Option<Value>,
-    // token_count
-    info: Option<ObjOr<TokenInfo>>,
-    // errors
-    codex_error_info: Option<Value>,
-    reason: LStr,
-    thread_name: LStr,
-    // item_completed (0.16x): the typed prompt is a `UserMessage` item
-    item: Option<ObjOr<Item>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-pub(crate) struct Item {
-    #[serde(rename = "type")]
-    kind: LStr,
-    content: Content<CBlock>,
-    // CommandExecution: `id` is the call id.
-    id: LStr,
-    exit_code: Option<Value>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-pub(crate) struct Git {
-    branch: LStr,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct CBlock {
-    #[serde(rename = "type")]
-    kind: LStr,
-    text: LStr,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct TokenInfo {
-    total_token_usage: Option<ObjOr<RawUsage>>,
-    last_token_usage: Option<ObjOr<RawUsage>>,
-}
-
-/// Codex's own usage fields: `input_tokens` includes `cached_input_tokens`,
-/// `output_tokens` includes `reasoning_output_tokens`.
-#[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq, Debug)]
-#[serde(default)]
-pub(crate) struct RawUsage {
-    input_tokens: Count,
-    cached_input_tokens: Count,
-    output_tokens: Count,
-    reasoning_output_tokens: Count,
-    total_tokens: Count,
-}
+type Line = wire::Line<wire::Full>;
+type Payload = wire::Payload<wire::Full>;
 
 impl RawUsage {
     fn ge(&self, o: &RawUsage) -> bool {
@@ -191,7 +103,7 @@ impl RawUsage {
 /// Outcome read from a tool output without keeping the (possibly huge) text:
 /// the status and the exit code the output states, if any.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct OutputStatus(ToolStatus, Option<i32>);
+pub(crate) struct OutputStatus(ToolStatus, Option<i32>);
 
 impl<'de> Deserialize<'de> for OutputStatus {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {

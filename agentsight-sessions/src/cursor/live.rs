@@ -8,42 +8,12 @@
 //! be expressed. Legacy `.txt` transcripts (`user:` / `assistant:` blocks)
 //! have no turn marker: only a fresh write (working) can be told.
 
-use serde::Deserialize;
-
-use crate::de::{Content, LStr, ObjOr, Prefix};
+use super::wire::{self, TailBlock};
+use crate::de::{Content, ObjOr};
 use crate::live::{PROMPT_CHARS, TailFacts, TurnStatus, WaitReason, line_key};
 
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Line {
-    #[serde(rename = "type")]
-    kind: LStr,
-    role: LStr,
-    status: LStr,
-    error: LStr,
-    message: Option<ObjOr<Message>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Message {
-    content: Content<Block>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Block {
-    #[serde(rename = "type")]
-    kind: LStr,
-    text: Option<Prefix>,
-    input: Option<ObjOr<ShellInput>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct ShellInput {
-    working_directory: LStr,
-}
+type Line = wire::Line<TailBlock>;
+type Message = wire::Message<TailBlock>;
 
 pub(crate) fn read(lines: &[&str], begin: bool, facts: &mut TailFacts) {
     // Legacy plain-text transcript: nothing to parse line by line.

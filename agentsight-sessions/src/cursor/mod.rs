@@ -12,15 +12,17 @@ pub(crate) mod live;
 /// Where transcripts live and how they are named.
 pub(crate) mod layout;
 
+/// The serde shapes of a transcript line (shared with `live`).
+pub(crate) mod wire;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::claude::describe_tool;
-use super::de::{Content, LStr, ObjOr};
+use super::de::{Content, ObjOr};
 use super::error::{Result, SessionError};
 use super::util;
 use super::{
@@ -28,6 +30,7 @@ use super::{
     TokenUsage, ToolEvent, ToolStatus,
 };
 use crate::provider::{ProviderSpec, TailSpec};
+use wire::Block;
 
 /// Cursor's row of the provider table.
 pub(crate) const SPEC: ProviderSpec = ProviderSpec {
@@ -54,33 +57,7 @@ pub(crate) const SPEC: ProviderSpec = ProviderSpec {
     },
 };
 
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Line {
-    role: LStr,
-    #[serde(rename = "type")]
-    kind: LStr,
-    message: Option<ObjOr<Message>>,
-    status: LStr,
-    error: LStr,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Message {
-    content: Content<Block>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct Block {
-    #[serde(rename = "type")]
-    kind: LStr,
-    text: LStr,
-    name: LStr,
-    id: LStr,
-    input: Option<Value>,
-}
+type Line = wire::Line<Block>;
 
 /// `agent-transcripts/` dir and the session's own subdir for a transcript in
 /// either the flat (`<id>.jsonl`) or nested (`<id>/<id>.jsonl`) layout.

@@ -21,73 +21,15 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
 
-use serde::Deserialize;
-
+use super::wire::{self, Meta, RewindLine, SetLine};
 use crate::Provider;
-use crate::de::{Content, Count, LStr, ObjOr, Prefix};
+use crate::de::{Content, ObjOr};
 use crate::live::{
     HiddenReason, PROMPT_CHARS, Signal, TailFacts, TokenTotals, TurnStatus, WaitReason, newest,
     parse_time,
 };
 
-#[derive(Deserialize, Default, Clone)]
-#[serde(default)]
-struct Msg {
-    id: LStr,
-    timestamp: LStr,
-    #[serde(rename = "type")]
-    kind: LStr,
-    content: Option<Content<TextPart>>,
-    model: LStr,
-    #[serde(rename = "toolCalls")]
-    tool_calls: Option<Vec<ObjOr<ToolCall>>>,
-    tokens: Option<ObjOr<Tokens>>,
-}
-
-#[derive(Deserialize, Default, Clone)]
-#[serde(default)]
-struct TextPart {
-    text: Option<Prefix>,
-}
-
-#[derive(Deserialize, Default, Clone)]
-#[serde(default)]
-struct ToolCall {
-    status: LStr,
-    timestamp: LStr,
-}
-
-#[derive(Deserialize, Default, Clone, Copy)]
-#[serde(default)]
-struct Tokens {
-    input: Count,
-    output: Count,
-    cached: Count,
-    thoughts: Count,
-    tool: Count,
-}
-
-/// A metadata line, a legacy record, or a `$set` patch.
-#[derive(Deserialize, Default)]
-#[serde(default, rename_all = "camelCase")]
-struct Meta {
-    session_id: LStr,
-    last_updated: LStr,
-    kind: LStr,
-    messages: Option<Vec<ObjOr<Msg>>>,
-}
-
-#[derive(Deserialize)]
-struct SetLine {
-    #[serde(rename = "$set")]
-    set: ObjOr<Meta>,
-}
-
-#[derive(Deserialize)]
-struct RewindLine {
-    #[serde(rename = "$rewindTo")]
-    rewind_to: String,
-}
+type Msg = wire::Msg<wire::Tail>;
 
 /// The replayed message list: order of first appearance, last write wins.
 #[derive(Default)]

@@ -20,13 +20,15 @@ pub(crate) mod live;
 /// Where transcripts live and how they are named.
 pub(crate) mod layout;
 
+/// The serde shapes of a chat record (shared with `live`).
+pub(crate) mod wire;
+
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
 use serde_json::Value;
 
-use super::de::{Content, Count, LBool, LStr, ObjOr};
+use super::de::{Content, LStr, ObjOr};
 use super::error::{Result, SessionError};
 use super::util::{self, jstr, parse_ts};
 use super::{
@@ -34,6 +36,7 @@ use super::{
     SubagentInfo, TokenUsage, ToolEvent, ToolPath, ToolStatus,
 };
 use crate::provider::{DocumentSpec, ProviderSpec, TailSpec};
+use wire::{FnResponse, FnResult, GLine, Part, Tokens as GTokens, ToolCall};
 
 /// Gemini CLI's row of the provider table.
 pub(crate) const SPEC: ProviderSpec = ProviderSpec {
@@ -64,86 +67,7 @@ pub(crate) const SPEC: ProviderSpec = ProviderSpec {
     },
 };
 
-#[derive(Deserialize, Default, Clone)]
-#[serde(default)]
-struct Msg {
-    id: LStr,
-    timestamp: LStr,
-    #[serde(rename = "type")]
-    kind: LStr,
-    content: Content<Part>,
-    model: LStr,
-    #[serde(rename = "toolCalls")]
-    tool_calls: Vec<ObjOr<ToolCall>>,
-    tokens: Option<ObjOr<GTokens>>,
-}
-
-#[derive(Deserialize, Default, Clone)]
-#[serde(default)]
-struct Part {
-    text: LStr,
-    /// A call as the API history holds it; a resume writes these into the
-    /// model message's content.
-    #[serde(rename = "functionCall")]
-    function_call: Option<ObjOr<FnCall>>,
-    /// A call's result in a user-role message of the API history.
-    #[serde(rename = "functionResponse")]
-    function_response: Option<ObjOr<FnResponse>>,
-}
-
-#[derive(Deserialize, Default, Clone)]
-#[serde(default)]
-struct FnCall {
-    id: LStr,
-    name: LStr,
-    args: Option<Value>,
-}
-
-#[derive(Deserialize, Default, Clone)]
-#[serde(default)]
-struct ToolCall {
-    id: LStr,
-    name: LStr,
-    args: Option<Value>,
-    status: LStr,
-    timestamp: LStr,
-    #[serde(rename = "agentId")]
-    agent_id: LStr,
-    /// `[{functionResponse:{response:{output}}}]`: a shell call's exit code
-    /// is only in this text (`Exit Code: N`); `status` stays `success`.
-    result: Content<FnResult>,
-    #[serde(rename = "resultDisplay")]
-    result_display: Option<ObjOr<ResultDisplay>>,
-}
-
-#[derive(Deserialize, Default, Clone)]
-#[serde(default)]
-struct FnResult {
-    #[serde(rename = "functionResponse")]
-    function_response: Option<ObjOr<FnResponse>>,
-}
-
-#[derive(Deserialize, Default, Clone)]
-#[serde(default)]
-struct FnResponse {
-    id: LStr,
-    response: Option<ObjOr<FnOutput>>,
-}
-
-#[derive(Deserialize, Default, Clone)]
-#[serde(default)]
-struct FnOutput {
-    output: LStr,
-    /// Set instead of `output` when the tool failed.
-    error: Option<Value>,
-}
-
-#[derive(Deserialize, Default, Clone)]
-#[serde(default)]
-struct ResultDisplay {
-    #[serde(rename = "isNewFile")]
-    is_new_file: LBool,
-}
+type Msg = wire::Msg<wire::Full>;
 
 /// The `Exit Code: N` line Gemini CLI puts in a shell call's result text.
 /// It writes `Output: …`, then `Error: …`, `Exit Code: N` (only when
@@ -181,18 +105,6 @@ fn shell_exit_code(tc: &ToolCall) -> Option<i32> {
     })
 }
 
-/// Gemini's usage: `input` includes `cached`; `output` (candidates)
-/// excludes `thoughts`; `tool` is tool-use prompt tokens.
-#[derive(Deserialize, Default, Clone, Copy)]
-#[serde(default)]
-struct GTokens {
-    input: Count,
-    output: Count,
-    cached: Count,
-    thoughts: Count,
-    tool: Count,
-}
-
 impl GTokens {
     fn normalized(&self) -> TokenUsage {
         let cached = self.cached.0.min(self.input.0);
@@ -206,45 +118,7 @@ impl GTokens {
     }
 }
 
-/// One JSONL line (or the legacy whole record): metadata, message, or patch.
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct GLine {
-    #[serde(rename = "sessionId")]
-    session_id: LStr,
-    #[serde(rename = "startTime")]
-    start_time: LStr,
-    #[serde(rename = "lastUpdated")]
-    last_updated: LStr,
-    summary: LStr,
-    kind: LStr,
-    messages: Option<Vec<ObjOr<Msg>>>,
-    #[serde(rename = "$set")]
-    set: Option<ObjOr<SetPatch>>,
-    #[serde(rename = "$rewindTo")]
-    rewind_to: LStr,
-    // Message fields (a line with a string `id` is a message).
-    id: LStr,
-    timestamp: LStr,
-    #[serde(rename = "type")]
-    msg_type: LStr,
-    content: Option<Content<Part>>,
-    model: LStr,
-    #[serde(rename = "toolCalls")]
-    tool_calls: Vec<ObjOr<ToolCall>>,
-    tokens: Option<ObjOr<GTokens>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct SetPatch {
-    #[serde(rename = "lastUpdated")]
-    last_updated: LStr,
-    summary: LStr,
-    messages: Option<Vec<ObjOr<Msg>>>,
-}
-
-impl Msg {
+impl wire::Msg<wire::Full> {
     /// Fills what a rewritten message lacks from the version a rewrite
     /// dropped; that version's timestamp is the message's own.
     fn restore(&mut self, old: Msg) {
