@@ -8,7 +8,7 @@
 //! file name are read from a bounded header only for candidates that may be
 //! listed; only the (at most 25) listed sessions are parsed.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -457,61 +457,15 @@ impl SessionIndex {
             ));
         }
 
+        // Codex threads the state database knows: rows found by rollout,
+        // rollouts outside the scanned roots added, their update times.
         let codex_rows = if self.opts.wants(Provider::Codex) {
-            match codex::state::recent_rows(&home, self.opts.use_env()) {
-                Ok(r) => r,
-                Err(e) => {
-                    listing.notes.push(format!(
-                        "codex state database not used, scanning rollouts: {e}"
-                    ));
-                    Vec::new()
-                }
-            }
+            codex::state::StateRows::load(&home, self.opts.use_env(), &mut listing.notes)
         } else {
-            Vec::new()
+            codex::state::StateRows::default()
         };
-        // Rollout file names embed the thread id, so they key rows without
-        // resolving every path (a realpath per candidate costs more than the
-        // whole scan).
-        let rows: HashMap<std::ffi::OsString, codex::state::ThreadRow> = codex_rows
-            .into_iter()
-            .filter_map(|r| Some((r.rollout.file_name()?.to_os_string(), r)))
-            .collect();
-        let row_of = |c: &Candidate| -> Option<&codex::state::ThreadRow> {
-            if c.provider == Provider::Codex {
-                rows.get(c.path.file_name()?)
-            } else {
-                None
-            }
-        };
-        // Rows whose rollout lies outside the scanned roots become candidates.
-        let scanned: HashSet<&std::ffi::OsStr> = cands
-            .iter()
-            .filter(|c| c.provider == Provider::Codex)
-            .filter_map(|c| c.path.file_name())
-            .collect();
-        let mut extra = Vec::new();
-        for (name, r) in &rows {
-            if !scanned.contains(name.as_os_str())
-                && let Ok(m) = std::fs::metadata(&r.rollout)
-                && m.is_file()
-            {
-                extra.push(Candidate {
-                    provider: Provider::Codex,
-                    path: r.rollout.clone(),
-                    updated_ms: mtime_ms(&m),
-                    size: m.len(),
-                    empty_window: false,
-                });
-            }
-        }
-        cands.extend(extra);
-        // Codex rows known to SQLite sort by the thread's updated time.
-        for c in cands.iter_mut() {
-            if let Some(u) = row_of(c).and_then(|r| r.updated_ms) {
-                c.updated_ms = u;
-            }
-        }
+        codex_rows.merge(&mut cands);
+        let row_of = |c: &Candidate| codex_rows.row_of(c);
         if let Some(age) = self.opts.max_age {
             let now = util::system_time_ms(std::time::SystemTime::now());
             let min = now.saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX));

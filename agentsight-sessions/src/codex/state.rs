@@ -5,6 +5,7 @@
 //! never trusted (only a rollout under the Codex roots is opened).
 
 use std::collections::{HashMap, HashSet};
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use crate::discovery::{Candidate, MAX_LIST, SessionSummary, SummarySource, mtime_ms};
@@ -42,6 +43,71 @@ pub(crate) fn recent_rows(home: &Path, use_env: bool) -> Result<Vec<ThreadRow>> 
         return Ok(Vec::new());
     };
     read_rows(&db, &ch, 4 * MAX_LIST)
+}
+
+/// The state database's threads, keyed by rollout file name: rollout file
+/// names embed the thread id, so they key rows without resolving every path
+/// (a realpath per candidate costs more than the whole scan).
+#[derive(Default)]
+pub(crate) struct StateRows(HashMap<OsString, ThreadRow>);
+
+impl StateRows {
+    /// The recent rows ([`recent_rows`]); a database that cannot be read is
+    /// a note, and the rollouts are scanned instead.
+    pub(crate) fn load(home: &Path, use_env: bool, notes: &mut Vec<String>) -> StateRows {
+        let rows = recent_rows(home, use_env).unwrap_or_else(|e| {
+            notes.push(format!(
+                "codex state database not used, scanning rollouts: {e}"
+            ));
+            Vec::new()
+        });
+        StateRows(
+            rows.into_iter()
+                .filter_map(|r| Some((r.rollout.file_name()?.to_os_string(), r)))
+                .collect(),
+        )
+    }
+
+    /// The row of a scanned Codex rollout.
+    pub(crate) fn row_of(&self, c: &Candidate) -> Option<&ThreadRow> {
+        if c.provider == Provider::Codex {
+            self.0.get(c.path.file_name()?)
+        } else {
+            None
+        }
+    }
+
+    /// Merges the rows into the scanned candidates: rows whose rollout lies
+    /// outside the scanned roots become candidates, and rollouts known to
+    /// the database sort by the thread's updated time.
+    pub(crate) fn merge(&self, cands: &mut Vec<Candidate>) {
+        let scanned: HashSet<&OsStr> = cands
+            .iter()
+            .filter(|c| c.provider == Provider::Codex)
+            .filter_map(|c| c.path.file_name())
+            .collect();
+        let mut extra = Vec::new();
+        for (name, r) in &self.0 {
+            if !scanned.contains(name.as_os_str())
+                && let Ok(m) = std::fs::metadata(&r.rollout)
+                && m.is_file()
+            {
+                extra.push(Candidate {
+                    provider: Provider::Codex,
+                    path: r.rollout.clone(),
+                    updated_ms: mtime_ms(&m),
+                    size: m.len(),
+                    empty_window: false,
+                });
+            }
+        }
+        cands.extend(extra);
+        for c in cands.iter_mut() {
+            if let Some(u) = self.row_of(c).and_then(|r| r.updated_ms) {
+                c.updated_ms = u;
+            }
+        }
+    }
 }
 
 /// Bound of the rollout-tail cache (issue: 64 entries).
