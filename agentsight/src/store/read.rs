@@ -241,9 +241,9 @@ pub struct EventRecord {
 pub struct EventFilter<'a> {
     /// Only these `events.kind`s.
     pub kinds: &'a [&'a str],
-    /// Plain reads (opens without a write, create or trunc flag) of paths
-    /// under these prefixes are left out by the query itself: library and
-    /// pseudo-file reads are most of a capture.
+    /// Plain reads (opens whose flags show no write, create, truncate or
+    /// append) of paths under these prefixes are left out by the query
+    /// itself: library and pseudo-file reads are most of a capture.
     pub skip_reads_under: &'a [&'a str],
 }
 
@@ -258,9 +258,12 @@ fn window_query(filter: &EventFilter) -> String {
         let under: Vec<String> = (0..filter.skip_reads_under.len())
             .map(|i| format!("path LIKE ?{} || '%'", i + 3 + n))
             .collect();
+        // A plain read as `events::EventKind::access` has it: flags shown,
+        // none of them writing (an open without flags is a write).
         format!(
-            "AND NOT (kind IN ('open','openat','openat2') AND flags NOT LIKE '%write%' \
-             AND flags NOT LIKE '%create%' AND flags NOT LIKE '%trunc%' AND ({}))",
+            "AND NOT (kind IN ('open','openat','openat2') AND flags IS NOT NULL \
+             AND flags NOT LIKE '%write%' AND flags NOT LIKE '%create%' \
+             AND flags NOT LIKE '%trunc%' AND flags NOT LIKE '%append%' AND ({}))",
             under.join(" OR ")
         )
     };
@@ -665,7 +668,9 @@ mod tests {
                  process_id, path, flags, result)
              VALUES (50, 1050, 'openat', 0, 5, 10, 1, 0, 0, 'sh', 1, '/usr/lib/libc.so', 'read,cloexec', 3),
                     (60, 1060, 'openat', 0, 6, 10, 1, 0, 0, 'sh', 1, '/usr/local/x', 'write,create', 3),
-                    (70, 1070, 'openat', 0, 7, 10, 1, 0, 0, 'sh', 1, '/work/r', 'read', 3);",
+                    (70, 1070, 'openat', 0, 7, 10, 1, 0, 0, 'sh', 1, '/work/r', 'read', 3),
+                    (80, 1080, 'openat', 0, 8, 10, 1, 0, 0, 'sh', 1, '/usr/local/log', 'read,append', 3),
+                    (90, 1090, 'openat', 0, 9, 10, 1, 0, 0, 'sh', 1, '/etc/old', NULL, 3);",
         )
         .unwrap();
         let filter = EventFilter {
@@ -673,12 +678,17 @@ mod tests {
             skip_reads_under: &["/usr/", "/etc/"],
         };
         let mut seen = Vec::new();
-        events_in_window(&c, 50, 70, &filter, |e| {
+        events_in_window(&c, 50, 90, &filter, |e| {
             seen.push(e.path.unwrap_or_default());
             true
         })
         .unwrap();
-        assert_eq!(seen, ["/usr/local/x", "/work/r"]);
+        // An append and an open without flags are writes (store::events):
+        // never skipped as reads.
+        assert_eq!(
+            seen,
+            ["/usr/local/x", "/work/r", "/usr/local/log", "/etc/old"]
+        );
     }
 }
 
