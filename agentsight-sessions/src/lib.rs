@@ -42,6 +42,7 @@ pub use discovery::{
     find_by_id, provider_roots, session_id_for_path,
 };
 pub use error::{Result, SessionError};
+pub use provider::WatchLayout;
 pub use util::{format_ts, parse_ts};
 
 /// The agent that wrote a transcript.
@@ -71,6 +72,23 @@ impl Provider {
     /// Cursor, else [`Provider::as_str`].
     pub fn cli_name(self) -> &'static str {
         provider::spec(self).cli_name
+    }
+
+    /// A session transcript as the scan lists it, given its path relative
+    /// to one of this provider's roots.
+    pub fn is_transcript(self, rel: &[&str]) -> bool {
+        (provider::spec(self).is_transcript)(rel)
+    }
+
+    /// The directories under `root` (one of this provider's roots) that
+    /// may hold transcripts or lead to them.
+    pub fn watch_layout(self, root: &Path) -> provider::WatchLayout {
+        (provider::spec(self).watch)(root)
+    }
+
+    /// The session id is in the transcript's header, not its file name.
+    pub fn id_in_header(self) -> bool {
+        provider::spec(self).header_id
     }
 }
 

@@ -52,12 +52,31 @@ pub(crate) struct ProviderSpec {
     pub index_id: fn(path: &Path) -> IndexId,
     /// A transcript found for `id` really is that session (header check).
     pub verify_id: fn(path: &Path, id: &str) -> bool,
+    /// A session transcript the scan lists, by its path relative to one of
+    /// the provider's roots (`rel`, the file name last): the live view's
+    /// recogniser of changed paths.
+    pub is_transcript: fn(rel: &[&str]) -> bool,
+    /// How deep under `root` directories may hold transcripts or lead to
+    /// them, for the live view's watches.
+    pub watch: fn(root: &Path) -> WatchLayout,
+    /// The session id is read from the file's header, not its name.
+    pub header_id: bool,
     /// The full parser (sharing the batch's directory listings).
     pub parse: fn(path: &Path, batch: &mut ParseBatch) -> Result<AgentSession>,
     /// Facts from outside the transcript added to a discovered session
     /// (Cursor's `state.vscdb`), given the discovery home.
     pub enrich: Option<fn(s: &mut AgentSession, home: Option<&Path>)>,
     pub tail: TailSpec,
+}
+
+/// The directories under a root that may hold transcripts or lead to them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchLayout {
+    /// Levels of subdirectories below the root.
+    pub depth: u32,
+    /// Below each project (level 1) only the directory of this name leads
+    /// to transcripts (Gemini's `chats`, Cursor's `agent-transcripts`).
+    pub project_subdir: Option<&'static str>,
 }
 
 /// How the id index files a transcript.

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::discovery::Scanner;
+use crate::provider::WatchLayout;
 use crate::util::env_abs;
 
 /// `CLAUDE_CONFIG_DIR` (a comma-separated list, each `…/projects` or the
@@ -69,5 +70,18 @@ fn session_id(path: &Path, comps: &[&str]) -> Option<String> {
         [_, _] => super::header_session_id(path),
         [_, sid, "subagents", ..] => Some((*sid).to_string()),
         _ => None,
+    }
+}
+
+/// `<project>/<session>.jsonl`, not a 2.0.x `agent-*.jsonl`.
+pub(crate) fn is_transcript(rel: &[&str]) -> bool {
+    matches!(rel, [_, name] if name.ends_with(".jsonl") && !name.starts_with("agent-"))
+}
+
+/// The project directories.
+pub(crate) fn watch(_root: &Path) -> WatchLayout {
+    WatchLayout {
+        depth: 1,
+        project_subdir: None,
     }
 }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use crate::Provider;
 use crate::discovery::{Candidate, Scanner};
 use crate::provider::IndexId;
+use crate::provider::WatchLayout;
 use crate::util::env_abs;
 
 /// `$CODEX_HOME` when absolute (and honoured), else `~/.codex`.
@@ -89,4 +90,21 @@ pub(crate) fn index_id(path: &Path) -> IndexId {
 
 pub(crate) fn verify_id(path: &Path, id: &str) -> bool {
     candidate_id(path).as_deref() == Some(id)
+}
+
+/// A rollout at most `YYYY/MM/DD/` deep.
+pub(crate) fn is_transcript(rel: &[&str]) -> bool {
+    rel.len() <= 4
+        && rel
+            .last()
+            .is_some_and(|name| name.starts_with("rollout-") && name.ends_with(".jsonl"))
+}
+
+/// `sessions/YYYY/MM/DD`; `archived_sessions` is flat.
+pub(crate) fn watch(root: &Path) -> WatchLayout {
+    let archived = root.file_name().is_some_and(|n| n == "archived_sessions");
+    WatchLayout {
+        depth: if archived { 0 } else { 3 },
+        project_subdir: None,
+    }
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::Provider;
 use crate::discovery::{Candidate, Scanner, mtime_ms};
+use crate::provider::WatchLayout;
 
 pub(crate) fn roots(home: &Path, _use_env: bool) -> Vec<PathBuf> {
     vec![home.join(".cursor/projects")]
@@ -65,5 +66,22 @@ fn session_id(comps: &[&str]) -> Option<String> {
         [d, _] => Some((*d).to_string()),
         [d, "subagents", _] => Some((*d).to_string()),
         _ => None,
+    }
+}
+
+/// `<project>/agent-transcripts/<id>.jsonl` or `…/<id>/<id>.jsonl`.
+pub(crate) fn is_transcript(rel: &[&str]) -> bool {
+    match rel {
+        [_, "agent-transcripts", f] => f.ends_with(".jsonl"),
+        [_, "agent-transcripts", d, f] => *f == format!("{d}.jsonl"),
+        _ => false,
+    }
+}
+
+/// `<project>/agent-transcripts/<id>`.
+pub(crate) fn watch(_root: &Path) -> WatchLayout {
+    WatchLayout {
+        depth: 3,
+        project_subdir: Some("agent-transcripts"),
     }
 }

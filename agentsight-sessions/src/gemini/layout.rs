@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::discovery::Scanner;
 use crate::provider::IndexId;
+use crate::provider::WatchLayout;
 use crate::util::env_abs;
 
 /// `$GEMINI_CLI_HOME/.gemini/tmp` (an absolute `GEMINI_CLI_HOME` only).
@@ -75,4 +76,18 @@ fn name_prefix(path: &Path) -> Option<String> {
     let stem = path.file_stem()?.to_str()?;
     let tail = stem.rsplit('-').next()?;
     (tail.len() == 8 && stem.starts_with("session-")).then(|| tail.to_string())
+}
+
+/// `<project>/chats/session-*.json[l]`.
+pub(crate) fn is_transcript(rel: &[&str]) -> bool {
+    matches!(rel, [_, "chats", name]
+        if name.starts_with("session-") && (name.ends_with(".json") || name.ends_with(".jsonl")))
+}
+
+/// `<project>/chats`.
+pub(crate) fn watch(_root: &Path) -> WatchLayout {
+    WatchLayout {
+        depth: 2,
+        project_subdir: Some("chats"),
+    }
 }

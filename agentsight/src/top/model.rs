@@ -199,32 +199,14 @@ impl LiveModel {
     /// The provider of a path that has a transcript's shape under one of the
     /// roots (the same layouts discovery scans).
     pub fn transcript_provider(&self, path: &Path) -> Option<Provider> {
-        let name = path.file_name()?.to_str()?;
+        // A name that is not UTF-8 is no transcript of any layout.
+        path.file_name()?.to_str()?;
         for (p, root) in &self.roots {
             let Ok(rel) = path.strip_prefix(root) else {
                 continue;
             };
             let comps: Vec<&str> = rel.iter().filter_map(|c| c.to_str()).collect();
-            let ok = match p {
-                Provider::Claude => {
-                    comps.len() == 2 && name.ends_with(".jsonl") && !name.starts_with("agent-")
-                }
-                Provider::Codex => {
-                    comps.len() <= 4 && name.starts_with("rollout-") && name.ends_with(".jsonl")
-                }
-                Provider::Gemini => {
-                    comps.len() == 3
-                        && comps[1] == "chats"
-                        && name.starts_with("session-")
-                        && (name.ends_with(".json") || name.ends_with(".jsonl"))
-                }
-                Provider::Cursor => match comps.as_slice() {
-                    [_, "agent-transcripts", f] => f.ends_with(".jsonl"),
-                    [_, "agent-transcripts", d, f] => *f == format!("{d}.jsonl"),
-                    _ => false,
-                },
-            };
-            if ok {
+            if p.is_transcript(&comps) {
                 return Some(*p);
             }
         }
@@ -588,7 +570,7 @@ fn read_entry(
     // The tail ends where the file ends: its last response is the file's.
     let tail_last_response = facts.response_ends.last.clone();
     e.facts = Some(facts);
-    if e.header_id.is_none() && matches!(e.provider, Provider::Codex | Provider::Gemini) {
+    if e.header_id.is_none() && e.provider.id_in_header() {
         e.header_id = discovery::candidate_id(&Candidate {
             provider: e.provider,
             path: path.to_path_buf(),

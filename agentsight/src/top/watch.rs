@@ -334,14 +334,8 @@ pub fn watch_dirs(roots: &[(Provider, PathBuf)], desktop: &Path, registry: &Path
     let mut layouts: Vec<(PathBuf, u32, Option<&str>)> = roots
         .iter()
         .map(|(p, r)| {
-            let archived = r.file_name().is_some_and(|n| n == "archived_sessions");
-            match p {
-                Provider::Claude => (r.clone(), 1, None),
-                Provider::Codex if archived => (r.clone(), 0, None),
-                Provider::Codex => (r.clone(), 3, None),
-                Provider::Gemini => (r.clone(), 2, Some("chats")),
-                Provider::Cursor => (r.clone(), 3, Some("agent-transcripts")),
-            }
+            let l = p.watch_layout(r);
+            (r.clone(), l.depth, l.project_subdir)
         })
         .collect();
     layouts.push((desktop.join("claude-code-sessions"), 2, None));
