@@ -24,10 +24,12 @@
 
 mod anchors;
 pub mod file;
+mod flags;
 mod model;
 mod page;
 mod session;
 mod timeline;
+mod writing;
 
 use std::cell::Cell;
 use std::fmt::Write as _;

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
-use super::{MAX_FINDINGS, MAX_TREE, ReportModel, Summary, esc, esc_clip, session};
+use super::{MAX_FINDINGS, MAX_TREE, ReportModel, Summary, esc, esc_clip, session, writing::Page};
 use crate::{
     audit,
     store::read::ProcessRecord,
@@ -39,49 +39,8 @@ svg .prompt{fill:#1d2330}svg .late-tick{fill:#7b3fc4}svg .unexplained-tick{fill:
 /// percent-encoded: see `anchors`), then decoded.
 const SCRIPT: &str = "function agentsightOpen(){var h=location.hash.slice(1);if(!h)return;var e=document.getElementById(h);if(!e){try{e=document.getElementById(decodeURIComponent(h));}catch(x){}}for(;e;e=e.parentElement){if(e.tagName==='DETAILS')e.open=true;}}addEventListener('hashchange',agentsightOpen);agentsightOpen();";
 
-/// The page being written: which anchors exist (findings link only to rows
-/// that are there) and what was aggregated.
-pub(super) struct Page<'a> {
-    pub m: &'a ReportModel,
-    ids: HashSet<String>,
-    pub aggregated: Vec<String>,
-    pub tool_calls: usize,
-    /// Tool calls whose activity rows were cut, and the activities counted.
-    pub calls_cut: (usize, usize),
-    /// Each tool call's anchor (its native id, see `anchors`).
-    pub calls: super::anchors::CallAnchors,
-}
-
-impl Page<'_> {
-    /// ` id="ID"` the first time `id` is used, nothing after (ids stay unique).
-    pub fn id(&mut self, id: String) -> String {
-        if self.ids.contains(&id) {
-            return String::new();
-        }
-        let attr = format!(" id=\"{id}\"");
-        self.ids.insert(id);
-        attr
-    }
-
-    pub fn has(&self, id: &str) -> bool {
-        self.ids.contains(id)
-    }
-
-    /// Notes an aggregation the reader must know about.
-    pub fn aggregate(&mut self, what: String) {
-        self.aggregated.push(what);
-    }
-}
-
 pub(super) fn render(m: &ReportModel, findings: Option<&audit::Report>) -> (String, Summary) {
-    let mut p = Page {
-        m,
-        ids: HashSet::new(),
-        aggregated: Vec::new(),
-        tool_calls: 0,
-        calls_cut: (0, 0),
-        calls: super::anchors::CallAnchors::of(m),
-    };
+    let mut p = Page::new(m);
     let loss = loss_section(m);
     let facts = facts_section(m);
     let sessions = session::sessions(&mut p);

@@ -6,44 +6,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 
 use super::{
-    MAX_CALL_ROWS, MAX_CALLS_LISTED, MAX_UNEXPLAINED, esc, esc_clip, page::Page, timeline,
+    MAX_CALL_ROWS, MAX_CALLS_LISTED, MAX_UNEXPLAINED, esc, esc_clip,
+    flags::{CallFlags, status_word},
+    timeline,
+    writing::Page,
 };
-use crate::correlate::{Activity, Claimed, Late, Mismatch, Op, Report, ToolReport, describe};
-use crate::sessions::ToolStatus;
-
-/// The word of a call's status, as `correlate --json` spells it.
-pub(super) fn status_word(s: ToolStatus) -> &'static str {
-    match s {
-        ToolStatus::Ok => "ok",
-        ToolStatus::Failed => "failed",
-        ToolStatus::Unknown => "unknown",
-    }
-}
-
-/// The flags of one tool call, by kind.
-#[derive(Default)]
-pub(super) struct CallFlags<'a> {
-    pub cno: Vec<&'a Claimed>,
-    pub mismatch: Vec<&'a Mismatch>,
-    pub late: Vec<&'a Late>,
-}
-
-impl CallFlags<'_> {
-    /// The flag words of `data-flags` and the CSS classes (`flag-WORD`).
-    pub fn words(&self) -> Vec<&'static str> {
-        let mut w = Vec::new();
-        if !self.cno.is_empty() {
-            w.push("claimed-not-observed");
-        }
-        if !self.mismatch.is_empty() {
-            w.push("mismatch");
-        }
-        if !self.late.is_empty() {
-            w.push("late");
-        }
-        w
-    }
-}
+use crate::correlate::{Activity, Op, Report, ToolReport, describe};
 
 /// Each call's flags, by tool index.
 pub(super) fn flags_by_call(r: &Report) -> HashMap<usize, CallFlags<'_>> {

@@ -9,8 +9,8 @@ use std::fmt::Write as _;
 
 use super::{
     MAX_LANES, MAX_TICKS, MAX_TIMELINE_CALLS, esc,
-    page::Page,
-    session::{CallFlags, status_word},
+    flags::{CallFlags, status_word},
+    writing::Page,
 };
 use crate::correlate::{Op, Report, ToolReport, describe};
 use crate::sessions::ToolStatus;
