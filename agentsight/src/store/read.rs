@@ -259,10 +259,13 @@ fn window_query(filter: &EventFilter) -> String {
             .map(|i| format!("path LIKE ?{} || '%'", i + 3 + n))
             .collect();
         // A plain read as `events::EventKind::access` has it: flags shown,
-        // none of them writing (an open without flags is a write).
+        // none of them writing (an open without flags is a write, hence the
+        // IFNULL). Each mention of an interned column in `events` is a
+        // string lookup per row: `flags` is named as few times as that
+        // rule allows.
         format!(
-            "AND NOT (kind IN ('open','openat','openat2') AND flags IS NOT NULL \
-             AND flags NOT LIKE '%write%' AND flags NOT LIKE '%create%' \
+            "AND NOT (kind IN ('open','openat','openat2') \
+             AND IFNULL(flags, 'write') NOT LIKE '%write%' AND flags NOT LIKE '%create%' \
              AND flags NOT LIKE '%trunc%' AND flags NOT LIKE '%append%' AND ({}))",
             under.join(" OR ")
         )
