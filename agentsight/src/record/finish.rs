@@ -8,6 +8,7 @@ use std::{
     time::Duration,
 };
 
+use crate::store::meta::key;
 use crate::{
     clock::{Anchor, rfc3339_ns},
     privileges::{self},
@@ -68,18 +69,21 @@ pub(super) fn finish(
     drop(tx);
     let gap_missing: u64 = gaps.iter().map(|g| g.last_seq - g.first_seq + 1).sum();
     let mut final_meta = vec![
-        ("ended_at".to_owned(), rfc3339_ns(stop_anchor.wall_ns)),
-        ("end_reason".to_owned(), end_reason.clone()),
-        ("complete".to_owned(), "true".to_owned()),
+        (key::ENDED_AT.to_owned(), rfc3339_ns(stop_anchor.wall_ns)),
+        (key::END_REASON.to_owned(), end_reason.clone()),
+        (key::COMPLETE.to_owned(), "true".to_owned()),
     ];
     if let Some(s) = command_status {
-        final_meta.push(("command_exit_status".into(), s.to_string()));
+        final_meta.push((key::COMMAND_EXIT_STATUS.to_owned(), s.to_string()));
     }
     if target.only_uid.is_some() {
-        final_meta.push(("skipped_other_users".into(), skipped.pids.len().to_string()));
+        final_meta.push((
+            key::SKIPPED_OTHER_USERS.to_owned(),
+            skipped.pids.len().to_string(),
+        ));
     }
     if let Some((json, _)) = &program_runs {
-        final_meta.push(("program_stats".into(), json.clone()));
+        final_meta.push((key::PROGRAM_STATS.to_owned(), json.clone()));
     }
     // From here on the capture is only written by this thread: as the user.
     let _as_user = privileges::AsUser::maybe(target.creds.as_ref())?;
@@ -245,8 +249,11 @@ pub(super) fn store_recorder_usage(
     cpu: Duration,
 ) -> Result<(), crate::store::StoreError> {
     let cap = crate::store::CaptureRw::open(path)?;
-    cap.put_meta("recorder_peak_rss_kib", &peak_rss_kib.to_string())?;
-    cap.put_meta("recorder_cpu_seconds", &format!("{:.3}", cpu.as_secs_f64()))
+    cap.put_meta(key::RECORDER_PEAK_RSS_KIB, &peak_rss_kib.to_string())?;
+    cap.put_meta(
+        key::RECORDER_CPU_SECONDS,
+        &format!("{:.3}", cpu.as_secs_f64()),
+    )
 }
 
 /// The recorder's own peak RSS (VmHWM) and CPU time so far.

@@ -5,6 +5,7 @@ use std::{
     time::Duration,
 };
 
+use crate::store::meta::key;
 use crate::{
     capture::{
         loader::Probes,
@@ -51,7 +52,7 @@ pub(super) fn load_programs(
                 notify(Notice::Warning(format!(
                     "program statistics unavailable: {e}"
                 )));
-                meta("program_stats_error", e.to_string());
+                meta(key::PROGRAM_STATS_ERROR, e.to_string());
                 None
             }
         }
@@ -69,7 +70,7 @@ pub(super) fn load_programs(
     );
     if let Some(note) = &probes.tracefs_note {
         tracing::info!("{note}");
-        meta("tracefs", note.clone());
+        meta(key::TRACEFS, note.clone());
     }
     let failed_programs: Vec<String> = probes
         .programs

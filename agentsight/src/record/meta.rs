@@ -1,5 +1,6 @@
 //! What the capture says about the run when it starts.
 
+use crate::store::meta::key;
 use crate::{
     capture::container::ContainerInfo,
     clock::{Anchor, rfc3339_ns},
@@ -26,9 +27,12 @@ pub(super) fn host_meta() -> Vec<(String, String)> {
         })
         .unwrap_or_default();
     vec![
-        ("tool_version".into(), env!("CARGO_PKG_VERSION").into()),
-        ("host".into(), host),
-        ("kernel".into(), kernel),
+        (
+            key::TOOL_VERSION.to_owned(),
+            env!("CARGO_PKG_VERSION").into(),
+        ),
+        (key::HOST.to_owned(), host),
+        (key::KERNEL.to_owned(), kernel),
     ]
 }
 
@@ -40,11 +44,11 @@ pub(super) fn start_meta(
 ) -> Vec<(String, String)> {
     let mut v = host_meta();
     let mut meta = |k: &str, val: String| v.push((k.to_owned(), val));
-    meta("started_at", rfc3339_ns(start.wall_ns));
-    meta("complete", "false".into());
-    meta("recorder_pid", std::process::id().to_string());
-    meta("ring_buffer_bytes", opts.ring_bytes.to_string());
-    meta("all_users", opts.all_users.to_string());
+    meta(key::STARTED_AT, rfc3339_ns(start.wall_ns));
+    meta(key::COMPLETE, "false".into());
+    meta(key::RECORDER_PID, std::process::id().to_string());
+    meta(key::RING_BUFFER_BYTES, opts.ring_bytes.to_string());
+    meta(key::ALL_USERS, opts.all_users.to_string());
     for (k, val) in &opts.start_meta {
         meta(k, val.clone());
     }
@@ -54,22 +58,22 @@ pub(super) fn start_meta(
         .map(|s| s.to_string_lossy().into_owned())
         .collect();
     meta(
-        "command",
+        key::COMMAND,
         serde_json::to_string(&command).unwrap_or_default(),
     );
     meta(
-        "target_pids",
+        key::TARGET_PIDS,
         serde_json::to_string(&opts.pids).unwrap_or_default(),
     );
     meta(
-        "target_agent",
+        key::TARGET_AGENT,
         opts.agent
             .map(|a| a.as_str().to_owned())
             .unwrap_or_default(),
     );
     if let Some(u) = user {
         meta(
-            "run_as",
+            key::RUN_AS,
             format!("{} (uid {}, gid {})", u.name, u.uid, u.gid),
         );
     }

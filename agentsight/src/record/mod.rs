@@ -39,6 +39,7 @@ use std::{
     time::Duration,
 };
 
+use crate::store::meta::key;
 use crate::{
     capture::container::{self},
     clock::Anchor,
@@ -195,7 +196,7 @@ pub fn run(
     }
     if !target.containers.is_empty() {
         let _ = tx.send(StoreMsg::Meta(
-            "containers".into(),
+            key::CONTAINERS.to_owned(),
             containers_json(&target.containers),
         ));
         let _ = tx.send(StoreMsg::Containers(target.containers.clone()));

@@ -7,6 +7,7 @@
 
 use std::path::PathBuf;
 
+use crate::store::meta::key;
 use crate::{
     audit::{self, Policy},
     outfile::{self, UserFile},
@@ -107,11 +108,11 @@ fn denied_inodes_meta(
     };
     Ok(vec![
         (
-            "denied_inodes".to_string(),
+            key::DENIED_INODES.to_owned(),
             json(serde_json::to_string(&files))?,
         ),
         (
-            "denied_exe_inodes".to_string(),
+            key::DENIED_EXE_INODES.to_owned(),
             json(serde_json::to_string(&audit::inodes::denied_executables(
                 policy,
             )))?,

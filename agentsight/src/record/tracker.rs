@@ -12,6 +12,7 @@ use std::{
 
 use aya::maps::IterableMap;
 
+use crate::store::meta::key;
 use crate::{
     capture::{
         ProcessOrigin, ProcessSeed,
@@ -107,7 +108,7 @@ impl Tracker {
         }
         self.tmpdirs.push(t);
         let json = serde_json::to_string(&self.tmpdirs).unwrap_or_default();
-        let _ = self.tx.send(StoreMsg::Meta("tmpdirs".into(), json));
+        let _ = self.tx.send(StoreMsg::Meta(key::TMPDIRS.to_owned(), json));
     }
 
     /// Finds agent processes (and their trees) not yet tracked. Processes
