@@ -56,9 +56,9 @@ fn live_session(home: Option<&Path>, id: &str) -> Option<AgentSession> {
 /// Whether the capture stored session `id` from inside a container (meta
 /// `container_sessions`, written by `record --docker-container`).
 fn from_container(cap: &Capture, id: &str) -> bool {
-    cap.meta(agentsight::enrich::CONTAINER_SESSIONS_META)
+    cap.run_meta()
         .ok()
-        .flatten()
+        .and_then(|m| m.container_sessions_json)
         .and_then(|v| serde_json::from_str::<Vec<serde_json::Value>>(&v).ok())
         .is_some_and(|list| list.iter().any(|s| s["session_id"] == id))
 }
