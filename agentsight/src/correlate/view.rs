@@ -158,7 +158,8 @@ impl<'a> CaptureView<'a> {
         Ok((bound, unmatched))
     }
 
-    fn tree_info(&self, i: usize, status: TreeStatus, note: Option<String>) -> TreeInfo {
+    /// The tree rooted at process table index `i`, as correlate names it.
+    pub fn tree_info(&self, i: usize, status: TreeStatus, note: Option<String>) -> TreeInfo {
         let p = &self.procs.procs[i];
         TreeInfo {
             root_pid: p.pid,

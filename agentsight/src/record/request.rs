@@ -38,6 +38,12 @@ pub struct RecordRequest {
 /// A request checked and its files opened: ready to record.
 pub struct Prepared {
     pub options: RecordOptions,
+    after: After,
+}
+
+/// What follows the recording: the report and the audit, with the files
+/// opened for them and whose they are.
+struct After {
     creds: Option<FileCreds>,
     policy: Option<Policy>,
     audit_format: audit::render::Format,
@@ -74,12 +80,14 @@ impl RecordRequest {
         drop(_as_user);
         Ok(Prepared {
             options: self.options,
-            creds,
-            policy,
-            audit_format: self.audit_format,
-            audit_out,
-            report_out,
-            redact: self.redact,
+            after: After {
+                creds,
+                policy,
+                audit_format: self.audit_format,
+                audit_out,
+                report_out,
+                redact: self.redact,
+            },
         })
     }
 }
@@ -129,12 +137,7 @@ impl Prepared {
         Ok(Recorded {
             outcome,
             capture: self.options.output,
-            creds: self.creds,
-            policy: self.policy,
-            audit_format: self.audit_format,
-            audit_out: self.audit_out,
-            report_out: self.report_out,
-            redact: self.redact,
+            after: self.after,
         })
     }
 }
@@ -143,12 +146,7 @@ impl Prepared {
 pub struct Recorded {
     pub outcome: RecordOutcome,
     capture: PathBuf,
-    creds: Option<FileCreds>,
-    policy: Option<Policy>,
-    audit_format: audit::render::Format,
-    audit_out: Option<UserFile>,
-    report_out: Option<UserFile>,
-    redact: bool,
+    after: After,
 }
 
 /// What the report and the audit have to say, in order, for the caller to
@@ -173,9 +171,14 @@ impl Recorded {
     /// `status` is the recording's (see [`RecordOutcome::exit_status`]).
     pub fn report_and_audit(mut self, status: i32) -> Result<Followed, RecordError> {
         let mut said = Vec::new();
-        if let Some(f) = self.report_out.take() {
-            let _as_user = AsUser::maybe(self.creds.as_ref())?;
-            let written = report::file::write(&self.capture, self.policy.as_ref(), self.redact, f)?;
+        if let Some(f) = self.after.report_out.take() {
+            let _as_user = AsUser::maybe(self.after.creds.as_ref())?;
+            let written = report::file::write(
+                &self.capture,
+                self.after.policy.as_ref(),
+                self.after.redact,
+                f,
+            )?;
             said.extend(
                 written
                     .note
@@ -184,11 +187,11 @@ impl Recorded {
             );
             said.push(Said::Line(format!("agentsight: {}", written.line())));
         }
-        let Some(policy) = &self.policy else {
+        let Some(policy) = &self.after.policy else {
             return Ok(Followed { said, status });
         };
         let findings = {
-            let _as_user = AsUser::maybe(self.creds.as_ref())?;
+            let _as_user = AsUser::maybe(self.after.creds.as_ref())?;
             let cap = crate::store::Capture::open(&self.capture)?;
             said.extend(
                 cap.note
@@ -197,14 +200,14 @@ impl Recorded {
             );
             audit::audit(&cap, policy)?
         };
-        let text = audit::render::rendered(&findings, self.audit_format)
+        let text = audit::render::rendered(&findings, self.after.audit_format)
             .map_err(|e| RecordError::Other(e.to_string()))?;
-        let to_file = self.audit_out.is_some();
-        match self.audit_out.take() {
+        let to_file = self.after.audit_out.is_some();
+        match self.after.audit_out.take() {
             Some(f) => f.replace_with(text.as_bytes())?,
             None => said.push(Said::Findings(text)),
         }
-        if to_file || self.audit_format != audit::render::Format::Text {
+        if to_file || self.after.audit_format != audit::render::Format::Text {
             said.push(Said::Line(audit::render::summary_line(&findings)));
         }
         let status = if status == 0 && !findings.passed() {

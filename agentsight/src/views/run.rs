@@ -139,26 +139,13 @@ impl<'a> RunModel<'a> {
                 .into_iter()
                 .map(|i| {
                     let note = Some("the capture stores no session matching".into());
-                    (tree_info(view, i, TreeStatus::Unmatched, note), i)
+                    (view.tree_info(i, TreeStatus::Unmatched, note), i)
                 })
                 .collect()
         };
         let roots: Vec<usize> = trees.iter().map(|(_, i)| *i).collect();
         let activity = correlate::tree_activity(view, &roots)?;
         Ok(UnboundRun { trees, activity })
-    }
-}
-
-/// The tree rooted at process table index `i`, as correlate names it.
-fn tree_info(view: &CaptureView, i: usize, status: TreeStatus, note: Option<String>) -> TreeInfo {
-    let p = &view.procs.procs[i];
-    TreeInfo {
-        root_pid: p.pid,
-        root_process_id: p.id,
-        root_argv: p.argv.clone(),
-        status,
-        note,
-        container: view.containers.get(&p.id).cloned(),
     }
 }
 
