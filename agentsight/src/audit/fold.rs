@@ -11,11 +11,9 @@ use std::{
     hash::{Hash, Hasher},
 };
 
-use serde::Serialize;
-
 use super::{
     context::Ev,
-    report::{Access, Finding},
+    report::{Access, Finding, Folded},
 };
 
 /// Distinct findings of a group reported in full; a group with more is
@@ -27,20 +25,6 @@ pub const MAX_EVENT_IDS: usize = 100;
 /// these go to one last group (pattern `/**` for paths, `*` otherwise), so
 /// output and memory stay bounded when every finding has its own directory.
 pub const MAX_GROUPS: usize = 200;
-
-/// Many findings of one rule, access and pattern, reported as one.
-#[derive(Debug, Clone, Serialize)]
-pub struct Folded {
-    /// The path pattern (`/dir/*`), executable, destination or DNS name the
-    /// folded findings share.
-    pub pattern: String,
-    /// How many distinct findings (each would have been its own) are folded.
-    pub findings: u64,
-    /// How many processes they came from.
-    pub processes: u64,
-    /// The first [`FOLD_EXAMPLES`] of them, in full, in time order.
-    pub examples: Vec<Finding>,
-}
 
 /// What a kept finding still needs once every event has been read: its
 /// process chain as of `at`, and a non-blocking connect's TCP outcome.

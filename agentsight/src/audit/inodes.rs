@@ -6,26 +6,15 @@
 
 use std::{collections::HashMap, os::unix::fs::MetadataExt, path::Path};
 
-use serde::{Deserialize, Serialize};
-
+/// One denied file found when recording started (declared beside the
+/// path sets that judge by it).
+pub use super::rules::paths::DeniedFile;
 use super::{
     AuditError,
     policy::Policy,
     rules::paths::{PathSet, Places},
 };
 use crate::store::Capture;
-
-/// One denied file found when recording started.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DeniedFile {
-    pub path: String,
-    /// The kernel's encoding (`sb->s_dev`, as the capture's `dev` column).
-    pub dev: i64,
-    pub ino: i64,
-    /// Matched by a `read` / `write` pattern.
-    pub read: bool,
-    pub write: bool,
-}
 
 /// Bounds of the walk under each pattern's literal prefix: a pattern such
 /// as `~/**` must not turn the start of a recording into a scan of a home.

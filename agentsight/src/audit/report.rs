@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::{fold::Folded, policy::Severity};
+use super::policy::Severity;
 use crate::vocabulary::as_word;
 
 /// What a correlation row of the capture says of its event or call (the
@@ -144,6 +144,21 @@ pub struct Finding {
     pub evidence: Evidence,
     /// Set when this finding stands for a group of many (see `fold`).
     pub folded: Option<Folded>,
+}
+
+/// Many findings of one rule, access and pattern, reported as one (see
+/// `fold`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Folded {
+    /// The path pattern (`/dir/*`), executable, destination or DNS name the
+    /// folded findings share.
+    pub pattern: String,
+    /// How many distinct findings (each would have been its own) are folded.
+    pub findings: u64,
+    /// How many processes they came from.
+    pub processes: u64,
+    /// The first `fold::FOLD_EXAMPLES` of them, in full, in time order.
+    pub examples: Vec<Finding>,
 }
 
 #[derive(Debug, Clone, Serialize)]

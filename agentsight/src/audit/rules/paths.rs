@@ -1,6 +1,8 @@
 //! The compiled path lists of `write-outside-allowed` and `denied-path`:
 //! globs placed at the workspace, the home and the TMPDIRs.
 
+use serde::{Deserialize, Serialize};
+
 use super::{Rules, note};
 use crate::audit::{
     AuditError,
@@ -110,6 +112,19 @@ impl PathSet {
     }
 }
 
+/// One denied file found when recording started (`audit::inodes`), known
+/// by its identity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeniedFile {
+    pub path: String,
+    /// The kernel's encoding (`sb->s_dev`, as the capture's `dev` column).
+    pub dev: i64,
+    pub ino: i64,
+    /// Matched by a `read` / `write` pattern.
+    pub read: bool,
+    pub write: bool,
+}
+
 /// The compiled path rules.
 pub(in crate::audit) struct PathSets {
     pub write_allow: PathSet,
@@ -121,10 +136,10 @@ pub(in crate::audit) struct PathSets {
     /// (dev, ino) → path of the denied files `record --audit` found when
     /// recording started (meta `denied_inodes`): an open of the same file
     /// under any other name is a denied-path finding.
-    pub denied_inodes: std::collections::HashMap<(i64, i64), crate::audit::inodes::DeniedFile>,
+    pub denied_inodes: std::collections::HashMap<(i64, i64), DeniedFile>,
     /// Likewise the denied executables found on PATH (meta
     /// `denied_exe_inodes`): running one under another name is a finding.
-    pub denied_exe_inodes: std::collections::HashMap<(i64, i64), crate::audit::inodes::DeniedFile>,
+    pub denied_exe_inodes: std::collections::HashMap<(i64, i64), DeniedFile>,
     /// `[container]`'s compiled lists, for container processes' events.
     pub container: Option<Box<PathSets>>,
 }
