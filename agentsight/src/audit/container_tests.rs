@@ -4,10 +4,11 @@
 
 use std::path::Path;
 
-use rusqlite::params;
-
 use super::{Policy, Strategy, audit_with, render};
-use crate::store::Capture;
+use crate::store::{
+    Capture,
+    synthetic::{EventRow, ProcessRow, SyntheticCapture},
+};
 
 const CID: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
@@ -16,20 +17,28 @@ const CID: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abc
 /// (host: events 1–3, container: 4–6).
 fn capture(dir: &Path) -> std::path::PathBuf {
     let db = dir.join("c.db");
-    let c = crate::store::create(&db).unwrap();
-    c.execute_batch("INSERT INTO meta VALUES ('complete', 'true');")
-        .unwrap();
-    c.execute(
-        "INSERT INTO processes (id, pid, start_mono_ns, origin, argv, cwd) VALUES (1, 100, 10, 'root', '[\"sh\",\"host.sh\"]', '/w')",
-        [],
-    )
-    .unwrap();
-    c.execute(
-        "INSERT INTO processes (id, pid, start_mono_ns, origin, argv, cwd, container_id, container_name, container_image, pid_ns, mnt_ns, ns_pid)
-         VALUES (2, 200, 20, 'seeded', '[\"sh\",\"work.sh\"]', '/workspace', ?1, 'dev', 'base:1', 4026532000, 4026532001, 7)",
-        [CID],
-    )
-    .unwrap();
+    let mut c = SyntheticCapture::create(&db, "c.db");
+    c.meta("complete", "true");
+    c.process(&ProcessRow {
+        id: 1,
+        pid: 100,
+        start_mono_ns: 10,
+        origin: "root",
+        argv: &["sh", "host.sh"],
+        cwd: Some("/w"),
+        ..Default::default()
+    });
+    c.process(&ProcessRow {
+        id: 2,
+        pid: 200,
+        start_mono_ns: 20,
+        origin: "seeded",
+        argv: &["sh", "work.sh"],
+        cwd: Some("/workspace"),
+        ..Default::default()
+    });
+    c.put_in_container(&[2], CID, "dev", "base:1");
+    c.put_in_namespaces(2, 4026532000, 4026532001, 7);
     let paths = ["/w/out.txt", "/workspace/ok.txt", "/etc/evil.conf"];
     for (i, (pid, path)) in [1, 1, 1, 2, 2, 2]
         .iter()
@@ -38,15 +47,40 @@ fn capture(dir: &Path) -> std::path::PathBuf {
     {
         let id = i as i64 + 1;
         let real_pid = if *pid == 1 { 100 } else { 200 };
-        c.execute(
-            "INSERT INTO events (id, mono_ns, wall_ns, kind, cpu, seq, pid, tid, ppid, uid, gid, comm, process_id, path, flags, result)
-             VALUES (?1, ?1 * 1000, 1764464523000000000 + ?1 * 1000, 'openat', 0, ?1, ?2, ?2, 1, 0, 0, 'sh', ?3, ?4, 'write,create,truncate', 3)",
-            params![id, real_pid, pid, path],
-        )
-        .unwrap();
+        c.event(&write_event(
+            id,
+            real_pid,
+            *pid,
+            path,
+            "write,create,truncate",
+        ));
     }
     drop(c);
     db
+}
+
+/// Event `id` (the next row), an `openat` of `path` for writing by `sh`
+/// (process row `process_id`), at `id` µs.
+fn write_event<'a>(
+    id: i64,
+    pid: i64,
+    process_id: i64,
+    path: &'a str,
+    flags: &'a str,
+) -> EventRow<'a> {
+    EventRow {
+        mono_ns: id * 1000,
+        wall_ns: 1_764_464_523_000_000_000 + id * 1000,
+        kind: "openat",
+        pid,
+        ppid: 1,
+        process_id: Some(process_id),
+        comm: Some("sh"),
+        path: Some(path),
+        flags: Some(flags),
+        result: 3,
+        ..Default::default()
+    }
 }
 
 const BASE: &str = "workspace = \"/w\"\nhome = \"/home/u\"\nunexplained_activity = \"ignore\"\nclaims_mismatch = \"ignore\"\n";
@@ -277,28 +311,30 @@ fn container_example_policy_parses() {
 fn folding_keeps_container_and_host_apart() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("c.db");
-    let c = crate::store::create(&db).unwrap();
-    c.execute_batch("INSERT INTO meta VALUES ('complete', 'true');")
-        .unwrap();
-    c.execute(
-        "INSERT INTO processes (id, pid, start_mono_ns, origin, argv, cwd) VALUES (1, 100, 10, 'root', '[\"sh\"]', '/w')",
-        [],
-    )
-    .unwrap();
-    c.execute(
-        "INSERT INTO processes (id, pid, start_mono_ns, origin, argv, container_id, container_name)
-         VALUES (2, 200, 20, 'seeded', '[\"sh\"]', ?1, 'dev')",
-        [CID],
-    )
-    .unwrap();
+    let mut c = SyntheticCapture::create(&db, "c.db");
+    c.meta("complete", "true");
+    c.process(&ProcessRow {
+        id: 1,
+        pid: 100,
+        start_mono_ns: 10,
+        origin: "root",
+        argv: &["sh"],
+        cwd: Some("/w"),
+        ..Default::default()
+    });
+    c.process(&ProcessRow {
+        id: 2,
+        pid: 200,
+        start_mono_ns: 20,
+        origin: "seeded",
+        argv: &["sh"],
+        container: Some((CID, "dev")),
+        ..Default::default()
+    });
     for i in 0..22i64 {
         let (proc_id, pid) = if i < 11 { (1, 100) } else { (2, 200) };
-        c.execute(
-            "INSERT INTO events (id, mono_ns, wall_ns, kind, cpu, seq, pid, tid, ppid, uid, gid, comm, process_id, path, flags, result)
-             VALUES (?1, ?1 * 1000, 1764464523000000000 + ?1 * 1000, 'openat', 0, ?1, ?2, ?2, 1, 0, 0, 'sh', ?3, ?4, 'write,create', 3)",
-            params![i + 1, pid, proc_id, format!("/srv/x/f{}", i % 11)],
-        )
-        .unwrap();
+        let path = format!("/srv/x/f{}", i % 11);
+        c.event(&write_event(i + 1, pid, proc_id, &path, "write,create"));
     }
     drop(c);
     let cap = Capture::open(&db).unwrap();

@@ -4,22 +4,38 @@
 
 use std::path::Path;
 
-use rusqlite::{Connection, params};
-
 use super::{Policy, Severity, audit, render};
-use crate::store::Capture;
+use crate::store::{
+    Capture,
+    synthetic::{EventDetail, EventRow, ProcessRow, SyntheticCapture},
+};
 
-fn proc(c: &Connection, id: i64, pid: i64, parent: Option<i64>, origin: &str, argv: &[&str]) {
-    c.execute(
-        "INSERT INTO processes (id, pid, start_mono_ns, parent_id, origin, argv, cwd) VALUES (?1, ?2, ?3, ?4, ?5, ?6, '/w')",
-        params![id, pid, id * 10, parent, origin, serde_json::to_string(argv).unwrap()],
-    )
-    .unwrap();
+/// A process row (cwd `/w`); `parent` is (row id, pid).
+fn proc(
+    c: &SyntheticCapture,
+    id: i64,
+    pid: i64,
+    parent: Option<(i64, i64)>,
+    origin: &str,
+    argv: &[&str],
+) {
+    c.process(&ProcessRow {
+        id,
+        pid,
+        start_mono_ns: id * 10,
+        parent,
+        origin,
+        argv,
+        cwd: Some("/w"),
+        ..Default::default()
+    });
 }
 
+/// Event `id` (the next row: ids are given in order) of process
+/// `process_id`, at `id` µs; an exec's binary is `/usr/bin/argv[0]`.
 #[allow(clippy::too_many_arguments)]
 fn ev(
-    c: &Connection,
+    c: &mut SyntheticCapture,
     id: i64,
     kind: &str,
     process_id: i64,
@@ -30,55 +46,65 @@ fn ev(
     result: i64,
     errno: Option<&str>,
 ) {
-    c.execute(
-        "INSERT INTO events (id, mono_ns, wall_ns, kind, cpu, seq, pid, tid, ppid, uid, gid, comm, process_id,
-                             path, flags, family, addr, port, argv, exe, result, errno)
-         VALUES (?1, ?1 * 1000, 1764464523000000000 + ?1 * 1000, ?2, 0, ?1, ?3, ?3, 1, 1000, 1000, 'x', ?3,
-                 ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-        params![
-            id,
+    let exe = argv.map(|a| format!("/usr/bin/{}", a[0]));
+    let stored = c.event_with(
+        &EventRow {
+            mono_ns: id * 1000,
+            wall_ns: 1_764_464_523_000_000_000 + id * 1000,
             kind,
-            process_id,
+            pid: process_id,
+            ppid: 1,
+            process_id: Some(process_id),
+            comm: Some("x"),
+            argv,
             path,
             flags,
-            addr.map(|_| "ipv4"),
-            addr.map(|a| a.0),
-            addr.map(|a| a.1),
-            argv.map(|a| serde_json::to_string(a).unwrap()),
-            argv.map(|a| format!("/usr/bin/{}", a[0])),
             result,
+            family: addr.map(|_| "ipv4"),
+            addr: addr.map(|a| a.0),
+            port: addr.map(|a| a.1),
+            ..Default::default()
+        },
+        &EventDetail {
             errno,
-        ],
-    )
-    .unwrap();
+            exe: exe.as_deref(),
+            ..Default::default()
+        },
+    );
+    assert_eq!(stored, id, "events are given in row order");
 }
 
 fn capture(dir: &Path, loss: i64) -> std::path::PathBuf {
     let db = dir.join("c.db");
-    let c = crate::store::create(&db).unwrap();
-    c.execute_batch("INSERT INTO meta VALUES ('complete', 'true');")
-        .unwrap();
-    c.execute("INSERT INTO loss VALUES ('syscall', ?1)", [loss])
-        .unwrap();
+    let mut c = SyntheticCapture::create(&db, "c.db");
+    c.meta("complete", "true");
+    c.loss("syscall", loss);
     proc(&c, 1, 100, None, "root", &["sh", "agent.sh"]);
-    proc(&c, 2, 101, Some(1), "fork", &["cat", "/home/u/.ssh/id_rsa"]);
+    proc(
+        &c,
+        2,
+        101,
+        Some((1, 100)),
+        "fork",
+        &["cat", "/home/u/.ssh/id_rsa"],
+    );
     proc(
         &c,
         3,
         102,
-        Some(1),
+        Some((1, 100)),
         "fork",
         &["curl", "http://127.0.0.1:9/"],
     );
-    file_events(&c);
-    exec_and_network_events(&c);
+    file_events(&mut c);
+    exec_and_network_events(&mut c);
     drop(c);
     db
 }
 
 /// Events 1–6 of [`capture`]: the root's writes inside and outside the
 /// workspace, a library read, and `cat` reading a key.
-fn file_events(c: &Connection) {
+fn file_events(c: &mut SyntheticCapture) {
     ev(
         c,
         1,
@@ -155,7 +181,7 @@ fn file_events(c: &Connection) {
 
 /// Events 7–11 of [`capture`]: `curl` and the root connecting, and a
 /// failed read of a denied path.
-fn exec_and_network_events(c: &Connection) {
+fn exec_and_network_events(c: &mut SyntheticCapture) {
     ev(
         c,
         7,
@@ -451,18 +477,16 @@ fn file_capture(
     events: &[(&str, &str, Option<&str>, i64)],
 ) -> std::path::PathBuf {
     let db = dir.join("f.db");
-    let c = crate::store::create(&db).unwrap();
-    c.execute_batch("INSERT INTO meta VALUES ('complete', 'true');")
-        .unwrap();
+    let mut c = SyntheticCapture::create(&db, "f.db");
+    c.meta("complete", "true");
     if let Some(t) = tmpdirs {
-        c.execute("INSERT INTO meta VALUES ('tmpdirs', ?1)", [t])
-            .unwrap();
+        c.meta("tmpdirs", t);
     }
     proc(&c, 1, 100, None, "root", &["claude", "-p", "hi"]);
     for (i, (kind, path, flags, result)) in events.iter().enumerate() {
         let errno = (*result < 0).then_some("EACCES");
         ev(
-            &c,
+            &mut c,
             i as i64 + 1,
             kind,
             1,
@@ -615,13 +639,9 @@ fn many_findings_fold_per_rule_and_pattern() {
         .collect();
     let db = file_capture(dir.path(), None, &events);
     // The second half of /srv/out is written by a child process.
-    let c = Connection::open(&db).unwrap();
-    proc(&c, 2, 101, Some(1), "fork", &["sh", "-c", "w"]);
-    c.execute(
-        "UPDATE events SET process_id = 2 WHERE id BETWEEN 13 AND 25",
-        [],
-    )
-    .unwrap();
+    let c = SyntheticCapture::open(&db, "f.db");
+    proc(&c, 2, 101, Some((1, 100)), "fork", &["sh", "-c", "w"]);
+    c.set_event_process(13..=25, 2);
     drop(c);
     let r = audit_file(&db, HOME, super::Strategy::default());
     let w = "write-outside-allowed";
@@ -759,18 +779,14 @@ fn opens_are_judged_by_their_kernel_path_too() {
             ("openat", "/w/tmp", Some("read,write,directory,tmpfile"), 3),
         ],
     );
-    let c = Connection::open(&db).unwrap();
+    let c = SyntheticCapture::open(&db, "f.db");
     for (id, real) in [
         (1, "/home/u/.ssh/id_rsa"),
         (2, "/srv/data.txt"),
         (3, "/w/plain.txt"),
         (4, "…/#1234"),
     ] {
-        c.execute(
-            "UPDATE events SET real_path = ?1 WHERE id = ?2",
-            params![real, id],
-        )
-        .unwrap();
+        c.set_real_path(id, real);
     }
     drop(c);
     let r = audit_file(&db, HOME, super::Strategy::default());
@@ -804,20 +820,33 @@ fn opens_are_judged_by_their_kernel_path_too() {
 fn agent_service_names_are_allowed_by_default() {
     let dir = tempfile::tempdir().unwrap();
     let db = file_capture(dir.path(), None, &[]);
-    let c = Connection::open(&db).unwrap();
+    let mut c = SyntheticCapture::open(&db, "f.db");
     for (id, name) in [
         (1, "ab.chatgpt.com"),
         (2, "api.anthropic.com"),
         (3, "evil.example"),
     ] {
-        c.execute(
-            "INSERT INTO events (id, mono_ns, wall_ns, kind, cpu, seq, pid, tid, ppid, uid, gid, comm,
-                                 process_id, family, addr, port, query, result)
-             VALUES (?1, ?1 * 1000, 1764464523000000000 + ?1, 'sendto', 0, ?1, 100, 100, 1, 1000, 1000,
-                     'x', 1, 'ipv4', '127.0.0.53', 53, ?2, 30)",
-            params![id, name],
-        )
-        .unwrap();
+        let stored = c.event_with(
+            &EventRow {
+                mono_ns: id * 1000,
+                wall_ns: 1_764_464_523_000_000_000 + id,
+                kind: "sendto",
+                pid: 100,
+                ppid: 1,
+                process_id: Some(1),
+                comm: Some("x"),
+                family: Some("ipv4"),
+                addr: Some("127.0.0.53"),
+                port: Some(53),
+                result: 30,
+                ..Default::default()
+            },
+            &EventDetail {
+                query: Some(name),
+                ..Default::default()
+            },
+        );
+        assert_eq!(stored, id);
     }
     drop(c);
     let dns = |policy: &str| -> Vec<String> {
@@ -847,13 +876,9 @@ fn agent_service_names_are_allowed_by_default() {
 /// refused before any provider started.
 fn capture_with_messages(dir: &Path) -> std::path::PathBuf {
     let db = capture(dir, 0);
-    let c = Connection::open(&db).unwrap();
+    let c = SyntheticCapture::open(&db, "c.db");
     // Mono 0 is 2025-11-30T01:02:03Z; process 3 (pid 102) starts at 30 ns.
-    c.execute(
-        "INSERT INTO clock_anchors (id, label, mono_ns, wall_ns) VALUES (1, 'start', 0, 1764464523000000000)",
-        [],
-    )
-    .unwrap();
+    c.anchor("start", 0, 1_764_464_523_000_000_000);
     drop(c);
     let rw = crate::store::CaptureRw::open(&db).unwrap();
     let mut sent = crate::store::external::example("m-1", 1_764_464_523_000, "s-1");

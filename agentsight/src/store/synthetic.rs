@@ -1,5 +1,5 @@
 //! Small synthetic captures with the real schema, for the unit tests of the
-//! modules that read captures (correlate, matching, enrichment): they build
+//! modules that read captures (correlate, matching, enrichment, audit): they build
 //! rows through these typed helpers, so every SQL statement stays here.
 
 use std::path::Path;
@@ -48,6 +48,18 @@ pub(crate) struct EventRow<'a> {
     pub port: Option<i64>,
 }
 
+/// The columns of an event the audit rules judge besides [`EventRow`]'s.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct EventDetail<'a> {
+    pub errno: Option<&'a str>,
+    /// An exec's binary.
+    pub exe: Option<&'a str>,
+    /// The DNS name a query asked for.
+    pub query: Option<&'a str>,
+    /// The file the kernel opened.
+    pub real_path: Option<&'a str>,
+}
+
 /// A capture file being built (`store::create`: the schema of a new one).
 pub(crate) struct SyntheticCapture {
     conn: Connection,
@@ -63,6 +75,51 @@ impl SyntheticCapture {
             name: name.to_string(),
             seq: 0,
         }
+    }
+
+    /// A capture built before, reopened to add to it; events continue its
+    /// sequence numbers.
+    pub fn open(path: &Path, name: &str) -> Self {
+        let conn = Connection::open(path).unwrap();
+        let seq = conn
+            .query_row("SELECT COALESCE(MAX(seq), 0) FROM events", [], |r| r.get(0))
+            .unwrap();
+        Self {
+            conn,
+            name: name.to_string(),
+            seq,
+        }
+    }
+
+    /// Sets a `meta` value.
+    pub fn meta(&self, key: &str, value: &str) {
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
+                params![key, value],
+            )
+            .unwrap();
+    }
+
+    /// Records `lost` of `kind` lost in the kernel.
+    pub fn loss(&self, kind: &str, lost: i64) {
+        self.conn
+            .execute(
+                "INSERT INTO loss (kind, lost) VALUES (?1, ?2)",
+                params![kind, lost],
+            )
+            .unwrap();
+    }
+
+    /// Sets the namespace columns of a process row (a container process:
+    /// its pid and mount namespaces and its pid inside).
+    pub fn put_in_namespaces(&self, id: i64, pid_ns: i64, mnt_ns: i64, ns_pid: i64) {
+        self.conn
+            .execute(
+                "UPDATE processes SET pid_ns = ?1, mnt_ns = ?2, ns_pid = ?3 WHERE id = ?4",
+                params![pid_ns, mnt_ns, ns_pid, id],
+            )
+            .unwrap();
     }
 
     pub fn reader(&self) -> CaptureReader<'_> {
@@ -151,6 +208,47 @@ impl SyntheticCapture {
                 ],
             )
             .unwrap();
+    }
+
+    /// Stores an event with the further columns of `detail`; returns its
+    /// row id.
+    pub fn event_with(&mut self, e: &EventRow, detail: &EventDetail) -> i64 {
+        self.event(e);
+        let id = self
+            .conn
+            .query_row("SELECT MAX(id) FROM events", [], |r| r.get(0))
+            .unwrap();
+        self.conn
+            .execute(
+                "UPDATE events SET errno = ?1, exe = ?2, query = ?3, real_path = ?4 WHERE id = ?5",
+                params![detail.errno, detail.exe, detail.query, detail.real_path, id],
+            )
+            .unwrap();
+        id
+    }
+
+    /// Moves the events with ids in `ids` to another process row.
+    pub fn set_event_process(&self, ids: std::ops::RangeInclusive<i64>, process_id: i64) {
+        self.conn
+            .execute(
+                "UPDATE events SET process_id = ?1 WHERE id BETWEEN ?2 AND ?3",
+                params![process_id, ids.start(), ids.end()],
+            )
+            .unwrap();
+    }
+
+    /// Sets the file the kernel opened for event `id`.
+    pub fn set_real_path(&self, id: i64, real_path: &str) {
+        self.conn
+            .execute(
+                "UPDATE events SET real_path = ?1 WHERE id = ?2",
+                params![real_path, id],
+            )
+            .unwrap();
+    }
+
+    pub fn tree(&self, t: &TreeRow) -> i64 {
+        super::sessions::insert_tree(&self.conn, &self.name, t).unwrap()
     }
 
     pub fn tree(&self, t: &TreeRow) -> i64 {
