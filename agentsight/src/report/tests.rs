@@ -3,10 +3,12 @@
 //! Sessions and tool calls are checked on real-CLI captures in a real
 //! browser (tests/tests/report.rs).
 
-use rusqlite::params;
-
 use super::*;
-use crate::store::Capture;
+use crate::store::{
+    Capture,
+    meta::key,
+    synthetic::{EventRow, ProcessRow, SyntheticCapture},
+};
 
 const MONO0: i64 = 1_000_000_000_000;
 const WALL0: i64 = 1_800_000_000_000_000_000;
@@ -16,44 +18,48 @@ const HOSTILE: &str = "<script>alert(\"argv\")</script>";
 /// carry markup; `lost` exec records lost in the kernel.
 fn capture(dir: &std::path::Path, lost: i64) -> Capture {
     let path = dir.join("c.db");
-    let conn = crate::store::create(&path).unwrap();
-    conn.execute(
-        "INSERT INTO clock_anchors (label, mono_ns, wall_ns) VALUES ('start', ?1, ?2)",
-        params![MONO0, WALL0],
-    )
-    .unwrap();
-    for (k, v) in [("complete", "true"), ("command", "[\"sh\",\"-c\",\"x\"]")] {
-        conn.execute(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
-            params![k, v],
-        )
-        .unwrap();
+    let mut cap = SyntheticCapture::create(&path, &path.display().to_string());
+    cap.anchor("start", MONO0, WALL0);
+    cap.meta(key::COMPLETE, "true");
+    cap.meta(key::COMMAND, "[\"sh\",\"-c\",\"x\"]");
+    cap.loss("exec", lost);
+    let child: &[&str] = &["echo", HOSTILE];
+    for (id, pid, parent, argv) in [(1, 100, None, &["sh"][..]), (2, 101, Some((1, 100)), child)] {
+        cap.process(&ProcessRow {
+            id,
+            pid,
+            start_mono_ns: MONO0 + id,
+            parent,
+            origin: "fork",
+            comm: "sh",
+            argv,
+            cwd: Some("/w"),
+            exec_count: 1,
+            exit_code: Some(0),
+            ..Default::default()
+        });
+        cap.end_process(id, MONO0 + 5_000_000);
     }
-    conn.execute("INSERT INTO loss (kind, lost) VALUES ('exec', ?1)", [lost])
-        .unwrap();
-    let argv = serde_json::to_string(&["echo", HOSTILE]).unwrap();
-    for (id, pid, parent, argv) in [(1, 100, None, "[\"sh\"]"), (2, 101, Some(1), argv.as_str())] {
-        conn.execute(
-            "INSERT INTO processes (id, pid, start_mono_ns, parent_id, origin, comm, argv, cwd, exec_count, end_mono_ns, exit_code)
-             VALUES (?1, ?2, ?3, ?4, 'fork', 'sh', ?5, '/w', 1, ?6, 0)",
-            params![id, pid, MONO0 + id, parent, argv, MONO0 + 5_000_000],
-        )
-        .unwrap();
-    }
-    conn.execute(
-        "INSERT INTO events (mono_ns, wall_ns, kind, cpu, seq, pid, tid, ppid, uid, gid, comm, process_id, path, flags, result, bytes, count)
-         VALUES (?1, ?2, 'io', 0, 1, 101, 101, 100, 0, 0, 'echo', 2, '/w/<img src=x onerror=alert(1)>.txt', 'write', 0, 5, 1)",
-        params![MONO0 + 2_000_000, WALL0 + 2_000_000],
-    )
-    .unwrap();
+    let write = |at: i64, path| EventRow {
+        mono_ns: MONO0 + at,
+        wall_ns: WALL0 + at,
+        kind: "io",
+        pid: 101,
+        ppid: 100,
+        process_id: Some(2),
+        comm: Some("echo"),
+        path: Some(path),
+        flags: Some("write"),
+        ..Default::default()
+    };
+    cap.io_event(
+        &write(2_000_000, "/w/<img src=x onerror=alert(1)>.txt"),
+        5,
+        Some(1),
+    );
     // An io row that does not say its count (synthetic captures have them).
-    conn.execute(
-        "INSERT INTO events (mono_ns, wall_ns, kind, cpu, seq, pid, tid, ppid, uid, gid, comm, process_id, path, flags, result, bytes)
-         VALUES (?1, ?2, 'io', 0, 2, 101, 101, 100, 0, 0, 'echo', 2, '/w/uncounted', 'write', 0, 3)",
-        params![MONO0 + 3_000_000, WALL0 + 3_000_000],
-    )
-    .unwrap();
-    drop(conn);
+    cap.io_event(&write(3_000_000, "/w/uncounted"), 3, None);
+    drop(cap);
     Capture::open(&path).unwrap()
 }
 
@@ -115,7 +121,6 @@ fn hostile_capture_text_is_text_and_loss_is_shown() {
 }
 
 mod calls_and_secrets {
-    use rusqlite::params;
     use serde_json::json;
 
     use super::{MONO0, WALL0};
@@ -123,8 +128,10 @@ mod calls_and_secrets {
         AgentSession, Prompt, Provider, ToolCategory, ToolEvent, ToolStatus, util::join_argv,
     };
     use crate::store::{
-        Capture, CaptureRw,
-        sessions::{self as stored, BindingRow, TreeRow},
+        Capture,
+        meta::key,
+        sessions::{BindingRow, TreeRow},
+        synthetic::{ProcessRow, SyntheticCapture},
     };
     use crate::views::redact::planted::{KEPT, agent_argv, secrets, tool_argv};
 
@@ -178,45 +185,40 @@ mod calls_and_secrets {
     /// command) and the tool it ran, bound to [`session`].
     fn capture(dir: &std::path::Path) -> Capture {
         let path = dir.join("s.db");
-        let cap = CaptureRw::create(&path).unwrap();
-        let c = cap.conn();
-        c.execute(
-            "INSERT INTO clock_anchors (label, mono_ns, wall_ns) VALUES ('start', ?1, ?2)",
-            params![MONO0, WALL0],
-        )
-        .unwrap();
-        for (k, v) in [
-            ("complete", "true".to_owned()),
-            ("command", json!(agent_argv()).to_string()),
+        let cap = SyntheticCapture::create(&path, &path.display().to_string());
+        cap.anchor("start", MONO0, WALL0);
+        cap.meta(key::COMPLETE, "true");
+        cap.meta(key::COMMAND, &json!(agent_argv()).to_string());
+        for (id, pid, parent, argv) in [
+            (1, 100, None, agent_argv()),
+            (2, 101, Some((1, 100)), tool_argv()),
         ] {
-            c.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
-                params![k, v],
-            )
-            .unwrap();
+            let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+            cap.process(&ProcessRow {
+                id,
+                pid,
+                start_mono_ns: MONO0 + id,
+                parent,
+                origin: "fork",
+                comm: "x",
+                argv: &argv,
+                cwd: Some("/w"),
+                exec_count: 1,
+                exit_code: Some(0),
+                ..Default::default()
+            });
+            cap.end_process(id, MONO0 + 9_000_000);
         }
-        for (id, pid, parent, argv) in
-            [(1, 100, None, agent_argv()), (2, 101, Some(1), tool_argv())]
-        {
-            c.execute(
-                "INSERT INTO processes (id, pid, start_mono_ns, parent_id, origin, comm, argv, cwd, exec_count, end_mono_ns, exit_code)
-                 VALUES (?1, ?2, ?3, ?4, 'fork', 'x', ?5, '/w', 1, ?6, 0)",
-                params![id, pid, MONO0 + id, parent, json!(argv).to_string(), MONO0 + 9_000_000],
-            )
-            .unwrap();
-        }
-        let shown = path.display().to_string();
-        let row = stored::insert_session(c, &shown, &session()).unwrap();
-        let tree = TreeRow {
+        let row = cap.session(&session());
+        let tree = cap.tree(&TreeRow {
             id: 0,
             root_process_id: 1,
             root_pid: 100,
             root_start_mono_ns: MONO0 + 1,
             status: "bound".into(),
             note: None,
-        };
-        let tree = stored::insert_tree(c, &shown, &tree).unwrap();
-        let binding = BindingRow {
+        });
+        cap.binding(&BindingRow {
             tree_id: tree,
             session_row: row,
             evidence: "transcript_write".into(),
@@ -226,9 +228,8 @@ mod calls_and_secrets {
             first_evidence_mono_ns: Some(MONO0 + 1),
             from_mono_ns: MONO0,
             to_mono_ns: None,
-        };
-        stored::insert_binding(c, &shown, &binding).unwrap();
-        cap.create_indexes().unwrap();
+        });
+        cap.create_indexes();
         drop(cap);
         Capture::open(&path).unwrap()
     }

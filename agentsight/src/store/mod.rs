@@ -439,7 +439,7 @@ impl CaptureRw {
         put_meta(&self.conn, key, value).map_err(|e| self.query_err(e))
     }
 
-    pub fn into_conn(self) -> Connection {
+    pub(crate) fn into_conn(self) -> Connection {
         self.conn
     }
 

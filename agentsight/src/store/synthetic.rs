@@ -251,8 +251,67 @@ impl SyntheticCapture {
         super::sessions::insert_tree(&self.conn, &self.name, t).unwrap()
     }
 
-    pub fn tree(&self, t: &TreeRow) -> i64 {
-        super::sessions::insert_tree(&self.conn, &self.name, t).unwrap()
+    /// Marks process row `id` ended at `end_mono_ns`.
+    pub fn end_process(&self, id: i64, end_mono_ns: i64) {
+        self.conn
+            .execute(
+                "UPDATE processes SET end_mono_ns = ?1 WHERE id = ?2",
+                params![end_mono_ns, id],
+            )
+            .unwrap();
+    }
+
+    /// Stores an `io` event: `bytes` written in `count` calls (`None`: a
+    /// row that does not say its count).
+    pub fn io_event(&mut self, e: &EventRow, bytes: i64, count: Option<i64>) {
+        self.event(e);
+        self.conn
+            .execute(
+                "UPDATE events SET bytes = ?1, count = ?2 WHERE id = (SELECT MAX(id) FROM events)",
+                params![bytes, count],
+            )
+            .unwrap();
+    }
+
+    /// Records a sequence gap of `stream` on `cpu`: the numbers `seqs`
+    /// missing between the records at `from_mono_ns` and `to_mono_ns`.
+    pub fn gap(
+        &self,
+        stream: i64,
+        cpu: i64,
+        seqs: std::ops::RangeInclusive<i64>,
+        from_mono_ns: i64,
+        to_mono_ns: i64,
+    ) {
+        self.conn
+            .execute(
+                "INSERT INTO gaps (stream, cpu, first_seq, last_seq, missing, from_mono_ns, to_mono_ns)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    stream,
+                    cpu,
+                    seqs.start(),
+                    seqs.end(),
+                    seqs.end() - seqs.start() + 1,
+                    from_mono_ns,
+                    to_mono_ns
+                ],
+            )
+            .unwrap();
+    }
+
+    /// Stores a transcript's session; returns its row.
+    pub fn session(&self, s: &crate::sessions::AgentSession) -> i64 {
+        super::sessions::insert_session(&self.conn, &self.name, s).unwrap()
+    }
+
+    pub fn binding(&self, b: &super::sessions::BindingRow) {
+        super::sessions::insert_binding(&self.conn, &self.name, b).unwrap()
+    }
+
+    /// Creates the readers' indexes, as a finished recording has them.
+    pub fn create_indexes(&self) {
+        self.conn.execute_batch(super::INDEXES).unwrap();
     }
 }
 

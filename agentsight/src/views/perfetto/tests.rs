@@ -7,7 +7,6 @@
 
 use std::{path::Path, process::Command};
 
-use rusqlite::params;
 use serde_json::{Value as Json, json};
 
 use crate::{
@@ -16,8 +15,10 @@ use crate::{
         ToolEvent, ToolPath, ToolStatus,
     },
     store::{
-        Capture, CaptureRw,
-        sessions::{self as stored, BindingRow, TreeRow},
+        Capture,
+        meta::key,
+        sessions::{BindingRow, TreeRow},
+        synthetic::{EventDetail, EventRow, ProcessRow, SyntheticCapture},
     },
 };
 
@@ -227,25 +228,27 @@ fn events() -> Vec<(i64, i64, &'static str, Option<&'static str>)> {
 
 /// Writes the synthetic capture; `complete` and loss as given.
 fn write_capture(path: &Path, with_session: bool, complete: bool) {
-    let cap = CaptureRw::create(path).unwrap();
-    let c = cap.conn();
-    c.execute_batch(&format!(
-        "INSERT INTO clock_anchors (label, mono_ns, wall_ns) VALUES ('start', {MONO0}, {WALL0}),
-            ('periodic', {}, {});",
-        MONO0 + 10 * S,
-        WALL0 + 10 * S + DRIFT
-    ))
-    .unwrap();
+    let mut cap = SyntheticCapture::create(path, &path.display().to_string());
+    cap.anchor("start", MONO0, WALL0);
+    cap.anchor("periodic", MONO0 + 10 * S, WALL0 + 10 * S + DRIFT);
     for (id, pid, parent, argv, start, end, code) in PROCS {
-        c.execute(
-            "INSERT INTO processes (id, pid, start_mono_ns, parent_id, origin, comm, argv, cwd, exec_count, end_mono_ns, exit_code)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '/w', 1, ?8, ?9)",
-            params![id, pid, start, parent, if parent.is_some() { "fork" } else { "root" }, argv[0],
-                json!(argv).to_string(), end, code],
-        )
-        .unwrap();
+        cap.process(&ProcessRow {
+            id,
+            pid,
+            start_mono_ns: start,
+            parent: parent.map(|p| (p, PROCS[p as usize - 1].1)),
+            comm: argv[0],
+            argv,
+            cwd: Some("/w"),
+            exec_count: 1,
+            exit_code: code,
+            ..Default::default()
+        });
+        if let Some(end) = end {
+            cap.end_process(id, end);
+        }
     }
-    for (seq, (row, mono, kind, path)) in events().into_iter().enumerate() {
+    for (row, mono, kind, path) in events() {
         let (_, pid, parent, argv, ..) = PROCS[row as usize - 1];
         let ppid = parent.map(|p| PROCS[p as usize - 1].1).unwrap_or(1);
         let wall = if mono >= MONO0 + 10 * S {
@@ -253,57 +256,55 @@ fn write_capture(path: &Path, with_session: bool, complete: bool) {
         } else {
             WALL0 + mono - MONO0
         };
-        let flags = (kind == "openat").then_some("write,create,trunc");
         let (addr, port) = match kind {
             "connect" => (Some("127.0.0.1"), Some(443)),
             "sendto" => (Some("127.0.0.53"), Some(53)),
             _ => (None, None),
         };
-        let query = (kind == "sendto").then_some("api.example.com");
-        c.execute(
-            "INSERT INTO events (mono_ns, wall_ns, kind, cpu, seq, pid, tid, ppid, uid, gid, comm, process_id,
-                 argv, path, flags, result, family, addr, port, query)
-             VALUES (?1, ?2, ?3, 0, ?4, ?5, ?5, ?6, 1000, 1000, ?7, ?8, ?9, ?10, ?11, 0, ?12, ?13, ?14, ?15)",
-            params![mono, wall, kind, seq as i64, pid, ppid, argv[0], row,
-                (kind == "exec").then(|| json!(argv).to_string()), path, flags,
-                addr.map(|_| "ipv4"), addr, port, query],
-        )
-        .unwrap();
+        let event = EventRow {
+            mono_ns: mono,
+            wall_ns: wall,
+            kind,
+            pid,
+            ppid,
+            process_id: Some(row),
+            comm: Some(argv[0]),
+            argv: (kind == "exec").then_some(argv),
+            path,
+            flags: (kind == "openat").then_some("write,create,trunc"),
+            family: addr.map(|_| "ipv4"),
+            addr,
+            port,
+            ..Default::default()
+        };
+        let detail = EventDetail {
+            query: (kind == "sendto").then_some("api.example.com"),
+            ..Default::default()
+        };
+        cap.event_with(&event, &detail);
     }
     if !complete {
-        c.execute_batch(&format!(
-            "INSERT INTO gaps (stream, cpu, first_seq, last_seq, missing, from_mono_ns, to_mono_ns)
-                 VALUES (0, 1, 10, 12, 3, {}, {});
-             INSERT INTO loss (kind, lost) VALUES ('syscall', 2);",
-            MONO0 + 8 * S,
-            MONO0 + 8 * S + 1000
-        ))
-        .unwrap();
+        cap.gap(0, 1, 10..=12, MONO0 + 8 * S, MONO0 + 8 * S + 1000);
+        cap.loss("syscall", 2);
     }
-    c.execute(
-        "INSERT OR REPLACE INTO meta (key, value) VALUES ('complete', ?1)",
-        [if complete { "true" } else { "false" }],
-    )
-    .unwrap();
+    cap.meta(key::COMPLETE, if complete { "true" } else { "false" });
     if with_session {
-        bind(c, path, &session());
+        bind(&cap, &session());
     }
-    cap.create_indexes().unwrap();
+    cap.create_indexes();
 }
 
-fn bind(c: &rusqlite::Connection, path: &Path, session: &AgentSession) {
-    let shown = path.display().to_string();
-    let row = stored::insert_session(c, &shown, session).unwrap();
-    let tree = TreeRow {
+fn bind(cap: &SyntheticCapture, session: &AgentSession) {
+    let row = cap.session(session);
+    let tree = cap.tree(&TreeRow {
         id: 0,
         root_process_id: 1,
         root_pid: 100,
         root_start_mono_ns: MONO0,
         status: "bound".into(),
         note: None,
-    };
-    let tree = stored::insert_tree(c, &shown, &tree).unwrap();
-    let binding = BindingRow {
+    });
+    cap.binding(&BindingRow {
         tree_id: tree,
         session_row: row,
         evidence: "transcript_write".into(),
@@ -313,8 +314,7 @@ fn bind(c: &rusqlite::Connection, path: &Path, session: &AgentSession) {
         first_evidence_mono_ns: Some(MONO0 + S / 10),
         from_mono_ns: MONO0,
         to_mono_ns: None,
-    };
-    stored::insert_binding(c, &shown, &binding).unwrap();
+    });
 }
 
 /// Exports `db` as a trace and as jsonl; decodes both with the checker.
@@ -492,34 +492,38 @@ fn a_capture_without_sessions_has_processes_and_no_loss() {
 /// transcript has that command and a key in the prompt.
 fn write_secret_capture(path: &Path) {
     use crate::views::redact::planted::{agent_argv, tool_argv};
-    let cap = CaptureRw::create(path).unwrap();
-    let c = cap.conn();
-    c.execute(
-        "INSERT INTO clock_anchors (label, mono_ns, wall_ns) VALUES ('start', ?1, ?2)",
-        params![MONO0, WALL0],
-    )
-    .unwrap();
-    for (id, parent, argv) in [(1, None, agent_argv()), (2, Some(1), tool_argv())] {
-        let argv = json!(argv).to_string();
+    let mut cap = SyntheticCapture::create(path, &path.display().to_string());
+    cap.anchor("start", MONO0, WALL0);
+    for (id, parent, argv) in [(1, None, agent_argv()), (2, Some((1, 100)), tool_argv())] {
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
         let start = MONO0 + id * S;
-        c.execute(
-            "INSERT INTO processes (id, pid, start_mono_ns, parent_id, origin, comm, argv, cwd, exec_count, end_mono_ns, exit_code)
-             VALUES (?1, ?2, ?3, ?4, 'fork', 'x', ?5, '/w', 1, ?6, 0)",
-            params![id, 100 * id, start, parent, argv, MONO0 + 19 * S],
-        )
-        .unwrap();
-        c.execute(
-            "INSERT INTO events (mono_ns, wall_ns, kind, cpu, seq, pid, tid, ppid, uid, gid, comm, process_id, argv, result)
-             VALUES (?1, ?2, 'exec', 0, ?3, ?4, ?4, 1, 1000, 1000, 'x', ?3, ?5, 0)",
-            params![start + 1000, WALL0 + start + 1000 - MONO0, id, 100 * id, argv],
-        )
-        .unwrap();
+        cap.process(&ProcessRow {
+            id,
+            pid: 100 * id,
+            start_mono_ns: start,
+            parent,
+            origin: "fork",
+            comm: "x",
+            argv: &argv,
+            cwd: Some("/w"),
+            exec_count: 1,
+            exit_code: Some(0),
+            ..Default::default()
+        });
+        cap.end_process(id, MONO0 + 19 * S);
+        cap.event(&EventRow {
+            mono_ns: start + 1000,
+            wall_ns: WALL0 + start + 1000 - MONO0,
+            kind: "exec",
+            pid: 100 * id,
+            ppid: 1,
+            process_id: Some(id),
+            comm: Some("x"),
+            argv: Some(&argv),
+            ..Default::default()
+        });
     }
-    c.execute(
-        "INSERT OR REPLACE INTO meta (key, value) VALUES ('complete', 'true')",
-        [],
-    )
-    .unwrap();
+    cap.meta(key::COMPLETE, "true");
     let mut s = session();
     s.prompts[0] = Prompt::new(
         0,
@@ -527,8 +531,8 @@ fn write_secret_capture(path: &Path) {
         "use sk-proj-Q7x9Lm2Np4Rt6Vw8Yz0Ab1Cd".into(),
     );
     s.tools[0].command = Some(crate::sessions::util::join_argv(&tool_argv()));
-    bind(c, path, &s);
-    cap.create_indexes().unwrap();
+    bind(&cap, &s);
+    cap.create_indexes();
 }
 
 #[test]
