@@ -82,8 +82,16 @@ fn run(cli: Cli) -> Result<()> {
                 .into_iter()
                 .next()
                 .context("no bench session in the capture")?;
+            // The naive baseline reads the file with its own SQL: agentsight
+            // keeps its connection private.
+            let conn = rusqlite::Connection::open_with_flags(
+                &db,
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                    | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .with_context(|| format!("opening {}", db.display()))?;
             let t = std::time::Instant::now();
-            let n = correlate::naive(&cap.conn, &s.session)
+            let n = correlate::naive(&conn, &s.session)
                 .with_context(|| format!("naive scan of {}", db.display()))?;
             say(&format!("{} {n}", t.elapsed().as_secs_f64()))
         }

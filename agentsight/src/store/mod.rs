@@ -125,7 +125,7 @@ CREATE INDEX IF NOT EXISTS events_by_process ON event_rows (process_id);
 
 /// A capture opened read-only.
 pub struct Capture {
-    pub conn: Connection,
+    conn: Connection,
     pub path: String,
     /// Said once to the reader: the capture was not closed cleanly and was
     /// read from a private copy together with its sidecar.
