@@ -66,13 +66,13 @@ pub(in crate::audit) fn events(
                     let list = ctx.history.execs.entry(id).or_default();
                     list.push((ev.mono_ns, a.clone()));
                 }
-                exec_event(ctx, policy, sets, &ev, out)?;
+                exec_event(ctx, policy, sets, ev, out)?;
             }
             K::Connect | K::Sendto | K::Sendmsg | K::Sendmmsg | K::DnsWrite => {
-                net_event(ctx, policy, rules, &ev, out)?;
+                net_event(ctx, policy, rules, ev, out)?;
             }
             _ => {
-                if !file_event(ctx, policy, sets, &ev, out)? {
+                if !file_event(ctx, policy, sets, ev, out)? {
                     unjudged += 1;
                 }
             }
@@ -91,14 +91,11 @@ pub(in crate::audit) fn events(
     Ok(())
 }
 
-fn note_tcp(ctx: &mut Ctx, ev: Ev) {
-    if let (Some(id), Some(addr), Some(port), Some(state)) = (
-        ev.record.process_id,
-        ev.record.addr,
-        ev.record.port,
-        ev.tcp_state,
-    ) {
-        let list = ctx.history.tcp.entry((id, addr, port)).or_default();
-        list.push((ev.record.mono_ns, state));
+fn note_tcp(ctx: &mut Ctx, ev: &Ev) {
+    if let (Some(id), Some(addr), Some(port), Some(state)) =
+        (ev.process_id, &ev.addr, ev.port, &ev.tcp_state)
+    {
+        let list = ctx.history.tcp.entry((id, addr.clone(), port)).or_default();
+        list.push((ev.mono_ns, state.clone()));
     }
 }

@@ -10,13 +10,15 @@ use rusqlite::OptionalExtension;
 use super::{
     Capture, StoreError,
     events::EventKind,
-    read::{self, EventRecord, RECORD_COLUMN_COUNT, RECORD_COLUMNS, event_record},
+    read::{self, EventRecord, RECORD_COLUMN_COUNT, RecordColumns, event_record},
     sessions::Role,
 };
 
 /// An event with every column a policy rule judges: the [`EventRecord`]
 /// columns plus the exec's binary, the failed call's repeat count, a
-/// connect's TCP outcome and the opened file's device and inode.
+/// connect's TCP outcome and the opened file's device and inode. The
+/// record's own process identity is not read (`pid` 0, `comm` None):
+/// audit takes a process from its row ([`RecordColumns::WithoutProcessIdentity`]).
 pub struct FullEvent {
     pub record: EventRecord,
     /// `record.kind`, parsed.
@@ -38,11 +40,14 @@ impl std::ops::Deref for FullEvent {
     }
 }
 
-/// The further columns of a [`FullEvent`], after [`RECORD_COLUMNS`].
+/// The further columns of a [`FullEvent`], after the record's.
 const FULL_COLUMNS: &str = "exe, filename, repeat, tcp_state, dev, ino";
 
+/// How audit reads the [`EventRecord`] columns.
+const AUDIT_RECORD: RecordColumns = RecordColumns::WithoutProcessIdentity;
+
 fn full_event(r: &rusqlite::Row) -> rusqlite::Result<FullEvent> {
-    let record = event_record(r)?;
+    let record = event_record(r, AUDIT_RECORD)?;
     let n = RECORD_COLUMN_COUNT;
     Ok(FullEvent {
         kind: EventKind::from_word(&record.kind),
@@ -82,24 +87,23 @@ impl Capture {
         let has_real =
             read::has_column(&self.conn, "events", "real_path").map_err(|e| self.query_err(e))?;
         Ok(if has_real {
-            format!("{RECORD_COLUMNS}, {FULL_COLUMNS}")
+            format!("{}, {FULL_COLUMNS}", AUDIT_RECORD.select_list(&[]))
         } else {
             format!(
                 "{}, {}",
-                RECORD_COLUMNS.replace("real_path", "NULL"),
-                FULL_COLUMNS
+                AUDIT_RECORD.select_list(&["real_path"]),
+                FULL_COLUMNS.replace("dev, ino", "NULL, NULL")
             )
-            .replace("dev, ino", "NULL, NULL")
         })
     }
 
     /// Every event of `kinds`, by time then id, each handed to `visit` as it
-    /// is read (a capture is never held whole); the first error of `visit`
-    /// stops the pass and is returned.
+    /// is read (a capture is never held whole, and a row is not moved: it is
+    /// lent); the first error of `visit` stops the pass and is returned.
     pub fn full_events_of_kinds<E: From<StoreError>>(
         &self,
         kinds: &[EventKind],
-        mut visit: impl FnMut(FullEvent) -> Result<(), E>,
+        mut visit: impl FnMut(&FullEvent) -> Result<(), E>,
     ) -> Result<(), E> {
         let marks: Vec<String> = (1..=kinds.len()).map(|i| format!("?{i}")).collect();
         let sql = format!(
@@ -114,7 +118,7 @@ impl Capture {
             .query(rusqlite::params_from_iter(words.iter()))
             .map_err(q)?;
         while let Some(r) = rows.next().map_err(q)? {
-            visit(full_event(r).map_err(q)?)?;
+            visit(&full_event(r).map_err(q)?)?;
         }
         Ok(())
     }

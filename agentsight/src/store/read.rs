@@ -271,29 +271,76 @@ fn window_query(filter: &EventFilter) -> String {
         )
     };
     format!(
-        "SELECT {RECORD_COLUMNS} FROM events
+        "SELECT {} FROM events
          WHERE mono_ns BETWEEN ?1 AND ?2 AND kind IN ({}) {skip} ORDER BY mono_ns, id",
+        RecordColumns::All.select_list(&[]),
         kinds.join(", ")
     )
 }
 
 /// The columns [`event_record`] reads, in its order (the one list of them:
-/// `store::audit_reads` selects these and more).
-pub(super) const RECORD_COLUMNS: &str = "id, mono_ns, wall_ns, kind, pid, process_id, comm, \
+/// `store::audit_reads` selects these and more, through [`RecordColumns`]).
+const RECORD_COLUMNS: &str = "id, mono_ns, wall_ns, kind, pid, process_id, comm, \
      argv, path, old_path, flags, result, errno, family, addr, port, real_path, query";
+
+/// Which of the [`RECORD_COLUMNS`] a query reads; the others are selected
+/// empty (`pid` 0, the rest NULL), so [`event_record`] reads every query
+/// alike. A pass over a whole capture reads only what its reader uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum RecordColumns {
+    /// Every column.
+    All,
+    /// All but the event's own process identity (`pid`, and `comm`: a
+    /// string lookup per row): for readers that take a process from its
+    /// row in `processes` (audit).
+    WithoutProcessIdentity,
+}
+
+impl RecordColumns {
+    fn reads_process_identity(self) -> bool {
+        self == RecordColumns::All
+    }
+
+    /// The select list, in [`RECORD_COLUMNS`]' order; `absent`: columns an
+    /// older capture lacks, selected empty.
+    pub(super) fn select_list(self, absent: &[&str]) -> String {
+        let left_out: &[&str] = if self.reads_process_identity() {
+            &[]
+        } else {
+            &["pid", "comm"]
+        };
+        RECORD_COLUMNS
+            .split(',')
+            .map(str::trim)
+            .map(|c| match c {
+                _ if !left_out.contains(&c) && !absent.contains(&c) => c,
+                "pid" => "0",
+                _ => "NULL",
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
 /// How many columns [`event_record`] reads: a query's further columns
 /// start at this index.
 pub(super) const RECORD_COLUMN_COUNT: usize = 18;
 
-pub(super) fn event_record(r: &rusqlite::Row) -> rusqlite::Result<EventRecord> {
+/// The record of a row selected with `columns`' select list (a column
+/// left out is not even converted).
+pub(super) fn event_record(
+    r: &rusqlite::Row,
+    columns: RecordColumns,
+) -> rusqlite::Result<EventRecord> {
+    let identity = columns.reads_process_identity();
     Ok(EventRecord {
         id: r.get(0)?,
         mono_ns: r.get(1)?,
         wall_ns: r.get(2)?,
         kind: r.get(3)?,
-        pid: r.get(4)?,
+        pid: if identity { r.get(4)? } else { 0 },
         process_id: r.get(5)?,
-        comm: r.get(6)?,
+        comm: if identity { r.get(6)? } else { None },
         argv: r.get(7)?,
         path: r.get(8)?,
         old_path: r.get(9)?,
@@ -331,7 +378,7 @@ pub fn events_in_window(
     );
     let mut rows = st.query(params.as_slice())?;
     while let Some(r) = rows.next()? {
-        if !visit(event_record(r)?) {
+        if !visit(event_record(r, RecordColumns::All)?) {
             break;
         }
     }
@@ -418,11 +465,12 @@ pub fn events_by_time(
     mut visit: impl FnMut(EventRecord) -> std::io::Result<()>,
 ) -> Result<(), EventsError> {
     let mut st = conn.prepare(&format!(
-        "SELECT {RECORD_COLUMNS} FROM events ORDER BY mono_ns, cpu, seq"
+        "SELECT {} FROM events ORDER BY mono_ns, cpu, seq",
+        RecordColumns::All.select_list(&[])
     ))?;
     let mut rows = st.query([])?;
     while let Some(r) = rows.next()? {
-        visit(event_record(r)?)?;
+        visit(event_record(r, RecordColumns::All)?)?;
     }
     Ok(())
 }
