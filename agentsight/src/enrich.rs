@@ -26,7 +26,7 @@ use crate::{
 
 mod messages;
 pub use messages::{
-    MessagesStored, NOTE_META as EXTERNAL_MESSAGES_NOTE_META, store_external_messages,
+    MessagesStored, NOTE_META as SESSION_MESSAGES_NOTE_META, store_session_messages,
 };
 
 #[derive(Debug, thiserror::Error)]

@@ -34,7 +34,7 @@ pub mod envreset;
 pub mod livecap;
 pub mod matching;
 pub mod message;
-pub mod messagelog;
+pub mod message_log;
 pub mod outfile;
 pub mod privileges;
 pub mod procinfo;

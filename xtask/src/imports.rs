@@ -26,7 +26,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "envreset",
             "vocabulary",
             "docker",
-            "messagelog",
+            "message_log",
             "sessions",
             "safefs",
         ],

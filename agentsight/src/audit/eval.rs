@@ -15,7 +15,7 @@ use super::{
     fold::Collector,
     policy::Policy,
     rules::{
-        Rules, completeness::completeness, correlated::correlated, external::continued_externally,
+        Rules, completeness::completeness, correlated::correlated, messages::continued_externally,
         paths::PathSets,
     },
     scan,

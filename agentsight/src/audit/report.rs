@@ -27,7 +27,7 @@ pub enum FindingKind {
     /// A correlate flag with no event (`claimed_not_observed`, `mismatch`).
     Correlation(Role),
     /// A stored `agentsight session message` submission.
-    ExternalMessage,
+    SessionMessage,
 }
 
 impl FindingKind {
@@ -39,7 +39,7 @@ impl FindingKind {
             FindingKind::Incomplete => "incomplete",
             FindingKind::Note => "note",
             FindingKind::Correlation(role) => role.as_str(),
-            FindingKind::ExternalMessage => "external_message",
+            FindingKind::SessionMessage => "external_message",
         }
     }
 }

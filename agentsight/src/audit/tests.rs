@@ -881,16 +881,16 @@ fn capture_with_messages(dir: &Path) -> std::path::PathBuf {
     c.anchor("start", 0, 1_764_464_523_000_000_000);
     drop(c);
     let rw = crate::store::CaptureRw::open(&db).unwrap();
-    let mut sent = crate::store::external::example("m-1", 1_764_464_523_000, "s-1");
+    let mut sent = crate::store::messages::example("m-1", 1_764_464_523_000, "s-1");
     sent.provider_pid = Some(102);
-    let mut refused = crate::store::external::example("m-2", 1_764_464_524_000, "s-2");
+    let mut refused = crate::store::messages::example("m-2", 1_764_464_524_000, "s-2");
     refused.provider = "codex".into();
     refused.transport = "codex-app-server".into();
     refused.container = Some("dev".into());
     refused.message_bytes = 5;
     refused.provider_pid = None;
     refused.outcome = Some("refused".into());
-    rw.put_external_messages(&[sent, refused]).unwrap();
+    rw.put_session_messages(&[sent, refused]).unwrap();
     drop(rw);
     db
 }

@@ -1,5 +1,5 @@
 //! The messaging log's two lines for a local `session message` (see
-//! `agentsight::messagelog`): `submitted` before the provider is started,
+//! `agentsight::message_log`): `submitted` before the provider is started,
 //! `finished` when the submission ended, in the session owner's
 //! `~/.local/state/agentsight/messages.jsonl` (home from passwd: the user the
 //! provider runs as, whose log `record` reads), written with their file
@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use agentsight::message::{self, MessageError, TurnEnd};
-use agentsight::messagelog::{self, Entry, Event, Finished, Outcome, Submitted};
+use agentsight::message_log::{self, Entry, Event, Finished, Outcome, Submitted};
 use agentsight::privileges::{AsUser, FileCreds};
 use agentsight::sessions::SessionRef;
 use nix::unistd::{Uid, User};
@@ -82,7 +82,7 @@ pub fn submitted(subject: &Subject, text: &str, log_text: bool) -> Result<Logged
             gid: i.owner.gid,
             groups: vec![i.owner.gid],
         });
-    let path = messagelog::default_path(&owner.dir);
+    let path = message_log::default_path(&owner.dir);
     let id = Entry::new_id();
     let entry = Entry::now(
         &id,
@@ -101,7 +101,7 @@ pub fn submitted(subject: &Subject, text: &str, log_text: bool) -> Result<Logged
     );
     {
         let _as_owner = AsUser::maybe(creds.as_ref()).map_err(|e| failed(e.to_string()))?;
-        messagelog::append(&path, &entry).map_err(|e| failed(e.to_string()))?;
+        message_log::append(&path, &entry).map_err(|e| failed(e.to_string()))?;
     }
     Ok(Logged { path, id, creds })
 }
@@ -148,7 +148,7 @@ impl Logged {
         let creds = self.creds.clone().or_else(FileCreds::invoking_user);
         let written = AsUser::maybe(creds.as_ref())
             .map_err(|e| e.to_string())
-            .and_then(|_guard| messagelog::append(&self.path, &entry).map_err(|e| e.to_string()));
+            .and_then(|_guard| message_log::append(&self.path, &entry).map_err(|e| e.to_string()));
         if let Err(e) = written {
             agentsight::sayln!("agentsight: warning: the messaging log: {e}");
         }

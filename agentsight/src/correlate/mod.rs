@@ -166,8 +166,8 @@ pub fn correlate(
 fn continued_externally(
     view: &CaptureView,
     id: &str,
-) -> Result<Vec<crate::store::read::ExternalMessage>, CorrelateError> {
-    let all = view.cap.external_messages()?;
+) -> Result<Vec<crate::store::read::SessionMessage>, CorrelateError> {
+    let all = view.cap.session_messages()?;
     Ok(all.into_iter().filter(|m| m.session_id == id).collect())
 }
 

@@ -365,7 +365,7 @@ pub struct Report {
     pub unmatched_trees: Vec<TreeInfo>,
     /// The `agentsight session message` submissions to this session made
     /// while the capture was recording (`external_messages`), by time.
-    pub external_messages: Vec<crate::store::read::ExternalMessage>,
+    pub external_messages: Vec<crate::store::read::SessionMessage>,
 }
 
 /// One line describing an activity (for text output and flag details).

@@ -686,16 +686,16 @@ fn the_report_lists_the_messages_that_continued_the_session() {
     let db = dir.path().join("c.db");
     let cap = Capture::new(&db);
     cap.process(1, 1000, 0, None, "claude", &["claude", "-p", "go"], None);
-    let mut mine = crate::store::external::example("m-1", wall_ms(500), "s1");
+    let mut mine = crate::store::messages::example("m-1", wall_ms(500), "s1");
     mine.container = Some("dev".into());
-    let other = crate::store::external::example("m-2", wall_ms(600), "s2");
-    let mut failed = crate::store::external::example("m-3", wall_ms(700), "s1");
+    let other = crate::store::messages::example("m-2", wall_ms(600), "s2");
+    let mut failed = crate::store::messages::example("m-3", wall_ms(700), "s1");
     failed.outcome = Some("timeout".into());
     failed.detail = Some("no acknowledgement in 20 s".into());
     failed.provider_pid = None;
     crate::store::CaptureRw::open(&db)
         .unwrap()
-        .put_external_messages(&[mine.clone(), other, failed.clone()])
+        .put_session_messages(&[mine.clone(), other, failed.clone()])
         .unwrap();
     let mut session = AgentSession::new(
         Provider::Claude,

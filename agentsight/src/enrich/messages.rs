@@ -1,19 +1,19 @@
 //! The `agentsight session message` submissions made while a capture was
-//! recording: read from the run-as user's local log (`messagelog`) when the
+//! recording: read from the run-as user's local log (`message_log`) when the
 //! recording finishes and stored in `external_messages`. A missing log is
 //! nothing to store; a log that cannot be read, or lines of it that are not
-//! whole, become a note in the capture's meta (`external_messages_note`),
+//! whole, become a note in the capture's meta (`session_messages_note`),
 //! never a failed recording.
 
 use std::path::{Path, PathBuf};
 
 use crate::{
-    messagelog::{self, LogError, Submission},
-    store::{CaptureRw, StoreError, read::ExternalMessage},
+    message_log::{self, LogError, Submission},
+    store::{CaptureRw, StoreError, read::SessionMessage},
 };
 
 /// The meta key of what could not be read of the log (the store's).
-pub use crate::store::EXTERNAL_MESSAGES_NOTE_META as NOTE_META;
+pub use crate::store::SESSION_MESSAGES_NOTE_META as NOTE_META;
 
 /// What storing the submissions did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,21 +28,21 @@ pub struct MessagesStored {
 /// in `home` (the run-as user's) and every messaging log a recorded process
 /// wrote (a `session message` for a session in another home, or run as
 /// another user). A submission in two logs is stored once.
-pub fn store_external_messages(
+pub fn store_session_messages(
     capture: &Path,
     home: Option<&Path>,
     window_ms: (i64, i64),
 ) -> Result<MessagesStored, StoreError> {
     let cap = CaptureRw::open(capture)?;
-    let mut logs: Vec<PathBuf> = home.map(messagelog::default_path).into_iter().collect();
-    let suffix = format!("/{}", messagelog::IN_HOME);
+    let mut logs: Vec<PathBuf> = home.map(message_log::default_path).into_iter().collect();
+    let suffix = format!("/{}", message_log::IN_HOME);
     let written = cap.reader().paths_written_ending(&suffix)?;
     for p in written.into_iter().map(PathBuf::from) {
         if !logs.contains(&p) {
             logs.push(p);
         }
     }
-    let mut msgs: Vec<ExternalMessage> = Vec::new();
+    let mut msgs: Vec<SessionMessage> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
     for log in &logs {
         let (subs, note) = read_log(log);
@@ -62,7 +62,7 @@ pub fn store_external_messages(
     let stored = if msgs.is_empty() {
         0
     } else {
-        cap.put_external_messages(&msgs)?
+        cap.put_session_messages(&msgs)?
     };
     Ok(MessagesStored { stored, note })
 }
@@ -70,7 +70,7 @@ pub fn store_external_messages(
 /// A log's submissions, and what could not be read of it (a missing log is
 /// none and says nothing).
 fn read_log(log: &Path) -> (Vec<Submission>, Option<String>) {
-    match messagelog::read(log) {
+    match message_log::read(log) {
         Ok((subs, 0)) => (subs, None),
         Ok((subs, skipped)) => (
             subs,
@@ -89,10 +89,10 @@ fn read_log(log: &Path) -> (Vec<Submission>, Option<String>) {
     }
 }
 
-fn row(s: Submission) -> ExternalMessage {
+fn row(s: Submission) -> SessionMessage {
     let m = s.submitted;
     let finish = s.finish;
-    ExternalMessage {
+    SessionMessage {
         id: s.id,
         time_ms: s.time_ms,
         session_id: m.session_id,
@@ -119,8 +119,8 @@ fn row(s: Submission) -> ExternalMessage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::messagelog::{Entry, Event, Finished, Outcome, Submitted, append};
-    use crate::store::synthetic::{EventRow, SyntheticCapture, clear_external_messages};
+    use crate::message_log::{Entry, Event, Finished, Outcome, Submitted, append};
+    use crate::store::synthetic::{EventRow, SyntheticCapture, clear_session_messages};
 
     fn submitted(session: &str) -> Event {
         Event::Submitted(Submitted {
@@ -150,7 +150,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("c.db");
         drop(CaptureRw::create(&db).unwrap());
-        let log = messagelog::default_path(dir.path());
+        let log = message_log::default_path(dir.path());
         let done = Event::Finished(Finished {
             outcome: Outcome::Completed,
             provider_pid: Some(78),
@@ -165,7 +165,7 @@ mod tests {
         ] {
             append(&log, &e).unwrap();
         }
-        let got = store_external_messages(&db, Some(dir.path()), (1_000, 2_000)).unwrap();
+        let got = store_session_messages(&db, Some(dir.path()), (1_000, 2_000)).unwrap();
         assert_eq!(
             got,
             MessagesStored {
@@ -174,8 +174,8 @@ mod tests {
             }
         );
         let cap = crate::store::Capture::open(&db).unwrap();
-        let rows = cap.external_messages().unwrap();
-        let first = ExternalMessage {
+        let rows = cap.session_messages().unwrap();
+        let first = SessionMessage {
             id: "first".into(),
             time_ms: 1_000,
             session_id: "s-1".into(),
@@ -193,7 +193,7 @@ mod tests {
             finished_ms: Some(1_500),
         };
         // No finished line: outcome, provider and end are not known.
-        let open = ExternalMessage {
+        let open = SessionMessage {
             id: "open".into(),
             time_ms: 2_000,
             session_id: "s-2".into(),
@@ -213,7 +213,7 @@ mod tests {
         drop(CaptureRw::create(&db).unwrap());
         let missing = dir.path().join("nobody");
         assert_eq!(
-            store_external_messages(&db, Some(&missing), (0, i64::MAX)).unwrap(),
+            store_session_messages(&db, Some(&missing), (0, i64::MAX)).unwrap(),
             MessagesStored {
                 stored: 0,
                 note: None
@@ -221,9 +221,9 @@ mod tests {
         );
         // A directory where the log should be: not read, said so.
         let odd = dir.path().join("odd");
-        let not_file = messagelog::default_path(&odd);
+        let not_file = message_log::default_path(&odd);
         std::fs::create_dir_all(&not_file).unwrap();
-        let got = store_external_messages(&db, Some(&odd), (0, i64::MAX)).unwrap();
+        let got = store_session_messages(&db, Some(&odd), (0, i64::MAX)).unwrap();
         let note = format!(
             "message log not read, no submission stored: {}: not a regular file",
             not_file.display()
@@ -231,11 +231,11 @@ mod tests {
         assert_eq!(got.note.as_deref(), Some(note.as_str()));
         // A log with a partial last line: what is whole is stored.
         let home = dir.path().join("h");
-        let log = messagelog::default_path(&home);
+        let log = message_log::default_path(&home);
         append(&log, &entry("x", 10, submitted("s"))).unwrap();
         let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
         std::io::Write::write_all(&mut f, b"{\"event\":\"subm").unwrap();
-        let got = store_external_messages(&db, Some(&home), (0, i64::MAX)).unwrap();
+        let got = store_session_messages(&db, Some(&home), (0, i64::MAX)).unwrap();
         let note = format!(
             "{}: 1 line(s) skipped (not a whole line of the message log); submissions in them are not stored",
             log.display()
@@ -255,19 +255,19 @@ mod tests {
     fn the_logs_recorded_processes_wrote_are_read_too() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("c.db");
-        let elsewhere = messagelog::default_path(&dir.path().join("run-home"));
+        let elsewhere = message_log::default_path(&dir.path().join("run-home"));
         let mine = dir.path().join("mine");
         // Logs only read, or whose open failed, are not the capture's.
-        let only_read = messagelog::default_path(&dir.path().join("r"));
-        let failed = messagelog::default_path(&dir.path().join("f"));
+        let only_read = message_log::default_path(&dir.path().join("r"));
+        let failed = message_log::default_path(&dir.path().join("f"));
         // The same submission in both logs (stored once), one more in each.
         for (log, id, t) in [
             (&only_read, "read", 5),
             (&failed, "failed", 5),
             (&elsewhere, "shared", 5),
             (&elsewhere, "there", 6),
-            (&messagelog::default_path(&mine), "shared", 5),
-            (&messagelog::default_path(&mine), "here", 7),
+            (&message_log::default_path(&mine), "shared", 5),
+            (&message_log::default_path(&mine), "here", 7),
         ] {
             append(log, &entry(id, t, submitted("s"))).unwrap();
         }
@@ -296,11 +296,11 @@ mod tests {
             });
         }
         drop(c);
-        let got = store_external_messages(&db, Some(&mine), (0, 100)).unwrap();
+        let got = store_session_messages(&db, Some(&mine), (0, 100)).unwrap();
         assert_eq!(got.stored, 3);
         let cap = crate::store::Capture::open(&db).unwrap();
         let ids: Vec<String> = cap
-            .external_messages()
+            .session_messages()
             .unwrap()
             .into_iter()
             .map(|m| m.id)
@@ -309,11 +309,9 @@ mod tests {
         // Without a home: the written log alone.
         let db2 = dir.path().join("c2.db");
         std::fs::copy(&db, &db2).unwrap();
-        clear_external_messages(&db2);
+        clear_session_messages(&db2);
         assert_eq!(
-            store_external_messages(&db2, None, (0, 100))
-                .unwrap()
-                .stored,
+            store_session_messages(&db2, None, (0, 100)).unwrap().stored,
             2
         );
     }

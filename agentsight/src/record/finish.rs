@@ -205,7 +205,7 @@ pub(super) fn store_messages(
             .map(|u| u.dir),
         (None, None) => None,
     };
-    match crate::enrich::store_external_messages(&opts.output, home.as_deref(), window_ms) {
+    match crate::enrich::store_session_messages(&opts.output, home.as_deref(), window_ms) {
         Ok(stored) => {
             if let Some(n) = stored.note {
                 notify(Notice::Warning(n));

@@ -390,7 +390,7 @@ mod tests {
             crate::store::SCHEMA,
             schema(),
             crate::store::sessions::SCHEMA,
-            crate::store::external::SCHEMA
+            crate::store::messages::SCHEMA
         );
         assert_eq!(ddl, include_str!("capture-format.sql"));
     }

@@ -72,7 +72,7 @@ pub mod key {
     /// The recorder's CPU time, seconds (`{:.3}`).
     pub const RECORDER_CPU_SECONDS: &str = "recorder_cpu_seconds";
     /// Why the messaging log was not read whole (`session message`).
-    pub const EXTERNAL_MESSAGES_NOTE: &str = "external_messages_note";
+    pub const SESSION_MESSAGES_NOTE: &str = "external_messages_note";
     /// The sessions stored from inside containers, a JSON array.
     pub const CONTAINER_SESSIONS: &str = "container_sessions";
     /// The audit policy's denied files at the start (`record --audit`), JSON.
@@ -111,7 +111,7 @@ pub mod key {
         STORING_STOPPED,
         RECORDER_PEAK_RSS_KIB,
         RECORDER_CPU_SECONDS,
-        EXTERNAL_MESSAGES_NOTE,
+        SESSION_MESSAGES_NOTE,
         CONTAINER_SESSIONS,
         DENIED_INODES,
         DENIED_EXE_INODES,
@@ -171,7 +171,7 @@ pub struct RunMeta {
     pub storing_stopped: Option<String>,
     pub recorder_peak_rss_kib: Option<u64>,
     pub recorder_cpu_seconds: Option<f64>,
-    pub external_messages_note: Option<String>,
+    pub session_messages_note: Option<String>,
     /// The sessions stored from inside containers, JSON as stored.
     pub container_sessions_json: Option<String>,
     /// The audit policy's denied files at the start, JSON as stored (the
@@ -226,7 +226,7 @@ impl RunMeta {
             storing_stopped: take(key::STORING_STOPPED),
             recorder_peak_rss_kib: parsed(take(key::RECORDER_PEAK_RSS_KIB)),
             recorder_cpu_seconds: parsed(take(key::RECORDER_CPU_SECONDS)),
-            external_messages_note: take(key::EXTERNAL_MESSAGES_NOTE),
+            session_messages_note: take(key::SESSION_MESSAGES_NOTE),
             container_sessions_json: take(key::CONTAINER_SESSIONS),
             denied_inodes_json: take(key::DENIED_INODES),
             denied_exe_inodes_json: take(key::DENIED_EXE_INODES),

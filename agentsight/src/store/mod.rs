@@ -8,10 +8,10 @@
 
 pub mod audit_reads;
 pub mod events;
-pub(crate) mod external;
 mod intern;
 mod layout;
 mod live;
+pub(crate) mod messages;
 pub mod meta;
 mod private_copy;
 pub mod read;
@@ -26,10 +26,10 @@ use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
-pub use external::NOTE_META as EXTERNAL_MESSAGES_NOTE_META;
 pub use layout::EventsLayout;
 pub(crate) use layout::{ColumnType, exported_columns};
 pub use live::LiveCapture;
+pub use messages::NOTE_META as SESSION_MESSAGES_NOTE_META;
 pub use reader::CaptureReader;
 pub(crate) use writer::put_meta;
 pub use writer::{
@@ -497,7 +497,7 @@ pub(crate) fn create(path: &Path) -> Result<Connection, StoreError> {
         conn.execute_batch(SCHEMA)?;
         conn.execute_batch(&layout::schema())?;
         conn.execute_batch(sessions::SCHEMA)?;
-        conn.execute_batch(external::SCHEMA)?;
+        conn.execute_batch(messages::SCHEMA)?;
         conn.execute(
             "INSERT INTO meta (key, value) VALUES (?1, ?2), (?3, ?4)",
             [

@@ -543,8 +543,8 @@ pub fn last_event_mono_ns(conn: &Connection) -> rusqlite::Result<Option<i64>> {
 
 impl Capture {
     /// The stored `session message` submissions, by time.
-    pub fn external_messages(&self) -> Result<Vec<ExternalMessage>, StoreError> {
-        external_messages(&self.conn).map_err(|e| self.query_err(e))
+    pub fn session_messages(&self) -> Result<Vec<SessionMessage>, StoreError> {
+        session_messages(&self.conn).map_err(|e| self.query_err(e))
     }
 
     /// Every process, by start time (then row id).
@@ -744,9 +744,9 @@ mod tests {
 }
 
 /// One row of `external_messages`: a submission of `agentsight session
-/// message` made while the capture was recording (see `store::external`).
+/// message` made while the capture was recording (see `store::messages`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct ExternalMessage {
+pub struct SessionMessage {
     pub id: String,
     /// When it was submitted: wall time, ms since the epoch.
     pub time_ms: i64,
@@ -780,7 +780,7 @@ pub fn ms_to_ns(ms: i64) -> u64 {
 
 /// Every stored submission, by time (none in a capture made before the
 /// table existed).
-pub fn external_messages(conn: &Connection) -> rusqlite::Result<Vec<ExternalMessage>> {
+pub fn session_messages(conn: &Connection) -> rusqlite::Result<Vec<SessionMessage>> {
     let exists: i64 = conn.query_row(
         "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='external_messages'",
         [],
@@ -796,7 +796,7 @@ pub fn external_messages(conn: &Connection) -> rusqlite::Result<Vec<ExternalMess
          FROM external_messages ORDER BY time_ms, id",
     )?;
     st.query_map([], |r| {
-        Ok(ExternalMessage {
+        Ok(SessionMessage {
             id: r.get(0)?,
             time_ms: r.get(1)?,
             session_id: r.get(2)?,
@@ -817,7 +817,7 @@ pub fn external_messages(conn: &Connection) -> rusqlite::Result<Vec<ExternalMess
     .collect()
 }
 
-impl ExternalMessage {
+impl SessionMessage {
     /// The provider process of this submission among the capture's
     /// processes: the one with `provider_pid` alive during the submission
     /// (from its time to its end, or the capture's end when it has none),

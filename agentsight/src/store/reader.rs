@@ -8,7 +8,7 @@ use rusqlite::Connection;
 
 use super::{
     Capture, CaptureRw, StoreError,
-    read::{self, EventFilter, EventRecord, ExternalMessage, FileWrite, ProcessRecord},
+    read::{self, EventFilter, EventRecord, FileWrite, ProcessRecord, SessionMessage},
 };
 use crate::clock::Anchors;
 
@@ -81,8 +81,7 @@ impl<'a> CaptureReader<'a> {
     }
 
     /// The stored `session message` submissions, by time.
-    pub fn external_messages(&self) -> Result<Vec<ExternalMessage>, StoreError> {
-        read::external_messages(self.conn).map_err(|e| self.query_err(e))
+    pub fn session_messages(&self) -> Result<Vec<SessionMessage>, StoreError> {
+        read::session_messages(self.conn).map_err(|e| self.query_err(e))
     }
 }
-

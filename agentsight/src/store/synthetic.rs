@@ -329,7 +329,7 @@ pub(crate) fn transcript_paths(path: &Path) -> Vec<String> {
 
 /// Removes the stored `session message` submissions of the capture at
 /// `path` (a test storing them again).
-pub(crate) fn clear_external_messages(path: &Path) {
+pub(crate) fn clear_session_messages(path: &Path) {
     let conn = Connection::open(path).unwrap();
     conn.execute_batch("DELETE FROM external_messages").unwrap();
 }

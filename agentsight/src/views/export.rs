@@ -10,7 +10,7 @@ use crate::{
     rawtext,
     store::{
         Capture, ColumnType, StoreError, exported_columns,
-        read::{ExternalMessage, ProcessIdentity, ms_to_ns},
+        read::{ProcessIdentity, SessionMessage, ms_to_ns},
         run::Cell,
     },
 };
@@ -51,7 +51,7 @@ pub enum ExportError {
 /// while recording): its time as `ts`, its monotonic time from the
 /// capture's anchors (to order it among the events), the stored fields;
 /// like an event's, a field the log did not say is absent.
-fn external_message_record(m: &ExternalMessage, mono_ns: u64) -> Json {
+fn session_message_record(m: &SessionMessage, mono_ns: u64) -> Json {
     let mut obj = Map::new();
     obj.insert("ts".into(), json!(rfc3339_ns(ms_to_ns(m.time_ms))));
     obj.insert("mono_ns".into(), json!(mono_ns));
@@ -84,7 +84,7 @@ pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
     let columns: Vec<_> = exported_columns().collect();
     let anchors = cap.anchors()?;
     let mut messages = cap
-        .external_messages()?
+        .session_messages()?
         .into_iter()
         .map(|m| (anchors.mono_of_ms(m.time_ms), m))
         .collect::<Vec<_>>();
@@ -109,7 +109,7 @@ pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
         let wall = row.wall_ns()?;
         let mono = row.mono_ns()?;
         while let Some((at, m)) = messages.next_if(|(at, _)| (*at as i64) < mono) {
-            write_line(out, &external_message_record(&m, at))?;
+            write_line(out, &session_message_record(&m, at))?;
             n += 1;
         }
         obj.insert("ts".into(), json!(rfc3339_ns(wall.max(0) as u64)));
@@ -155,7 +155,7 @@ pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
         Ok(())
     })?;
     for (at, m) in messages {
-        write_line(out, &external_message_record(&m, at))?;
+        write_line(out, &session_message_record(&m, at))?;
         n += 1;
     }
     out.flush()?;

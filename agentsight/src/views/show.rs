@@ -11,7 +11,7 @@ use crate::{
     store::{
         Capture, StoreError,
         meta::{Loss, RunMeta},
-        read::{ExternalMessage, ProcessIdentity, ProcessRecord, ms_to_ns},
+        read::{ProcessIdentity, ProcessRecord, SessionMessage, ms_to_ns},
     },
     views::run::RunModel,
 };
@@ -78,7 +78,7 @@ pub fn summary(cap: &Capture) -> Result<String, StoreError> {
     let procs = cap.processes()?;
     let _ = writeln!(s, "processes {}", procs.len());
     activity(cap, &mut s)?;
-    external_messages(cap, &run.meta, &procs, &mut s)?;
+    session_messages(cap, &run.meta, &procs, &mut s)?;
     // Without every exit record, "no exit seen" does not mean "still running".
     process_tree(&procs, loss.exits_known, &mut s);
     Ok(s)
@@ -350,14 +350,14 @@ fn activity(cap: &Capture, s: &mut String) -> Result<(), StoreError> {
 /// (`external_messages`), one line each: time, session, transport, who,
 /// bytes, outcome, and the provider process when the capture has it. Only
 /// when there are any, or the log could not be read whole.
-fn external_messages(
+fn session_messages(
     cap: &Capture,
     meta: &RunMeta,
     procs: &[ProcessRecord],
     s: &mut String,
 ) -> Result<(), StoreError> {
-    let msgs = cap.external_messages()?;
-    let note = &meta.external_messages_note;
+    let msgs = cap.session_messages()?;
+    let note = &meta.session_messages_note;
     if msgs.is_empty() && note.is_none() {
         return Ok(());
     }
@@ -370,7 +370,7 @@ fn external_messages(
         let _ = writeln!(s, "  (none)");
     }
     for m in &msgs {
-        let _ = writeln!(s, "  {}", external_message_line(m, procs, &anchors));
+        let _ = writeln!(s, "  {}", session_message_line(m, procs, &anchors));
     }
     if let Some(n) = note {
         let _ = writeln!(s, "  note: {}", v(n));
@@ -379,8 +379,8 @@ fn external_messages(
 }
 
 /// One submission as `show` prints it.
-pub fn external_message_line(
-    m: &ExternalMessage,
+pub fn session_message_line(
+    m: &SessionMessage,
     procs: &[ProcessRecord],
     anchors: &crate::clock::Anchors,
 ) -> String {
@@ -423,7 +423,7 @@ pub fn external_message_line(
 
 #[cfg(test)]
 mod tests {
-    use crate::store::{Capture, CaptureRw, external::example};
+    use crate::store::{Capture, CaptureRw, messages::example};
 
     /// Wall time of mono 0: 2026-12-01T01:02:00Z.
     const WALL0_MS: i64 = 1_796_086_920_000;
@@ -457,7 +457,7 @@ mod tests {
         refused.outcome = Some("refused".into());
         refused.detail = Some("session is already running outside agentsight".into());
         refused.finished_ms = Some(WALL0_MS + 7_000);
-        rw.put_external_messages(&[m, refused]).unwrap();
+        rw.put_session_messages(&[m, refused]).unwrap();
         drop(rw);
         db
     }
@@ -495,7 +495,7 @@ mod tests {
         drop(cap);
         let rw = CaptureRw::open(&db).unwrap();
         rw.put_meta(
-            crate::store::EXTERNAL_MESSAGES_NOTE_META,
+            crate::store::SESSION_MESSAGES_NOTE_META,
             "message log not read, no submission stored: /h/m.jsonl: not a regular file",
         )
         .unwrap();

@@ -5,8 +5,8 @@
 pub(in crate::audit) mod completeness;
 pub(in crate::audit) mod correlated;
 pub(in crate::audit) mod exec;
-pub(in crate::audit) mod external;
 pub(in crate::audit) mod files;
+pub(in crate::audit) mod messages;
 pub(in crate::audit) mod network;
 pub(in crate::audit) mod paths;
 

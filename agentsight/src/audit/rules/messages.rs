@@ -27,7 +27,7 @@ pub(in crate::audit) fn continued_externally(
     if !meta.enabled {
         return Ok(());
     }
-    let msgs = ctx.cap.external_messages()?;
+    let msgs = ctx.cap.session_messages()?;
     if msgs.is_empty() {
         return Ok(());
     }
@@ -42,7 +42,7 @@ pub(in crate::audit) fn continued_externally(
         let mut f = plain(
             &meta.id,
             meta.severity,
-            FindingKind::ExternalMessage,
+            FindingKind::SessionMessage,
             message,
         );
         f.time = Some(time);

@@ -1,16 +1,16 @@
 //! `external_messages`: the submissions of `agentsight session message`
 //! made while a capture was recording, copied from the run-as user's local
-//! log (`messagelog`) when the recording finishes. Native to neither
+//! log (`message_log`) when the recording finishes. Native to neither
 //! evidence layer: what agentsight itself was asked to send, and when.
 //! Columns are documented in `docs/capture-schema.md`.
 
 use rusqlite::params;
 
-use super::{CaptureRw, StoreError, read::ExternalMessage};
+use super::{CaptureRw, StoreError, read::SessionMessage};
 
 /// The meta key of what could not be read of the message log (a note the
 /// views print with the submissions).
-pub const NOTE_META: &str = super::meta::key::EXTERNAL_MESSAGES_NOTE;
+pub const NOTE_META: &str = super::meta::key::SESSION_MESSAGES_NOTE;
 
 /// Created with every new capture; a capture made before it has none (read
 /// as "no message stored"), and gets it when messages are stored.
@@ -37,7 +37,7 @@ CREATE TABLE IF NOT EXISTS external_messages (
 impl CaptureRw {
     /// Stores submissions (one transaction; a submission already stored,
     /// by its id, is replaced: enrichment may run again). Returns how many.
-    pub fn put_external_messages(&self, msgs: &[ExternalMessage]) -> Result<usize, StoreError> {
+    pub fn put_session_messages(&self, msgs: &[SessionMessage]) -> Result<usize, StoreError> {
         let qe = |e| self.query_err(e);
         self.conn.execute_batch(SCHEMA).map_err(qe)?;
         let t = self.conn.unchecked_transaction().map_err(qe)?;
@@ -78,8 +78,8 @@ impl CaptureRw {
 
 /// A submission as the tests of the views and the audit store it.
 #[cfg(test)]
-pub(crate) fn example(id: &str, time_ms: i64, session_id: &str) -> ExternalMessage {
-    ExternalMessage {
+pub(crate) fn example(id: &str, time_ms: i64, session_id: &str) -> SessionMessage {
+    SessionMessage {
         id: id.into(),
         time_ms,
         session_id: session_id.into(),
@@ -103,29 +103,26 @@ mod tests {
     use super::*;
     use crate::{
         clock::Anchors,
-        store::read::{external_messages, processes},
+        store::read::{processes, session_messages},
     };
 
     #[test]
     fn messages_are_stored_once_per_id_and_read_back_by_time() {
         let dir = tempfile::tempdir().unwrap();
         let rw = CaptureRw::create(&dir.path().join("c.db")).unwrap();
-        assert_eq!(external_messages(rw.conn()).unwrap(), vec![]);
+        assert_eq!(session_messages(rw.conn()).unwrap(), vec![]);
         let a = example("a", 2_000, "s-1");
         let mut b = example("b", 1_000, "s-2");
         b.container = Some("box".into());
         b.provider_pid = None;
         b.outcome = None;
         b.finished_ms = None;
-        assert_eq!(
-            rw.put_external_messages(&[a.clone(), b.clone()]).unwrap(),
-            2
-        );
+        assert_eq!(rw.put_session_messages(&[a.clone(), b.clone()]).unwrap(), 2);
         // Stored again (enrichment re-run): replaced, not doubled.
         let mut a2 = a.clone();
         a2.detail = Some("again".into());
-        assert_eq!(rw.put_external_messages(&[a2.clone()]).unwrap(), 1);
-        assert_eq!(external_messages(rw.conn()).unwrap(), vec![b, a2]);
+        assert_eq!(rw.put_session_messages(&[a2.clone()]).unwrap(), 1);
+        assert_eq!(session_messages(rw.conn()).unwrap(), vec![b, a2]);
     }
 
     #[test]
@@ -136,9 +133,9 @@ mod tests {
         rw.conn()
             .execute_batch("DROP TABLE external_messages")
             .unwrap();
-        assert_eq!(external_messages(rw.conn()).unwrap(), vec![]);
-        rw.put_external_messages(&[example("a", 5, "s")]).unwrap();
-        assert_eq!(external_messages(rw.conn()).unwrap().len(), 1);
+        assert_eq!(session_messages(rw.conn()).unwrap(), vec![]);
+        rw.put_session_messages(&[example("a", 5, "s")]).unwrap();
+        assert_eq!(session_messages(rw.conn()).unwrap().len(), 1);
     }
 
     #[test]
