@@ -10,7 +10,7 @@ use super::{
     policy::Policy,
     report::{ContainerRef, Role, Strategy, ToolRef},
 };
-use crate::store::{Capture, audit_reads::FullEvent};
+use crate::store::{Capture, audit_reads::FullEvent, meta::RunMeta};
 
 /// What the phases read from the capture before the pass over the events.
 pub(in crate::audit) struct Context {
@@ -31,8 +31,9 @@ pub(in crate::audit) struct Context {
 impl Context {
     pub fn load(cap: &Capture, policy: &Policy) -> Result<Self, AuditError> {
         let (procs, root_cwd) = load_processes(cap)?;
-        let home = home_of(cap, policy)?;
-        let tmpdirs = tmpdirs_of(cap)?;
+        let meta = cap.run_meta().map_err(AuditError::Store)?;
+        let home = home_of(&meta, policy);
+        let tmpdirs = tmpdirs_of(&meta);
         let Correlations {
             correlations,
             corr_rows,
@@ -95,32 +96,26 @@ pub(in crate::audit) fn argv_of(json: Option<&str>) -> Vec<String> {
 
 /// The run-as user's home: the policy's `home`, else the user named in the
 /// capture's `run_as` meta (`NAME (uid N, gid N)`) looked up on this machine.
-fn home_of(cap: &Capture, policy: &Policy) -> Result<Option<String>, AuditError> {
+fn home_of(meta: &RunMeta, policy: &Policy) -> Option<String> {
     if let Some(h) = &policy.home {
-        return Ok(Some(h.clone()));
+        return Some(h.clone());
     }
-    let Some(run_as) = cap.meta("run_as").map_err(AuditError::Store)? else {
-        return Ok(None);
-    };
-    let name = run_as.split(" (").next().unwrap_or(&run_as);
-    Ok(nix::unistd::User::from_name(name)
+    let run_as = meta.run_as.as_deref()?;
+    let name = run_as.split(" (").next().unwrap_or(run_as);
+    nix::unistd::User::from_name(name)
         .ok()
         .flatten()
-        .map(|u| u.dir.display().to_string()))
+        .map(|u| u.dir.display().to_string())
 }
 
 /// The recorded command's `TMPDIR`s (meta `tmpdirs`, a JSON array written by
 /// `record`): absolute, normalised, never `/` (record drops anything else;
 /// checked again here, the capture is input).
-fn tmpdirs_of(cap: &Capture) -> Result<Vec<String>, AuditError> {
-    let raw = cap.meta("tmpdirs").map_err(AuditError::Store)?;
-    let list: Vec<String> = raw
-        .and_then(|r| serde_json::from_str(&r).ok())
-        .unwrap_or_default();
-    Ok(list
-        .into_iter()
-        .filter_map(|t| crate::envreset::usable_tmpdir(&t))
-        .collect())
+fn tmpdirs_of(meta: &RunMeta) -> Vec<String> {
+    meta.tmpdirs
+        .iter()
+        .filter_map(|t| crate::envreset::usable_tmpdir(t))
+        .collect()
 }
 
 /// The processes table (for argv chains) and the root's cwd: the one
