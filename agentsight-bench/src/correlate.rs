@@ -18,7 +18,7 @@ use agentsight::{
     },
     store::{
         CaptureRw, StoreError,
-        sessions::{self as stored, BindingRow, TreeRow},
+        sessions::{BindingRow, TreeRow},
     },
 };
 
@@ -194,7 +194,7 @@ pub fn synthesize(path: &Path, events: u64, calls: usize) -> Result<u64, StoreEr
     drop(w);
     session.prompt_count = session.prompts.len();
     session.tool_count = session.tools.len();
-    store_binding(conn, path, &session, &transcript, calls, duration)?;
+    store_binding(&cap, &session, &transcript, calls, duration)?;
     cap.create_indexes()?;
     conn.execute(
         "INSERT OR REPLACE INTO meta (key, value) VALUES ('complete', 'true')",
@@ -224,42 +224,32 @@ fn write_anchors(conn: &Connection, duration: i64) -> rusqlite::Result<()> {
 /// The session, its tree (the runtime's) and their binding, as `record`
 /// stores them.
 fn store_binding(
-    conn: &Connection,
-    path: &Path,
+    rw: &CaptureRw,
     session: &AgentSession,
     transcript: &str,
     calls: usize,
     duration: i64,
 ) -> Result<(), StoreError> {
-    let shown = path.display().to_string();
-    let row = stored::insert_session(conn, &shown, session)?;
-    let tree = stored::insert_tree(
-        conn,
-        &shown,
-        &TreeRow {
-            id: 0,
-            root_process_id: RUNTIME.id,
-            root_pid: RUNTIME.pid,
-            root_start_mono_ns: MONO0,
-            status: "bound".into(),
-            note: None,
-        },
-    )?;
-    stored::insert_binding(
-        conn,
-        &shown,
-        &BindingRow {
-            tree_id: tree,
-            session_row: row,
-            evidence: "transcript_write".into(),
-            evidence_count: calls as i64,
-            evidence_process_id: Some(RUNTIME.id),
-            evidence_path: Some(transcript.to_string()),
-            first_evidence_mono_ns: Some(MONO0),
-            from_mono_ns: MONO0,
-            to_mono_ns: Some(MONO0 + duration),
-        },
-    )
+    let row = rw.insert_session(session)?;
+    let tree = rw.insert_tree(&TreeRow {
+        id: 0,
+        root_process_id: RUNTIME.id,
+        root_pid: RUNTIME.pid,
+        root_start_mono_ns: MONO0,
+        status: "bound".into(),
+        note: None,
+    })?;
+    rw.insert_binding(&BindingRow {
+        tree_id: tree,
+        session_row: row,
+        evidence: "transcript_write".into(),
+        evidence_count: calls as i64,
+        evidence_process_id: Some(RUNTIME.id),
+        evidence_path: Some(transcript.to_string()),
+        first_evidence_mono_ns: Some(MONO0),
+        from_mono_ns: MONO0,
+        to_mono_ns: Some(MONO0 + duration),
+    })
 }
 
 impl Synth<'_> {

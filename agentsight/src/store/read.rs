@@ -93,7 +93,7 @@ impl ContainerRef {
 
 /// Whether `table` has `column` (captures made before a column was added
 /// lack it: readers treat it as absent).
-pub fn has_column(conn: &Connection, table: &str, column: &str) -> rusqlite::Result<bool> {
+pub(super) fn has_column(conn: &Connection, table: &str, column: &str) -> rusqlite::Result<bool> {
     let mut st = conn.prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))?;
     let names = st
         .query_map([], |r| r.get::<_, String>(0))?
@@ -102,7 +102,7 @@ pub fn has_column(conn: &Connection, table: &str, column: &str) -> rusqlite::Res
 }
 
 /// Every process, by start time (then row id).
-pub fn processes(conn: &Connection) -> rusqlite::Result<Vec<ProcessRecord>> {
+pub(super) fn processes(conn: &Connection) -> rusqlite::Result<Vec<ProcessRecord>> {
     let identity = if has_column(conn, "processes", "container_id")? {
         ProcessIdentity::COLUMNS.join(", ")
     } else {
@@ -152,7 +152,7 @@ pub fn processes(conn: &Connection) -> rusqlite::Result<Vec<ProcessRecord>> {
 
 impl Anchors {
     /// The capture's clock anchors.
-    pub fn load(conn: &Connection) -> rusqlite::Result<Self> {
+    pub(super) fn load(conn: &Connection) -> rusqlite::Result<Self> {
         let mut st = conn.prepare("SELECT mono_ns, wall_ns FROM clock_anchors ORDER BY mono_ns")?;
         let v = st
             .query_map([], |r| {
@@ -176,7 +176,7 @@ pub struct FileWrite {
 /// or link to it; a truncate) of `.json`/`.jsonl` paths, the shapes of
 /// session transcripts, per process and path. The LIKE filters keep this
 /// to a handful of rows on large captures.
-pub fn transcript_like_writes(conn: &Connection) -> rusqlite::Result<Vec<FileWrite>> {
+pub(super) fn transcript_like_writes(conn: &Connection) -> rusqlite::Result<Vec<FileWrite>> {
     let mut st = conn.prepare(
         "SELECT process_id, path, MIN(mono_ns), COUNT(*) FROM events
          WHERE kind IN ('open','openat','openat2','creat','rename','renameat','renameat2','link','linkat','truncate')
@@ -200,7 +200,7 @@ pub fn transcript_like_writes(conn: &Connection) -> rusqlite::Result<Vec<FileWri
 /// Distinct paths ending in `suffix` (compared exactly, no pattern) that a
 /// process of the capture opened for writing or created, successfully; by
 /// path.
-pub fn paths_written_ending(conn: &Connection, suffix: &str) -> rusqlite::Result<Vec<String>> {
+pub(super) fn paths_written_ending(conn: &Connection, suffix: &str) -> rusqlite::Result<Vec<String>> {
     let mut st = conn.prepare(
         "SELECT DISTINCT path FROM events
          WHERE kind IN ('open','openat','openat2','creat') AND result >= 0
@@ -358,7 +358,7 @@ pub(super) fn event_record(
 /// Events passing `filter` with `mono_ns` in `from..=to`, by time then id,
 /// each handed to `visit` as it is read (a window of a large capture is
 /// never held whole); `visit` returns false to stop.
-pub fn events_in_window(
+pub(super) fn events_in_window(
     conn: &Connection,
     from_mono_ns: u64,
     to_mono_ns: u64,
@@ -400,7 +400,7 @@ pub struct TreeCounts {
 /// [`TreeCounts`] of the processes with these row ids, over the events up to
 /// `as_of` (monotonic ns). The definitions are the documented ones of
 /// docs/top-kernel.md; the root test recomputes them on the finished capture.
-pub fn tree_counts(
+pub(super) fn tree_counts(
     conn: &Connection,
     process_ids: &[i64],
     as_of: u64,
@@ -440,7 +440,7 @@ pub fn tree_counts(
 
 /// The newest stored event's monotonic time (among the last 1000 stored:
 /// rows are stored in ring order, which is time order within a few ms).
-pub fn newest_event_mono_ns(conn: &Connection) -> rusqlite::Result<Option<u64>> {
+pub(super) fn newest_event_mono_ns(conn: &Connection) -> rusqlite::Result<Option<u64>> {
     conn.query_row(
         "SELECT MAX(mono_ns) FROM (SELECT mono_ns FROM events ORDER BY id DESC LIMIT 1000)",
         [],
@@ -450,7 +450,7 @@ pub fn newest_event_mono_ns(conn: &Connection) -> rusqlite::Result<Option<u64>> 
 }
 
 /// Kernel loss so far, all kinds together (the `loss` table).
-pub fn loss_total(conn: &Connection) -> rusqlite::Result<u64> {
+pub(super) fn loss_total(conn: &Connection) -> rusqlite::Result<u64> {
     conn.query_row("SELECT COALESCE(SUM(lost), 0) FROM loss", [], |r| {
         r.get::<_, i64>(0)
     })
@@ -460,7 +460,7 @@ pub fn loss_total(conn: &Connection) -> rusqlite::Result<u64> {
 /// Every event, in the order `export --format jsonl` writes them (monotonic
 /// time, then CPU and sequence number), each handed to `visit` as it is
 /// read: a large capture is never held whole.
-pub fn events_by_time(
+pub(super) fn events_by_time(
     conn: &Connection,
     mut visit: impl FnMut(EventRecord) -> std::io::Result<()>,
 ) -> Result<(), EventsError> {
@@ -495,7 +495,7 @@ pub struct Gap {
 }
 
 /// The capture's sequence gaps, by time.
-pub fn gaps(conn: &Connection) -> rusqlite::Result<Vec<Gap>> {
+pub(super) fn gaps(conn: &Connection) -> rusqlite::Result<Vec<Gap>> {
     let mut st = conn.prepare(
         "SELECT stream, cpu, missing, from_mono_ns, to_mono_ns FROM gaps ORDER BY from_mono_ns, id",
     )?;
@@ -520,7 +520,7 @@ pub struct DnsQuery {
 }
 
 /// Every DNS name asked, per process (one grouped pass over the events).
-pub fn dns_queries(conn: &Connection) -> rusqlite::Result<Vec<DnsQuery>> {
+pub(super) fn dns_queries(conn: &Connection) -> rusqlite::Result<Vec<DnsQuery>> {
     let mut st = conn.prepare(
         "SELECT process_id, query, COUNT(*) FROM events
          WHERE query IS NOT NULL AND process_id IS NOT NULL
@@ -537,7 +537,7 @@ pub fn dns_queries(conn: &Connection) -> rusqlite::Result<Vec<DnsQuery>> {
 }
 
 /// The newest monotonic time of any stored event, None when there is none.
-pub fn last_event_mono_ns(conn: &Connection) -> rusqlite::Result<Option<i64>> {
+pub(super) fn last_event_mono_ns(conn: &Connection) -> rusqlite::Result<Option<i64>> {
     conn.query_row("SELECT MAX(mono_ns) FROM events", [], |r| r.get(0))
 }
 
@@ -780,7 +780,7 @@ pub fn ms_to_ns(ms: i64) -> u64 {
 
 /// Every stored submission, by time (none in a capture made before the
 /// table existed).
-pub fn session_messages(conn: &Connection) -> rusqlite::Result<Vec<SessionMessage>> {
+pub(super) fn session_messages(conn: &Connection) -> rusqlite::Result<Vec<SessionMessage>> {
     let exists: i64 = conn.query_row(
         "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='external_messages'",
         [],

@@ -144,7 +144,7 @@ fn q(path: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
 
 /// Creates the session tables in an existing capture (a version 1 file gets
 /// them and is marked version 2).
-pub fn ensure_schema(conn: &Connection, path: &str) -> Result<(), StoreError> {
+pub(super) fn ensure_schema(conn: &Connection, path: &str) -> Result<(), StoreError> {
     conn.execute_batch(SCHEMA).map_err(q(path))?;
     conn.execute(
         "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
@@ -155,7 +155,7 @@ pub fn ensure_schema(conn: &Connection, path: &str) -> Result<(), StoreError> {
 }
 
 /// Replaces what a previous matching run stored (matching is re-runnable).
-pub fn clear(conn: &Connection, path: &str) -> Result<(), StoreError> {
+pub(super) fn clear(conn: &Connection, path: &str) -> Result<(), StoreError> {
     conn.execute_batch(
         "DELETE FROM correlations; DELETE FROM bindings; DELETE FROM trees;
          DELETE FROM transcript_files; DELETE FROM sessions;",
@@ -163,7 +163,7 @@ pub fn clear(conn: &Connection, path: &str) -> Result<(), StoreError> {
     .map_err(q(path))
 }
 
-pub fn insert_session(conn: &Connection, path: &str, s: &AgentSession) -> Result<i64, StoreError> {
+pub(super) fn insert_session(conn: &Connection, path: &str, s: &AgentSession) -> Result<i64, StoreError> {
     let model = serde_json::to_string(s).map_err(|e| StoreError::Query {
         path: path.to_string(),
         reason: format!("cannot serialize session {}: {e}", s.session_id),
@@ -185,7 +185,7 @@ pub fn insert_session(conn: &Connection, path: &str, s: &AgentSession) -> Result
     Ok(conn.last_insert_rowid())
 }
 
-pub fn insert_transcript(
+pub(super) fn insert_transcript(
     conn: &Connection,
     path: &str,
     session_row: i64,
@@ -209,7 +209,7 @@ pub fn insert_transcript(
     Ok(())
 }
 
-pub fn insert_tree(conn: &Connection, path: &str, t: &TreeRow) -> Result<i64, StoreError> {
+pub(super) fn insert_tree(conn: &Connection, path: &str, t: &TreeRow) -> Result<i64, StoreError> {
     conn.execute(
         "INSERT INTO trees (root_process_id, root_pid, root_start_mono_ns, status, note)
          VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -225,7 +225,7 @@ pub fn insert_tree(conn: &Connection, path: &str, t: &TreeRow) -> Result<i64, St
     Ok(conn.last_insert_rowid())
 }
 
-pub fn insert_binding(conn: &Connection, path: &str, b: &BindingRow) -> Result<(), StoreError> {
+pub(super) fn insert_binding(conn: &Connection, path: &str, b: &BindingRow) -> Result<(), StoreError> {
     conn.execute(
         "INSERT INTO bindings (tree_id, session_row, evidence, evidence_count, evidence_process_id,
              evidence_path, first_evidence_mono_ns, from_mono_ns, to_mono_ns)
@@ -246,7 +246,7 @@ pub fn insert_binding(conn: &Connection, path: &str, b: &BindingRow) -> Result<(
     Ok(())
 }
 
-pub fn insert_proc_fd(
+pub(super) fn insert_proc_fd(
     conn: &Connection,
     path: &str,
     pid: u32,
@@ -262,7 +262,7 @@ pub fn insert_proc_fd(
     Ok(())
 }
 
-pub fn insert_correlations(
+pub(super) fn insert_correlations(
     conn: &Connection,
     path: &str,
     rows: &[CorrelationRow],
