@@ -200,7 +200,10 @@ pub(super) fn transcript_like_writes(conn: &Connection) -> rusqlite::Result<Vec<
 /// Distinct paths ending in `suffix` (compared exactly, no pattern) that a
 /// process of the capture opened for writing or created, successfully; by
 /// path.
-pub(super) fn paths_written_ending(conn: &Connection, suffix: &str) -> rusqlite::Result<Vec<String>> {
+pub(super) fn paths_written_ending(
+    conn: &Connection,
+    suffix: &str,
+) -> rusqlite::Result<Vec<String>> {
     let mut st = conn.prepare(
         "SELECT DISTINCT path FROM events
          WHERE kind IN ('open','openat','openat2','creat') AND result >= 0

@@ -163,7 +163,11 @@ pub(super) fn clear(conn: &Connection, path: &str) -> Result<(), StoreError> {
     .map_err(q(path))
 }
 
-pub(super) fn insert_session(conn: &Connection, path: &str, s: &AgentSession) -> Result<i64, StoreError> {
+pub(super) fn insert_session(
+    conn: &Connection,
+    path: &str,
+    s: &AgentSession,
+) -> Result<i64, StoreError> {
     let model = serde_json::to_string(s).map_err(|e| StoreError::Query {
         path: path.to_string(),
         reason: format!("cannot serialize session {}: {e}", s.session_id),
@@ -225,7 +229,11 @@ pub(super) fn insert_tree(conn: &Connection, path: &str, t: &TreeRow) -> Result<
     Ok(conn.last_insert_rowid())
 }
 
-pub(super) fn insert_binding(conn: &Connection, path: &str, b: &BindingRow) -> Result<(), StoreError> {
+pub(super) fn insert_binding(
+    conn: &Connection,
+    path: &str,
+    b: &BindingRow,
+) -> Result<(), StoreError> {
     conn.execute(
         "INSERT INTO bindings (tree_id, session_row, evidence, evidence_count, evidence_process_id,
              evidence_path, first_evidence_mono_ns, from_mono_ns, to_mono_ns)
