@@ -50,7 +50,7 @@ impl Ctx<'_> {
 
     /// With [`Strategy::PerFindingQueries`], completes a finding at once, for
     /// every occurrence, as the audit did before (the benchmark's baseline).
-    pub fn prepare(&self, p: &mut Pending) -> Result<(), AuditError> {
+    pub fn complete_if_per_finding(&self, p: &mut Pending) -> Result<(), AuditError> {
         if self.strategy == Strategy::PerFindingQueries {
             self.complete(p)?;
         }

@@ -586,9 +586,9 @@ fn cmd_record(a: RecordArgs) -> Result<i32> {
     let tty = std::io::stderr().is_terminal() && !quiet;
     let request = record_request(a);
     let docker_containers = request.docker_containers.clone();
-    let mut prepared = request.prepare()?;
+    let mut prepared = request.check_and_open()?;
     // `--docker-container`: the containers' bridges, built (names checked,
-    // each inspected) before anything runs, once `prepare` allowed them.
+    // each inspected) before anything runs, once `check_and_open` allowed them.
     if !docker_containers.is_empty() {
         prepared.options.container_sessions = containers::record_source(&docker_containers)?;
     }

@@ -82,7 +82,7 @@ pub(in crate::audit) fn correlated(
         };
         p.finding.session = Some(row.tool.clone());
         p.finding.evidence.detail = row.tool.reason.clone();
-        ctx.prepare(&mut p)?;
+        ctx.complete_if_per_finding(&mut p)?;
         out.add(p, ev);
     }
     Ok(())

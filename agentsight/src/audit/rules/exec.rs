@@ -43,7 +43,7 @@ pub(in crate::audit) fn exec_event(
         p.finding.path = ev.exe.clone().or(ev.filename.clone());
         p.finding.argv = Some(argv);
         p.finding.evidence.matched = matched;
-        ctx.prepare(&mut p)?;
+        ctx.complete_if_per_finding(&mut p)?;
         out.add(p, Some(ev));
     }
     Ok(())

@@ -112,7 +112,7 @@ fn judge(
                 let mut p = ctx.base(ev, &d.meta, message, access.clone());
                 p.finding.path = Some(path.to_string());
                 p.finding.evidence.matched = Some(m.to_string());
-                ctx.prepare(&mut p)?;
+                ctx.complete_if_per_finding(&mut p)?;
                 out.add(p, Some(ev));
                 denied_found = true;
                 continue;
@@ -126,7 +126,7 @@ fn judge(
             let message = format!("{verb}{access} outside the allowed roots: {path}");
             let mut p = ctx.base(ev, &w.meta, message, access.clone());
             p.finding.path = Some(path.to_string());
-            ctx.prepare(&mut p)?;
+            ctx.complete_if_per_finding(&mut p)?;
             out.add(p, Some(ev));
         }
     }
@@ -151,7 +151,7 @@ fn judge(
         let mut p = ctx.base(ev, &d.meta, message, access.clone());
         p.finding.path = Some(df.path.clone());
         p.finding.evidence.matched = Some(format!("{} (by inode)", df.path));
-        ctx.prepare(&mut p)?;
+        ctx.complete_if_per_finding(&mut p)?;
         out.add(p, Some(ev));
     }
     Ok(())

@@ -51,7 +51,7 @@ pub(in crate::audit) fn net_event(
             p.finding.port = ev.port.and_then(|p| u16::try_from(p).ok());
         }
         p.finding.evidence.matched = matched;
-        ctx.prepare(&mut p)?;
+        ctx.complete_if_per_finding(&mut p)?;
         out.add(p, Some(ev));
     }
     Ok(())
