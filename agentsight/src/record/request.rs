@@ -31,7 +31,7 @@ pub struct RecordRequest {
     /// Secret-looking values in the report are replaced (not with `--no-redact`).
     pub redact: bool,
     /// `--docker-container` names: the caller builds their session sources
-    /// once [`RecordRequest::prepare`] has allowed them.
+    /// once [`RecordRequest::check_and_open`] has allowed them.
     pub docker_containers: Vec<String>,
 }
 
@@ -54,11 +54,11 @@ struct After {
 
 impl RecordRequest {
     /// Checks what is asked and opens the outputs, as the invoking user.
-    pub fn prepare(mut self) -> Result<Prepared, RecordError> {
+    pub fn check_and_open(mut self) -> Result<Prepared, RecordError> {
         super::target::check_something_to_record(&self.options)?;
         super::target::check_docker_containers(&self.docker_containers, self.options.all_users)?;
         let creds = FileCreds::invoking_user();
-        let _as_user = AsUser::maybe(creds.as_ref())?;
+        let as_user = AsUser::maybe(creds.as_ref())?;
         let policy = self.audit.as_deref().map(Policy::load).transpose()?;
         if let Some(p) = &policy {
             let start = denied_inodes_meta(p, self.options.user.as_deref())?;
@@ -77,7 +77,7 @@ impl RecordRequest {
                 .filter_map(|(flag, f)| Some((flag, f.as_ref()?)))
                 .collect();
         outfile::refuse_shared(&outputs, &[("-o", &self.options.output)])?;
-        drop(_as_user);
+        drop(as_user);
         Ok(Prepared {
             options: self.options,
             after: After {
@@ -171,34 +171,31 @@ impl Recorded {
     /// `status` is the recording's (see [`RecordOutcome::exit_status`]).
     pub fn report_and_audit(mut self, status: i32) -> Result<Followed, RecordError> {
         let mut said = Vec::new();
-        if let Some(f) = self.after.report_out.take() {
-            let _as_user = AsUser::maybe(self.after.creds.as_ref())?;
-            let written = report::file::write(
-                &self.capture,
-                self.after.policy.as_ref(),
-                self.after.redact,
-                f,
-            )?;
-            said.extend(
-                written
-                    .note
-                    .as_ref()
-                    .map(|n| Said::Line(format!("agentsight: note: {n}"))),
-            );
+        let report_out = self.after.report_out.take();
+        if report_out.is_none() && self.after.policy.is_none() {
+            return Ok(Followed { said, status });
+        }
+        // One open and one audit serve both the report and the findings.
+        let as_user = AsUser::maybe(self.after.creds.as_ref())?;
+        let cap = crate::store::Capture::open(&self.capture)?;
+        said.extend(
+            cap.note
+                .as_ref()
+                .map(|n| Said::Line(format!("agentsight: note: {n}"))),
+        );
+        let findings = self
+            .after
+            .policy
+            .as_ref()
+            .map(|p| audit::audit(&cap, p))
+            .transpose()?;
+        if let Some(f) = report_out {
+            let written = report::file::write_page(&cap, findings.as_ref(), self.after.redact, f)?;
             said.push(Said::Line(format!("agentsight: {}", written.line())));
         }
-        let Some(policy) = &self.after.policy else {
+        drop(as_user);
+        let Some(findings) = findings else {
             return Ok(Followed { said, status });
-        };
-        let findings = {
-            let _as_user = AsUser::maybe(self.after.creds.as_ref())?;
-            let cap = crate::store::Capture::open(&self.capture)?;
-            said.extend(
-                cap.note
-                    .as_ref()
-                    .map(|n| Said::Line(format!("agentsight: note: {n}"))),
-            );
-            audit::audit(&cap, policy)?
         };
         let text = audit::render::rendered(&findings, self.after.audit_format)
             .map_err(|e| RecordError::Other(e.to_string()))?;

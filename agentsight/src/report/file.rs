@@ -67,17 +67,27 @@ pub fn write(
     out: UserFile,
 ) -> Result<Written, ReportFileError> {
     let cap = Capture::open(db)?;
-    let shown = || db.display().to_string();
     let findings = policy
         .map(|p| audit::audit(&cap, p))
         .transpose()
         .map_err(|source| ReportFileError::Audit {
-            path: shown(),
+            path: db.display().to_string(),
             source,
         })?;
+    write_page(&cap, findings.as_ref(), redact, out)
+}
+
+/// [`write`] of a capture already open, with its findings already made
+/// (`record --report --audit` audits once for both).
+pub fn write_page(
+    cap: &Capture,
+    findings: Option<&audit::Report>,
+    redact: bool,
+    out: UserFile,
+) -> Result<Written, ReportFileError> {
     let (page, summary) =
-        super::html(&cap, findings.as_ref(), redact).map_err(|source| ReportFileError::Report {
-            path: shown(),
+        super::html(cap, findings, redact).map_err(|source| ReportFileError::Report {
+            path: cap.path.clone(),
             source,
         })?;
     let path = out.path().to_owned();
