@@ -336,6 +336,7 @@ impl Synth<'_> {
                 Vec::new()
             },
             domains: Vec::new(),
+            mcp: None,
         });
         if c.is_multiple_of(50) {
             self.session.prompts.push(Prompt::new(

@@ -26,6 +26,7 @@ pub mod discovery;
 mod error;
 pub mod gemini;
 pub mod live;
+pub mod mcp;
 mod provider;
 pub mod safefs;
 /// Helpers shared by the parsers; the library uses a few (opening a
@@ -317,6 +318,10 @@ pub struct ToolEvent {
     pub end_ms: Option<i64>,
     pub paths: Vec<ToolPath>,
     pub domains: Vec<String>,
+    /// An MCP tool call: server, tool and arguments (`None` for built-in
+    /// tools; see [`mcp`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<mcp::McpCall>,
 }
 
 /// One model response (one API call), merged from split source records.

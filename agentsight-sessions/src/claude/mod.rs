@@ -729,6 +729,7 @@ impl Parser {
             end_ms: None,
             paths: d.paths,
             domains: d.domains,
+            mcp: None,
         })
     }
 

@@ -663,6 +663,7 @@ impl Parser {
             end_ms: None,
             paths,
             domains,
+            mcp: None,
         };
         if let Some(id) = &ev.call_id {
             self.calls.insert(id.clone(), self.s.tools.len());

@@ -232,6 +232,7 @@ fn on_line(s: &mut AgentSession, mut l: Line, sub: Option<usize>, st: &mut Parse
                                     end_ms: None,
                                     paths: d.paths,
                                     domains: d.domains,
+                                    mcp: None,
                                 });
                             }
                             _ => {}

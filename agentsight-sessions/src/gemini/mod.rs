@@ -771,6 +771,7 @@ fn tool_event(
         end_ms,
         paths,
         domains,
+        mcp: None,
     }
 }
 

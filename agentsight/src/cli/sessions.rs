@@ -556,6 +556,7 @@ mod tests {
             end_ms: None,
             paths: Vec::new(),
             domains: Vec::new(),
+            mcp: None,
         }
     }
 

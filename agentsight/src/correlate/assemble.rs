@@ -47,6 +47,7 @@ pub(super) fn tool_report(
             .filter(|_| is_timed)
             .map(|(s, e)| e - s),
         exit_codes,
+        mcp: None,
         activity,
     }
 }

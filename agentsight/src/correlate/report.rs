@@ -44,6 +44,9 @@ vocabulary! {
         PathMatch => "path_match",
         ViaRename => "via_rename",
         TimeWindow => "time_window",
+        /// Activity of the MCP server process (tree) an MCP call names,
+        /// inside the call's window.
+        McpServer => "mcp_server",
     }
 }
 
@@ -190,7 +193,31 @@ pub struct ToolReport {
     pub duration_ms: Option<i64>,
     /// Exit codes of the argv-matched processes, in order.
     pub exit_codes: Vec<Option<i64>>,
+    /// For an MCP call: its server, as configured and as found running.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpServerInfo>,
     pub activity: Vec<Activity>,
+}
+
+/// The server of an MCP call (`docs/correlate.md`, MCP).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct McpServerInfo {
+    /// The configured server name.
+    pub server: String,
+    /// The server's own tool name.
+    pub tool: Option<String>,
+    /// `stdio`, `http`, `sse`; `None` when no configuration declared the
+    /// server (its activity cannot be told apart).
+    pub transport: Option<String>,
+    /// A server whose tools' effects are known (`filesystem`), whose calls'
+    /// arguments are checked as claims.
+    pub kind: Option<String>,
+    /// The process that ran a stdio server, when found.
+    pub pid: Option<u32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -168,6 +168,7 @@ fn tool(
         end_ms: Some(wall_ms(end)),
         paths,
         domains: Vec::new(),
+        mcp: None,
     }
 }
 

@@ -174,6 +174,7 @@ mod calls_and_secrets {
                 end_ms: Some(ms(MONO0 + (i as i64 + 1) * 1_000_000 + 500_000)),
                 paths: Vec::new(),
                 domains: Vec::new(),
+                mcp: None,
             })
             .collect();
         s.prompt_count = 1;

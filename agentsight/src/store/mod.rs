@@ -11,6 +11,7 @@ pub mod events;
 mod intern;
 mod layout;
 mod live;
+pub mod mcp;
 pub(crate) mod messages;
 pub mod meta;
 mod private_copy;
@@ -498,6 +499,7 @@ pub(crate) fn create(path: &Path) -> Result<Connection, StoreError> {
         conn.execute_batch(&layout::schema())?;
         conn.execute_batch(sessions::SCHEMA)?;
         conn.execute_batch(messages::SCHEMA)?;
+        conn.execute_batch(mcp::SCHEMA)?;
         conn.execute(
             "INSERT INTO meta (key, value) VALUES (?1, ?2), (?3, ?4)",
             [

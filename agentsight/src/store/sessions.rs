@@ -146,6 +146,7 @@ fn q(path: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
 /// them and is marked version 2).
 pub(super) fn ensure_schema(conn: &Connection, path: &str) -> Result<(), StoreError> {
     conn.execute_batch(SCHEMA).map_err(q(path))?;
+    conn.execute_batch(super::mcp::SCHEMA).map_err(q(path))?;
     conn.execute(
         "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
         [super::meta::key::SCHEMA_VERSION, super::SCHEMA_VERSION],
@@ -158,7 +159,7 @@ pub(super) fn ensure_schema(conn: &Connection, path: &str) -> Result<(), StoreEr
 pub(super) fn clear(conn: &Connection, path: &str) -> Result<(), StoreError> {
     conn.execute_batch(
         "DELETE FROM correlations; DELETE FROM bindings; DELETE FROM trees;
-         DELETE FROM transcript_files; DELETE FROM sessions;",
+         DELETE FROM mcp_servers; DELETE FROM transcript_files; DELETE FROM sessions;",
     )
     .map_err(q(path))
 }

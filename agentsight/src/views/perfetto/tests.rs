@@ -125,6 +125,7 @@ fn tool(name: &str, cmd: Option<&str>, start: Option<i64>, end: Option<i64>) -> 
         end_ms: end.map(ms),
         paths: Vec::new(),
         domains: Vec::new(),
+        mcp: None,
     }
 }
 
