@@ -96,6 +96,15 @@ pub fn checks() -> Vec<Check> {
         Some(dir) => clis.ok(dir.display().to_string()),
         None => clis.missing("pinned claude/codex/gemini not installed"),
     });
+    let mcp = Check::new(
+        "MCP servers (e2e tier)",
+        Need::Setup,
+        "cargo xtask setup (npm install of tests/e2e/mcp-servers.txt)",
+    );
+    out.push(match e2e_setup::mcp_servers_installed() {
+        Some(dir) => mcp.ok(dir.display().to_string()),
+        None => mcp.missing("pinned @modelcontextprotocol/server-filesystem not installed"),
+    });
     out.push(docker_check());
     let decoders = Check::new(
         "export decoders (python venv)",

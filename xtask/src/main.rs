@@ -234,6 +234,7 @@ fn setup() -> Result<()> {
     }
     // 4. The real agent CLIs (pinned, from npm) for the end-to-end tests.
     e2e_setup::install_agent_clis()?;
+    e2e_setup::install_mcp_servers()?;
     // 5. The independent decoders of the export tests (PyPI, pinned, in a venv).
     python_setup::install()?;
     let after = doctor::checks();
