@@ -66,6 +66,8 @@ pub(crate) struct ProviderSpec {
     /// Facts from outside the transcript added to a discovered session
     /// (Cursor's `state.vscdb`), given the discovery home.
     pub enrich: Option<fn(s: &mut AgentSession, home: Option<&Path>)>,
+    /// MCP: tool names, configuration root and configuration readers.
+    pub mcp: crate::mcp::McpSpec,
     pub tail: TailSpec,
 }
 

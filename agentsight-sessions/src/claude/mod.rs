@@ -17,6 +17,9 @@ pub(crate) mod live;
 /// Where transcripts live and how they are named.
 pub(crate) mod layout;
 
+/// Where its MCP servers are configured.
+pub(crate) mod mcp;
+
 /// The serde shapes of a transcript line (shared with `live`).
 pub(crate) mod wire;
 
@@ -55,6 +58,7 @@ pub(crate) const SPEC: ProviderSpec = ProviderSpec {
     verify_id: crate::provider::name_is_id,
     parse,
     enrich: None,
+    mcp: mcp::SPEC,
     tail: TailSpec {
         read: live::read,
         first_line: None,

@@ -17,6 +17,9 @@ pub(crate) mod live;
 
 /// Where transcripts live and how they are named.
 pub(crate) mod layout;
+
+/// Where its MCP servers are configured.
+pub(crate) mod mcp;
 /// The state database the session list reads.
 pub(crate) mod state;
 
@@ -60,6 +63,7 @@ pub(crate) const SPEC: ProviderSpec = ProviderSpec {
     verify_id: layout::verify_id,
     parse: |path, _| parse(path),
     enrich: None,
+    mcp: mcp::SPEC,
     tail: TailSpec {
         read: live::read,
         first_line: Some(live::apply_first_line),

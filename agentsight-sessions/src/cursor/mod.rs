@@ -12,6 +12,9 @@ pub(crate) mod live;
 /// Where transcripts live and how they are named.
 pub(crate) mod layout;
 
+/// Where its MCP servers are configured.
+pub(crate) mod mcp;
+
 /// The serde shapes of a transcript line (shared with `live`).
 pub(crate) mod wire;
 
@@ -51,6 +54,7 @@ pub(crate) const SPEC: ProviderSpec = ProviderSpec {
     verify_id: crate::provider::name_is_id,
     parse: |path, _| parse(path),
     enrich: Some(enrich_from_state),
+    mcp: mcp::SPEC,
     tail: TailSpec {
         read: live::read,
         first_line: None,

@@ -20,6 +20,9 @@ pub(crate) mod live;
 /// Where transcripts live and how they are named.
 pub(crate) mod layout;
 
+/// Where its MCP servers are configured.
+pub(crate) mod mcp;
+
 /// The serde shapes of a chat record (shared with `live`).
 pub(crate) mod wire;
 
@@ -57,6 +60,7 @@ pub(crate) const SPEC: ProviderSpec = ProviderSpec {
     verify_id: layout::verify_id,
     parse: |path, _| parse(path),
     enrich: None,
+    mcp: mcp::SPEC,
     tail: TailSpec {
         read: live::read,
         first_line: Some(live::apply_first_line),
