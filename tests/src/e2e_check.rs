@@ -44,6 +44,16 @@ pub fn q(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
+/// The name each CLI gives server `server`'s tool `tool` (`docs/mcp.md` §4):
+/// Claude Code and Codex (namespace `mcp__S__` joined with the tool name)
+/// `mcp__S__T`, Gemini CLI `mcp_S_T`.
+pub fn mcp_tool_name(agent: Agent, server: &str, tool: &str) -> String {
+    match agent {
+        Agent::Claude | Agent::Codex => format!("mcp__{server}__{tool}"),
+        Agent::Gemini => format!("mcp_{server}_{tool}"),
+    }
+}
+
 /// Maps one scenario intent onto the call each CLI's tool set implies.
 pub fn expected_tool(agent: Agent, run: &Run, intent: &Value) -> Tool {
     // As the server sends them: absolute, "." being the workspace itself.
@@ -95,6 +105,11 @@ pub fn expected_tool(agent: Agent, run: &Run, intent: &Value) -> Tool {
             }
             Agent::Gemini => tool("write_file", "edit", None, &[(&abs(p), "create")]),
         }
+    } else if let Some(m) = intent["mcp"].as_object() {
+        let (server, name) = (m["server"].as_str().unwrap(), m["tool"].as_str().unwrap());
+        // The transcript names the server's tool; what it touches is
+        // correlate's claim (checked there), not a path of the call.
+        tool(&mcp_tool_name(agent, server, name), "mcp", None, &[])
     } else {
         panic!("unknown intent {intent}");
     };
@@ -111,6 +126,10 @@ pub fn expected_tool(agent: Agent, run: &Run, intent: &Value) -> Tool {
 /// N`) and Gemini CLI (`Exit Code: N`) only for a shell command that failed.
 pub fn expected_exit_code(agent: Agent, t: &Tool, intent: &Value) -> Option<i64> {
     let code = intent["exit_code"].as_i64().unwrap_or(0);
+    if t.category == "mcp" {
+        // An MCP result is the server's content: no process, no exit code.
+        return None;
+    }
     match agent {
         Agent::Codex => Some(code),
         Agent::Claude | Agent::Gemini => (t.category == "shell" && code != 0).then_some(code),
@@ -242,15 +261,39 @@ fn verify_server_played_the_scenario(run: &Run, ctx: &str) -> Vec<Value> {
     assert!(bad.is_empty(), "server could not answer: {bad:?}\n{ctx}");
     let responses = run.main_responses();
     let turns = run.scenario.json["turns"].as_array().unwrap();
+    // Codex's deferred MCP tools cost a search round trip before a turn's
+    // call: a response of its own, not a turn.
+    let played: Vec<&Value> = responses.iter().filter(|r| !is_tool_search(r)).collect();
     assert_eq!(
-        responses.len(),
+        played.len(),
         turns.len(),
         "one model call per scenario turn: {ctx}"
     );
-    for (i, r) in responses.iter().enumerate() {
+    for (i, r) in played.iter().enumerate() {
         assert_eq!(r["turn"], i, "turns played in order: {ctx}");
     }
     responses
+}
+
+/// A model response that only searches the CLI's deferred tools (Codex's
+/// `tool_search`, `docs/mcp.md` §4) before a turn's MCP call.
+pub fn is_tool_search(response: &Value) -> bool {
+    response["calls"]
+        .as_array()
+        .is_some_and(|c| !c.is_empty() && c.iter().all(|c| c["name"] == "tool_search"))
+}
+
+/// The tool calls of a transcript that the scenario's intents map onto:
+/// all but Codex's `tool_search` calls (the search round trips, counted by
+/// [`is_tool_search`]).
+pub fn intent_calls<'a>(
+    agent: Agent,
+    calls: impl IntoIterator<Item = &'a Value>,
+) -> Vec<&'a Value> {
+    calls
+        .into_iter()
+        .filter(|t| !(agent == Agent::Codex && t["name"] == "tool_search"))
+        .collect()
 }
 
 /// The CLI really did the work: files, target hits, outputs in its
@@ -275,6 +318,10 @@ fn verify_the_work_was_done(run: &Run, ctx: &str) -> String {
             content.as_str(),
             "{p} written by the agent: {ctx}"
         );
+    }
+    for p in expect["absent_files"].as_array().into_iter().flatten() {
+        let p = crate::e2e_mcp::arg_path(run, p.as_str().unwrap());
+        assert!(!Path::new(&p).exists(), "{p} must not exist: {ctx}");
     }
     let entries = run.server_entries();
     let hits: Vec<&str> = entries
@@ -335,14 +382,25 @@ fn verify_session_show(run: &Run, native_id: &str, model: &str, responses: &[Val
         .flat_map(|t| t["calls"].as_array().cloned().unwrap_or_default())
         .map(|i| expected_tool(agent, run, &i))
         .collect();
-    let got: Vec<Tool> = s["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
+    let all = s["tools"].as_array().unwrap();
+    let got: Vec<Tool> = intent_calls(agent, all)
+        .into_iter()
         .map(actual_tool)
         .collect();
     assert_eq!(got, want, "tool calls");
-    assert_eq!(s["tool_count"], want.len());
+    let searches = responses.iter().filter(|r| is_tool_search(r)).count();
+    let searched: Vec<&Value> = all.iter().filter(|t| t["name"] == "tool_search").collect();
+    if agent == Agent::Codex {
+        assert_eq!(
+            searched.len(),
+            searches,
+            "Codex tool_search calls: {all:#?}"
+        );
+        for t in &searched {
+            assert_eq!(t["category"], "search", "{t}");
+        }
+    }
+    assert_eq!(s["tool_count"], want.len() + searched.len().min(searches));
     for t in s["tools"].as_array().unwrap() {
         assert_eq!(t["prompt_index"], 0, "tool in the one prompt: {t}");
     }
@@ -385,11 +443,12 @@ pub fn audit_writes_pass(run: &Run, db: &Path) {
     fs::write(
         &policy,
         format!(
-            "home = {:?}\n[writes]\nallow = {:?}\n[executables]\ndeny = {:?}\n[network]\nallow = [\"127.0.0.1:{}\"]\n",
+            "home = {:?}\n[writes]\nallow = {:?}\n[executables]\ndeny = {:?}\n[network]\nallow = [\"127.0.0.1:{}\"{}]\n",
             run.home.display().to_string(),
             allow,
             deny,
-            run.model_port
+            run.model_port,
+            crate::e2e_mcp::declared_remote(run)
         ),
     )
     .unwrap();
@@ -426,7 +485,7 @@ pub fn audit_default_policy_passes(run: &Run, db: &Path) {
             format!(", \"127.0.0.1:{}\"", run.target_port),
         )
     } else {
-        ("", String::new())
+        ("", crate::e2e_mcp::declared_remote(run))
     };
     fs::write(
         &policy,
@@ -715,11 +774,14 @@ pub fn assert_calls_explained(run: &Run, c: &Value, late_paths: &[String], ctx: 
         .iter()
         .flat_map(|t| t["calls"].as_array().cloned().unwrap_or_default())
         .collect();
-    let tools = tools_of(c);
+    let all = tools_of(c);
+    let tools = intent_calls(agent, all.iter().copied());
     assert_eq!(tools.len(), intents.len(), "{ctx}");
     for (i, (t, intent)) in tools.iter().zip(&intents).enumerate() {
         let want = expected_tool(agent, run, intent);
-        assert_eq!(t["tool_index"], i, "{ctx}");
+        // Its place among all calls (Codex's searches included).
+        let index = all.iter().position(|x| std::ptr::eq(*x, *t)).unwrap();
+        assert_eq!(t["tool_index"], index, "{ctx}");
         assert_eq!(t["name"], want.name.as_str(), "{ctx}");
         // The transcript's own exit code, as correlate reports it.
         assert_eq!(
@@ -730,6 +792,8 @@ pub fn assert_calls_explained(run: &Run, c: &Value, late_paths: &[String], ctx: 
         let acts = t["activity"].as_array().unwrap();
         if want.category == "shell" {
             assert_shell_call_activity(agent, i, t, acts, intent, &want, ctx);
+        } else if want.category == "mcp" {
+            crate::e2e_mcp::assert_mcp_call(run, i, t, intent, ctx);
         } else {
             assert_file_call_activity(run, i, acts, &want, ctx);
         }
@@ -962,11 +1026,7 @@ pub fn verify_correlation_beside(
     assert_calls_explained(run, c, &late_paths, &ctx);
 
     let flags = &c["flags"];
-    assert_eq!(
-        flags["claimed_not_observed"],
-        serde_json::json!([]),
-        "{ctx}"
-    );
+    crate::e2e_mcp::assert_claimed_not_observed(run, c, &ctx);
     assert_eq!(flags["mismatches"], serde_json::json!([]), "{ctx}");
     assert_late_flags(flags, &late_paths, &ctx);
     assert_runtime_grouped_nothing_unexplained(run, c, &ctx);

@@ -5,6 +5,7 @@ pub mod codex_container;
 pub mod docker;
 pub mod e2e;
 pub mod e2e_check;
+pub mod e2e_mcp;
 pub mod files_net;
 pub mod messaging;
 pub mod process_tree;

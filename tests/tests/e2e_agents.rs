@@ -29,6 +29,10 @@ fn check_recorded(agent: Agent, scenario: &str) {
     let c = run.correlate(&id, &db);
     let dump = summarize(&c);
     verify_correlation(&run, &id, &c, &dump);
+    if agentsight_tests::e2e_mcp::is_mcp_scenario(&run) {
+        let ctx = format!("{} {}\n{dump}", agent.name(), scenario);
+        agentsight_tests::e2e_mcp::verify_mcp(&run, &c, &db, &ctx);
+    }
     assert_report_clean(&run, &db, &c);
     audit_writes_pass(&run, &db);
 }
@@ -81,6 +85,16 @@ e2e! {
     gemini_failing: Gemini, "failing";
     gemini_network: Gemini, "network";
     gemini_parallel: Gemini, "parallel";
+    claude_mcp: Claude, "mcp";
+    claude_mcp_refused: Claude, "mcp_refused";
+    claude_mcp_liar: Claude, "mcp_liar";
+    claude_mcp_remote: Claude, "mcp_remote";
+    codex_mcp: Codex, "mcp";
+    codex_mcp_refused: Codex, "mcp_refused";
+    codex_mcp_liar: Codex, "mcp_liar";
+    gemini_mcp: Gemini, "mcp";
+    gemini_mcp_refused: Gemini, "mcp_refused";
+    gemini_mcp_liar: Gemini, "mcp_liar";
 }
 
 e2e_recorded! {
@@ -100,4 +114,14 @@ e2e_recorded! {
     gemini_failing_under_record: Gemini, "failing";
     gemini_network_under_record: Gemini, "network";
     gemini_parallel_under_record: Gemini, "parallel";
+    claude_mcp_under_record: Claude, "mcp";
+    claude_mcp_refused_under_record: Claude, "mcp_refused";
+    claude_mcp_liar_under_record: Claude, "mcp_liar";
+    claude_mcp_remote_under_record: Claude, "mcp_remote";
+    codex_mcp_under_record: Codex, "mcp";
+    codex_mcp_refused_under_record: Codex, "mcp_refused";
+    codex_mcp_liar_under_record: Codex, "mcp_liar";
+    gemini_mcp_under_record: Gemini, "mcp";
+    gemini_mcp_refused_under_record: Gemini, "mcp_refused";
+    gemini_mcp_liar_under_record: Gemini, "mcp_liar";
 }

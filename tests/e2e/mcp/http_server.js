@@ -9,7 +9,9 @@
 // responses with 202. `initialize` opens a session: its answer carries an
 // `Mcp-Session-Id` header that every later request must send (400 without,
 // 404 for an unknown or ended one); DELETE ends it. GET (a server-to-client
-// stream) is not offered: 405, which the transport allows.
+// stream) is not offered: 405, which the transport allows. Every answer
+// closes its connection (`Connection: close`), so each message the client
+// sends is a TCP connect of its own.
 //
 // One tool, `write_note{text}`, appends the text and a newline to DIR/notes.txt.
 // Every HTTP request is appended to FILE (JSONL: method, path, session, body,
@@ -107,7 +109,9 @@ function answer(msg) {
 
 function reply(res, entry, status, headers, body) {
   log({ ...entry, status });
-  res.writeHead(status, headers);
+  // One connection per message: the call's own message is then a connect
+  // the kernel sees inside the call, not a reused keep-alive socket.
+  res.writeHead(status, { ...headers, Connection: "close" });
   res.end(body === undefined ? undefined : JSON.stringify(body));
 }
 
