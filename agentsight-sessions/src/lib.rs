@@ -707,7 +707,38 @@ fn apply_bounds(s: &mut AgentSession, b: &Bounds) {
         if let Some(c) = t.command.as_mut() {
             s.cut.command_text_bytes_cut += spend(c, &mut t.command_truncated, &mut budget);
         }
+        // An MCP call's arguments share the budget; JSON cannot be cut
+        // without changing it, so arguments that do not fit are dropped.
+        if let Some(m) = t.mcp.as_mut()
+            && let Some(args) = &m.arguments
+        {
+            let len = json_len(args);
+            if len <= budget {
+                budget -= len;
+            } else {
+                m.arguments = None;
+                s.cut.command_text_bytes_cut += len;
+            }
+        }
     }
+}
+
+/// The length of a value's compact JSON text, without building it.
+fn json_len(v: &serde_json::Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    // Writing a Value to a sink that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut n, v);
+    n.0
 }
 
 /// Parses a transcript of a known provider with default bounds.

@@ -23,9 +23,42 @@ pub struct McpCall {
     /// The server's own tool name (`write_file`), when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
-    /// The call's arguments as the transcript recorded them.
+    /// The call's arguments as the transcript recorded them; `None` also
+    /// when they did not fit the session's command text budget
+    /// ([`crate::Bounds::command_text_bytes`], spent newest first; the
+    /// bytes are counted in [`crate::CutNote::command_text_bytes_cut`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<serde_json::Value>,
+}
+
+impl McpCall {
+    /// A call named `mcp__SERVER__TOOL` (Claude Code): the server and tool
+    /// when the name splits one way ([`split_unambiguous`]), with the
+    /// arguments as recorded.
+    pub(crate) fn from_split_name(name: &str, arguments: serde_json::Value) -> McpCall {
+        let (server, tool) =
+            split_unambiguous(name).map_or((None, None), |(s, t)| (Some(s), Some(t)));
+        McpCall {
+            server,
+            tool,
+            arguments: Some(arguments),
+        }
+    }
+
+    /// Cursor's `CallMcpTool{server, toolName, arguments}` (also `tool`,
+    /// `args`): the server as Cursor wrote it (it may carry a scope prefix,
+    /// e.g. `user-linear`).
+    pub(crate) fn from_cursor_input(input: &serde_json::Value) -> McpCall {
+        let text = |k: &str| input.get(k).and_then(|v| v.as_str()).map(str::to_string);
+        McpCall {
+            server: text("server"),
+            tool: text("toolName").or_else(|| text("tool")),
+            arguments: input
+                .get("arguments")
+                .or_else(|| input.get("args"))
+                .cloned(),
+        }
+    }
 }
 
 /// How an MCP server is reached.

@@ -445,6 +445,18 @@ pub fn tool_category(name: &str) -> ToolCategory {
     }
 }
 
+/// Category of a Gemini CLI tool: its MCP tools are named
+/// `mcp_SERVER_TOOL` and none of its built-ins starts with `mcp_`, so that
+/// prefix is MCP here only (another provider's `mcp_…` tool keeps
+/// [`tool_category`]'s answer).
+pub fn gemini_tool_category(name: &str) -> ToolCategory {
+    if name.starts_with("mcp_") {
+        ToolCategory::Mcp
+    } else {
+        tool_category(name)
+    }
+}
+
 /// Paths touched by an `apply_patch` envelope (Codex).
 pub fn apply_patch_paths(patch: &str) -> Vec<ToolPath> {
     let mut out: Vec<ToolPath> = Vec::new();
@@ -656,6 +668,15 @@ mod tests {
         assert_eq!(parse_ts("+970-01-01T00:00:00Z"), None);
         assert_eq!(parse_ts("1970-01-01T00:00"), None);
         assert_eq!(parse_ts("１９７０-01-01T00:00:00Z"), None);
+    }
+
+    #[test]
+    fn gemini_mcp_names_are_mcp_only_for_gemini() {
+        assert_eq!(gemini_tool_category("mcp_fs_write_file"), ToolCategory::Mcp);
+        assert_eq!(gemini_tool_category("write_file"), ToolCategory::Edit);
+        assert_eq!(gemini_tool_category("run_shell_command"), ToolCategory::Shell);
+        assert_eq!(tool_category("mcp_fs_write_file"), ToolCategory::Other);
+        assert_eq!(tool_category("mcp__fs__write_file"), ToolCategory::Mcp);
     }
 
     #[test]

@@ -36,6 +36,7 @@ use super::{
     AgentSession, ErrorEvent, ErrorKind, LlmResponse, ParseBatch, PathAccess, PlanStep, Provider,
     SubagentInfo, TokenUsage, ToolEvent, ToolPath, ToolStatus,
 };
+use crate::mcp::McpCall;
 use crate::provider::{ProviderSpec, TailSpec};
 use wire::{Block, MetaJson, ToolUseResult};
 
@@ -718,10 +719,12 @@ impl Parser {
                 .collect();
         }
         let d = describe_tool(&name, &input);
+        let category = util::tool_category(&name);
+        let mcp = (name.starts_with("mcp__")).then(|| McpCall::from_split_name(&name, input));
         Some(ToolEvent {
             prompt_index: at.prompt_index,
             subagent: at.sub,
-            category: util::tool_category(&name),
+            category,
             name,
             call_id,
             command: d.command,
@@ -733,7 +736,7 @@ impl Parser {
             end_ms: None,
             paths: d.paths,
             domains: d.domains,
-            mcp: None,
+            mcp,
         })
     }
 

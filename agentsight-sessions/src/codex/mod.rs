@@ -39,8 +39,9 @@ use super::error::{Result, SessionError};
 use super::util::{self, jstr, parse_ts};
 use super::{
     AgentSession, ErrorEvent, ErrorKind, LlmResponse, PathAccess, PlanStep, Provider, TokenUsage,
-    ToolEvent, ToolPath, ToolStatus,
+    ToolCategory, ToolEvent, ToolPath, ToolStatus,
 };
+use crate::mcp::McpCall;
 use crate::provider::{ProviderSpec, TailSpec};
 use wire::RawUsage;
 
@@ -535,9 +536,9 @@ impl Parser {
                     _ => {}
                 }
             }
-            "function_call" | "custom_tool_call" | "local_shell_call" | "web_search_call" => {
-                self.on_call(p, ts)
-            }
+            "function_call" | "custom_tool_call" | "local_shell_call" | "web_search_call"
+            | "tool_search_call" => self.on_call(p, ts),
+            "tool_search_output" => self.tool_search_ended(&p, ts),
             "function_call_output" | "custom_tool_call_output" => {
                 if let Some(id) = p.call_id.as_deref()
                     && let Some(&ti) = self.calls.get(id)
@@ -561,12 +562,21 @@ impl Parser {
         let name = match kind.as_str() {
             "local_shell_call" => "local_shell".to_string(),
             "web_search_call" => "web_search".to_string(),
+            "tool_search_call" => "tool_search".to_string(),
             _ => p.name.take().unwrap_or_default(),
         };
-        let args: Value = match p.arguments.as_deref() {
-            Some(a) => serde_json::from_str(a).unwrap_or(Value::String(a.to_string())),
+        let args: Value = match p.arguments.take() {
+            Some(Value::String(a)) => serde_json::from_str(&a).unwrap_or(Value::String(a)),
+            Some(v) => v,
             None => Value::Null,
         };
+        let (name, mcp_at) = mcp_name(name, p.namespace.take());
+        if let Some(id) = p.call_id.as_deref()
+            && let Some(&ti) = self.calls.get(id)
+            && self.s.tools.get(ti).is_some_and(|t| t.mcp.is_some())
+        {
+            return; // an `mcp_tool_call_end` came first and made the call
+        }
         let mut command: Option<String> = None;
         let mut cwd: Option<String> = None;
         let mut paths: Vec<ToolPath> = Vec::new();
@@ -646,12 +656,18 @@ impl Parser {
             "spawn_agent" => {
                 command = s(&args, "message").or_else(|| s(&args, "prompt"));
             }
+            "tool_search" => command = s(&args, "query"),
             _ => {
                 command = s(&args, "cmd")
                     .or_else(|| s(&args, "command"))
                     .or_else(|| p.input.take());
             }
         }
+        let mcp = mcp_at.map(|(server, tool)| McpCall {
+            server,
+            tool,
+            arguments: Some(args),
+        });
         let ev = ToolEvent {
             prompt_index: self.s.current_prompt(),
             subagent: None,
@@ -667,7 +683,7 @@ impl Parser {
             end_ms: None,
             paths,
             domains,
-            mcp: None,
+            mcp,
         };
         if let Some(id) = &ev.call_id {
             self.calls.insert(id.clone(), self.s.tools.len());
@@ -729,7 +745,8 @@ impl Parser {
                     self.s.title = Some(n);
                 }
             }
-            "exec_command_end" | "patch_apply_end" | "mcp_tool_call_end" => {
+            "mcp_tool_call_end" => self.mcp_call_ended(p, ts),
+            "exec_command_end" | "patch_apply_end" => {
                 // Extended persistence: refine the outcome of a paired call.
                 let code = p.exit_code.as_ref().and_then(util::exit_code_of);
                 self.call_ended(p.call_id.as_deref(), p.success.0, code, ts);
@@ -764,6 +781,114 @@ impl Parser {
         }
         if code.is_some() {
             t.exit_code = code;
+        }
+        if t.end_ms.is_none() {
+            t.end_ms = ts;
+        }
+    }
+
+    /// `tool_search_output`: the end of the search it answers (by call id,
+    /// else the latest search without an end).
+    fn tool_search_ended(&mut self, p: &Payload, ts: Option<i64>) {
+        let ti = match p.call_id.as_deref() {
+            Some(id) => self.calls.get(id).copied(),
+            None => self
+                .s
+                .tools
+                .iter()
+                .rposition(|t| t.name == "tool_search" && t.end_ms.is_none()),
+        };
+        let Some(t) = ti.and_then(|ti| self.s.tools.get_mut(ti)) else {
+            return;
+        };
+        if t.end_ms.is_none() {
+            t.end_ms = ts;
+            t.status = match p.status.as_deref() {
+                Some("failed" | "incomplete") => ToolStatus::Failed,
+                _ => ToolStatus::Ok,
+            };
+        }
+    }
+
+    /// `mcp_tool_call_end` (extended persistence): the server, tool and
+    /// arguments of the call with its call id, and its outcome (`Err`, or a
+    /// result with `isError`, is a failure); a call not seen before is made
+    /// here, so a call is never counted twice.
+    fn mcp_call_ended(&mut self, mut p: Payload, ts: Option<i64>) {
+        let invocation = match p.invocation.take() {
+            Some(ObjOr::Obj(i)) => Some(i),
+            _ => None,
+        };
+        let failed = match &p.result {
+            Some(ObjOr::Obj(r)) if r.err.is_some() => Some(true),
+            Some(ObjOr::Obj(r)) => match &r.ok {
+                Some(ObjOr::Obj(ok)) => Some(ok.is_error.0 == Some(true)),
+                _ => None,
+            },
+            _ => None,
+        };
+        let known = p
+            .call_id
+            .as_deref()
+            .and_then(|id| self.calls.get(id))
+            .copied();
+        let ti = match known {
+            Some(ti) => ti,
+            None => {
+                let (server, tool) = invocation
+                    .as_ref()
+                    .map(|i| (i.server.0.clone(), i.tool.0.clone()))
+                    .unwrap_or_default();
+                let name = match (&server, &tool) {
+                    (Some(s), Some(t)) => format!("mcp__{s}__{t}"),
+                    _ => "mcp".to_string(),
+                };
+                self.s.tools.push(ToolEvent {
+                    prompt_index: self.s.current_prompt(),
+                    subagent: None,
+                    category: ToolCategory::Mcp,
+                    name,
+                    call_id: p.call_id.0.clone(),
+                    command: None,
+                    command_truncated: false,
+                    cwd: self.turn_cwd.clone(),
+                    status: ToolStatus::Unknown,
+                    exit_code: None,
+                    start_ms: None,
+                    end_ms: None,
+                    paths: Vec::new(),
+                    domains: Vec::new(),
+                    mcp: None,
+                });
+                let ti = self.s.tools.len() - 1;
+                if let Some(id) = p.call_id.take() {
+                    self.calls.insert(id, ti);
+                }
+                ti
+            }
+        };
+        let Some(t) = self.s.tools.get_mut(ti) else {
+            return;
+        };
+        t.category = ToolCategory::Mcp;
+        let mcp = t.mcp.get_or_insert(McpCall {
+            server: None,
+            tool: None,
+            arguments: None,
+        });
+        if let Some(mut i) = invocation {
+            mcp.server = i.server.take().or(mcp.server.take());
+            mcp.tool = i.tool.take().or(mcp.tool.take());
+            if mcp.arguments.is_none() {
+                mcp.arguments = i.arguments.take();
+            }
+        }
+        if let Some(failed) = failed {
+            t.status = if failed {
+                ToolStatus::Failed
+            } else {
+                ToolStatus::Ok
+            };
         }
         if t.end_ms.is_none() {
             t.end_ms = ts;
@@ -853,6 +978,31 @@ impl Parser {
     }
 }
 
+/// An MCP call's server and tool, each when the record says it.
+type ServerTool = (Option<String>, Option<String>);
+
+/// The name a call is shown by, and the (server, tool) of an MCP call: a
+/// `function_call` in an `mcp__SERVER__` namespace (with or without the
+/// trailing `__`) is `mcp__SERVER__NAME`; an un-namespaced `mcp__S__T` name
+/// splits only one way ([`crate::mcp::split_unambiguous`]).
+fn mcp_name(name: String, namespace: Option<String>) -> (String, Option<ServerTool>) {
+    let server = namespace
+        .as_deref()
+        .and_then(|ns| ns.strip_prefix("mcp__"))
+        .map(|s| s.strip_suffix("__").unwrap_or(s))
+        .filter(|s| !s.is_empty());
+    if let Some(server) = server {
+        let shown = format!("mcp__{server}__{name}");
+        return (shown, Some((Some(server.to_string()), Some(name))));
+    }
+    if name.starts_with("mcp__") {
+        let split = crate::mcp::split_unambiguous(&name);
+        let (server, tool) = split.map_or((None, None), |(s, t)| (Some(s), Some(t)));
+        return (name, Some((server, tool)));
+    }
+    (name, None)
+}
+
 /// User-role text Codex injects as context rather than a typed prompt.
 fn is_injected(text: &str) -> bool {
     let t = text.trim_start();
@@ -907,7 +1057,7 @@ pub(crate) fn tail_summary(path: &Path) -> Result<TailSummary> {
             (Some("response_item"), Some("function_call"))
                 if p.name.as_deref() == Some("update_plan") =>
             {
-                if let Some(a) = p.arguments.as_deref()
+                if let Some(a) = p.arguments.as_ref().and_then(Value::as_str)
                     && let Ok(v) = serde_json::from_str::<Value>(a)
                     && let Some(plan) = v.get("plan").and_then(|v| v.as_array())
                 {

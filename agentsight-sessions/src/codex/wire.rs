@@ -91,7 +91,16 @@ pub(crate) struct Payload<R: Reading> {
     // tools
     pub name: LStr,
     pub call_id: LStr,
-    pub arguments: R::FullOnly<LStr>,
+    /// A JSON string (`function_call`) or a value (`tool_search_call`).
+    pub arguments: R::FullOnly<Option<Value>>,
+    /// `function_call` of a namespaced tool (`mcp__fs__`: an MCP server's).
+    pub namespace: R::FullOnly<LStr>,
+    /// `tool_search_call`/`tool_search_output`: `completed`, `failed`….
+    pub status: R::FullOnly<LStr>,
+    /// `mcp_tool_call_end`: `{server, tool, arguments}`.
+    pub invocation: R::FullOnly<Option<ObjOr<Invocation>>>,
+    /// `mcp_tool_call_end`: `{"Ok": CallToolResult}` or `{"Err": text}`.
+    pub result: R::FullOnly<Option<ObjOr<McpResult>>>,
     pub input: R::FullOnly<LStr>,
     pub output: R::FullOnly<Option<OutputStatus>>,
     pub action: R::FullOnly<Option<Value>>,
@@ -161,4 +170,32 @@ pub(crate) struct RawUsage {
     pub output_tokens: Count,
     pub reasoning_output_tokens: Count,
     pub total_tokens: Count,
+}
+
+/// What `mcp_tool_call_end` says was called.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct Invocation {
+    pub server: LStr,
+    pub tool: LStr,
+    pub arguments: Option<Value>,
+}
+
+/// The outcome of an MCP call (`Result<CallToolResult, String>` as Rust's
+/// serde writes it); the content is not kept.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct McpResult {
+    #[serde(rename = "Ok")]
+    pub ok: Option<ObjOr<McpToolResult>>,
+    #[serde(rename = "Err")]
+    pub err: Option<Prefix>,
+}
+
+/// A `CallToolResult`: only whether the server said the tool failed.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+pub(crate) struct McpToolResult {
+    #[serde(rename = "isError", alias = "is_error")]
+    pub is_error: LBool,
 }

@@ -32,6 +32,7 @@ use super::{
     AgentSession, ErrorEvent, ErrorKind, LlmResponse, ParseStats, Provider, SubagentInfo,
     TokenUsage, ToolEvent, ToolStatus,
 };
+use crate::mcp::McpCall;
 use crate::provider::{ProviderSpec, TailSpec};
 use wire::Block;
 
@@ -221,6 +222,8 @@ fn on_line(s: &mut AgentSession, mut l: Line, sub: Option<usize>, st: &mut Parse
                                 if s.cwd.is_none() && sub.is_none() {
                                     s.cwd = d.cwd.clone();
                                 }
+                                let mcp = (name == "CallMcpTool")
+                                    .then(|| McpCall::from_cursor_input(&input));
                                 tools.push(ToolEvent {
                                     prompt_index,
                                     subagent: sub,
@@ -236,7 +239,7 @@ fn on_line(s: &mut AgentSession, mut l: Line, sub: Option<usize>, st: &mut Parse
                                     end_ms: None,
                                     paths: d.paths,
                                     domains: d.domains,
-                                    mcp: None,
+                                    mcp,
                                 });
                             }
                             _ => {}

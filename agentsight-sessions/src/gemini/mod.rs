@@ -38,6 +38,7 @@ use super::{
     AgentSession, ErrorEvent, ErrorKind, LlmResponse, ParseStats, PathAccess, PlanStep, Provider,
     SubagentInfo, TokenUsage, ToolEvent, ToolPath, ToolStatus,
 };
+use crate::mcp::McpCall;
 use crate::provider::{DocumentSpec, ProviderSpec, TailSpec};
 use wire::{FnResponse, FnResult, GLine, Part, Tokens as GTokens, ToolCall};
 
@@ -760,10 +761,19 @@ fn tool_event(
     } else {
         tc.timestamp.as_deref().and_then(parse_ts)
     };
+    // Gemini CLI names an MCP tool `mcp_SERVER_TOOL`; `_` is legal in
+    // both parts, so the server is left to the configured names
+    // (`mcp::resolve_name`).
+    let category = util::gemini_tool_category(&name);
+    let mcp = (category == super::ToolCategory::Mcp).then(|| McpCall {
+        server: None,
+        tool: None,
+        arguments: Some(args),
+    });
     ToolEvent {
         prompt_index: s.current_prompt(),
         subagent: sub,
-        category: util::tool_category(&name),
+        category,
         name,
         call_id: tc.id.0.clone(),
         command,
@@ -775,7 +785,7 @@ fn tool_event(
         end_ms,
         paths,
         domains,
-        mcp: None,
+        mcp,
     }
 }
 
