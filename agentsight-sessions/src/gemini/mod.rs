@@ -765,7 +765,7 @@ fn tool_event(
     // both parts, so the server is left to the configured names
     // (`mcp::resolve_name`).
     let category = util::gemini_tool_category(&name);
-    let mcp = (category == super::ToolCategory::Mcp).then(|| McpCall {
+    let mcp = (category == super::ToolCategory::Mcp).then_some(McpCall {
         server: None,
         tool: None,
         arguments: Some(args),
