@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use super::{
     ARGV_SEARCH_MS,
     calls::{Call, claiming_call, window_call},
+    mcp::{self, McpSide},
     report::{Activity, By, Op, Reason},
     runtime::RuntimeSide,
     shell,
@@ -97,13 +98,17 @@ pub(super) fn agent_processes(
 /// Process → (call, how, since when): in start order (parents before
 /// children), a process is its parent's call's descendant, else the call
 /// whose command it runs, else (not the agent's own) the call whose window
-/// its first exec falls in.
+/// its first exec falls in. An MCP server's processes are the agent's
+/// side: the server's own process is never owned, and a process of its
+/// subtree is owned only by an MCP call of that server it started during
+/// (`descendant` from its start).
 pub(super) fn owners(
     members: impl Iterator<Item = usize>,
     procs: &ProcTable,
     argv: &ArgvMatches,
     agent: &HashSet<usize>,
     calls: &[Call],
+    servers: &McpSide,
 ) -> HashMap<usize, (usize, Reason, u64)> {
     let mut order: Vec<usize> = members.collect();
     order.sort_by_key(|&i| (procs.procs[i].start_mono_ns, i));
@@ -114,6 +119,19 @@ pub(super) fn owners(
             .parent
             .and_then(|pp| owner.get(&pp).copied())
             .filter(|(_, _, since)| start >= *since);
+        if let Some(server) = servers.server_of_process(p) {
+            if servers.is_server_root(p) {
+                continue;
+            }
+            let started_by_call = parent_owner.map(|(c, _, _)| c).or_else(|| {
+                let during = servers.calls_at(calls, server, start);
+                mcp::latest_before(calls, &during, start)
+            });
+            if let Some(c) = started_by_call {
+                owner.insert(p, (c, Reason::Descendant, start));
+            }
+            continue;
+        }
         if let Some((c, _, _)) = parent_owner {
             owner.insert(p, (c, Reason::Descendant, start));
         } else if let Some(&(c, at)) = argv.matched.get(&p) {
@@ -184,6 +202,7 @@ pub(super) struct Attribution<'a> {
     pub procs: &'a ProcTable,
     pub session: &'a AgentSession,
     pub side: &'a RuntimeSide,
+    pub servers: &'a McpSide<'a>,
 }
 
 impl Attribution<'_> {
@@ -218,6 +237,18 @@ impl Attribution<'_> {
                     .end_ms
                     .is_some_and(|e| a.wall_ms > e + ARGV_SEARCH_MS);
                 out.per_call[ci].push(a);
+                continue;
+            }
+            // An MCP server's activity is its calls' or the runtime's, never
+            // a built-in call's.
+            let server = self.servers.server_of_process(a.proc_ix).or_else(|| {
+                self.agent
+                    .contains(&a.proc_ix)
+                    .then(|| self.servers.remote_server_of(&a))
+                    .flatten()
+            });
+            if let Some(server) = server {
+                self.server_activity(server, a, &renamed, &mut out);
                 continue;
             }
             if let Some(p) = a.path.as_deref()
@@ -271,6 +302,66 @@ impl Attribution<'_> {
             out.unclaimed.push(a);
         }
         out
+    }
+
+    /// An activity of MCP server `server` (a process of its subtree no call
+    /// started, or an agent's connect to its endpoint): the call of that
+    /// server whose window holds it — of several (parallel calls), the one
+    /// naming its path (`path_match`, or `via_rename` for the temp file
+    /// the same process renames onto it), else the latest started before
+    /// it (`mcp_server`); outside every call of the server, the runtime
+    /// group `mcp server NAME` (a read there is dropped, as elsewhere).
+    fn server_activity(
+        &self,
+        server: usize,
+        mut a: Activity,
+        renamed: &RenamedOnto,
+        out: &mut Attributed,
+    ) {
+        let calls = self.calls;
+        let during = self.servers.calls_at(calls, server, a.mono_ns);
+        let names = |ci: usize| {
+            calls[ci].paths.iter().any(|(cp, _)| {
+                a.path.as_deref() == Some(cp.as_str()) || a.old_path.as_deref() == Some(cp.as_str())
+            })
+        };
+        let latest =
+            |cands: &mut dyn Iterator<Item = usize>| cands.max_by_key(|&ci| calls[ci].start_ms);
+        let via = || {
+            let p = a.path.as_deref().filter(|_| a.op != Op::Exec)?;
+            renamed.get(p)?.iter().find_map(|&(proc_ix, at, ci)| {
+                (proc_ix == a.proc_ix && a.mono_ns <= at && during.contains(&ci)).then_some(ci)
+            })
+        };
+        let chosen = latest(&mut during.iter().copied().filter(|&ci| names(ci)))
+            .map(|ci| (ci, Reason::PathMatch))
+            .or_else(|| via().map(|ci| (ci, Reason::ViaRename)))
+            .or_else(|| {
+                mcp::latest_before(calls, &during, a.mono_ns).map(|ci| (ci, Reason::McpServer))
+            });
+        if let Some((ci, reason)) = chosen {
+            a.reason = Some(reason);
+            if a.op == Op::Exec {
+                let p = &self.procs.procs[a.proc_ix];
+                a.exit_code = p.exit_code.or(p.signal.map(|s| 128 + s));
+            }
+            a.late = calls[ci]
+                .end_ms
+                .is_some_and(|e| a.wall_ms > e + ARGV_SEARCH_MS);
+            out.per_call[ci].push(a);
+            return;
+        }
+        if a.op == Op::Read {
+            return;
+        }
+        let by = if self.agent.contains(&a.proc_ix) {
+            By::Runtime
+        } else {
+            By::Child
+        };
+        a.by = Some(by);
+        let program = mcp::group_program(self.servers.name(server));
+        out.runtime.push((by, program, a));
     }
 }
 

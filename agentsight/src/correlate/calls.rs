@@ -21,6 +21,8 @@ pub(super) struct Call {
     pub win_lo: u64,
     pub win_hi: u64,
     pub start_ms: i64,
+    /// `start_ms` on the capture's clock.
+    pub start_mono: u64,
     pub end_ms: Option<i64>,
     pub script: Option<String>,
     pub paths: Vec<(String, PathAccess)>,
@@ -76,6 +78,7 @@ pub(super) fn calls_of(session: &AgentSession, anchors: &Anchors) -> Vec<Call> {
             win_lo: 0,
             win_hi: u64::MAX,
             start_ms: start,
+            start_mono: anchors.mono_of_ms(start),
             end_ms: t.end_ms,
             script: (t.category == ToolCategory::Shell)
                 .then(|| t.command.as_deref().map(shell::claimed_script))
@@ -157,6 +160,7 @@ mod tests {
             win_lo,
             win_hi,
             start_ms,
+            start_mono: 0,
             end_ms: None,
             script: None,
             paths: paths

@@ -6,6 +6,7 @@ use std::collections::HashSet;
 
 use super::{
     calls::Call,
+    mcp::is_mcp,
     report::{Activity, Claim, Claimed, Flags, Late, Mismatch, MismatchKind, Op, Reason, describe},
 };
 use crate::sessions::{PathAccess, ToolCategory, ToolEvent, ToolStatus};
@@ -63,7 +64,9 @@ impl CallJudge<'_> {
     }
 
     /// A command with no matching exec; a path access claimed with no
-    /// such event on the path.
+    /// such event on the path. An MCP call: a failed one claims nothing
+    /// that can be missing (the server refused it), and the directory a
+    /// `create_directory` claims is made by a mkdir.
     fn claimed_not_observed(&self, out: &mut Vec<Claimed>) {
         let c = self.call;
         if let Some(s) = &c.script
@@ -71,8 +74,13 @@ impl CallJudge<'_> {
         {
             out.push(self.claimed(Claim::Exec, format!("no exec of `{s}` seen")));
         }
+        let mcp = is_mcp(self.tool);
+        if mcp && self.tool.status == ToolStatus::Failed {
+            return;
+        }
         for (p, access) in &c.paths {
             let wanted: &[Op] = match access {
+                PathAccess::Create if mcp => &[Op::Write, Op::Rename, Op::Link, Op::Mkdir],
                 PathAccess::Write | PathAccess::Create => &[Op::Write, Op::Rename, Op::Link],
                 PathAccess::Delete | PathAccess::RenameFrom => &[Op::Delete, Op::Rename],
                 PathAccess::Rename => &[Op::Rename, Op::Write, Op::Link],

@@ -29,6 +29,7 @@ mod assemble;
 mod attribute;
 mod calls;
 mod flags;
+pub mod mcp;
 mod persist;
 pub mod render;
 pub mod report;
@@ -43,8 +44,8 @@ use std::collections::HashMap;
 pub use persist::store_all;
 pub use report::{
     Activity, BindingInfo, Bookkeeping, By, Claim, Claimed, ClockBasis, ClockInfo, Flags, Late,
-    Mismatch, MismatchKind, Op, PromptReport, Reason, Report, RuntimeGroup, SessionInfo,
-    SessionSource, ToleranceBasis, ToolReport, TreeInfo, TreeStatus, describe,
+    McpServerInfo, Mismatch, MismatchKind, Op, PromptReport, Reason, Report, RuntimeGroup,
+    SessionInfo, SessionSource, ToleranceBasis, ToolReport, TreeInfo, TreeStatus, describe,
 };
 pub use view::{BoundTree, CaptureView};
 
@@ -81,11 +82,7 @@ pub enum CorrelateError {
     Store(#[from] StoreError),
 }
 
-/// Correlates `session` with the trees bound to it in `view`, in phases:
-/// the calls and their argv windows (`calls`), the bound trees' activity
-/// (`activity`), argv matches measuring the skew that sets the calls' own
-/// windows, ownership and attribution (`attribute`), per-call flags
-/// (`flags`), and the report (`assemble`).
+/// [`correlate_with`] for a session without stored MCP servers.
 pub fn correlate(
     view: &CaptureView,
     session: &AgentSession,
@@ -93,7 +90,27 @@ pub fn correlate(
     bound: &[BoundTree],
     unmatched: Vec<TreeInfo>,
 ) -> Result<Report, CorrelateError> {
+    correlate_with(view, session, session_source, bound, unmatched, &[])
+}
+
+/// Correlates `session` with the trees bound to it in `view`, in phases:
+/// its MCP calls' servers and claims (`mcp`), the calls and their argv
+/// windows (`calls`), the bound trees' activity (`activity`), argv matches
+/// measuring the skew that sets the calls' own windows, ownership and
+/// attribution (`attribute`), per-call flags (`flags`), and the report
+/// (`assemble`). `servers`: the session's stored MCP servers.
+pub fn correlate_with(
+    view: &CaptureView,
+    session: &AgentSession,
+    session_source: SessionSource,
+    bound: &[BoundTree],
+    unmatched: Vec<TreeInfo>,
+    servers: &[mcp::McpServer],
+) -> Result<Report, CorrelateError> {
     let (procs, anchors) = (&view.procs, &view.anchors);
+    let mcp_side = mcp::McpSide::of(session, servers, procs);
+    // Each MCP call of a server with known tools claims what its arguments name.
+    let session = &*mcp_side.with_claims(session);
     let spans = activity::Spans::of(bound, procs);
     let mut calls = calls::calls_of(session, anchors);
     let acts = activity::load(view, &spans, &calls::claimed_paths(&calls))?;
@@ -104,7 +121,14 @@ pub fn correlate(
     calls::set_windows(&mut calls, session, anchors, tolerance.0);
 
     let agent = attribute::agent_processes(bound, &acts, procs, session);
-    let owner = attribute::owners(spans.0.keys().copied(), procs, &argv, &agent, &calls);
+    let owner = attribute::owners(
+        spans.0.keys().copied(),
+        procs,
+        &argv,
+        &agent,
+        &calls,
+        &mcp_side,
+    );
     let side = runtime::RuntimeSide::of(&agent, procs, session.provider, &acts);
     let attributed = attribute::Attribution {
         calls: &calls,
@@ -113,6 +137,7 @@ pub fn correlate(
         procs,
         session,
         side: &side,
+        servers: &mcp_side,
     }
     .run(acts);
 
@@ -143,13 +168,17 @@ pub fn correlate(
         call_reports.insert(c.idx, report);
     }
 
+    let mut prompts = assemble::prompts(session, call_reports);
+    for t in prompts.iter_mut().flat_map(|p| p.tools.iter_mut()) {
+        t.mcp = mcp_side.info(t.tool_index);
+    }
     Ok(Report {
         session: assemble::session_info(session),
         capture: view.path.clone(),
         session_source,
         clock: assemble::clock(delays, tolerance, anchors.0.len()),
         bindings: assemble::bindings(view, bound),
-        prompts: assemble::prompts(session, call_reports),
+        prompts,
         flags,
         agent_bookkeeping: attributed
             .books

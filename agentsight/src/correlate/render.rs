@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::report::{Activity, Flags, PromptReport, Report, ToolReport, describe};
+use super::report::{Activity, Flags, McpServerInfo, PromptReport, Report, ToolReport, describe};
 // Every string from the capture or the transcript is shown through `v`
 // (control, bidi and format characters escaped): it cannot start a line of
 // ours or act on the terminal, with or without colour.
@@ -252,6 +252,9 @@ fn tool(o: &mut String, st: &Style, t: &ToolReport) {
             .unwrap_or_default(),
         if failed { st.red(&status) } else { status }
     );
+    if let Some(m) = &t.mcp {
+        let _ = writeln!(o, "      {}", mcp_line(m));
+    }
     if let Some(cmd) = &t.command {
         let _ = writeln!(o, "      $ {}", one_line(cmd, 100));
     }
@@ -264,6 +267,43 @@ fn tool(o: &mut String, st: &Style, t: &ToolReport) {
     for a in &t.activity {
         let _ = writeln!(o, "      {}", activity_line(st, a));
     }
+}
+
+/// An MCP call's server: `mcp fs/write_file · stdio pid 123 (node
+/// …/dist/index.js /w)`, `mcp notes/write_note · http http://…`, or `·
+/// not configured`.
+fn mcp_line(m: &McpServerInfo) -> String {
+    let mut line = format!("mcp {}", v(&m.server));
+    if let Some(t) = &m.tool {
+        let _ = write!(line, "/{}", v(t));
+    }
+    let Some(transport) = &m.transport else {
+        return line + " · not configured";
+    };
+    let _ = write!(line, " · {}", v(transport));
+    if let Some(pid) = m.pid {
+        let _ = write!(line, " pid {pid}");
+    }
+    if !m.command.is_empty() {
+        // Long paths keep their last two components: `…/dist/index.js`.
+        let words: Vec<String> = m
+            .command
+            .iter()
+            .map(|w| {
+                let parts: Vec<&str> = w.split('/').collect();
+                if parts.len() > 3 {
+                    format!("…/{}", parts[parts.len() - 2..].join("/"))
+                } else {
+                    w.clone()
+                }
+            })
+            .collect();
+        let _ = write!(line, " ({})", one_line(&words.join(" "), 60));
+    }
+    if let Some(u) = &m.url {
+        let _ = write!(line, " {}", v(u));
+    }
+    line
 }
 
 /// A flag section's heading: `none` when it is empty.

@@ -11,6 +11,8 @@ use crate::store::{
     synthetic::{EventRow, ProcessRow, SyntheticCapture},
 };
 
+mod mcp;
+
 const MONO0: i64 = 1_000_000_000_000;
 const WALL0: i64 = 1_800_000_000_000_000_000;
 
