@@ -158,6 +158,45 @@ struct Correlations {
     tool_of: HashMap<i64, ToolRef>,
 }
 
+/// Names the MCP calls among the rows' calls (a finding then says which
+/// MCP tool acted). Only a capture that stored MCP servers can have
+/// correlations of MCP calls, so no other reads its sessions for this.
+fn name_mcp_calls(
+    cap: &Capture,
+    rows: &mut [CorrRow],
+    tool_of: &mut HashMap<i64, ToolRef>,
+) -> Result<(), AuditError> {
+    let reader = cap.reader();
+    if reader.all_mcp_servers()?.is_empty() {
+        return Ok(());
+    }
+    let mut names: HashMap<(String, String, i64), String> = HashMap::new();
+    for stored in reader.readable_sessions()? {
+        let s = &stored.session;
+        for (i, t) in s.tools.iter().enumerate() {
+            if t.mcp.is_some() {
+                let key = (
+                    s.provider.as_str().to_string(),
+                    s.session_id.clone(),
+                    i as i64,
+                );
+                names.insert(key, t.name.clone());
+            }
+        }
+    }
+    let name_of = |t: &ToolRef| {
+        let key = (t.provider.clone(), t.session_id.clone(), t.tool_index?);
+        names.get(&key).cloned()
+    };
+    for r in rows.iter_mut() {
+        r.tool.tool = name_of(&r.tool);
+    }
+    for t in tool_of.values_mut() {
+        t.tool = name_of(t);
+    }
+    Ok(())
+}
+
 /// The correlations `record` stored, and per event the tool call that
 /// names it (an attributed row over a flag).
 fn load_correlations(cap: &Capture) -> Result<Correlations, AuditError> {
@@ -179,6 +218,7 @@ fn load_correlations(cap: &Capture) -> Result<Correlations, AuditError> {
                 provider: row.provider,
                 session_id: row.session_id,
                 tool_index: row.tool_index,
+                tool: None,
                 call_id: row.call_id,
                 role: row.role,
                 reason: row.reason,
@@ -192,6 +232,7 @@ fn load_correlations(cap: &Capture) -> Result<Correlations, AuditError> {
         }
         corr_rows.push(row);
     }
+    name_mcp_calls(cap, &mut corr_rows, &mut tool_of)?;
     Ok(Correlations {
         correlations: true,
         corr_rows,

@@ -15,8 +15,8 @@ use super::{
     fold::Collector,
     policy::Policy,
     rules::{
-        Rules, completeness::completeness, correlated::correlated, messages::continued_externally,
-        paths::PathSets,
+        Rules, completeness::completeness, correlated::correlated, mcp,
+        messages::continued_externally, paths::PathSets,
     },
     scan,
 };
@@ -73,6 +73,7 @@ pub fn audit_with(
         &mut out,
     )?;
     continued_externally(&ctx, policy, &mut out)?;
+    mcp::servers(&ctx, policy, &mut out)?;
     let mut findings = out.finish(|p| ctx.complete(p))?;
     // Most severe first, then by time; notes last.
     findings.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.time.cmp(&b.time)));

@@ -181,6 +181,33 @@ pub struct Policy {
     /// `[external_messages]`: each `agentsight session message` submission
     /// the capture stored (rule `session-continued-externally`, `warning`).
     pub external_messages: RuleMeta,
+    /// `[mcp]`: the MCP servers the sessions may use; None when the policy
+    /// has no such table (no MCP findings).
+    pub mcp: Option<McpRule>,
+}
+
+/// `[mcp]`: a stored stdio server must be allowed by name or command
+/// (rule `mcp-server-not-allowed`); a remote server's URL must be declared
+/// (rule `mcp-remote-undeclared`).
+#[derive(Debug, Clone)]
+pub struct McpRule {
+    pub meta: RuleMeta,
+    /// The id of the remote-server rule.
+    pub remote_id: String,
+    /// Configured server names.
+    pub allowed_servers: Vec<String>,
+    /// Globs over the command line joined by spaces (`*` crosses `/` and
+    /// spaces).
+    pub allowed_commands: Vec<CommandPattern>,
+    /// Remote endpoints, compared as written.
+    pub allowed_urls: Vec<String>,
+}
+
+/// A glob over a server's whole command line.
+#[derive(Debug, Clone)]
+pub struct CommandPattern {
+    pub text: String,
+    pub matcher: globset::GlobMatcher,
 }
 
 /// `[container]`: the path rules every container process is judged by,
@@ -210,6 +237,19 @@ struct RawPolicy {
     network: Option<RawNet>,
     container: Option<RawContainer>,
     external_messages: Option<RawMeta>,
+    mcp: Option<RawMcp>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawMcp {
+    id: Option<String>,
+    remote_id: Option<String>,
+    severity: Option<Severity>,
+    enabled: Option<bool>,
+    allowed_servers: Option<Vec<String>>,
+    allowed_commands: Option<Vec<Spanned<String>>>,
+    allowed_urls: Option<Vec<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -416,6 +456,7 @@ impl Policy {
         let n = raw.network.unwrap_or_default();
         let l = raw.loss.unwrap_or_default();
         let m = raw.external_messages.unwrap_or_default();
+        let mcp = raw.mcp.map(|r| mcp_rule(src, name, r)).transpose()?;
         Ok(Policy {
             source: name.to_string(),
             workspace: spanned_abs(raw.workspace, "workspace")?,
@@ -462,8 +503,38 @@ impl Policy {
                 severity: m.severity.unwrap_or(Severity::Warning),
                 ..meta(m.id, None, m.enabled, "session-continued-externally")
             },
+            mcp,
         })
     }
+}
+
+/// `[mcp]`: its lists, each command glob compiled (a bad one is an error
+/// at its line).
+fn mcp_rule(src: &str, name: &str, r: RawMcp) -> Result<McpRule, PolicyError> {
+    let allowed_commands = with_lines(src, r.allowed_commands, &[])
+        .into_iter()
+        .map(|(text, line)| {
+            let matcher = globset::GlobBuilder::new(&text)
+                .backslash_escape(true)
+                .build()
+                .map(|g| g.compile_matcher())
+                .map_err(|e| PolicyError::Invalid {
+                    path: name.to_string(),
+                    line,
+                    reason: format!("bad glob {text:?}: {}", e.kind()),
+                })?;
+            Ok(CommandPattern { text, matcher })
+        })
+        .collect::<Result<_, PolicyError>>()?;
+    Ok(McpRule {
+        meta: rule_meta(r.id, r.severity, r.enabled, "mcp-server-not-allowed"),
+        remote_id: r
+            .remote_id
+            .unwrap_or_else(|| "mcp-remote-undeclared".to_string()),
+        allowed_servers: r.allowed_servers.unwrap_or_default(),
+        allowed_commands,
+        allowed_urls: r.allowed_urls.unwrap_or_default(),
+    })
 }
 
 fn rule_meta(id: Option<String>, sev: Option<Severity>, en: Option<bool>, dflt: &str) -> RuleMeta {
@@ -764,7 +835,7 @@ mod tests {
     fn errors_name_file_line_and_reason() {
         assert_eq!(
             err("require_no_loss = true\n\n[bogus_rule]\nx = 1\n"),
-            "p.toml:3: unknown field `bogus_rule`, expected one of `workspace`, `home`, `require_no_loss`, `unexplained_activity`, `claims_mismatch`, `loss`, `writes`, `denied_paths`, `executables`, `network`, `container`, `external_messages`"
+            "p.toml:3: unknown field `bogus_rule`, expected one of `workspace`, `home`, `require_no_loss`, `unexplained_activity`, `claims_mismatch`, `loss`, `writes`, `denied_paths`, `executables`, `network`, `container`, `external_messages`, `mcp`"
         );
         assert_eq!(
             err("[writes]\nallow = [\n  \"/ok/**\",\n  \"/bad/[z\",\n]\n"),

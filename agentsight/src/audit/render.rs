@@ -38,6 +38,9 @@ fn tool_line(f: &Finding) -> Option<String> {
     if let Some(i) = s.tool_index {
         t += &format!(", tool call #{i}");
     }
+    if let Some(name) = &s.tool {
+        t += &format!(" {name}");
+    }
     if let Some(c) = &s.call_id {
         t += &format!(" ({c})");
     }

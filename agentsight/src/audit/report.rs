@@ -28,6 +28,8 @@ pub enum FindingKind {
     Correlation(Role),
     /// A stored `agentsight session message` submission.
     SessionMessage,
+    /// A stored MCP server the policy's `[mcp]` does not allow.
+    McpServer,
 }
 
 impl FindingKind {
@@ -40,6 +42,7 @@ impl FindingKind {
             FindingKind::Note => "note",
             FindingKind::Correlation(role) => role.as_str(),
             FindingKind::SessionMessage => "external_message",
+            FindingKind::McpServer => "mcp_server",
         }
     }
 }
@@ -101,6 +104,10 @@ pub struct ToolRef {
     pub provider: String,
     pub session_id: String,
     pub tool_index: Option<i64>,
+    /// The call's tool name, for an MCP call (`mcp__fs__read_text_file`);
+    /// absent for built-in tools.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
     pub call_id: Option<String>,
     pub role: Role,
     pub reason: Option<String>,

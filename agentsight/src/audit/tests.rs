@@ -5,6 +5,8 @@
 use std::path::Path;
 
 use super::{Policy, Severity, audit, render};
+
+mod mcp;
 use crate::store::{
     Capture,
     synthetic::{EventDetail, EventRow, ProcessRow, SyntheticCapture},

@@ -91,10 +91,45 @@ impl CaptureRw {
     }
 }
 
+/// A stored server with its session's provider and id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionMcpServer {
+    pub provider: String,
+    pub session_id: String,
+    pub server: McpServerRow,
+}
+
 impl super::CaptureReader<'_> {
+    /// Every stored MCP server with its session, in row order; empty for a
+    /// capture made before servers were stored (what `audit`'s `[mcp]` judges).
+    pub fn all_mcp_servers(&self) -> Result<Vec<SessionMcpServer>, StoreError> {
+        let rows = self.mcp_server_rows(None)?;
+        let mut st = self
+            .conn
+            .prepare("SELECT provider, session_id FROM sessions WHERE id = ?1")
+            .map_err(|e| self.query_err(e))?;
+        rows.into_iter()
+            .map(|server| {
+                let (provider, session_id) = st
+                    .query_row([server.session_row], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .map_err(|e| self.query_err(e))?;
+                Ok(SessionMcpServer {
+                    provider,
+                    session_id,
+                    server,
+                })
+            })
+            .collect()
+    }
+
     /// The MCP servers stored for session row `session_row`, in row order;
     /// empty for a capture made before servers were stored.
     pub fn mcp_servers(&self, session_row: i64) -> Result<Vec<McpServerRow>, StoreError> {
+        self.mcp_server_rows(Some(session_row))
+    }
+
+    /// The stored servers of one session row, or of all (`None`).
+    fn mcp_server_rows(&self, session_row: Option<i64>) -> Result<Vec<McpServerRow>, StoreError> {
         let exists = self
             .conn
             .query_row(
@@ -112,7 +147,7 @@ impl super::CaptureReader<'_> {
             .conn
             .prepare(
                 "SELECT session_row, name, transport, command, url, source, kind, process_id, evidence
-                 FROM mcp_servers WHERE session_row = ?1 ORDER BY id",
+                 FROM mcp_servers WHERE ?1 IS NULL OR session_row = ?1 ORDER BY id",
             )
             .map_err(|e| self.query_err(e))?;
         st.query_map([session_row], |r| {

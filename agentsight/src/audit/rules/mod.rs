@@ -6,6 +6,7 @@ pub(in crate::audit) mod completeness;
 pub(in crate::audit) mod correlated;
 pub(in crate::audit) mod exec;
 pub(in crate::audit) mod files;
+pub(in crate::audit) mod mcp;
 pub(in crate::audit) mod messages;
 pub(in crate::audit) mod network;
 pub(in crate::audit) mod paths;
@@ -121,6 +122,22 @@ impl Rules {
             m.severity,
             "Sessions continued by agentsight session message while recording",
         );
+        if let Some(mcp) = &policy.mcp {
+            add(
+                &mcp.meta,
+                mcp.meta.severity,
+                "MCP servers only as the policy's [mcp] allows them (by name or command)",
+            );
+            let remote = RuleMeta {
+                id: mcp.remote_id.clone(),
+                ..mcp.meta.clone()
+            };
+            add(
+                &remote,
+                remote.severity,
+                "Remote MCP servers only at the URLs the policy's [mcp] declares",
+            );
+        }
         let notes = RuleMeta {
             id: "audit-note".into(),
             severity: Severity::Note,
