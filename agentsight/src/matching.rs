@@ -24,6 +24,8 @@ use std::{
 
 use serde::Serialize;
 
+pub mod mcp;
+
 use crate::{
     clock::Anchors,
     sessions::{self, Provider},
