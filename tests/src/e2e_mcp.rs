@@ -333,6 +333,9 @@ pub fn verify_mcp(run: &Run, c: &Value, db: &Path, ctx: &str) {
     audit_mcp_server_not_allowed(run, db, c, ctx);
 }
 
+/// A test of one activity.
+type Test<'a> = Box<dyn Fn(&Value) -> bool + 'a>;
+
 /// Counts one call's attributed activities (expected or not) and whether
 /// the one activity the test knows it must show is there.
 fn tally_call(
@@ -346,51 +349,48 @@ fn tally_call(
     let name = t["name"].as_str().unwrap_or("?");
     let reason_in = |a: &Value, r: &[&str]| r.contains(&a["reason"].as_str().unwrap_or(""));
     // (is this activity expected, is this the activity that must be there)
-    let (expected, key): (Box<dyn Fn(&Value) -> bool>, Box<dyn Fn(&Value) -> bool>) =
-        if let Some(m) = intent["mcp"].as_object() {
-            if remote_url(run, m["server"].as_str().unwrap()).is_some() {
-                let connect = |a: &Value| {
-                    a["reason"] == "mcp_server"
-                        && a["op"] == "connect"
-                        && a["addr"] == "127.0.0.1"
-                        && a["port"] == MCP_HTTP_PORT
-                };
-                (Box::new(connect), Box::new(connect))
-            } else {
-                match fs_effect(run, intent) {
-                    Some((ops, path))
-                        if intent["status"] != "failed" && !lied_paths(run).contains(&path) =>
-                    {
-                        let p = path.clone();
-                        (
-                            Box::new(move |a: &Value| {
-                                a["reason"] == "mcp_server" && by_server(a) && on_path(a, &p)
-                            }),
-                            Box::new(move |a: &Value| {
-                                a["reason"] == "mcp_server"
-                                    && by_server(a)
-                                    && a["path"] == path.as_str()
-                                    && ops.contains(&a["op"].as_str().unwrap_or(""))
-                            }),
-                        )
-                    }
-                    // Refused, lied or unknown: nothing is expected.
-                    _ => (Box::new(|_: &Value| false), Box::new(|_: &Value| false)),
-                }
-            }
-        } else if intent["shell"].is_string() || t["category"] == "shell" {
-            (
-                Box::new(move |a: &Value| {
-                    reason_in(a, &["argv_match", "descendant"]) && !by_server(a)
-                }),
-                Box::new(move |a: &Value| a["reason"] == "argv_match" && a["op"] == "exec"),
-            )
+    let (expected, key): (Test, Test) = if let Some(m) = intent["mcp"].as_object() {
+        if remote_url(run, m["server"].as_str().unwrap()).is_some() {
+            let connect = |a: &Value| {
+                a["reason"] == "mcp_server"
+                    && a["op"] == "connect"
+                    && a["addr"] == "127.0.0.1"
+                    && a["port"] == MCP_HTTP_PORT
+            };
+            (Box::new(connect), Box::new(connect))
         } else {
-            (
-                Box::new(move |a: &Value| reason_in(a, &["path_match", "via_rename"])),
-                Box::new(move |a: &Value| a["reason"] == "path_match"),
-            )
-        };
+            match fs_effect(run, intent) {
+                Some((ops, path))
+                    if intent["status"] != "failed" && !lied_paths(run).contains(&path) =>
+                {
+                    let p = path.clone();
+                    (
+                        Box::new(move |a: &Value| {
+                            a["reason"] == "mcp_server" && by_server(a) && on_path(a, &p)
+                        }),
+                        Box::new(move |a: &Value| {
+                            a["reason"] == "mcp_server"
+                                && by_server(a)
+                                && a["path"] == path.as_str()
+                                && ops.contains(&a["op"].as_str().unwrap_or(""))
+                        }),
+                    )
+                }
+                // Refused, lied or unknown: nothing is expected.
+                _ => (Box::new(|_: &Value| false), Box::new(|_: &Value| false)),
+            }
+        }
+    } else if intent["shell"].is_string() || t["category"] == "shell" {
+        (
+            Box::new(move |a: &Value| reason_in(a, &["argv_match", "descendant"]) && !by_server(a)),
+            Box::new(move |a: &Value| a["reason"] == "argv_match" && a["op"] == "exec"),
+        )
+    } else {
+        (
+            Box::new(move |a: &Value| reason_in(a, &["path_match", "via_rename"])),
+            Box::new(move |a: &Value| a["reason"] == "path_match"),
+        )
+    };
     let knows_key = !(intent["mcp"].is_object()
         && (intent["status"] == "failed"
             || remote_url(run, intent["mcp"]["server"].as_str().unwrap()).is_none()
@@ -407,7 +407,7 @@ fn tally_call(
     }
     if knows_key {
         tally.expected += 1;
-        if acts.iter().any(|a| key(a)) {
+        if acts.iter().any(&key) {
             tally.found += 1;
         } else {
             tally.missing.push(format!("{name} #{}", t["tool_index"]));
