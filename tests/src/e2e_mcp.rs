@@ -27,6 +27,16 @@ use crate::{
     e2e_check::{acts_by, audit_json, glob, intent_calls, tools_of},
 };
 
+/// The reasons a stdio server's activity is its call's: `mcp_server`, or,
+/// on the call's claimed paths, `path_match`/`via_rename` as for built-in
+/// tools (correlate's rule since fb4174e). Whose activity it is (the
+/// server's process tree) is checked separately.
+pub const SERVER_REASONS: &[&str] = &["mcp_server", "path_match", "via_rename"];
+
+fn server_reason(a: &Value) -> bool {
+    SERVER_REASONS.contains(&a["reason"].as_str().unwrap_or(""))
+}
+
 /// The streamable-HTTP MCP server's port inside the run's namespace.
 pub const MCP_HTTP_PORT: u16 = 8790;
 
@@ -169,7 +179,7 @@ pub fn assert_mcp_call(run: &Run, i: usize, t: &Value, intent: &Value, ctx: &str
     let pid = info["pid"].as_u64();
     assert!(pid.is_some(), "call {i}: the server's pid: {ctx}");
     for a in acts {
-        assert_eq!(a["reason"], "mcp_server", "call {i}: {a}: {ctx}");
+        assert!(server_reason(a), "call {i}: reason: {a}: {ctx}");
     }
     let writes: Vec<&Value> = acts
         .iter()
@@ -206,7 +216,7 @@ pub fn assert_mcp_call(run: &Run, i: usize, t: &Value, intent: &Value, ctx: &str
     // By the server process itself (the wrapped server is its child).
     let own = |a: &Value| wrapped(t) || a["pid"].as_u64() == pid;
     assert!(
-        acts_by(acts, &["mcp_server"]).into_iter().any(|a| own(a)
+        acts_by(acts, SERVER_REASONS).into_iter().any(|a| own(a)
             && ops.contains(&a["op"].as_str().unwrap_or(""))
             && a["path"] == path.as_str()),
         "call {i}: no mcp_server {ops:?} of {path} by the server: {ctx}"
@@ -366,10 +376,10 @@ fn tally_call(
                     let p = path.clone();
                     (
                         Box::new(move |a: &Value| {
-                            a["reason"] == "mcp_server" && by_server(a) && on_path(a, &p)
+                            server_reason(a) && by_server(a) && on_path(a, &p)
                         }),
                         Box::new(move |a: &Value| {
-                            a["reason"] == "mcp_server"
+                            server_reason(a)
                                 && by_server(a)
                                 && a["path"] == path.as_str()
                                 && ops.contains(&a["op"].as_str().unwrap_or(""))
@@ -518,7 +528,7 @@ fn audit_names_mcp_call(run: &Run, db: &Path, c: &Value, ctx: &str) {
         .filter(|f| {
             f["rule"] == "denied-path"
                 && f["session"]["call_id"] == t["call_id"]
-                && f["session"]["reason"] == "mcp_server"
+                && SERVER_REASONS.contains(&f["session"]["reason"].as_str().unwrap_or(""))
         })
         .collect();
     assert_eq!(
