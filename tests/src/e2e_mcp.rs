@@ -547,7 +547,8 @@ fn audit_names_mcp_call(run: &Run, db: &Path, c: &Value, ctx: &str) {
 }
 
 /// `[mcp] allowed_servers = ["other"]`: an `mcp-server-not-allowed` finding
-/// naming each server the run used.
+/// naming each stdio server the run used, `mcp-remote-undeclared` each
+/// remote one.
 fn audit_mcp_server_not_allowed(run: &Run, db: &Path, c: &Value, ctx: &str) {
     let used: BTreeSet<&str> = tools_of(c)
         .iter()
@@ -563,21 +564,27 @@ fn audit_mcp_server_not_allowed(run: &Run, db: &Path, c: &Value, ctx: &str) {
     )
     .unwrap();
     let (_, report) = audit_json(db, &policy);
-    let rule = "mcp-server-not-allowed";
-    let messages: Vec<&str> = report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["rule"] == rule)
-        .filter_map(|f| f["message"].as_str())
-        .collect();
     for s in &used {
+        // A stdio server not allowed by name; a remote one whose URL the
+        // policy does not declare (audit's `[mcp]` rules, 85dcaab).
+        let rule = if remote_url(run, s).is_some() {
+            "mcp-remote-undeclared"
+        } else {
+            "mcp-server-not-allowed"
+        };
+        let messages: Vec<&str> = report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["rule"] == rule)
+            .filter_map(|f| f["message"].as_str())
+            .collect();
         assert!(
             messages.iter().any(|m| names(m, s)),
-            "no {rule} finding naming {s}: {messages:#?}\n{ctx}"
+            "no {rule} finding naming {s}: {report:#}\n{ctx}"
         );
     }
-    assert!(!messages.is_empty(), "no {rule} finding: {report:#}\n{ctx}");
+    assert!(!used.is_empty(), "no MCP call with a server: {ctx}");
 }
 
 /// Whether `text` names `word` as a whole word (not inside a longer name).
