@@ -24,7 +24,9 @@ use crate::{
     },
 };
 
+mod mcp;
 mod messages;
+pub use mcp::McpStored;
 pub use messages::{
     MessagesStored, NOTE_META as SESSION_MESSAGES_NOTE_META, store_session_messages,
 };
@@ -99,6 +101,9 @@ pub struct BindSummary {
     pub sessions: Vec<String>,
     pub transcript_bytes: u64,
     pub notes: Vec<String>,
+    /// The MCP servers stored (`None` when storing them failed: a note says
+    /// why).
+    pub mcp: Option<McpStored>,
 }
 
 /// The main transcript of a session among the paths that named it.
@@ -170,17 +175,24 @@ pub fn bind_and_store<E: std::fmt::Display>(
         containers: opts.containers.as_ref(),
         unbound: HashMap::new(),
         from_containers: Vec::new(),
+        host: Vec::new(),
     };
     for b in trees.iter().flat_map(|t| &t.bindings) {
         sessions.store(&b.key, &evidence, &fallback)?;
     }
-    let (session_rows, unbound) = (sessions.rows, sessions.unbound);
+    let (session_rows, unbound, host) = (sessions.rows, sessions.unbound, sessions.host);
     if !sessions.from_containers.is_empty() {
         let list = serde_json::Value::Array(sessions.from_containers).to_string();
         rw.put_meta(CONTAINER_SESSIONS_META, &list)?;
     }
     store_trees(&rw, &procs, &trees, &session_rows, &unbound, &mut summary)?;
     rw.commit()?;
+    // The sessions' MCP servers, in their own transaction (a failure leaves
+    // the bindings intact), before the correlations that attribute to them.
+    match mcp::store_mcp_servers(&rw, &procs, &trees, &evidence, &host) {
+        Ok(stored) => summary.mcp = Some(stored),
+        Err(e) => summary.notes.push(format!("MCP servers not stored: {e}")),
+    }
     // Derived data (correlations): computed from what was just stored, in
     // its own transaction, so a failure here leaves the bindings intact.
     if let Err(e) = after(&rw) {
@@ -311,6 +323,9 @@ struct SessionStore<'a> {
     unbound: HashMap<SessionKey, String>,
     /// Meta `container_sessions`: each session read inside a container.
     from_containers: Vec<serde_json::Value>,
+    /// The sessions stored from host files, in row order (their MCP
+    /// configuration is read on the host; a container's is not).
+    host: Vec<mcp::HostSession>,
 }
 
 impl<'a> SessionStore<'a> {
@@ -451,6 +466,12 @@ impl<'a> SessionStore<'a> {
         let row = self.rw.insert_session(&session)?;
         self.rows.insert(key.clone(), row);
         self.summary.sessions.push(key.1.clone());
+        self.host.push(mcp::HostSession {
+            key: key.clone(),
+            row,
+            transcript: session.source_path.clone(),
+            cwd: session.cwd.clone(),
+        });
         if !self.copy {
             return Ok(());
         }

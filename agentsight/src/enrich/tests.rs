@@ -9,6 +9,8 @@ use crate::{
     sessions::Provider,
     store::{
         Capture,
+        mcp::McpServerRow,
+        meta,
         synthetic::{EventRow, ProcessRow, SyntheticCapture, transcript_paths},
     },
 };
@@ -242,4 +244,122 @@ fn a_host_transcript_is_still_read_and_copied_from_the_host() {
         (ID, path.as_str())
     );
     assert_eq!(transcript_paths(&db)[0], path);
+}
+
+/// A host capture of Claude Code (row 1, pid 100) that wrote `transcript`
+/// and started the `fs` server (row 2, pid 101); its Bash tool ran the same
+/// command line through a shell (rows 3 and 4): not a server.
+fn capture_with_mcp_server(dir: &Path, transcript: &str) -> PathBuf {
+    let path = dir.join("cap.db");
+    let mut cap = SyntheticCapture::create(&path, "cap.db");
+    cap.anchor("start", MONO0, WALL0);
+    let server: &[&str] = &["node", "/opt/server-filesystem/dist/index.js", "/w"];
+    for (id, parent, argv) in [
+        (1, None, &["claude", "-p", "hi"][..]),
+        (2, Some(1), server),
+        (
+            3,
+            Some(1),
+            &["bash", "-c", "node /opt/server-filesystem/dist/index.js /w"],
+        ),
+        (4, Some(3), server),
+    ] {
+        cap.process(&ProcessRow {
+            id,
+            pid: 99 + id,
+            start_mono_ns: at(id),
+            parent: parent.map(|p: i64| (p, 99 + p)),
+            comm: argv[0],
+            argv,
+            cwd: Some("/w"),
+            exec_count: 1,
+            ..Default::default()
+        });
+    }
+    cap.event(&EventRow {
+        mono_ns: at(5),
+        wall_ns: WALL0 + 5_000_000,
+        kind: "openat",
+        pid: 100,
+        ppid: 1,
+        process_id: Some(1),
+        comm: Some("claude"),
+        path: Some(transcript),
+        flags: Some("write,create,trunc"),
+        ..Default::default()
+    });
+    drop(cap);
+    path
+}
+
+#[test]
+fn a_sessions_mcp_servers_are_stored_with_the_process_that_ran_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = host_transcript(dir.path());
+    let home = dir.path().join("home");
+    std::fs::write(
+        home.join(".claude.json"),
+        r#"{"mcpServers": {
+            "fs": {"type": "stdio", "command": "node",
+                   "args": ["/opt/server-filesystem/dist/index.js", "/w"]},
+            "web": {"type": "http", "url": "http://127.0.0.1:9/mcp"},
+            "zbad": {"type": "stdio"}
+        }}"#,
+    )
+    .unwrap();
+    let db = capture_with_mcp_server(dir.path(), &path);
+    let summary = bind_and_store(&db, &BindOptions::default(), &no_after).unwrap();
+    assert_eq!(
+        summary.mcp,
+        Some(McpStored {
+            servers: 2,
+            problems: 1
+        })
+    );
+    let cap = Capture::open(&db).unwrap();
+    let source = format!("{} mcpServers", home.join(".claude.json").display());
+    assert_eq!(
+        cap.reader().mcp_servers(1).unwrap(),
+        vec![
+            McpServerRow {
+                session_row: 1,
+                name: "fs".into(),
+                transport: "stdio".into(),
+                command: vec![
+                    "node".into(),
+                    "/opt/server-filesystem/dist/index.js".into(),
+                    "/w".into()
+                ],
+                url: None,
+                source: source.clone(),
+                kind: Some("filesystem".into()),
+                process_id: Some(2),
+                evidence: Some("argv".into()),
+            },
+            McpServerRow {
+                session_row: 1,
+                name: "web".into(),
+                transport: "http".into(),
+                command: Vec::new(),
+                url: Some("http://127.0.0.1:9/mcp".into()),
+                source,
+                kind: None,
+                process_id: None,
+                evidence: None,
+            },
+        ]
+    );
+    assert_eq!(cap.run_meta().unwrap().mcp_config_problems, Some(1));
+}
+
+#[test]
+fn a_session_without_mcp_configuration_stores_no_servers_and_no_meta() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = host_transcript(dir.path());
+    let db = capture_with_mcp_server(dir.path(), &path);
+    let summary = bind_and_store(&db, &BindOptions::default(), &no_after).unwrap();
+    assert_eq!(summary.mcp, Some(McpStored::default()));
+    let cap = Capture::open(&db).unwrap();
+    assert_eq!(cap.reader().mcp_servers(1).unwrap(), vec![]);
+    assert_eq!(cap.meta(meta::key::MCP_CONFIG_PROBLEMS).unwrap(), None);
 }

@@ -16,7 +16,10 @@
 use std::collections::HashSet;
 
 use super::ProcTable;
-use crate::sessions::mcp::{McpServerConfig, McpTransport};
+use crate::{
+    sessions::mcp::{self, McpServerConfig, McpTransport},
+    store::mcp::McpServerRow,
+};
 
 crate::vocabulary::vocabulary! {
     /// How a server's process was recognised.
@@ -46,6 +49,20 @@ pub fn agent_processes(
         }
     }
     agent
+}
+
+/// The argv a session's MCP configuration is read with (Claude Code's
+/// `--mcp-config`, Codex's `-c mcp_servers.…`): that of the process that
+/// wrote its transcript first (`writers`: process and time), else of its
+/// first bound tree's root; empty when neither is known.
+pub fn config_argv(procs: &ProcTable, roots: &[usize], writers: &[(usize, u64)]) -> Vec<String> {
+    writers
+        .iter()
+        .min_by_key(|(p, at)| (*at, *p))
+        .map(|&(p, _)| p)
+        .or(roots.first().copied())
+        .map(|p| procs.procs[p].argv.clone())
+        .unwrap_or_default()
 }
 
 /// One process that ran a configured stdio server. A server restarted
@@ -107,6 +124,39 @@ pub fn identify_servers(
         }
     }
     out.sort_by_key(|s| (s.proc, s.config));
+    out
+}
+
+/// The rows of one session's servers (`session_row`): each configured
+/// server once, a stdio server once per process that ran it (a restart
+/// gives two) or once without a process when none was found; a remote
+/// server with its URL and no process.
+pub fn server_rows(
+    session_row: i64,
+    configs: &[McpServerConfig],
+    procs: &ProcTable,
+    found: &[ServerProcess],
+) -> Vec<McpServerRow> {
+    let mut out = Vec::new();
+    for (i, c) in configs.iter().enumerate() {
+        let row = |process: Option<&ServerProcess>| McpServerRow {
+            session_row,
+            name: c.name.clone(),
+            transport: c.transport.as_str().to_string(),
+            command: c.command.clone(),
+            url: c.url.clone(),
+            source: c.source.clone(),
+            kind: mcp::server_kind(c).map(str::to_string),
+            process_id: process.map(|s| procs.procs[s.proc].id),
+            evidence: process.map(|s| s.evidence.as_str().to_string()),
+        };
+        let mine: Vec<&ServerProcess> = found.iter().filter(|s| s.config == i).collect();
+        if mine.is_empty() {
+            out.push(row(None));
+        } else {
+            out.extend(mine.into_iter().map(|s| row(Some(s))));
+        }
+    }
     out
 }
 

@@ -79,9 +79,12 @@ pub mod key {
     pub const DENIED_INODES: &str = "denied_inodes";
     /// The audit policy's denied executables at the start, JSON.
     pub const DENIED_EXE_INODES: &str = "denied_exe_inodes";
+    /// How many problems reading the sessions' MCP configuration had
+    /// (absent when none).
+    pub const MCP_CONFIG_PROBLEMS: &str = "mcp_config_problems";
 
     /// Every key above.
-    pub const ALL: [&str; 33] = [
+    pub const ALL: [&str; 34] = [
         FORMAT,
         SCHEMA_VERSION,
         TOOL_VERSION,
@@ -115,6 +118,7 @@ pub mod key {
         CONTAINER_SESSIONS,
         DENIED_INODES,
         DENIED_EXE_INODES,
+        MCP_CONFIG_PROBLEMS,
     ];
 }
 
@@ -178,6 +182,8 @@ pub struct RunMeta {
     /// audit parses it: the type is the audit's).
     pub denied_inodes_json: Option<String>,
     pub denied_exe_inodes_json: Option<String>,
+    /// Problems reading the sessions' MCP configuration (none: `None`).
+    pub mcp_config_problems: Option<u64>,
     /// Identifies the capture: start time, host and recorder pid as stored.
     capture_key: [u8; 32],
 }
@@ -230,6 +236,7 @@ impl RunMeta {
             container_sessions_json: take(key::CONTAINER_SESSIONS),
             denied_inodes_json: take(key::DENIED_INODES),
             denied_exe_inodes_json: take(key::DENIED_EXE_INODES),
+            mcp_config_problems: parsed(take(key::MCP_CONFIG_PROBLEMS)),
             started_at,
             host,
             capture_key: h.finalize().into(),
