@@ -38,6 +38,8 @@ pub const RUN_TIMEOUT: Duration = Duration::from_secs(150);
 
 /// The pinned CLI packages, shared with `xtask/src/e2e_setup.rs`.
 pub const PINS: &str = include_str!("../e2e/clis.txt");
+/// The pinned MCP servers the MCP scenarios configure, likewise shared.
+pub const MCP_PINS: &str = include_str!("../e2e/mcp-servers.txt");
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Agent {
@@ -72,10 +74,10 @@ pub fn e2e_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e")
 }
 
-/// FNV-1a 64 of the pin file, the same key `cargo xtask setup` installs under.
-fn pins_hash() -> String {
+/// FNV-1a 64 of a pin file, the same key `cargo xtask setup` installs under.
+fn pins_hash(pins: &str) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in PINS.bytes() {
+    for b in pins.bytes() {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
@@ -90,7 +92,7 @@ pub fn clis_bin() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             Path::new("/var/cache/agentsight-e2e")
-                .join(pins_hash())
+                .join(pins_hash(PINS))
                 .join("node_modules/.bin")
         });
     for b in ["claude", "codex", "gemini"] {
@@ -101,6 +103,27 @@ pub fn clis_bin() -> PathBuf {
         );
     }
     dir
+}
+
+/// The pinned reference filesystem MCP server's entry point
+/// (`@modelcontextprotocol/server-filesystem/dist/index.js`):
+/// `AGENTSIGHT_E2E_MCP_FS` if set, else the cache `cargo xtask setup` fills
+/// from `mcp-servers.txt`. Missing, it fails the test (never skips).
+pub fn mcp_fs_server() -> PathBuf {
+    let path = std::env::var_os("AGENTSIGHT_E2E_MCP_FS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new("/var/cache/agentsight-e2e")
+                .join(format!("mcp-{}", pins_hash(MCP_PINS)))
+                .join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
+        });
+    assert!(
+        path.is_file(),
+        "MCP filesystem server not installed at {} (run `cargo xtask setup`, or set \
+         AGENTSIGHT_E2E_MCP_FS)",
+        path.display()
+    );
+    path
 }
 
 /// The pinned Codex package's own native build (a static musl binary, with
@@ -114,6 +137,15 @@ pub fn codex_native_dir() -> PathBuf {
         dir.display()
     );
     dir
+}
+
+/// One MCP server a scenario configures for the CLI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum McpServer {
+    /// Started by the CLI: `command args…` on stdin/stdout.
+    Stdio { command: String, args: Vec<String> },
+    /// Reached over streamable HTTP at `url`.
+    Http { url: String },
 }
 
 /// A scenario file `tests/e2e/scenarios/NAME.json`.
@@ -418,6 +450,142 @@ remote_plugin = false
                 fs::write(dir.join("settings.json"), settings.to_string()).unwrap();
             }
         }
+        self.write_mcp_config();
+    }
+
+    /// The scenario's MCP servers (`"mcp_servers": {NAME: {"command",
+    /// "args"} | {"url"}}`), placeholders filled: `{{MCP_FS}}` the pinned
+    /// filesystem server's `dist/index.js`, `{{CWD}}` the workspace, `{{TMP}}`
+    /// the run's TMPDIR, `{{E2E}}` `tests/e2e`. Empty for other scenarios,
+    /// whose homes stay as they were.
+    pub fn mcp_servers(&self) -> Vec<(String, McpServer)> {
+        let Some(servers) = self.scenario.json["mcp_servers"].as_object() else {
+            return Vec::new();
+        };
+        let fill = |v: &Value| -> String {
+            let s = v.as_str().expect("MCP server strings");
+            let mut out = s
+                .replace("{{CWD}}", &self.work.display().to_string())
+                .replace("{{TMP}}", &self.tmp.display().to_string())
+                .replace("{{E2E}}", &e2e_dir().display().to_string());
+            if out.contains("{{MCP_FS}}") {
+                out = out.replace("{{MCP_FS}}", &mcp_fs_server().display().to_string());
+            }
+            out
+        };
+        servers
+            .iter()
+            .map(|(name, spec)| {
+                let server = match spec["url"].as_str() {
+                    Some(_) => McpServer::Http {
+                        url: fill(&spec["url"]),
+                    },
+                    None => McpServer::Stdio {
+                        command: fill(&spec["command"]),
+                        args: spec["args"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .map(fill)
+                            .collect(),
+                    },
+                };
+                (name.clone(), server)
+            })
+            .collect()
+    }
+
+    /// Claude Code's MCP configuration by `--mcp-config FILE
+    /// --strict-mcp-config` (scenario `"claude_mcp": "flag"`) instead of
+    /// `~/.claude.json`: this file.
+    fn claude_mcp_flag_file(&self) -> Option<PathBuf> {
+        (self.agent == Agent::Claude
+            && self.scenario.json["claude_mcp"] == "flag"
+            && !self.mcp_servers().is_empty())
+        .then(|| self.root.join("claude-mcp.json"))
+    }
+
+    /// Configures the scenario's MCP servers the way each CLI reads them:
+    /// Claude Code `--mcp-config FILE` (`"claude_mcp": "flag"`) or
+    /// `~/.claude.json` `projects.<workspace>.mcpServers` (its local scope,
+    /// which needs no approval, unlike a project `.mcp.json`); Codex
+    /// `[mcp_servers.NAME]` in `config.toml`, its tools approved without a
+    /// prompt; Gemini CLI `mcpServers.NAME` in `settings.json`, trusted.
+    fn write_mcp_config(&self) {
+        let servers = self.mcp_servers();
+        if servers.is_empty() {
+            return;
+        }
+        match self.agent {
+            Agent::Claude => {
+                let entries: serde_json::Map<String, Value> = servers
+                    .iter()
+                    .map(|(name, s)| {
+                        let v = match s {
+                            McpServer::Stdio { command, args } => serde_json::json!({
+                                "type": "stdio", "command": command, "args": args, "env": {}
+                            }),
+                            McpServer::Http { url } => {
+                                serde_json::json!({ "type": "http", "url": url })
+                            }
+                        };
+                        (name.clone(), v)
+                    })
+                    .collect();
+                let config = serde_json::json!({ "mcpServers": entries });
+                match self.claude_mcp_flag_file() {
+                    Some(file) => fs::write(file, config.to_string()).unwrap(),
+                    None => {
+                        let work = self.work.display().to_string();
+                        let state = serde_json::json!({ "projects": { work: config } });
+                        fs::write(self.home.join(".claude.json"), state.to_string()).unwrap();
+                    }
+                }
+            }
+            Agent::Codex => {
+                let mut toml = String::new();
+                for (name, s) in &servers {
+                    toml.push_str(&format!("\n[mcp_servers.{name}]\n"));
+                    match s {
+                        // JSON strings are TOML basic strings.
+                        McpServer::Stdio { command, args } => toml.push_str(&format!(
+                            "command = {}\nargs = {}\n",
+                            Value::from(command.as_str()),
+                            Value::from(args.clone())
+                        )),
+                        McpServer::Http { url } => {
+                            toml.push_str(&format!("url = {}\n", Value::from(url.as_str())))
+                        }
+                    }
+                    // required: the run fails, instead of going on without
+                    // the server, when it does not start.
+                    toml.push_str(
+                        "required = true\nstartup_timeout_sec = 30\n\
+                         default_tools_approval_mode = \"approve\"\n",
+                    );
+                }
+                let file = self.home.join(".codex/config.toml");
+                let mut cfg = fs::read_to_string(&file).unwrap();
+                cfg.push_str(&toml);
+                fs::write(file, cfg).unwrap();
+            }
+            Agent::Gemini => {
+                let file = self.home.join(".gemini/settings.json");
+                let mut settings: Value =
+                    serde_json::from_str(&fs::read_to_string(&file).unwrap()).unwrap();
+                for (name, s) in &servers {
+                    settings["mcpServers"][name] = match s {
+                        McpServer::Stdio { command, args } => serde_json::json!({
+                            "command": command, "args": args, "trust": true
+                        }),
+                        McpServer::Http { url } => {
+                            serde_json::json!({ "httpUrl": url, "trust": true })
+                        }
+                    };
+                }
+                fs::write(file, settings.to_string()).unwrap();
+            }
+        }
     }
 
     /// What a CLI started by `agentsight session message` (a cleared
@@ -472,14 +640,27 @@ remote_plugin = false
                     "DISABLE_AUTOUPDATER=1".into(),
                     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1".into(),
                 ]);
-                vec![
+                let mut a: Vec<String> = vec![
                     "claude".into(),
                     "-p".into(),
                     prompt,
                     "--dangerously-skip-permissions".into(),
                     "--model".into(),
                     self.agent.model().into(),
-                ]
+                ];
+                // Claude Code 2.1.328 defers MCP tools behind ToolSearch; the
+                // scripted model calls them directly, as with fewer tools.
+                if !self.mcp_servers().is_empty() {
+                    env.push("ENABLE_TOOL_SEARCH=false".into());
+                }
+                if let Some(file) = self.claude_mcp_flag_file() {
+                    a.extend([
+                        "--mcp-config".into(),
+                        file.display().to_string(),
+                        "--strict-mcp-config".into(),
+                    ]);
+                }
+                a
             }
             Agent::Codex => {
                 env.push(format!("CODEX_HOME={}", self.home.join(".codex").display()));

@@ -57,10 +57,14 @@ function log(obj) {
 
 // ---------------------------------------------------------------- scenario
 
-// Replaces {{CWD}} and {{TARGET_PORT}} in every string of a value.
+// Replaces {{CWD}}, {{TMP}} (the run's TMPDIR, `tmp/` beside the workspace)
+// and {{TARGET_PORT}} in every string of a value.
 function subst(v) {
   if (typeof v === 'string') {
-    return v.replaceAll('{{CWD}}', args.cwd).replaceAll('{{TARGET_PORT}}', String(targetPort));
+    return v
+      .replaceAll('{{CWD}}', args.cwd)
+      .replaceAll('{{TMP}}', path.join(path.dirname(args.cwd), 'tmp'))
+      .replaceAll('{{TARGET_PORT}}', String(targetPort));
   }
   if (Array.isArray(v)) return v.map(subst);
   if (v && typeof v === 'object') {
@@ -89,7 +93,9 @@ function usageFor(kind, n) {
   }
   return {
     input: 1000 + 100 * n, // prompt tokens, including the cached ones
-    cached: 400 * n, // read from cache (0 on the first call)
+    // Read from cache (0 on the first call); never all of the prompt, also
+    // past the fourth call.
+    cached: Math.min(400 * n, 900 + 100 * n),
     cacheCreation: n === 0 ? 600 : 50, // Anthropic only: written to cache
     output: 40 + 3 * n, // visible output, excluding reasoning
     reasoning: 10 + n, // Codex reasoning / Gemini thoughts
@@ -112,6 +118,24 @@ function toolsOf(api, body) {
         out.push({ name: t.name, props: (t.parameters || {}).properties || {}, required: (t.parameters || {}).required || [] });
       } else if (t.type === 'custom') {
         out.push({ name: t.name, props: {}, required: [], custom: true, format: t.format });
+      } else if (t.type === 'tool_search') {
+        // Codex's client-executed search for its deferred (MCP) tools.
+        out.push({ name: 'tool_search', props: {}, required: [], search: true });
+      } else if (t.type === 'namespace') {
+        for (const f of t.tools || []) {
+          out.push({ name: f.name, namespace: t.name, props: (f.parameters || {}).properties || {}, required: [] });
+        }
+      }
+    }
+    // Tools a tool_search returned earlier in the conversation: callable by
+    // namespace and name from then on.
+    for (const i of Array.isArray(body.input) ? body.input : []) {
+      if (!i || i.type !== 'tool_search_output') continue;
+      for (const ns of i.tools || []) {
+        if (ns.type !== 'namespace') continue;
+        for (const f of ns.tools || []) {
+          out.push({ name: f.name, namespace: ns.name, props: (f.parameters || {}).properties || {}, required: [], found: true });
+        }
       }
     }
   } else {
@@ -179,6 +203,7 @@ function patchText(p, content) {
 
 // Maps one generic intent of the scenario onto a tool the CLI offered.
 function concreteCall(intent, tools) {
+  if (intent.mcp) return mcpCall(subst(intent.mcp), tools);
   // Other keys of an intent (expected status, exit code) are for the tests.
   const kind = Object.keys(intent).find((k) => k in PREFERRED);
   if (!kind) throw new Error(`no known intent in ${JSON.stringify(intent)}`);
@@ -221,6 +246,21 @@ function concreteCall(intent, tools) {
   throw new Error(`unknown intent ${kind}`);
 }
 
+// An MCP intent `{"mcp": {server, tool, arguments}}` as the CLI names MCP
+// tools: Claude Code `mcp__S__T`, Gemini CLI `mcp_S_T`; Codex defers them
+// behind `tool_search` and calls them by namespace (`mcp__S__`) and name once
+// a search returned them. Not found yet but searchable: a `search` marker,
+// which plan() turns into a tool_search call.
+function mcpCall(m, tools) {
+  const args = m.arguments || {};
+  const direct = tools.find((t) => !t.namespace && (t.name === `mcp__${m.server}__${m.tool}` || t.name === `mcp_${m.server}_${m.tool}`));
+  if (direct) return { name: direct.name, input: args };
+  const ns = tools.find((t) => t.namespace && t.name === m.tool && t.namespace.replace(/_+$/, '') === `mcp__${m.server}`);
+  if (ns) return { name: ns.name, namespace: ns.namespace, input: args };
+  if (tools.some((t) => t.search)) return { name: 'tool_search', search: { query: `${m.server} ${m.tool}`, limit: 8 } };
+  throw new Error(`MCP tool ${m.server}/${m.tool} not offered`);
+}
+
 // ---------------------------------------------------------------- requests
 
 function countResults(api, body) {
@@ -254,7 +294,14 @@ function plan(api, body) {
   const turn = pickTurn(results);
   const t = scenario.turns[turn];
   const n = mainCount++;
-  const calls = (t.calls || []).map((c) => concreteCall(c, tools));
+  let calls = (t.calls || []).map((c) => concreteCall(c, tools));
+  // A turn whose MCP tools are still deferred first searches for them (one
+  // tool_search call per missing tool); the search result carries no tool
+  // result of a call, so the next request picks the same turn again.
+  const searches = calls.filter((c) => c.search);
+  if (searches.length) {
+    return { kind: 'main', search: true, text: '', calls: searches, usage: usageFor('main', n), turn, results };
+  }
   const text = t.final != null ? subst(t.final) : (t.text != null ? subst(t.text) : '');
   return { kind: 'main', text, calls, usage: usageFor('main', n), turn, results };
 }
@@ -349,7 +396,11 @@ function openaiEvents(body, p) {
     output.push({ type: 'message', id: nextId('msg_'), role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: p.text, annotations: [] }] });
   }
   for (const c of p.calls) {
-    if (c.custom != null) {
+    if (c.search) {
+      output.push({ type: 'tool_search_call', id: nextId('tsc_'), call_id: nextId('call_'), status: 'completed', execution: 'client', arguments: c.search });
+    } else if (c.namespace) {
+      output.push({ type: 'function_call', id: nextId('fc_'), call_id: nextId('call_'), namespace: c.namespace, name: c.name, arguments: JSON.stringify(c.input), status: 'completed' });
+    } else if (c.custom != null) {
       output.push({ type: 'custom_tool_call', id: nextId('ctc_'), call_id: nextId('call_'), name: c.name, input: c.custom, status: 'completed' });
     } else {
       output.push({ type: 'function_call', id: nextId('fc_'), call_id: nextId('call_'), name: c.name, arguments: JSON.stringify(c.input), status: 'completed' });
@@ -376,6 +427,8 @@ function openaiEvents(body, p) {
       push('response.output_text.delta', { output_index: i, item_id: item.id, content_index: 0, delta: p.text });
       push('response.output_text.done', { output_index: i, item_id: item.id, content_index: 0, text: p.text });
       push('response.content_part.done', { output_index: i, item_id: item.id, content_index: 0, part: item.content[0] });
+    } else if (item.type === 'tool_search_call') {
+      push('response.output_item.added', { output_index: i, item: { ...item, status: 'in_progress' } });
     } else if (item.type === 'function_call') {
       push('response.output_item.added', { output_index: i, item: { ...item, arguments: '', status: 'in_progress' } });
       push('response.function_call_arguments.delta', { output_index: i, item_id: item.id, delta: item.arguments });
@@ -577,7 +630,7 @@ function handle(req, res, raw) {
       const p = plan('openai', body);
       if (answerFailure('openai', res, entry, p, body)) return;
       const { ev, reported } = openaiEvents(body, p);
-      log({ ...entry, api: 'openai', kind: p.kind, turn: p.turn, tool_results: p.results, calls: p.calls, text: p.text, usage: reported, stream: body.stream !== false });
+      log({ ...entry, api: 'openai', kind: p.kind, turn: p.turn, tool_results: p.results, calls: p.calls, text: p.text, usage: reported, stream: body.stream !== false, ...(p.search ? { search: true } : {}) });
       delayed(p, () => sse(res, ev.map(([n, d]) => [n, d])));
       return;
     }
