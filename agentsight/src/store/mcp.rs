@@ -171,3 +171,62 @@ impl super::CaptureReader<'_> {
         .map_err(|e| self.query_err(e))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Capture;
+
+    fn row(session_row: i64, name: &str, process_id: Option<i64>) -> McpServerRow {
+        McpServerRow {
+            session_row,
+            name: name.into(),
+            transport: "stdio".into(),
+            command: vec!["node".into(), "/opt/fs/dist/index.js".into(), "/w".into()],
+            url: None,
+            source: "/h/.claude.json mcpServers".into(),
+            kind: Some("filesystem".into()),
+            process_id,
+            evidence: process_id.map(|_| "argv".into()),
+        }
+    }
+
+    #[test]
+    fn servers_are_read_back_as_stored_and_replaced_per_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cap.db");
+        let rw = CaptureRw::create(&path).unwrap();
+        let remote = McpServerRow {
+            transport: "http".into(),
+            command: Vec::new(),
+            url: Some("http://127.0.0.1:9/mcp".into()),
+            kind: None,
+            ..row(1, "web", None)
+        };
+        rw.put_mcp_servers(&[row(1, "fs", Some(7)), remote.clone(), row(2, "fs", None)])
+            .unwrap();
+        // A second enrichment of session 1 replaces its rows only.
+        rw.put_mcp_servers(&[row(1, "fs", Some(8)), remote.clone()])
+            .unwrap();
+        drop(rw);
+        let cap = Capture::open(&path).unwrap();
+        let r = cap.reader();
+        assert_eq!(
+            r.mcp_servers(1).unwrap(),
+            vec![row(1, "fs", Some(8)), remote]
+        );
+        assert_eq!(r.mcp_servers(2).unwrap(), vec![row(2, "fs", None)]);
+        assert_eq!(r.mcp_servers(3).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn a_capture_made_before_the_table_has_no_servers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        let conn = crate::store::create(&path).unwrap();
+        conn.execute_batch("DROP TABLE mcp_servers").unwrap();
+        drop(conn);
+        let cap = Capture::open(&path).unwrap();
+        assert_eq!(cap.reader().mcp_servers(1).unwrap(), vec![]);
+    }
+}
