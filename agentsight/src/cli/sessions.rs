@@ -403,14 +403,25 @@ fn write_tools(w: &mut impl Write, s: &AgentSession) -> std::io::Result<()> {
                 )
             })
             .unwrap_or_default();
+        // An MCP call says its server and tool next to the name, and shows
+        // its arguments where it has no command text.
+        let (name, command) = match &t.mcp {
+            Some(m) => (
+                format!("{} (mcp {})", v(&t.name), v(&m.label())),
+                t.command
+                    .clone()
+                    .or_else(|| m.arguments.as_ref().map(|a| a.to_string())),
+            ),
+            None => (v(&t.name).to_string(), t.command.clone()),
+        };
         writeln!(
             w,
             "  [{}] {:<14} {:<13} {}{}",
             t.prompt_index
                 .map_or_else(|| "-".to_string(), |i| i.to_string()),
-            v(&t.name),
+            name,
             status,
-            clip(&t.command.as_deref().unwrap_or("").replace('\n', " "), 90),
+            clip(&command.as_deref().unwrap_or("").replace('\n', " "), 90),
             who
         )?;
         for p in &t.paths {
@@ -558,6 +569,59 @@ mod tests {
             domains: Vec::new(),
             mcp: None,
         }
+    }
+
+    /// An MCP call's line names its server and tool (`?` for a server the
+    /// record does not name) and shows its arguments when it has no command;
+    /// `--json` carries `mcp` as `docs/sessions.md` documents it.
+    #[test]
+    fn mcp_calls_show_server_and_tool() {
+        use agentsight::sessions::mcp::McpCall;
+        let mut s = AgentSession::new(Provider::Claude, "s".into(), PathBuf::from("/t.jsonl"));
+        let mut write = shell(ToolStatus::Ok, None, "");
+        write.name = "mcp__fs__write_file".into();
+        write.category = ToolCategory::Mcp;
+        write.command = None;
+        write.mcp = Some(McpCall {
+            server: Some("fs".into()),
+            tool: Some("write_file".into()),
+            arguments: Some(serde_json::json!({"path": "/w/a.txt", "content": "hi\n"})),
+        });
+        let mut read = shell(ToolStatus::Failed, None, "");
+        read.name = "mcp_fs_read_text_file".into();
+        read.command = None;
+        read.mcp = Some(McpCall {
+            server: None,
+            tool: None,
+            arguments: None,
+        });
+        s.tools = vec![write, read];
+        let mut out = Vec::new();
+        write_session(&mut out, &s, None).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let tools: Vec<&str> = text
+            .lines()
+            .skip_while(|l| *l != "Tool calls")
+            .skip(1)
+            .take(2)
+            .collect();
+        assert_eq!(
+            tools,
+            [
+                r#"  [0] mcp__fs__write_file (mcp fs/write_file) ok            {"content":"hi\n","path":"/w/a.txt"}"#,
+                "  [0] mcp_fs_read_text_file (mcp ?) FAILED        ",
+            ]
+        );
+        let json = serde_json::to_value(&s.tools).unwrap();
+        assert_eq!(
+            json[0]["mcp"],
+            serde_json::json!({"server": "fs", "tool": "write_file",
+                "arguments": {"path": "/w/a.txt", "content": "hi\n"}})
+        );
+        assert_eq!(json[1]["mcp"], serde_json::json!({}));
+        // A built-in call has no `mcp` key at all.
+        let bash = serde_json::to_value(shell(ToolStatus::Ok, None, "ls")).unwrap();
+        assert_eq!(bash.get("mcp"), None);
     }
 
     /// Tool lines show the exit code where the transcript states one.

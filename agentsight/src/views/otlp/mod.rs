@@ -15,6 +15,8 @@
 //! [`MAX_SPANS_PER_BATCH`] goes out in several batches with the same ids.
 
 mod attrs;
+#[cfg(test)]
+mod mcp_tests;
 pub mod push;
 mod spans;
 

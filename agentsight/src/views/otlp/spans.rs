@@ -18,9 +18,12 @@ use super::{
     attrs::{Attrs, ms_to_ns, span_id, trace_id},
 };
 use crate::{
-    correlate::{Activity, By, CaptureView, Op, Reason},
+    correlate::{Activity, By, CaptureView, Op, Reason, ToolReport},
     sessions::{AgentSession, LlmResponse, Provider, TokenUsage, ToolEvent, ToolStatus},
-    views::run::{RunModel, SessionRun, UnboundRun},
+    views::{
+        mcp::McpView,
+        run::{RunModel, SessionRun, UnboundRun},
+    },
 };
 
 /// Span events kept per span; the rest are counted in
@@ -171,7 +174,7 @@ pub fn session_trace<'m>(m: &'m Source<'m>, run: &SessionRun, opts: Options) -> 
         for tr in &p.tools {
             if let Some(tool) = s.tools.get(tr.tool_index) {
                 let key = format!("tool:{}", s.cut.tools_dropped + tr.tool_index);
-                tool_span(&mut t, &root, &key, s, tool, &tr.activity, run);
+                tool_span(&mut t, &root, &key, s, tool, tr, run);
             }
         }
     }
@@ -495,15 +498,27 @@ fn tool_span(
     key: &str,
     s: &AgentSession,
     tool: &ToolEvent,
-    activity: &[Activity],
+    report: &ToolReport,
     run: &SessionRun,
 ) {
+    let activity = &report.activity;
+    let mcp = McpView::of(tool, report.mcp.as_ref());
     let mut a = Attrs::default();
     a.str("gen_ai.operation.name", "execute_tool")
         .str("gen_ai.tool.name", tool.name.clone())
         .opt_str("gen_ai.tool.call.id", tool.call_id.as_deref())
-        .str("gen_ai.tool.type", "function")
-        .str("agentsight.tool.status", tool_status(tool.status))
+        .str(
+            "gen_ai.tool.type",
+            if mcp.is_some() {
+                "extension"
+            } else {
+                "function"
+            },
+        );
+    if let Some(m) = &mcp {
+        mcp_attrs(&mut a, m, t.opts.capture_content);
+    }
+    a.str("agentsight.tool.status", tool_status(tool.status))
         .str("agentsight.tool.category", category(tool))
         .opt_str("gen_ai.conversation.id", s.conversation_id.as_deref());
     if let Some(code) = tool.exit_code {
@@ -537,10 +552,15 @@ fn tool_span(
         a.strs("agentsight.correlate.mismatches", &mismatches);
     }
     a.count("agentsight.correlate.activity", activity.len() as u64);
-    if t.opts.capture_content
-        && let Some(cmd) = &tool.command
-    {
-        a.str("gen_ai.tool.call.arguments", cmd.clone());
+    if t.opts.capture_content {
+        // An MCP call without command text: its arguments object.
+        let arguments = tool
+            .command
+            .clone()
+            .or_else(|| mcp.and_then(|m| m.arguments).map(|v| v.to_string()));
+        if let Some(arguments) = arguments {
+            a.str("gen_ai.tool.call.arguments", arguments);
+        }
     }
     if tool.end_ms.is_none() {
         a.bool("agentsight.time.end_unknown", true);
@@ -551,11 +571,28 @@ fn tool_span(
     }
     let id = span_id(&t.id, key);
     let acts: Vec<&Activity> = activity.iter().collect();
-    let events = process_spans(t, &id, key, &acts, |a| {
-        matches!(
-            a.reason,
-            Some(Reason::ArgvMatch | Reason::Descendant | Reason::TimeWindow)
-        )
+    // An MCP server runs before and after its calls: its own activity is
+    // the call's events; a process it started during the call (a git
+    // server's `git`) gets its CLI span under the call.
+    let started_in_call: HashSet<i64> = match tool.start_ms {
+        Some(start) => {
+            acts.iter()
+                .filter(|a| a.reason == Some(Reason::McpServer))
+                .filter(|a| {
+                    let procs = &t.model.view.procs;
+                    procs.by_id.get(&a.process_id).is_some_and(|&i| {
+                        t.wall_ns(procs.procs[i].start_mono_ns) >= ms_to_ns(start)
+                    })
+                })
+                .map(|a| a.process_id)
+                .collect()
+        }
+        None => HashSet::new(),
+    };
+    let events = process_spans(t, &id, key, &acts, |a| match a.reason {
+        Some(Reason::ArgvMatch | Reason::Descendant | Reason::TimeWindow) => true,
+        Some(Reason::McpServer) => started_in_call.contains(&a.process_id),
+        _ => false,
     });
     t.add(SpanSpec {
         key: key.to_owned(),
@@ -568,6 +605,36 @@ fn tool_span(
         events,
         error: failed,
     });
+}
+
+/// An MCP call's attributes beside `gen_ai.tool.type` `extension`: the MCP
+/// semantic conventions' `mcp.method.name` (`tools/call`), the transport as
+/// `network.transport` (`pipe` for stdio, `tcp` for HTTP) and a remote
+/// server's `server.address`/`server.port`; the server itself under
+/// `agentsight.mcp.*` (the conventions name none). Its command line and URL
+/// are content.
+fn mcp_attrs(a: &mut Attrs, m: &McpView, capture_content: bool) {
+    a.str("mcp.method.name", "tools/call")
+        .opt_str("agentsight.mcp.server", m.server)
+        .opt_str("agentsight.mcp.tool", m.tool)
+        .opt_str("agentsight.mcp.transport", m.transport)
+        .opt_str("network.transport", m.network_transport())
+        .opt_str("agentsight.mcp.server.kind", m.kind);
+    if let Some(pid) = m.pid {
+        a.int("agentsight.mcp.server.pid", pid.into());
+    }
+    if let Some((host, port)) = m.host_port() {
+        a.str("server.address", host);
+        if let Some(port) = port {
+            a.int("server.port", port.into());
+        }
+    }
+    if capture_content {
+        if !m.command.is_empty() {
+            a.strs("agentsight.mcp.server.command", m.command);
+        }
+        a.opt_str("url.full", m.url);
+    }
 }
 
 fn tool_status(s: ToolStatus) -> &'static str {

@@ -126,10 +126,16 @@ fn plan_of(
     .max(0) as u64;
     let mut plan = Plan::default();
     let run = RunModel::load(cap)?;
+    let mut mcp_servers = std::collections::HashMap::new();
     for (i, s) in run.correlated_sessions()?.iter().enumerate() {
         plan::session(&mut plan, i, s, anchors, capture_end);
+        for server in cap.reader().mcp_servers(s.row)? {
+            if let Some(id) = server.process_id {
+                mcp_servers.insert(id, server.name);
+            }
+        }
     }
-    plan::processes(&mut plan, &procs, capture_end);
+    plan::processes(&mut plan, &procs, capture_end, &mcp_servers);
     let known = procs.iter().map(|p| p.id).collect();
     let gaps = cap.gaps()?;
     plan::loss(

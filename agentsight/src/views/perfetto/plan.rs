@@ -14,7 +14,7 @@ use crate::{
     correlate::{Op, ToolReport},
     sessions::util::join_argv,
     store::read::{ContainerRef, Gap, ProcessRecord},
-    views::run::SessionRun,
+    views::{mcp::McpView, run::SessionRun},
 };
 
 /// Track uuids: the kind in the low three bits, so they never collide and
@@ -359,6 +359,9 @@ fn tool_call(
             .map(|c| ("call_id", Value::Str(c.clone()))),
     );
     anns.extend(t.command.as_deref().map(|c| ("command", text(c))));
+    if let Some(m) = McpView::of(t, report.and_then(|r| r.mcp.as_ref())) {
+        mcp_anns(&mut anns, &m, t.command.is_none());
+    }
     anns.extend(
         t.exit_code
             .map(|c| ("stated_exit_code", Value::Int(c.into()))),
@@ -448,6 +451,38 @@ fn tool_call(
     );
 }
 
+/// An MCP call's server on its slice: name, tool, transport, kind, the
+/// process or URL; its arguments (content, redacted as commands are) when
+/// it has no command text.
+fn mcp_anns(anns: &mut Vec<Ann>, m: &McpView, with_arguments: bool) {
+    anns.push(("mcp_server", Value::Str(m.server.unwrap_or("?").to_owned())));
+    anns.extend(m.tool.map(|t| ("mcp_tool", text(t))));
+    anns.extend(
+        m.transport
+            .map(|t| ("mcp_transport", Value::Str(t.to_owned()))),
+    );
+    anns.extend(
+        m.kind
+            .map(|k| ("mcp_server_kind", Value::Str(k.to_owned()))),
+    );
+    anns.extend(m.pid.map(|p| ("mcp_server_pid", Value::Int(p.into()))));
+    if !m.command.is_empty() {
+        anns.push(("mcp_server_command", text(&join_argv(m.command))));
+    }
+    anns.extend(m.url.map(|u| ("mcp_server_url", text(u))));
+    if with_arguments && let Some(a) = m.arguments {
+        anns.push(("arguments", text(&a.to_string())));
+    }
+}
+
+/// [`mcp_anns`]'s list, for the tests.
+#[cfg(test)]
+pub(super) fn mcp_anns_for_test(m: &McpView, with_arguments: bool) -> Vec<Ann> {
+    let mut anns = Vec::new();
+    mcp_anns(&mut anns, m, with_arguments);
+    anns
+}
+
 /// Process name: the executable's basename (argv[0]), else the comm.
 fn process_name(p: &ProcessRecord) -> String {
     p.argv
@@ -524,7 +559,14 @@ fn lifetime_end(p: &ProcessRecord, capture_end: u64) -> (u64, Vec<Ann>) {
 /// plain tracks; a lifetime slice (fork to exit, or to the capture's end
 /// when it was still running) on both; its parentage as a ProcessTree
 /// entry at its start.
-pub fn processes(plan: &mut Plan, procs: &[ProcessRecord], capture_end: u64) {
+/// A process that ran a stored MCP server (`mcp_servers`, by process row)
+/// is named `mcp SERVER`.
+pub fn processes(
+    plan: &mut Plan,
+    procs: &[ProcessRecord],
+    capture_end: u64,
+    mcp_servers: &HashMap<i64, String>,
+) {
     plan.tracks.push(plain_track(
         uuid::PROCESS_TREE,
         "process tree".into(),
@@ -535,7 +577,11 @@ pub fn processes(plan: &mut Plan, procs: &[ProcessRecord], capture_end: u64) {
     for i in tree_order(procs) {
         let p = &procs[i];
         let parent = p.parent_id.and_then(|id| by_id.get(&id));
-        let name = process_name(p);
+        let server = mcp_servers.get(&p.id);
+        let name = match server {
+            Some(s) => format!("mcp {s}"),
+            None => process_name(p),
+        };
         let argv: Vec<String> = p.argv.iter().take(ARGV_MAX).cloned().collect();
         plan.counts.processes += 1;
         plan.tracks.push(plain_track(
@@ -569,7 +615,8 @@ pub fn processes(plan: &mut Plan, procs: &[ProcessRecord], capture_end: u64) {
                 uid: p.uid.map(|u| u as i32),
             }),
         );
-        let anns = lifetime_anns(p, parent.map(|q| q.pid));
+        let mut anns = lifetime_anns(p, parent.map(|q| q.pid));
+        anns.extend(server.map(|s| ("mcp_server", text(s))));
         let (end, end_anns) = lifetime_end(p, capture_end);
         let flows = plan.process_flows.remove(&p.id).unwrap_or_default();
         plan.slice(

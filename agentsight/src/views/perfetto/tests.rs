@@ -584,3 +584,95 @@ fn planted_secrets_stay_out_of_the_trace_unless_asked() {
     }
     assert!(!holds(&exact, "‹redacted›"));
 }
+
+/// The process that ran a stored MCP server is named with the server on its
+/// track (and says so on its lifetime slice); every other track keeps its
+/// name.
+#[test]
+fn an_mcp_servers_process_track_is_named_with_the_server() {
+    use crate::store::{CaptureRw, mcp::McpServerRow};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("run.db");
+    write_capture(&db, true, true);
+    let row = Capture::open(&db).unwrap().stored_sessions("").unwrap()[0].row;
+    CaptureRw::open(&db)
+        .unwrap()
+        .put_mcp_servers(&[McpServerRow {
+            session_row: row,
+            name: "fs".into(),
+            transport: "stdio".into(),
+            command: vec!["sleep".into(), "100".into()],
+            url: None,
+            source: "--mcp-config /p/fs.json".into(),
+            kind: Some("filesystem".into()),
+            process_id: Some(5),
+            evidence: Some("argv".into()),
+        }])
+        .unwrap();
+    let (_, d) = decode(&db);
+    assert_eq!(d["errors"], json!([]), "{d}");
+    assert_eq!(
+        d["process_tracks"],
+        json!([
+            [100, MONO0, "node"],
+            [200, MONO0 + 2 * S, "bash"],
+            [200, MONO0 + 5 * S, "bash"],
+            [300, MONO0 + 5 * S + S / 20, "ls"],
+            [400, MONO0 + 15 * S, "mcp fs"]
+        ])
+    );
+}
+
+/// An MCP call's slice carries its server (name, tool, transport, kind,
+/// pid, command or URL) and, with no command text, its arguments.
+#[test]
+fn an_mcp_calls_slice_names_its_server() {
+    use super::{plan::mcp_anns_for_test as mcp_anns, writer::Value};
+    use crate::{correlate::report::McpServerInfo, sessions::mcp::McpCall, views::mcp::McpView};
+    let mut t = tool("mcp__fs__write_file", None, Some(MONO0), Some(MONO0 + S));
+    t.mcp = Some(McpCall {
+        server: Some("fs".into()),
+        tool: Some("write_file".into()),
+        arguments: Some(json!({"path": "/w/a.txt"})),
+    });
+    let stdio = McpServerInfo {
+        server: "fs".into(),
+        tool: Some("write_file".into()),
+        transport: Some("stdio".into()),
+        kind: Some("filesystem".into()),
+        pid: Some(150),
+        command: vec!["node".into(), "/srv/fs.js".into(), "/w".into()],
+        url: None,
+    };
+    let s = |v: &str| Value::Str(v.into());
+    assert_eq!(
+        mcp_anns(&McpView::of(&t, Some(&stdio)).unwrap(), true),
+        vec![
+            ("mcp_server", s("fs")),
+            ("mcp_tool", s("write_file")),
+            ("mcp_transport", s("stdio")),
+            ("mcp_server_kind", s("filesystem")),
+            ("mcp_server_pid", Value::Int(150)),
+            ("mcp_server_command", s("node /srv/fs.js /w")),
+            ("arguments", s(r#"{"path":"/w/a.txt"}"#)),
+        ]
+    );
+    let remote = McpServerInfo {
+        server: "api".into(),
+        tool: None,
+        transport: Some("http".into()),
+        kind: None,
+        pid: None,
+        command: Vec::new(),
+        url: Some("http://127.0.0.1:8931/mcp".into()),
+    };
+    t.mcp = None;
+    assert_eq!(
+        mcp_anns(&McpView::of(&t, Some(&remote)).unwrap(), false),
+        vec![
+            ("mcp_server", s("api")),
+            ("mcp_transport", s("http")),
+            ("mcp_server_url", s("http://127.0.0.1:8931/mcp")),
+        ]
+    );
+}
