@@ -42,6 +42,9 @@ pub struct ReportModel {
     pub dns: HashMap<i64, Vec<DnsQuery>>,
     pub activity: Vec<ActivitySection>,
     pub anchors: Anchors,
+    /// The arguments an MCP call's transcript recorded (compact JSON), by
+    /// (session index, tool index): correlate's report does not carry them.
+    pub mcp_arguments: HashMap<(usize, usize), String>,
 }
 
 impl ReportModel {
@@ -54,13 +57,17 @@ impl ReportModel {
         let has_bindings = cap.has_session_tables()?;
         let mut sessions = Vec::new();
         let mut unbound = Vec::new();
+        let mut mcp_arguments = HashMap::new();
         if has_bindings {
             unbound = run.view()?.unbound_trees()?;
-            sessions = run
-                .correlated_sessions()?
-                .into_iter()
-                .map(|s| s.report)
-                .collect();
+            for (si, s) in run.correlated_sessions()?.into_iter().enumerate() {
+                for (ti, t) in s.session.tools.iter().enumerate() {
+                    if let Some(a) = t.mcp.as_ref().and_then(|m| m.arguments.as_ref()) {
+                        mcp_arguments.insert((si, ti), a.to_string());
+                    }
+                }
+                sessions.push(s.report);
+            }
         }
         let processes = cap.processes()?;
         let process_ix = processes
@@ -86,6 +93,7 @@ impl ReportModel {
             activity: cap.activity_sections()?,
             anchors: run.view()?.anchors.clone(),
             meta: run.meta,
+            mcp_arguments,
         })
     }
 

@@ -11,7 +11,7 @@ use super::{
     timeline,
     writing::Page,
 };
-use crate::correlate::{Activity, Op, Report, ToolReport, describe};
+use crate::correlate::{Activity, Op, Report, ToolReport, describe, report::McpServerInfo};
 
 /// Each call's flags, by tool index.
 pub(super) fn flags_by_call(r: &Report) -> HashMap<usize, CallFlags<'_>> {
@@ -240,8 +240,63 @@ fn call(p: &mut Page, si: usize, t: &ToolReport, flags: Option<&CallFlags>, s: &
     if let Some(f) = flags {
         call_flag_lines(f, s);
     }
+    if let Some(m) = &t.mcp {
+        mcp_server(m, p.m.mcp_arguments.get(&(si, t.tool_index)), s);
+    }
     activity_tables(p, t, s);
     s.push_str("</div></details>");
+}
+
+/// [`mcp_server`], for the tests.
+#[cfg(test)]
+pub(super) fn mcp_server_for_test(m: &McpServerInfo, arguments: Option<&String>, s: &mut String) {
+    mcp_server(m, arguments, s);
+}
+
+/// An MCP call's server: name, tool, transport, kind and the process or
+/// URL that served it; then the call's arguments (content: through
+/// `esc_clip`, redacted as commands are). Its attributed activity follows
+/// in the call's tables with reason `mcp_server`.
+fn mcp_server(m: &McpServerInfo, arguments: Option<&String>, s: &mut String) {
+    s.push_str("<h4>MCP server</h4><table class=\"mcp\">");
+    let mut row = |k: &str, v: String| {
+        let _ = write!(s, "<tr><th>{k}</th><td>{v}</td></tr>");
+    };
+    row("server", format!("<code>{}</code>", esc(&m.server)));
+    if let Some(t) = &m.tool {
+        row("tool", format!("<code>{}</code>", esc(t)));
+    }
+    row(
+        "transport",
+        esc(m.transport.as_deref().unwrap_or("— (not configured)")),
+    );
+    if let Some(k) = &m.kind {
+        row("kind", esc(k));
+    }
+    match (m.pid, m.command.is_empty()) {
+        (Some(pid), _) => row(
+            "process",
+            format!(
+                "pid {pid} <code>{}</code>",
+                esc_clip(&crate::sessions::util::join_argv(&m.command))
+            ),
+        ),
+        (None, false) => row(
+            "command",
+            format!(
+                "<code>{}</code> (no process of the run found)",
+                esc_clip(&crate::sessions::util::join_argv(&m.command))
+            ),
+        ),
+        (None, true) => {}
+    }
+    if let Some(u) = &m.url {
+        row("url", format!("<code>{}</code>", esc_clip(u)));
+    }
+    if let Some(a) = arguments {
+        row("arguments", format!("<code>{}</code>", esc_clip(a)));
+    }
+    s.push_str("</table>");
 }
 
 fn call_flag_lines(f: &CallFlags, s: &mut String) {

@@ -293,3 +293,68 @@ mod calls_and_secrets {
         assert!(!page.contains("‹redacted›"));
     }
 }
+
+/// An MCP call's server block: every field through `esc`, the command and
+/// arguments redacted as commands are (unless the exact text is asked for).
+#[test]
+fn an_mcp_calls_server_is_shown_escaped_and_redacted() {
+    use crate::correlate::report::McpServerInfo;
+    let stdio = McpServerInfo {
+        server: "fs<b>".into(),
+        tool: Some("write_file".into()),
+        transport: Some("stdio".into()),
+        kind: Some("filesystem".into()),
+        pid: Some(150),
+        command: vec![
+            "node".into(),
+            "/srv/fs.js".into(),
+            "--api-key=sk-live1234".into(),
+        ],
+        url: None,
+    };
+    let args = r#"{"path":"/w/a<1>.txt","api_key":"sk-abc123"}"#.to_owned();
+    let render = |m: &McpServerInfo, a: Option<&String>, redact: bool| {
+        let _scope = RedactScope::enter(redact);
+        let mut s = String::new();
+        session::mcp_server_for_test(m, a, &mut s);
+        s
+    };
+    let redacted = render(&stdio, Some(&args), true);
+    assert_eq!(
+        redacted,
+        format!(
+            "<h4>MCP server</h4><table class=\"mcp\">\
+             <tr><th>server</th><td><code>fs&lt;b&gt;</code></td></tr>\
+             <tr><th>tool</th><td><code>write_file</code></td></tr>\
+             <tr><th>transport</th><td>stdio</td></tr>\
+             <tr><th>kind</th><td>filesystem</td></tr>\
+             <tr><th>process</th><td>pid 150 <code>node /srv/fs.js --api-key={r}</code></td></tr>\
+             <tr><th>arguments</th><td><code>{{&quot;path&quot;:&quot;/w/a&lt;1&gt;.txt&quot;,&quot;api_key&quot;:&quot;{r}&quot;}}</code></td></tr>\
+             </table>",
+            r = crate::views::redact::REDACTED
+        )
+    );
+    let exact = render(&stdio, Some(&args), false);
+    assert!(
+        exact.contains("sk-live1234") && exact.contains("sk-abc123"),
+        "{exact}"
+    );
+    // A remote server: its URL; an undeclared one: said so.
+    let remote = McpServerInfo {
+        server: "api".into(),
+        tool: None,
+        transport: None,
+        kind: None,
+        pid: None,
+        command: Vec::new(),
+        url: Some("http://127.0.0.1:8931/mcp".into()),
+    };
+    assert_eq!(
+        render(&remote, None, true),
+        "<h4>MCP server</h4><table class=\"mcp\">\
+         <tr><th>server</th><td><code>api</code></td></tr>\
+         <tr><th>transport</th><td>— (not configured)</td></tr>\
+         <tr><th>url</th><td><code>http://127.0.0.1:8931/mcp</code></td></tr>\
+         </table>"
+    );
+}
