@@ -105,7 +105,8 @@ pub fn run(a: &CorrelateArgs) -> Result<i32> {
                     .unwrap_or((s.session, correlate::SessionSource::Capture)),
                 Some(_) => (s.session, correlate::SessionSource::Capture),
             };
-            correlate::correlate(&view, &session, source, &bound, unmatched)?
+            let servers = correlate::mcp::stored_servers(&view, s.row)?;
+            correlate::correlate_with(&view, &session, source, &bound, unmatched, &servers)?
         }
         None => {
             // A capture that stored no sessions (older, or recorded with

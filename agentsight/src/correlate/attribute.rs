@@ -68,9 +68,9 @@ impl ArgvMatches {
     }
 }
 
-/// The agent itself: each tree's root and every process that wrote the
-/// transcript, with its ancestors (a launcher such as Codex's node shim or
-/// Gemini CLI's relaunch parent sits above the writer). These are never
+/// The agent itself (`matching::mcp::agent_processes`, which also finds a
+/// session's MCP servers among their children): each tree's root and every
+/// process that wrote the transcript, with its ancestors. These are never
 /// owned by a call's window, or every tool process they start later would
 /// become that call's descendant.
 pub(super) fn agent_processes(
@@ -80,19 +80,11 @@ pub(super) fn agent_processes(
     session: &AgentSession,
 ) -> HashSet<usize> {
     let transcript_path = session.source_path.display().to_string();
-    let mut roots: HashSet<usize> = bound.iter().map(|b| b.root).collect();
-    for a in acts {
-        if a.op != Op::Exec && a.path.as_deref() == Some(transcript_path.as_str()) {
-            let mut p = Some(a.proc_ix);
-            while let Some(i) = p {
-                if !roots.insert(i) {
-                    break;
-                }
-                p = procs.procs[i].parent;
-            }
-        }
-    }
-    roots
+    let writers = acts
+        .iter()
+        .filter(|a| a.op != Op::Exec && a.path.as_deref() == Some(transcript_path.as_str()))
+        .map(|a| a.proc_ix);
+    crate::matching::mcp::agent_processes(bound.iter().map(|b| b.root), writers, procs)
 }
 
 /// Process → (call, how, since when): in start order (parents before
@@ -305,12 +297,13 @@ impl Attribution<'_> {
     }
 
     /// An activity of MCP server `server` (a process of its subtree no call
-    /// started, or an agent's connect to its endpoint): the call of that
-    /// server whose window holds it — of several (parallel calls), the one
-    /// naming its path (`path_match`, or `via_rename` for the temp file
-    /// the same process renames onto it), else the latest started before
-    /// it (`mcp_server`); outside every call of the server, the runtime
-    /// group `mcp server NAME` (a read there is dropped, as elsewhere).
+    /// started, or an agent's connect to its endpoint) is, by `mcp_server`,
+    /// the call of that server whose window holds it — of several (parallel
+    /// calls), the one naming its path (directly, or the temp file the same
+    /// process then renames onto it, as `via_rename` ties it), else the
+    /// latest started before it; outside every call of the server, the
+    /// runtime group `mcp server NAME` (a read there is dropped, as
+    /// elsewhere).
     fn server_activity(
         &self,
         server: usize,
@@ -334,13 +327,10 @@ impl Attribution<'_> {
             })
         };
         let chosen = latest(&mut during.iter().copied().filter(|&ci| names(ci)))
-            .map(|ci| (ci, Reason::PathMatch))
-            .or_else(|| via().map(|ci| (ci, Reason::ViaRename)))
-            .or_else(|| {
-                mcp::latest_before(calls, &during, a.mono_ns).map(|ci| (ci, Reason::McpServer))
-            });
-        if let Some((ci, reason)) = chosen {
-            a.reason = Some(reason);
+            .or_else(via)
+            .or_else(|| mcp::latest_before(calls, &during, a.mono_ns));
+        if let Some(ci) = chosen {
+            a.reason = Some(Reason::McpServer);
             if a.op == Op::Exec {
                 let p = &self.procs.procs[a.proc_ix];
                 a.exit_code = p.exit_code.or(p.signal.map(|s| 128 + s));

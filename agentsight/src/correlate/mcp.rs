@@ -15,12 +15,14 @@ use std::net::IpAddr;
 use serde_json::Value;
 
 use super::{
+    CorrelateError,
     calls::Call,
     report::{Activity, McpServerInfo, Op},
+    view::CaptureView,
 };
 use crate::{
     matching::ProcTable,
-    sessions::{AgentSession, PathAccess, Provider, ToolEvent, ToolPath},
+    sessions::{AgentSession, PathAccess, Provider, ToolEvent, ToolPath, mcp as sessions_mcp},
     store::mcp::McpServerRow,
 };
 
@@ -30,6 +32,25 @@ use crate::{
 pub struct McpServer {
     pub row: McpServerRow,
     pub proc_ix: Option<usize>,
+}
+
+/// The stored MCP servers of session row `session_row`, each with the
+/// index of its process in the view's process table.
+pub fn stored_servers(
+    view: &CaptureView,
+    session_row: i64,
+) -> Result<Vec<McpServer>, CorrelateError> {
+    Ok(view
+        .cap
+        .mcp_servers(session_row)?
+        .into_iter()
+        .map(|row| McpServer {
+            proc_ix: row
+                .process_id
+                .and_then(|id| view.procs.by_id.get(&id).copied()),
+            row,
+        })
+        .collect())
 }
 
 /// The kind of the reference filesystem server (`store::mcp::McpServerRow::kind`).
@@ -45,45 +66,28 @@ pub(super) fn is_mcp(t: &ToolEvent) -> bool {
     t.mcp.is_some()
 }
 
-/// `raw_name` split into (server, tool) by the provider's naming, against
-/// the configured server names; with no configured name that fits, the
-/// provider's own prefix split (`mcp__S__T`, `mcp_S_T`) when there is one.
+/// `raw_name` split into (server, tool) by the provider's naming against
+/// the configured server names, else where its form alone says
+/// (`mcp__S__T`).
 fn resolve_name(provider: Provider, raw_name: &str, names: &[&str]) -> Option<(String, String)> {
-    // Longest configured name first: `fs_x` before `fs`.
-    let mut sorted: Vec<&str> = names.to_vec();
-    sorted.sort_by_key(|n| std::cmp::Reverse(n.len()));
-    let forms: [(&str, &str); 4] = [("mcp__", "__"), ("mcp_", "_"), ("", "-"), ("", "_")];
-    for n in &sorted {
-        for (prefix, sep) in forms {
-            if let Some(tool) = raw_name
-                .strip_prefix(prefix)
-                .and_then(|r| r.strip_prefix(n))
-                .and_then(|r| r.strip_prefix(sep))
-                .filter(|t| !t.is_empty())
-            {
-                return Some((n.to_string(), tool.to_string()));
-            }
-        }
-    }
-    let _ = provider;
-    let rest = raw_name.strip_prefix("mcp__")?;
-    let (server, tool) = rest.split_once("__")?;
-    Some((server.to_string(), tool.to_string()))
+    sessions_mcp::resolve_name(provider, raw_name, names)
+        .or_else(|| sessions_mcp::split_unambiguous(raw_name))
 }
 
-/// The first allowed directory of a filesystem server's command line: the
-/// first word after the server's program (`…/dist/index.js`,
-/// `mcp-server-filesystem`) that is not an option.
-fn first_root(command: &[String]) -> Option<&str> {
-    let at = command.iter().position(|w| {
-        w.ends_with("/dist/index.js")
-            || w.rsplit('/').next() == Some("mcp-server-filesystem")
-            || w.contains("server-filesystem")
-    })?;
-    command[at + 1..]
-        .iter()
+/// The first allowed directory of a filesystem server, from its command
+/// line (`sessions::mcp::filesystem_roots`; options skipped).
+fn first_root(row: &McpServerRow) -> Option<String> {
+    let config = sessions_mcp::McpServerConfig {
+        name: row.name.clone(),
+        transport: sessions_mcp::McpTransport::parse(&row.transport)?,
+        command: row.command.clone(),
+        cwd: None,
+        url: row.url.clone(),
+        source: row.source.clone(),
+    };
+    sessions_mcp::filesystem_roots(&config)
+        .into_iter()
         .find(|w| !w.starts_with('-'))
-        .map(String::as_str)
 }
 
 /// The reference filesystem server's tools and the claims their arguments
@@ -265,7 +269,8 @@ impl<'a> McpSide<'a> {
             let claims = row
                 .filter(|s| s.row.kind.as_deref() == Some(FILESYSTEM))
                 .map(|s| {
-                    let root = first_root(&s.row.command);
+                    let root = first_root(&s.row);
+                    let root = root.as_deref();
                     let args = m.arguments.clone().unwrap_or(Value::Null);
                     let mut claims = filesystem_claims(tool.as_deref().unwrap_or(""), &args);
                     for c in &mut claims {
@@ -459,12 +464,23 @@ mod tests {
 
     #[test]
     fn paths_resolve_against_the_first_root_and_the_home() {
-        let cmd: Vec<String> = ["node", "/opt/fs/dist/index.js", "/w", "/x"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let root = first_root(&cmd);
-        assert_eq!(root, Some("/w"));
+        let row = McpServerRow {
+            session_row: 1,
+            name: "fs".into(),
+            transport: "stdio".into(),
+            command: ["node", "/opt/server-filesystem/dist/index.js", "/w", "/x"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            url: None,
+            source: "/w/.mcp.json".into(),
+            kind: Some(FILESYSTEM.into()),
+            process_id: None,
+            evidence: None,
+        };
+        let root = first_root(&row);
+        assert_eq!(root.as_deref(), Some("/w"));
+        let root = root.as_deref();
         assert_eq!(resolve_path("a/b.txt", root, Some("/h")), "/w/a/b.txt");
         assert_eq!(resolve_path("/etc/x", root, Some("/h")), "/etc/x");
         assert_eq!(resolve_path("~/n.txt", root, Some("/h")), "/h/n.txt");
@@ -476,12 +492,12 @@ mod tests {
     fn names_split_against_the_configured_servers() {
         let s = |a: &str, b: &str| Some((a.to_string(), b.to_string()));
         let r = |n: &str, names: &[&str]| resolve_name(Provider::Claude, n, names);
+        let g = |n: &str, names: &[&str]| resolve_name(Provider::Gemini, n, names);
         assert_eq!(r("mcp__fs__write_file", &["fs"]), s("fs", "write_file"));
-        assert_eq!(r("mcp_fs_write_file", &["fs"]), s("fs", "write_file"));
-        assert_eq!(r("mcp_my_fs_read", &["my", "my_fs"]), s("my_fs", "read"));
-        assert_eq!(r("fs-write_file", &["fs"]), s("fs", "write_file"));
         assert_eq!(r("mcp__git__status", &[]), s("git", "status"));
-        assert_eq!(r("mcp_fs_write_file", &[]), None);
+        assert_eq!(g("mcp_fs_write_file", &["fs"]), s("fs", "write_file"));
+        assert_eq!(g("mcp_my_fs_read", &["my", "my_fs"]), s("my_fs", "read"));
+        assert_eq!(g("mcp_fs_write_file", &[]), None);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Storing correlations: after `record` binds sessions, every stored
 //! session's report becomes `correlations` rows (what `audit` reads).
 
-use super::{CorrelateError, Report, SessionSource, correlate, view::CaptureView};
+use super::{CorrelateError, Report, SessionSource, correlate_with, mcp, view::CaptureView};
 use crate::store::{
     CaptureRw,
     sessions::{CorrelationRow, Role},
@@ -14,12 +14,13 @@ pub fn store_all(rw: &CaptureRw) -> Result<(), CorrelateError> {
     let mut out: Vec<CorrelationRow> = Vec::new();
     for stored in rw.reader().readable_sessions()? {
         let (bound, unmatched) = view.stored_trees(stored.row)?;
-        let report = correlate(
+        let report = correlate_with(
             &view,
             &stored.session,
             SessionSource::Capture,
             &bound,
             unmatched,
+            &mcp::stored_servers(&view, stored.row)?,
         )?;
         rows_of(stored.row, &report, &mut out);
     }

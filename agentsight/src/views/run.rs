@@ -157,11 +157,12 @@ pub fn correlate_stored(
     session: &AgentSession,
 ) -> Result<Report, CorrelateError> {
     let (bound, unmatched) = view.stored_trees(row)?;
-    correlate::correlate(
+    correlate::correlate_with(
         view,
         session,
         correlate::SessionSource::Capture,
         &bound,
         unmatched,
+        &correlate::mcp::stored_servers(view, row)?,
     )
 }

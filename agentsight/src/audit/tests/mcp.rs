@@ -83,7 +83,7 @@ fn mcp_capture(dir: &Path) -> PathBuf {
     let mut fs = server(
         "fs",
         "stdio",
-        &["node", "/opt/fs/dist/index.js", "/w"],
+        &["node", "/opt/server-filesystem/dist/index.js", "/w"],
         None,
     );
     fs.process_id = Some(2);
@@ -169,7 +169,7 @@ allowed_urls = ["http://127.0.0.1:8790/mcp"]
         vec![
             f(
                 "mcp-strict",
-                "MCP server fs (stdio: node /opt/fs/dist/index.js /w) of claude session s1 is not allowed by [mcp]",
+                "MCP server fs (stdio: node /opt/server-filesystem/dist/index.js /w) of claude session s1 is not allowed by [mcp]",
                 "server fs (stdio) configured in /w/.mcp.json",
                 Some(101),
             ),

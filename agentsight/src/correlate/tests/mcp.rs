@@ -65,7 +65,7 @@ fn claude_session(tools: Vec<ToolEvent>) -> AgentSession {
     session
 }
 
-const FS_CMD: [&str; 3] = ["node", "/opt/fs/dist/index.js", "/w"];
+const FS_CMD: [&str; 3] = ["node", "/opt/server-filesystem/dist/index.js", "/w"];
 
 /// Claude Code (pid 1000) with the filesystem server `fs` (pid 1001): a
 /// new file written, an existing one written through a temp file, a write
@@ -160,9 +160,9 @@ fn fs_session() -> AgentSession {
     ])
 }
 
-/// The server's writes inside its calls are theirs (the claimed path by
-/// `path_match`, the temp file by `via_rename`), a process it starts during
-/// a call is the call's `descendant`; outside its calls, even inside the
+/// The server's writes inside its calls are theirs (`mcp_server`: the
+/// claimed file, and the temp file it renames onto the claimed path), a
+/// process it starts during a call is the call's `descendant`; outside its calls, even inside the
 /// Bash call's window, its activity is the runtime group `mcp server fs`.
 /// A write never done is claimed but not observed; a refused call claims
 /// nothing that can be missing.
@@ -192,10 +192,10 @@ fn a_filesystem_server_s_activity_is_its_calls() {
     assert_eq!(
         acts,
         vec![
-            vec![("write", s("/w/a.txt"), "path_match")],
+            vec![("write", s("/w/a.txt"), "mcp_server")],
             vec![
-                ("write", s("/w/b.txt.0a1b.tmp"), "via_rename"),
-                ("rename", s("/w/b.txt.0a1b.tmp → /w/b.txt"), "path_match"),
+                ("write", s("/w/b.txt.0a1b.tmp"), "mcp_server"),
+                ("rename", s("/w/b.txt.0a1b.tmp → /w/b.txt"), "mcp_server"),
             ],
             vec![("exec", s("du -s /w"), "descendant")],
             vec![],
@@ -240,7 +240,7 @@ fn a_filesystem_server_s_activity_is_its_calls() {
         (
             vec![("child", s("mcp server fs"), 4, 2)],
             vec![
-                ("exec", s("node /opt/fs/dist/index.js /w"), "child"),
+                ("exec", s("node /opt/server-filesystem/dist/index.js /w"), "child"),
                 ("write", s("/w/.cache"), "child"),
                 ("write", s("/w/late.txt"), "child"),
                 ("exec", s("sh -c x"), "child"),
@@ -284,18 +284,19 @@ fn fs_server_info(r: &Report) {
         j["prompts"][0]["tools"][0]["mcp"],
         json!({"server": "fs", "tool": "write_file", "transport": "stdio",
                "kind": "filesystem", "pid": 1001,
-               "command": ["node", "/opt/fs/dist/index.js", "/w"]})
+               "command": ["node", "/opt/server-filesystem/dist/index.js", "/w"]})
     );
     assert!(j["prompts"][0]["tools"][5].get("mcp").is_none());
     assert_eq!(
         j["prompts"][0]["tools"][0]["activity"][0]["reason"],
-        "path_match"
+        "mcp_server"
     );
 }
 
 /// A server of no known kind: its activity is its call's (`mcp_server`),
 /// nothing claimed. Two calls of one server at once: an activity naming one
-/// call's path is that call's, another the latest started's. A remote
+/// call's path is that call's (also the temp file renamed onto it), another
+/// the latest started's. A remote
 /// server: the agent's connect to its address and port inside a call is
 /// the call's, outside the runtime group of the server; a connect
 /// elsewhere stays the runtime's.
@@ -316,7 +317,8 @@ fn unknown_parallel_and_remote_servers() {
     );
     cap.process(3, 1002, 400, Some(agent), "node", &FS_CMD, None);
     cap.open_write(2050, git, "/w/.git/index.lock");
-    cap.open_write(3200, fs, "/w/p.txt");
+    cap.open_write(3200, fs, "/w/p.txt.5e.tmp");
+    cap.rename(3210, fs, "/w/p.txt.5e.tmp", "/w/p.txt");
     cap.open_write(3250, fs, "/w/other.txt");
     let connect = |ms: i64, port: i64| EventRow {
         kind: "connect",
@@ -400,7 +402,10 @@ fn unknown_parallel_and_remote_servers() {
         acts,
         vec![
             vec![("write", s("/w/.git/index.lock"), "mcp_server")],
-            vec![("write", s("/w/p.txt"), "path_match")],
+            vec![
+                ("write", s("/w/p.txt.5e.tmp"), "mcp_server"),
+                ("rename", s("/w/p.txt.5e.tmp → /w/p.txt"), "mcp_server"),
+            ],
             vec![("write", s("/w/other.txt"), "mcp_server")],
             vec![("connect", s("127.0.0.1:8790"), "mcp_server")],
         ]
