@@ -650,8 +650,14 @@ remote_plugin = false
                 ];
                 // Claude Code 2.1.328 defers MCP tools behind ToolSearch; the
                 // scripted model calls them directly, as with fewer tools.
+                // And it connects MCP servers without blocking the first
+                // request: a server not yet connected offers no tools (seen
+                // with the ~/.claude.json scope), so wait for it.
                 if !self.mcp_servers().is_empty() {
-                    env.push("ENABLE_TOOL_SEARCH=false".into());
+                    env.extend([
+                        "ENABLE_TOOL_SEARCH=false".into(),
+                        "MCP_CONNECTION_NONBLOCKING=false".into(),
+                    ]);
                 }
                 if let Some(file) = self.claude_mcp_flag_file() {
                     a.extend([
