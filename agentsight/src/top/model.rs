@@ -99,6 +99,10 @@ pub struct ToolLine {
     pub status: crate::sessions::ToolStatus,
     /// The command, else the first path the call names.
     pub summary: Option<String>,
+    /// An MCP call's server and tool as the transcript names them
+    /// (`fs/write_file`; `?` for a server it does not name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<String>,
     /// Times of the call and of its result (epoch ms), as recorded.
     pub start_ms: Option<i64>,
     pub end_ms: Option<i64>,
@@ -524,6 +528,7 @@ impl LiveModel {
                     .command
                     .clone()
                     .or_else(|| t.paths.first().map(|p| p.path.clone())),
+                mcp: t.mcp.as_ref().map(|m| m.label()),
                 start_ms: t.start_ms,
                 end_ms: t.end_ms,
             })

@@ -436,7 +436,13 @@ fn detail_lines(d: &Detail, width: usize) -> Vec<String> {
             duration_text(t),
         );
         let room = width.saturating_sub(head.chars().count()).max(1);
-        out.push(head + &clip(t.summary.as_deref().unwrap_or(""), room));
+        // An MCP call says its server first: its activity below is the
+        // server's (correlate's `mcp_server`).
+        let summary = match &t.mcp {
+            Some(m) => format!("mcp {m} · {}", t.summary.as_deref().unwrap_or("")),
+            None => t.summary.clone().unwrap_or_default(),
+        };
+        out.push(head + &clip(&summary, room));
         let kernel = bound.iter().find(|c| match (&c.call_id, &t.call_id) {
             (Some(a), Some(b)) => a == b,
             _ => c.tool_index == t.index,
@@ -479,6 +485,47 @@ mod tests {
         assert_eq!(table_height_with_detail(9, 50), 10);
         assert_eq!(table_height_with_detail(40, 50), 25);
         assert_eq!(table_height_with_detail(40, 4), 3);
+    }
+
+    /// An MCP call's line names its server and tool; the kernel's lines
+    /// under it are the activity correlate attributed to it (the server's).
+    #[test]
+    fn an_mcp_calls_line_names_its_server() {
+        let line = |index: usize, name: &str, mcp: Option<&str>, summary: &str| ToolLine {
+            index,
+            name: name.into(),
+            call_id: Some(format!("c{index}")),
+            status: ToolStatus::Ok,
+            summary: Some(summary.into()),
+            mcp: mcp.map(str::to_owned),
+            start_ms: None,
+            end_ms: None,
+        };
+        let d = Detail {
+            path: "/t.jsonl".into(),
+            title: String::new(),
+            tools: vec![
+                line(0, "Bash", None, "ls"),
+                line(1, "mcp__fs__write_file", Some("fs/write_file"), "/w/a.txt"),
+            ],
+            kernel: Some(KernelActivity::Bound {
+                calls: vec![super::super::kernel::CallActivity {
+                    call_id: Some("c1".into()),
+                    tool_index: 1,
+                    lines: vec!["pid 150 node write /w/a.txt".into()],
+                }],
+                outside: OutsideCalls::default(),
+            }),
+        };
+        assert_eq!(
+            detail_lines(&d, 200),
+            vec![
+                "outside every call: agent runtime 0 · unexplained 0",
+                "–  mcp__fs__write_fi… ok           –  mcp fs/write_file · /w/a.txt",
+                "    pid 150 node write /w/a.txt",
+                "–  Bash               ok           –  ls",
+            ]
+        );
     }
 
     #[test]
