@@ -11,7 +11,6 @@ use crate::{
         policy::{McpRule, Policy},
         report::FindingKind,
     },
-    sessions::mcp::McpTransport,
     store::mcp::SessionMcpServer,
 };
 
@@ -58,10 +57,8 @@ pub(in crate::audit) fn servers(
 fn judge<'r>(rule: &'r McpRule, s: &SessionMcpServer) -> Option<(&'r str, String)> {
     let row = &s.server;
     let session = format!("{} session {}", s.provider, s.session_id);
-    let remote = matches!(
-        McpTransport::parse(&row.transport),
-        Some(McpTransport::Http | McpTransport::Sse)
-    );
+    // The store's transport words (`sessions::mcp::McpTransport`).
+    let remote = matches!(row.transport.as_str(), "http" | "sse");
     if remote {
         let url = row.url.as_deref().unwrap_or("");
         if rule.allowed_urls.iter().any(|u| u == url) {
