@@ -26,31 +26,17 @@ use crate::{
     store::mcp::McpServerRow,
 };
 
-/// A stored MCP server of the session, with the index (in the capture
-/// view's process table) of the process that ran it, when one did.
-#[derive(Debug, Clone)]
-pub struct McpServer {
-    pub row: McpServerRow,
-    pub proc_ix: Option<usize>,
-}
+/// A session's MCP server with its process (read by the view).
+pub use super::view::McpServer;
 
 /// The stored MCP servers of session row `session_row`, each with the
-/// index of its process in the view's process table.
+/// index of its process in the view's process table
+/// ([`CaptureView::mcp_servers`]).
 pub fn stored_servers(
     view: &CaptureView,
     session_row: i64,
 ) -> Result<Vec<McpServer>, CorrelateError> {
-    Ok(view
-        .cap
-        .mcp_servers(session_row)?
-        .into_iter()
-        .map(|row| McpServer {
-            proc_ix: row
-                .process_id
-                .and_then(|id| view.procs.by_id.get(&id).copied()),
-            row,
-        })
-        .collect())
+    view.mcp_servers(session_row)
 }
 
 /// The kind of the reference filesystem server (`store::mcp::McpServerRow::kind`).
