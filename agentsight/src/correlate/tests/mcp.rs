@@ -240,7 +240,11 @@ fn a_filesystem_server_s_activity_is_its_calls() {
         (
             vec![("child", s("mcp server fs"), 4, 2)],
             vec![
-                ("exec", s("node /opt/server-filesystem/dist/index.js /w"), "child"),
+                (
+                    "exec",
+                    s("node /opt/server-filesystem/dist/index.js /w"),
+                    "child"
+                ),
                 ("write", s("/w/.cache"), "child"),
                 ("write", s("/w/late.txt"), "child"),
                 ("exec", s("sh -c x"), "child"),
