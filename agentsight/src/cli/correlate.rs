@@ -105,7 +105,8 @@ pub fn run(a: &CorrelateArgs) -> Result<i32> {
                     .unwrap_or((s.session, correlate::SessionSource::Capture)),
                 Some(_) => (s.session, correlate::SessionSource::Capture),
             };
-            let servers = correlate::mcp::stored_servers(&view, s.row)?;
+            // A capture older than stored servers: identified now.
+            let servers = view.session_mcp_servers(s.row, &session, &bound)?;
             correlate::correlate_with(&view, &session, source, &bound, unmatched, &servers)?
         }
         None => {
@@ -118,7 +119,8 @@ pub fn run(a: &CorrelateArgs) -> Result<i32> {
                 )
             })?;
             let (bound, unmatched) = view.match_now(&session)?;
-            correlate::correlate(&view, &session, source, &bound, unmatched)?
+            let servers = view.mcp_servers_now(&session, &bound)?;
+            correlate::correlate_with(&view, &session, source, &bound, unmatched, &servers)?
         }
     };
     // Bytes that were not UTF-8 are shown `\xNN` (see rawtext).

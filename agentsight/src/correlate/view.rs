@@ -179,6 +179,22 @@ impl<'a> CaptureView<'a> {
             .collect())
     }
 
+    /// The MCP servers of stored session `session_row`: as stored, or, for
+    /// a capture made before servers were stored, identified now
+    /// ([`Self::mcp_servers_now`]).
+    pub fn session_mcp_servers(
+        &self,
+        session_row: i64,
+        session: &AgentSession,
+        bound: &[BoundTree],
+    ) -> Result<Vec<McpServer>, CorrelateError> {
+        if self.cap.stores_mcp_servers()? {
+            self.mcp_servers(session_row)
+        } else {
+            self.mcp_servers_now(session, bound)
+        }
+    }
+
     /// The MCP servers of `session` identified now, as enrichment would
     /// store them (for a session the capture did not store, matched with
     /// [`Self::match_now`]): its configuration read today from the home its
@@ -261,7 +277,7 @@ mod tests {
     /// Claude Code (row 1) writes the transcript under `home` and starts
     /// `node /opt/fs/dist/index.js /w` (row 2, pid 101); the session is
     /// stored (row 1) with no bindings and no servers.
-    fn capture(dir: &std::path::Path, transcript: &str) -> std::path::PathBuf {
+    fn capture(dir: &std::path::Path, transcript: &str, older: bool) -> std::path::PathBuf {
         let path = dir.join("cap.db");
         let mut cap = SyntheticCapture::create(&path, "cap.db");
         cap.anchor("start", 1_000, 1_800_000_000_000_000_000);
@@ -298,6 +314,9 @@ mod tests {
         });
         let session = AgentSession::new(Provider::Claude, ID.into(), transcript.into());
         assert_eq!(cap.session(&session), 1);
+        if older {
+            cap.without_mcp_servers();
+        }
         path
     }
 
@@ -315,7 +334,7 @@ mod tests {
     }
 
     #[test]
-    fn servers_are_identified_now_from_the_home_of_an_unstored_session() {
+    fn servers_are_identified_now_from_the_home_when_none_were_stored() {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join("home");
         let projects = home.join(".claude/projects/-w");
@@ -327,18 +346,41 @@ mod tests {
         )
         .unwrap();
         let transcript = projects.join(format!("{ID}.jsonl"));
-        let db = capture(dir.path(), &transcript.display().to_string());
-        let cap = Capture::open(&db).unwrap();
-        let view = CaptureView::load(cap.reader()).unwrap();
+        let found = vec![("fs".into(), Some(101), 0), ("web".into(), None, 0)];
         let mut session = AgentSession::new(Provider::Claude, ID.into(), transcript.clone());
         session.cwd = Some("/w".into());
+        // A capture made before servers were stored: identified now.
+        let older = dir.path().join("older");
+        std::fs::create_dir(&older).unwrap();
+        let db = capture(&older, &transcript.display().to_string(), true);
+        let cap = Capture::open(&db).unwrap();
+        let view = CaptureView::load(cap.reader()).unwrap();
+        let (bound, _) = view.match_now(&session).unwrap();
+        assert_eq!(
+            shown(
+                &view.session_mcp_servers(1, &session, &bound).unwrap(),
+                &view
+            ),
+            found
+        );
+        // A capture that stores servers and stored none for the session:
+        // none (its configuration is not read again), unless asked now.
+        let db = capture(dir.path(), &transcript.display().to_string(), false);
+        let cap = Capture::open(&db).unwrap();
+        let view = CaptureView::load(cap.reader()).unwrap();
         let (bound, _) = view.match_now(&session).unwrap();
         assert_eq!(bound.len(), 1);
-        // Nothing stored for this capture; identified now instead.
         assert_eq!(shown(&view.mcp_servers(1).unwrap(), &view), vec![]);
         assert_eq!(
+            shown(
+                &view.session_mcp_servers(1, &session, &bound).unwrap(),
+                &view
+            ),
+            vec![]
+        );
+        assert_eq!(
             shown(&view.mcp_servers_now(&session, &bound).unwrap(), &view),
-            vec![("fs".into(), Some(101), 0), ("web".into(), None, 0)]
+            found
         );
         // A transcript outside any configuration home: nothing.
         session.source_path = dir.path().join(format!("{ID}.jsonl"));
@@ -351,7 +393,7 @@ mod tests {
     #[test]
     fn stored_servers_are_read_with_their_process_index() {
         let dir = tempfile::tempdir().unwrap();
-        let db = capture(dir.path(), "/h/.claude/projects/-w/x.jsonl");
+        let db = capture(dir.path(), "/h/.claude/projects/-w/x.jsonl", false);
         let row = |process_id| McpServerRow {
             session_row: 1,
             name: "fs".into(),

@@ -128,9 +128,11 @@ impl super::CaptureReader<'_> {
         self.mcp_server_rows(Some(session_row))
     }
 
-    /// The stored servers of one session row, or of all (`None`).
-    fn mcp_server_rows(&self, session_row: Option<i64>) -> Result<Vec<McpServerRow>, StoreError> {
-        let exists = self
+    /// Whether the capture has the `mcp_servers` table: made (or enriched)
+    /// by a version that stores servers, so no row means no server; an
+    /// older capture's sessions may have had servers nobody stored.
+    pub fn stores_mcp_servers(&self) -> Result<bool, StoreError> {
+        Ok(self
             .conn
             .query_row(
                 "SELECT 1 FROM sqlite_master WHERE type='table' AND name='mcp_servers'",
@@ -139,8 +141,12 @@ impl super::CaptureReader<'_> {
             )
             .optional()
             .map_err(|e| self.query_err(e))?
-            .is_some();
-        if !exists {
+            .is_some())
+    }
+
+    /// The stored servers of one session row, or of all (`None`).
+    fn mcp_server_rows(&self, session_row: Option<i64>) -> Result<Vec<McpServerRow>, StoreError> {
+        if !self.stores_mcp_servers()? {
             return Ok(Vec::new());
         }
         let mut st = self
@@ -217,6 +223,7 @@ mod tests {
         );
         assert_eq!(r.mcp_servers(2).unwrap(), vec![row(2, "fs", None)]);
         assert_eq!(r.mcp_servers(3).unwrap(), vec![]);
+        assert!(r.stores_mcp_servers().unwrap());
     }
 
     #[test]
@@ -228,5 +235,6 @@ mod tests {
         drop(conn);
         let cap = Capture::open(&path).unwrap();
         assert_eq!(cap.reader().mcp_servers(1).unwrap(), vec![]);
+        assert!(!cap.reader().stores_mcp_servers().unwrap());
     }
 }

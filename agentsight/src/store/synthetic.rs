@@ -309,6 +309,12 @@ impl SyntheticCapture {
         super::sessions::insert_binding(&self.conn, &self.name, b).unwrap()
     }
 
+    /// Drops the `mcp_servers` table: a capture made before MCP servers
+    /// were stored.
+    pub fn without_mcp_servers(&self) {
+        self.conn.execute_batch("DROP TABLE mcp_servers").unwrap();
+    }
+
     /// Creates the readers' indexes, as a finished recording has them.
     pub fn create_indexes(&self) {
         self.conn.execute_batch(super::INDEXES).unwrap();
