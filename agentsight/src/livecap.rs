@@ -657,7 +657,18 @@ fn activity_of(
             to_mono_ns: b.to_mono_ns,
         })
         .collect();
-    let report = correlate::correlate(&view, &session, SessionSource::Home, &trees, Vec::new())?;
+    // The servers are stored only at the recording's end: identified now,
+    // as enrichment will, so the detail shows a server's activity under its
+    // MCP calls while the session runs.
+    let servers = view.mcp_servers_now(&session, &trees)?;
+    let report = correlate::correlate_with(
+        &view,
+        &session,
+        SessionSource::Home,
+        &trees,
+        Vec::new(),
+        &servers,
+    )?;
     let mut tools: Vec<ToolReport> = report.prompts.into_iter().flat_map(|p| p.tools).collect();
     let skip = tools.len().saturating_sub(last);
     Ok(SessionActivity {
