@@ -110,13 +110,15 @@ fn lied_paths(run: &Run) -> Vec<String> {
 
 /// What a filesystem-server call must do, as (the ops that show it, the
 /// path): `write_file` a write (or the rename of its temp file onto the
-/// path), `read_text_file`/`read_file` a read, `list_directory` a read of
-/// the directory. `None`: a tool whose effect the test does not know.
+/// path; `edit_file` likewise), `read_text_file`/`read_file` a read,
+/// `list_directory` a read of the directory. `None`: a tool whose effect
+/// the test does not know.
 fn fs_effect(run: &Run, intent: &Value) -> Option<(&'static [&'static str], String)> {
     let m = &intent["mcp"];
     let path = m["arguments"]["path"].as_str()?;
     let ops: &'static [&'static str] = match m["tool"].as_str()? {
-        "write_file" => &["write", "rename"],
+        // Both write an existing file as `<path>.<hex>.tmp` renamed onto it.
+        "write_file" | "edit_file" => &["write", "rename"],
         "read_text_file" | "read_file" | "list_directory" => &["read"],
         _ => return None,
     };

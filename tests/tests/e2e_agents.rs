@@ -95,6 +95,9 @@ e2e! {
     gemini_mcp: Gemini, "mcp";
     gemini_mcp_refused: Gemini, "mcp_refused";
     gemini_mcp_liar: Gemini, "mcp_liar";
+    claude_mcp_edit: Claude, "mcp_edit";
+    codex_mcp_edit: Codex, "mcp_edit";
+    gemini_mcp_edit: Gemini, "mcp_edit";
 }
 
 e2e_recorded! {
@@ -124,4 +127,7 @@ e2e_recorded! {
     gemini_mcp_under_record: Gemini, "mcp";
     gemini_mcp_refused_under_record: Gemini, "mcp_refused";
     gemini_mcp_liar_under_record: Gemini, "mcp_liar";
+    claude_mcp_edit_under_record: Claude, "mcp_edit";
+    codex_mcp_edit_under_record: Codex, "mcp_edit";
+    gemini_mcp_edit_under_record: Gemini, "mcp_edit";
 }
