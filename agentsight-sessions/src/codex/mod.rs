@@ -76,6 +76,7 @@ pub(crate) const SPEC: ProviderSpec = ProviderSpec {
 
 type Line = wire::Line<wire::Full>;
 type Payload = wire::Payload<wire::Full>;
+type Item = wire::Item;
 
 impl RawUsage {
     fn ge(&self, o: &RawUsage) -> bool {
@@ -723,6 +724,20 @@ impl Parser {
                         self.call_ended(item.id.as_deref(), None, Some(code), ts);
                     }
                 }
+                // Codex 0.169 ends every MCP call with a `McpToolCall` item
+                // keyed by the call id; its status is the only record of a
+                // refusal (the `function_call_output` reads as a success).
+                Some(ObjOr::Obj(item)) if item.kind.as_deref() == Some("McpToolCall") => {
+                    let failed = mcp_item_failed(item);
+                    let ended = McpEnd {
+                        call_id: item.id.take(),
+                        server: item.server.take(),
+                        tool: item.tool.take(),
+                        arguments: item.arguments.take(),
+                        failed,
+                    };
+                    self.mcp_call_ended(ended, ts);
+                }
                 _ => {}
             },
             "token_count" => self.token_count(&p, ts, false, st),
@@ -745,7 +760,10 @@ impl Parser {
                     self.s.title = Some(n);
                 }
             }
-            "mcp_tool_call_end" => self.mcp_call_ended(p, ts),
+            "mcp_tool_call_end" => {
+                let ended = McpEnd::of_event(&mut p);
+                self.mcp_call_ended(ended, ts);
+            }
             "exec_command_end" | "patch_apply_end" => {
                 // Extended persistence: refine the outcome of a paired call.
                 let code = p.exit_code.as_ref().and_then(util::exit_code_of);
@@ -810,24 +828,12 @@ impl Parser {
         }
     }
 
-    /// `mcp_tool_call_end` (extended persistence): the server, tool and
-    /// arguments of the call with its call id, and its outcome (`Err`, or a
-    /// result with `isError`, is a failure); a call not seen before is made
-    /// here, so a call is never counted twice.
-    fn mcp_call_ended(&mut self, mut p: Payload, ts: Option<i64>) {
-        let invocation = match p.invocation.take() {
-            Some(ObjOr::Obj(i)) => Some(i),
-            _ => None,
-        };
-        let failed = match &p.result {
-            Some(ObjOr::Obj(r)) if r.err.is_some() => Some(true),
-            Some(ObjOr::Obj(r)) => match &r.ok {
-                Some(ObjOr::Obj(ok)) => Some(ok.is_error.0 == Some(true)),
-                _ => None,
-            },
-            _ => None,
-        };
-        let known = p
+    /// The end of an MCP call (`mcp_tool_call_end` with extended
+    /// persistence, or a completed `McpToolCall` item): the server, tool and
+    /// arguments of the call with its call id, and its outcome; a call not
+    /// seen before is made here, so a call is never counted twice.
+    fn mcp_call_ended(&mut self, mut end: McpEnd, ts: Option<i64>) {
+        let known = end
             .call_id
             .as_deref()
             .and_then(|id| self.calls.get(id))
@@ -835,11 +841,7 @@ impl Parser {
         let ti = match known {
             Some(ti) => ti,
             None => {
-                let (server, tool) = invocation
-                    .as_ref()
-                    .map(|i| (i.server.0.clone(), i.tool.0.clone()))
-                    .unwrap_or_default();
-                let name = match (&server, &tool) {
+                let name = match (&end.server, &end.tool) {
                     (Some(s), Some(t)) => format!("mcp__{s}__{t}"),
                     _ => "mcp".to_string(),
                 };
@@ -848,7 +850,7 @@ impl Parser {
                     subagent: None,
                     category: ToolCategory::Mcp,
                     name,
-                    call_id: p.call_id.0.clone(),
+                    call_id: end.call_id.clone(),
                     command: None,
                     command_truncated: false,
                     cwd: self.turn_cwd.clone(),
@@ -861,7 +863,7 @@ impl Parser {
                     mcp: None,
                 });
                 let ti = self.s.tools.len() - 1;
-                if let Some(id) = p.call_id.take() {
+                if let Some(id) = end.call_id.take() {
                     self.calls.insert(id, ti);
                 }
                 ti
@@ -876,14 +878,12 @@ impl Parser {
             tool: None,
             arguments: None,
         });
-        if let Some(mut i) = invocation {
-            mcp.server = i.server.take().or(mcp.server.take());
-            mcp.tool = i.tool.take().or(mcp.tool.take());
-            if mcp.arguments.is_none() {
-                mcp.arguments = i.arguments.take();
-            }
+        mcp.server = end.server.or(mcp.server.take());
+        mcp.tool = end.tool.or(mcp.tool.take());
+        if mcp.arguments.is_none() {
+            mcp.arguments = end.arguments;
         }
-        if let Some(failed) = failed {
+        if let Some(failed) = end.failed {
             t.status = if failed {
                 ToolStatus::Failed
             } else {
@@ -975,6 +975,61 @@ impl Parser {
             tokens: Some(tokens),
         });
         self.pending_ts = None;
+    }
+}
+
+/// What the end record of an MCP call says (`mcp_tool_call_end` or a
+/// `McpToolCall` item).
+struct McpEnd {
+    call_id: Option<String>,
+    server: Option<String>,
+    tool: Option<String>,
+    arguments: Option<Value>,
+    /// `None` when the record does not say.
+    failed: Option<bool>,
+}
+
+impl McpEnd {
+    /// `mcp_tool_call_end{call_id, invocation{server, tool, arguments},
+    /// result}`: `Err`, or an `Ok` result with `isError`, is a failure.
+    fn of_event(p: &mut Payload) -> McpEnd {
+        let mut invocation = match p.invocation.take() {
+            Some(ObjOr::Obj(i)) => Some(i),
+            _ => None,
+        };
+        let failed = match &p.result {
+            Some(ObjOr::Obj(r)) if r.err.is_some() => Some(true),
+            Some(ObjOr::Obj(r)) => match &r.ok {
+                Some(ObjOr::Obj(ok)) => Some(ok.is_error.0 == Some(true)),
+                _ => None,
+            },
+            _ => None,
+        };
+        McpEnd {
+            call_id: p.call_id.take(),
+            server: invocation.as_mut().and_then(|i| i.server.take()),
+            tool: invocation.as_mut().and_then(|i| i.tool.take()),
+            arguments: invocation.and_then(|i| i.arguments),
+            failed,
+        }
+    }
+}
+
+/// Whether a `McpToolCall` item says its call failed: status `failed`, an
+/// `error`, or a result with `isError`; `completed` (or no status) with a
+/// result is a success; any other status (or none, and no result) says
+/// nothing.
+fn mcp_item_failed(item: &Item) -> Option<bool> {
+    let is_error = match &item.result {
+        Some(ObjOr::Obj(r)) => Some(r.is_error.0 == Some(true)),
+        _ => None,
+    };
+    let has_error = item.error.as_ref().is_some_and(|e| !e.is_null());
+    match item.status.as_deref() {
+        Some("failed") => Some(true),
+        _ if has_error => Some(true),
+        Some("completed") | None => is_error,
+        Some(_) => None,
     }
 }
 

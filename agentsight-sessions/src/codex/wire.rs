@@ -126,9 +126,18 @@ pub(crate) struct Item {
     #[serde(rename = "type")]
     pub kind: LStr,
     pub content: Content<CBlock>,
-    // CommandExecution: `id` is the call id.
+    // CommandExecution, McpToolCall: `id` is the call id.
     pub id: LStr,
     pub exit_code: Option<Value>,
+    // McpToolCall (Codex 0.169, written for every MCP call):
+    // `{server, tool, arguments, status: completed|failed, result:
+    // CallToolResult, error?}`.
+    pub server: LStr,
+    pub tool: LStr,
+    pub arguments: Option<Value>,
+    pub status: LStr,
+    pub result: Option<ObjOr<McpToolResult>>,
+    pub error: Option<Value>,
 }
 
 #[derive(Deserialize, Default)]
