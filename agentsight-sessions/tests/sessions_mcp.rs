@@ -292,3 +292,340 @@ fn arguments_over_the_command_budget_are_dropped_newest_kept() {
         Some("write_file")
     );
 }
+
+// Real transcripts of the pinned CLIs (Claude Code 2.1.328, Codex 0.169,
+// Gemini CLI 0.61) running the e2e scenarios `mcp` (write_file,
+// read_text_file, list_directory through the filesystem server, then a
+// shell `wc -l`) and `mcp_refused` (write_file outside the server's root),
+// kept whole in `fixtures/mcp/home`.
+
+const CLAUDE_MCP: &str = ".claude/projects/-var-tmp-agentsight-e2e-claude-mcp-28568-1-work/d63b7627-5291-4107-a563-8cb2caf5d253.jsonl";
+const CLAUDE_REFUSED: &str = ".claude/projects/-var-tmp-agentsight-e2e-claude-mcp-refused-28568-2-work/0bc5d3ea-28e2-43d0-8bba-7c2768637c84.jsonl";
+const CODEX_MCP: &str = ".codex/sessions/2026/12/02/rollout-2026-12-02T07-45-45-01a235b7-7495-71d2-968d-0e305f9c8b46.jsonl";
+const CODEX_REFUSED: &str = ".codex/sessions/2026/12/02/rollout-2026-12-02T07-46-11-01a235b7-da0b-7193-b08f-57f61d859c4f.jsonl";
+const GEMINI_MCP: &str = ".gemini/tmp/work/chats/session-2026-12-02T07-46-6f70f901.jsonl";
+const GEMINI_REFUSED: &str = ".gemini/tmp/work-1/chats/session-2026-12-02T07-47-e1cacd38.jsonl";
+
+/// One call as the tests state it: name, category, status, call id, and
+/// the MCP server, tool and arguments (`None` for a built-in call).
+type Row = (
+    String,
+    ToolCategory,
+    ToolStatus,
+    Option<String>,
+    Option<McpCall>,
+);
+
+fn rows(s: &AgentSession) -> Vec<Row> {
+    s.tools
+        .iter()
+        .map(|t| {
+            (
+                t.name.clone(),
+                t.category,
+                t.status,
+                t.call_id.clone(),
+                t.mcp.clone(),
+            )
+        })
+        .collect()
+}
+
+fn row(
+    name: &str,
+    category: ToolCategory,
+    status: ToolStatus,
+    id: &str,
+    mcp: Option<McpCall>,
+) -> Row {
+    (
+        name.to_string(),
+        category,
+        status,
+        Some(id.to_string()),
+        mcp,
+    )
+}
+
+/// Every call of a real transcript has both its records' times.
+fn assert_all_ended(s: &AgentSession) {
+    for t in &s.tools {
+        assert!(
+            t.start_ms.is_some() && t.end_ms.is_some() && t.start_ms <= t.end_ms,
+            "{}: {:?}..{:?}",
+            t.name,
+            t.start_ms,
+            t.end_ms
+        );
+    }
+}
+
+#[test]
+fn claude_code_real_mcp_run() {
+    use {ToolCategory::*, ToolStatus::*};
+    let s = parse(Provider::Claude, CLAUDE_MCP);
+    let work = "/var/tmp/agentsight-e2e-claude-mcp-28568-1/work";
+    let notes = format!("{work}/mcp-notes.txt");
+    assert_eq!(
+        rows(&s),
+        [
+            row(
+                "mcp__fs__write_file",
+                Mcp,
+                Ok,
+                "toolu_e2e000001",
+                call(
+                    Some("fs"),
+                    Some("write_file"),
+                    Some(json!({"path": notes, "content": "first note\nsecond note\n"}))
+                )
+            ),
+            row(
+                "mcp__fs__read_text_file",
+                Mcp,
+                Ok,
+                "toolu_e2e000003",
+                call(
+                    Some("fs"),
+                    Some("read_text_file"),
+                    Some(json!({"path": notes}))
+                )
+            ),
+            row(
+                "mcp__fs__list_directory",
+                Mcp,
+                Ok,
+                "toolu_e2e000005",
+                call(
+                    Some("fs"),
+                    Some("list_directory"),
+                    Some(json!({"path": work}))
+                )
+            ),
+            row("Bash", Shell, Ok, "toolu_e2e000007", None),
+        ]
+    );
+    assert_eq!(s.tools[3].command.as_deref(), Some("wc -l mcp-notes.txt"));
+    assert_all_ended(&s);
+    assert_eq!(s.stats.bad_lines, 0);
+}
+
+#[test]
+fn claude_code_real_refused_mcp_call_is_failed() {
+    let s = parse(Provider::Claude, CLAUDE_REFUSED);
+    assert_eq!(
+        rows(&s),
+        [row(
+            "mcp__fs__write_file",
+            ToolCategory::Mcp,
+            ToolStatus::Failed,
+            "toolu_e2e000001",
+            call(
+                Some("fs"),
+                Some("write_file"),
+                Some(json!({
+                    "path": "/var/tmp/agentsight-e2e-claude-mcp_refused-28568-2/tmp/outside.txt",
+                    "content": "should not be written\n"
+                }))
+            )
+        )]
+    );
+    assert_all_ended(&s);
+    assert_eq!(s.stats.bad_lines, 0);
+}
+
+#[test]
+fn codex_real_mcp_run_with_tool_search() {
+    use {ToolCategory::*, ToolStatus::*};
+    let s = parse(Provider::Codex, CODEX_MCP);
+    let work = "/var/tmp/agentsight-e2e-codex-mcp-24613-8/work";
+    let notes = format!("{work}/mcp-notes.txt");
+    assert_eq!(
+        rows(&s),
+        [
+            // Codex 0.169 defers MCP tools: the model searches first
+            // (client-executed tool_search, arguments an object).
+            row("tool_search", Search, Ok, "call_e2e000003", None),
+            row(
+                "mcp__fs__write_file",
+                Mcp,
+                Ok,
+                "call_e2e000007",
+                call(
+                    Some("fs"),
+                    Some("write_file"),
+                    Some(json!({"path": notes, "content": "first note\nsecond note\n"}))
+                )
+            ),
+            row("tool_search", Search, Ok, "call_e2e000010", None),
+            row(
+                "mcp__fs__read_text_file",
+                Mcp,
+                Ok,
+                "call_e2e000014",
+                call(
+                    Some("fs"),
+                    Some("read_text_file"),
+                    Some(json!({"path": notes}))
+                )
+            ),
+            // The namespace was already loaded: no search before it.
+            row(
+                "mcp__fs__list_directory",
+                Mcp,
+                Ok,
+                "call_e2e000018",
+                call(
+                    Some("fs"),
+                    Some("list_directory"),
+                    Some(json!({"path": work}))
+                )
+            ),
+            row("exec_command", Shell, Ok, "call_e2e000022", None),
+        ]
+    );
+    let searches: Vec<Option<&str>> = s
+        .tools
+        .iter()
+        .filter(|t| t.name == "tool_search")
+        .map(|t| t.command.as_deref())
+        .collect();
+    assert_eq!(searches, [Some("fs write_file"), Some("fs read_text_file")]);
+    assert_eq!(s.tools[5].command.as_deref(), Some("wc -l mcp-notes.txt"));
+    assert_eq!(s.tools[5].exit_code, Some(0));
+    // The write ends at its `McpToolCall` item, before its
+    // function_call_output.
+    assert_eq!(
+        (s.tools[1].start_ms, s.tools[1].end_ms),
+        (
+            agentsight_sessions::parse_ts("2026-12-02T07:45:46.362Z"),
+            agentsight_sessions::parse_ts("2026-12-02T07:45:46.383Z")
+        )
+    );
+    assert_all_ended(&s);
+    assert_eq!(s.stats.bad_lines, 0);
+}
+
+#[test]
+fn codex_real_refused_mcp_call_is_failed() {
+    use {ToolCategory::*, ToolStatus::*};
+    let s = parse(Provider::Codex, CODEX_REFUSED);
+    assert_eq!(
+        rows(&s),
+        [
+            row("tool_search", Search, Ok, "call_e2e000003", None),
+            // Its function_call_output (an array of input_text items) says
+            // nothing of the refusal; the McpToolCall item says `failed`.
+            row(
+                "mcp__fs__write_file",
+                Mcp,
+                Failed,
+                "call_e2e000007",
+                call(
+                    Some("fs"),
+                    Some("write_file"),
+                    Some(json!({
+                        "path": "/var/tmp/agentsight-e2e-codex-mcp_refused-24613-11/tmp/outside.txt",
+                        "content": "should not be written\n"
+                    }))
+                )
+            ),
+        ]
+    );
+    assert_all_ended(&s);
+    assert_eq!(s.stats.bad_lines, 0);
+}
+
+#[test]
+fn gemini_cli_real_mcp_run() {
+    use {ToolCategory::*, ToolStatus::*};
+    let s = parse(Provider::Gemini, GEMINI_MCP);
+    let work = "/var/tmp/agentsight-e2e-gemini-mcp-24613-14/work";
+    let notes = format!("{work}/mcp-notes.txt");
+    // `mcp_fs_write_file` splits more than one way: the server is left to
+    // the configuration.
+    assert_eq!(
+        rows(&s),
+        [
+            row(
+                "mcp_fs_write_file",
+                Mcp,
+                Ok,
+                "mcp_fs_write_file__mcp_fs_write_file_1796197600732_0",
+                call(
+                    None,
+                    None,
+                    Some(json!({"path": notes, "content": "first note\nsecond note\n"}))
+                )
+            ),
+            row(
+                "mcp_fs_read_text_file",
+                Mcp,
+                Ok,
+                "mcp_fs_read_text_file__mcp_fs_read_text_file_1796197601018_0",
+                call(None, None, Some(json!({"path": notes})))
+            ),
+            row(
+                "mcp_fs_list_directory",
+                Mcp,
+                Ok,
+                "mcp_fs_list_directory__mcp_fs_list_directory_1796197601089_0",
+                call(None, None, Some(json!({"path": work})))
+            ),
+            row(
+                "run_shell_command",
+                Shell,
+                Ok,
+                "run_shell_command__run_shell_command_1796197601162_0",
+                None
+            ),
+        ]
+    );
+    assert_eq!(s.cwd.as_deref(), Some(work));
+    let names = ["fs", "legacy_sse", "web_api"];
+    let resolved: Vec<Option<(String, String)>> = s
+        .tools
+        .iter()
+        .map(|t| mcp::resolve_name(Provider::Gemini, &t.name, &names))
+        .collect();
+    let fs = |t: &str| Some(("fs".to_string(), t.to_string()));
+    assert_eq!(
+        resolved,
+        [
+            fs("write_file"),
+            fs("read_text_file"),
+            fs("list_directory"),
+            None
+        ]
+    );
+    assert_all_ended(&s);
+    assert_eq!(s.stats.bad_lines, 0);
+}
+
+#[test]
+fn gemini_cli_real_refused_mcp_call_is_failed() {
+    let s = parse(Provider::Gemini, GEMINI_REFUSED);
+    assert_eq!(
+        rows(&s),
+        [row(
+            "mcp_fs_write_file",
+            ToolCategory::Mcp,
+            ToolStatus::Failed,
+            "mcp_fs_write_file__mcp_fs_write_file_1796197639255_0",
+            call(
+                None,
+                None,
+                Some(json!({
+                    "path": "/var/tmp/agentsight-e2e-gemini-mcp_refused-24613-17/tmp/outside.txt",
+                    "content": "should not be written\n"
+                }))
+            )
+        )]
+    );
+    assert_eq!(
+        s.cwd.as_deref(),
+        Some("/var/tmp/agentsight-e2e-gemini-mcp_refused-24613-17/work")
+    );
+    assert_all_ended(&s);
+    assert_eq!(s.stats.bad_lines, 0);
+}

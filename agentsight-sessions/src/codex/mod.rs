@@ -1197,6 +1197,106 @@ mod tests {
         assert_eq!(id_from_file_name(Path::new("rollout-x.jsonl")), None);
     }
 
+    /// A `McpToolCall` item ends its call (found by id, made when its
+    /// function_call is missing) and says its outcome; the
+    /// function_call_output after it changes nothing.
+    #[test]
+    fn mcp_tool_call_item_ends_the_call() {
+        let dir = std::env::temp_dir().join(format!("agentsight-codex-mcp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let meta = r#"{"timestamp":"2026-01-01T00:00:00.000Z","type":"session_meta","payload":{"id":"019c0000-0000-7000-8000-00000000abce","cwd":"/w"}}"#;
+        let call = |id: &str| {
+            format!(
+                r#"{{"timestamp":"2026-01-01T00:00:01.000Z","type":"response_item","payload":{{"type":"function_call","name":"write_file","namespace":"mcp__fs","arguments":"{{\"path\":\"/w/a\"}}","call_id":"{id}"}}}}"#
+            )
+        };
+        let item = |id: &str, rest: &str| {
+            format!(
+                r#"{{"timestamp":"2026-01-01T00:00:02.000Z","type":"event_msg","payload":{{"type":"item_completed","item":{{"type":"McpToolCall","id":"{id}","server":"fs","tool":"write_file","arguments":{{"path":"/w/a"}}{rest}}}}}}}"#
+            )
+        };
+        let output = |id: &str| {
+            format!(
+                r#"{{"timestamp":"2026-01-01T00:00:03.000Z","type":"response_item","payload":{{"type":"function_call_output","call_id":"{id}","output":"Wall time: 0.01 seconds\nOutput:\n{{}}"}}}}"#
+            )
+        };
+        let lines = [
+            meta.to_string(),
+            call("c1"),
+            item(
+                "c1",
+                r#","status":"failed","result":{"content":[],"isError":true}"#,
+            ),
+            output("c1"),
+            call("c2"),
+            item("c2", r#","status":"completed","result":{"content":[]}"#),
+            output("c2"),
+            call("c3"),
+            item(
+                "c3",
+                r#","status":"completed","result":{"content":[],"isError":true}"#,
+            ),
+            call("c4"),
+            item(
+                "c4",
+                r#","status":"completed","error":{"message":"timed out"}"#,
+            ),
+            call("c5"),
+            item("c5", r#","status":"inProgress""#),
+            // No function_call record: the item makes the call once.
+            item("c6", r#","status":"completed","result":{"content":[]}"#),
+            output("c6"),
+        ];
+        let f = dir.join("mcp-items.jsonl");
+        std::fs::write(&f, lines.join("\n") + "\n").unwrap();
+        let s = crate::parse_file(Provider::Codex, &f).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let got: Vec<(&str, Option<&str>, ToolStatus, Option<i64>, Option<i64>)> = s
+            .tools
+            .iter()
+            .map(|t| {
+                (
+                    t.name.as_str(),
+                    t.call_id.as_deref(),
+                    t.status,
+                    t.start_ms,
+                    t.end_ms,
+                )
+            })
+            .collect();
+        let (t1, t2) = (
+            parse_ts("2026-01-01T00:00:01.000Z"),
+            parse_ts("2026-01-01T00:00:02.000Z"),
+        );
+        let w = "mcp__fs__write_file";
+        use ToolStatus::*;
+        assert_eq!(
+            got,
+            [
+                (w, Some("c1"), Failed, t1, t2),
+                (w, Some("c2"), Ok, t1, t2),
+                (w, Some("c3"), Failed, t1, t2),
+                (w, Some("c4"), Failed, t1, t2),
+                (w, Some("c5"), Unknown, t1, t2),
+                (w, Some("c6"), Ok, None, t2),
+            ]
+        );
+        let c6 = s.tools[5].mcp.as_ref().expect("mcp");
+        assert_eq!(
+            (
+                c6.server.as_deref(),
+                c6.tool.as_deref(),
+                c6.arguments.clone()
+            ),
+            (
+                Some("fs"),
+                Some("write_file"),
+                Some(serde_json::json!({"path": "/w/a"}))
+            )
+        );
+        assert_eq!(s.stats.bad_lines, 0);
+    }
+
     /// Codex 0.169 records the typed prompt only as an item_completed
     /// `UserMessage`; a file that also has the user_message event counts it once.
     #[test]
