@@ -1251,7 +1251,15 @@ mod tests {
         std::fs::write(&f, lines.join("\n") + "\n").unwrap();
         let s = crate::parse_file(Provider::Codex, &f).unwrap();
         let _ = std::fs::remove_dir_all(&dir);
-        let got: Vec<(&str, Option<&str>, ToolStatus, Option<i64>, Option<i64>)> = s
+        // (name, call id, status, start, end)
+        type Got<'a> = (
+            &'a str,
+            Option<&'a str>,
+            ToolStatus,
+            Option<i64>,
+            Option<i64>,
+        );
+        let got: Vec<Got> = s
             .tools
             .iter()
             .map(|t| {
