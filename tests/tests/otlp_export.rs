@@ -267,7 +267,14 @@ fn check_tool_spans<'a>(spans: &'a [Value], root: &Value, c: &Value, s: &Value) 
         );
         assert_eq!(span["parent_span_id"], root["span_id"]);
         assert_eq!(span["attributes"]["gen_ai.tool.name"], t["name"]);
-        assert_eq!(span["attributes"]["gen_ai.tool.type"], "function");
+        // An MCP call is an extension's tool (docs/otlp.md), the rest the
+        // agent's own functions.
+        let tool_type = if t["mcp"].is_object() {
+            "extension"
+        } else {
+            "function"
+        };
+        assert_eq!(span["attributes"]["gen_ai.tool.type"], tool_type);
         assert_eq!(span["attributes"]["agentsight.tool.status"], t["status"]);
         let failed = t["status"] == "failed";
         assert_eq!(
