@@ -26,6 +26,8 @@ pub(super) struct Call {
     pub end_ms: Option<i64>,
     pub script: Option<String>,
     pub paths: Vec<(String, PathAccess)>,
+    /// An MCP call: its server acts for it, the agent starts nothing for it.
+    pub mcp: bool,
 }
 
 /// Lexical normalisation (`.`/`..`) of `p`, joined to `base` when relative.
@@ -89,6 +91,7 @@ pub(super) fn calls_of(session: &AgentSession, anchors: &Anchors) -> Vec<Call> {
                 .iter()
                 .map(|p| (absolute(&p.path, cwd), p.access))
                 .collect(),
+            mcp: t.mcp.is_some(),
         });
     }
     calls
@@ -138,12 +141,14 @@ pub(super) fn claiming_call(calls: &[Call], mono: u64, path: &str, op: Op) -> Op
         .map(|(ci, _)| ci)
 }
 
-/// The latest started call whose own window holds `mono`.
+/// The latest started built-in call whose own window holds `mono`. MCP
+/// calls are skipped: the agent never starts a process for one (its server
+/// acts for it), so a helper the agent starts during one is not its.
 pub(super) fn window_call(calls: &[Call], mono: u64) -> Option<usize> {
     calls
         .iter()
         .enumerate()
-        .filter(|(_, c)| c.win_lo <= mono && mono <= c.win_hi)
+        .filter(|(_, c)| !c.mcp && c.win_lo <= mono && mono <= c.win_hi)
         .max_by_key(|(_, c)| c.start_ms)
         .map(|(ci, _)| ci)
 }
@@ -167,6 +172,7 @@ mod tests {
                 .iter()
                 .map(|p| (p.to_string(), PathAccess::Write))
                 .collect(),
+            mcp: false,
         }
     }
 
@@ -192,5 +198,15 @@ mod tests {
         assert_eq!(claiming_call(&calls, 160, "/w/dat", Op::Mkdir), None);
         assert_eq!(window_call(&calls, 160), Some(1));
         assert_eq!(window_call(&calls, 50), None);
+    }
+
+    #[test]
+    fn no_mcp_call_owns_a_window() {
+        let mut calls = [call(0, 10, (100, 300), &[]), call(1, 20, (150, 200), &[])];
+        calls[1].mcp = true;
+        // Inside both windows: the built-in call, though it started first.
+        assert_eq!(window_call(&calls, 160), Some(0));
+        calls[0].mcp = true;
+        assert_eq!(window_call(&calls, 160), None);
     }
 }

@@ -458,3 +458,123 @@ fn unknown_parallel_and_remote_servers() {
         "{text}"
     );
 }
+
+/// The agent's own helpers started during an MCP call (Claude Code runs
+/// `git` and its shell snapshot while its server works) are never the MCP
+/// call's: the agent starts nothing for an MCP call, its server acts for
+/// it. Inside no other call's window they are the runtime's helpers; inside
+/// a built-in call's window too (a parallel call), that call's by
+/// `time_window`, as without the MCP call.
+#[test]
+fn agent_helpers_in_an_mcp_call_s_window_are_not_its() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cap = Capture::new(&dir.path().join("c.db"));
+    let (agent, server, git, snap, hook, wc) = (
+        (1, 1000),
+        (2, 1001),
+        (3, 1002),
+        (4, 1003),
+        (5, 1004),
+        (6, 1005),
+    );
+    cap.process(1, 1000, 0, None, "claude", &["claude", "-p", "go"], None);
+    cap.process(2, 1001, 500, Some(agent), "node", &FS_CMD, None);
+    let git_argv = ["git", "status", "--porcelain"];
+    cap.process(3, 1002, 2030, Some(agent), "git", &git_argv, Some(0));
+    let snap_argv = ["bash", "-c", "env"];
+    cap.process(4, 1003, 2060, Some(agent), "bash", &snap_argv, Some(0));
+    let hook_argv = ["hook", "--post"];
+    cap.process(5, 1004, 3150, Some(agent), "hook", &hook_argv, Some(0));
+    let wc_argv = ["bash", "-c", "wc -l /w/a.txt"];
+    cap.process(6, 1005, 3160, Some(agent), "bash", &wc_argv, Some(0));
+    cap.exec(500, server, &FS_CMD);
+    cap.exec(2030, git, &git_argv);
+    cap.open_write(2040, git, "/w/.git/index.lock");
+    cap.open_write(2050, server, "/w/a.txt");
+    cap.exec(2060, snap, &snap_argv);
+    cap.exec(3150, hook, &hook_argv);
+    cap.exec(3160, wc, &wc_argv);
+
+    let ok = ToolStatus::Ok;
+    let session = claude_session(vec![
+        mcp_tool(
+            "mcp__fs__write_file",
+            "w0",
+            Some("fs"),
+            json!({"path": "/w/a.txt"}),
+            ok,
+            (2000, 2100),
+        ),
+        tool(
+            "Bash",
+            ToolCategory::Shell,
+            Some("wc -l /w/a.txt"),
+            Vec::new(),
+            ok,
+            None,
+            3000,
+            3300,
+        ),
+        mcp_tool(
+            "mcp__fs__read_text_file",
+            "r0",
+            Some("fs"),
+            json!({"path": "/w/a.txt"}),
+            ok,
+            (3100, 3200),
+        ),
+    ]);
+    let view = cap.view();
+    let bound = bound_from_start(&view);
+    let servers = [McpServer {
+        row: server_row("fs", "stdio", &FS_CMD, Some("filesystem")),
+        proc_ix: Some(view.procs.by_id[&2]),
+    }];
+    let r = correlate_with(
+        &view,
+        &session,
+        SessionSource::Capture,
+        &bound,
+        Vec::new(),
+        &servers,
+    )
+    .unwrap();
+    let s = |x: &str| x.to_string();
+    let acts: Vec<_> = r.prompts[0]
+        .tools
+        .iter()
+        .map(|t| summary(&t.activity))
+        .collect();
+    assert_eq!(
+        acts,
+        vec![
+            vec![("write", s("/w/a.txt"), "mcp_server")],
+            vec![
+                ("exec", s("hook --post"), "time_window"),
+                ("exec", s("bash -c 'wc -l /w/a.txt'"), "argv_match"),
+            ],
+            vec![],
+        ]
+    );
+    assert_eq!(summary(&r.flags.observed_not_claimed), vec![]);
+    assert_eq!(
+        runtime_summary(&r),
+        (
+            vec![
+                ("child", s("mcp server fs"), 1, 1),
+                ("child", s("git"), 2, 1),
+                ("child", s("bash"), 1, 1),
+            ],
+            vec![
+                (
+                    "exec",
+                    s("node /opt/server-filesystem/dist/index.js /w"),
+                    "child"
+                ),
+                ("exec", s("git status --porcelain"), "child"),
+                ("write", s("/w/.git/index.lock"), "child"),
+                ("exec", s("bash -c env"), "child"),
+            ]
+        )
+    );
+}
