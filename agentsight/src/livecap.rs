@@ -689,3 +689,137 @@ pub struct SessionActivity {
     /// Activity no call and not the runtime accounts for (flagged).
     pub unexplained: Vec<correlate::Activity>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{
+        Capture,
+        synthetic::{EventRow, ProcessRow, SyntheticCapture},
+    };
+
+    const ID: &str = "aaaaaaaa-0000-4000-8000-0000000000f3";
+    /// Monotonic 1 s is wall 2027-01-15T08:00:00Z.
+    const S: i64 = 1_000_000_000;
+    const WALL0: i64 = 1_800_000_000_000_000_000;
+
+    /// A Claude Code transcript line at 08:00:0`second`.
+    fn line(second: u32, kind: &str, message: serde_json::Value) -> String {
+        serde_json::json!({
+            "type": kind, "uuid": format!("u{second}"), "sessionId": ID, "cwd": "/w",
+            "timestamp": format!("2027-01-15T08:00:0{second}.000Z"), "message": message,
+        })
+        .to_string()
+    }
+
+    /// Claude Code (pid 100) writes its transcript under `home` and runs
+    /// the configured filesystem server `fs` (pid 101); inside the call
+    /// `mcp__fs__write_file` of /w/a.txt (08:00:02 → 08:00:03) the server
+    /// writes /w/a.txt; nothing is stored but processes and events, as
+    /// while the recording runs.
+    fn live_capture(dir: &Path) -> (PathBuf, PathBuf) {
+        let home = dir.join("home");
+        let projects = home.join(".claude/projects/-w");
+        std::fs::create_dir_all(&projects).unwrap();
+        std::fs::write(
+            home.join(".claude.json"),
+            r#"{"mcpServers": {"fs": {"command": "node",
+                "args": ["/opt/server-filesystem/dist/index.js", "/w"]}}}"#,
+        )
+        .unwrap();
+        let transcript = projects.join(format!("{ID}.jsonl"));
+        let args = serde_json::json!({"path": "/w/a.txt", "content": "hi\n"});
+        let lines = [
+            line(
+                1,
+                "user",
+                serde_json::json!({"role": "user", "content": "write a.txt"}),
+            ),
+            line(
+                2,
+                "assistant",
+                serde_json::json!({"id": "m1", "role": "assistant", "model": "claude-sonnet-4-5",
+                    "content": [{"type": "tool_use", "id": "toolu_1",
+                                 "name": "mcp__fs__write_file", "input": args}]}),
+            ),
+            line(
+                3,
+                "user",
+                serde_json::json!({"role": "user", "content": [{"type": "tool_result",
+                    "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "ok"}]}]}),
+            ),
+        ];
+        std::fs::write(&transcript, lines.join("\n") + "\n").unwrap();
+        let db = dir.join("live.db");
+        let mut cap = SyntheticCapture::create(&db, "live.db");
+        cap.anchor("start", S, WALL0);
+        let server = ["node", "/opt/server-filesystem/dist/index.js", "/w"];
+        for (id, parent, argv) in [
+            (1, None, &["claude", "-p", "write a.txt"][..]),
+            (2, Some((1, 100)), &server[..]),
+        ] {
+            cap.process(&ProcessRow {
+                id,
+                pid: 99 + id,
+                start_mono_ns: S + id,
+                parent,
+                comm: argv[0],
+                argv,
+                cwd: Some("/w"),
+                exec_count: 1,
+                ..Default::default()
+            });
+        }
+        let transcript_s = transcript.display().to_string();
+        for (mono, pid, process_id, path) in [
+            (S + S / 2, 100, 1, transcript_s.as_str()),
+            (2 * S + S / 2 + S, 101, 2, "/w/a.txt"),
+        ] {
+            cap.event(&EventRow {
+                mono_ns: mono,
+                wall_ns: WALL0 + mono - S,
+                kind: "openat",
+                pid,
+                ppid: if pid == 100 { 1 } else { 100 },
+                process_id: Some(process_id),
+                path: Some(path),
+                flags: Some("write,create"),
+                ..Default::default()
+            });
+        }
+        (db, transcript)
+    }
+
+    /// `top`'s detail of a running session: its MCP call names its server
+    /// (identified now from the session's home, as enrichment will at the
+    /// end) and the server's write inside the call is the call's.
+    #[test]
+    fn a_live_mcp_call_shows_its_server_s_activity() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, _) = live_capture(dir.path());
+        let cap = Capture::open(&db).unwrap();
+        let found = activity_of(cap.reader(), &[], &[], ID, 5).unwrap();
+        assert_eq!(found.tools.len(), 1);
+        let call = &found.tools[0];
+        let mcp = call.mcp.as_ref().expect("the call's server");
+        assert_eq!(
+            (mcp.server.as_str(), mcp.tool.as_deref(), mcp.pid),
+            ("fs", Some("write_file"), Some(101))
+        );
+        let acts: Vec<(u32, &str, Option<&str>, Option<correlate::Reason>)> = call
+            .activity
+            .iter()
+            .map(|a| (a.pid, a.op.as_str(), a.path.as_deref(), a.reason))
+            .collect();
+        assert_eq!(
+            acts,
+            vec![(
+                101,
+                "write",
+                Some("/w/a.txt"),
+                Some(correlate::Reason::McpServer)
+            )]
+        );
+        assert_eq!(found.unexplained.len(), 0);
+    }
+}
