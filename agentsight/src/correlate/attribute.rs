@@ -159,11 +159,14 @@ fn agent_state_dir(source: &Path) -> Option<PathBuf> {
 /// same process before the rename is the call's too (`via_rename`).
 type RenamedOnto = HashMap<String, Vec<(usize, u64, usize)>>;
 
-fn renamed_onto(acts: &[Activity], calls: &[Call]) -> RenamedOnto {
+fn renamed_onto(acts: &[Activity], calls: &[Call], servers: &McpSide) -> RenamedOnto {
     let mut out: RenamedOnto = HashMap::new();
     for a in acts.iter().filter(|a| a.op == Op::Rename) {
+        let by_server = servers.server_of_process(a.proc_ix).is_some();
         if let (Some(from), Some(to)) = (a.old_path.as_deref(), a.path.as_deref())
-            && let Some(ci) = claiming_call(calls, a.mono_ns, to, a.op)
+            && let Some(ci) = claiming_call(calls, a.mono_ns, to, a.op, |c| {
+                by_server || !servers.served(c.idx)
+            })
         {
             out.entry(from.to_string())
                 .or_default()
@@ -204,7 +207,9 @@ impl Attribution<'_> {
     /// (claimed reads no call names are dropped).
     pub fn run(&self, acts: Vec<Activity>) -> Attributed {
         let calls = self.calls;
-        let renamed = renamed_onto(&acts, calls);
+        let renamed = renamed_onto(&acts, calls, self.servers);
+        // A served MCP call's activity is its server's alone (below).
+        let anyone_s = |c: &Call| !self.servers.served(c.idx);
         let state_dir = agent_state_dir(&self.session.source_path);
         let transcript = self.session.source_path.display().to_string();
         let mut out = Attributed {
@@ -244,7 +249,7 @@ impl Attribution<'_> {
                 continue;
             }
             if let Some(p) = a.path.as_deref()
-                && let Some(ci) = claiming_call(calls, a.mono_ns, p, a.op)
+                && let Some(ci) = claiming_call(calls, a.mono_ns, p, a.op, anyone_s)
             {
                 a.reason = Some(Reason::PathMatch);
                 out.per_call[ci].push(a);

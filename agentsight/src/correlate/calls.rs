@@ -123,8 +123,15 @@ pub(super) fn set_windows(
 /// The call that names `path` and whose window holds `mono` (the latest
 /// started, if several do). A directory made (`mkdir`) is the call's too
 /// when the call names a path inside it: an edit tool creating
-/// `data/numbers.txt` makes `data/` first.
-pub(super) fn claiming_call(calls: &[Call], mono: u64, path: &str, op: Op) -> Option<usize> {
+/// `data/numbers.txt` makes `data/` first. Only calls `eligible` accepts
+/// are candidates.
+pub(super) fn claiming_call(
+    calls: &[Call],
+    mono: u64,
+    path: &str,
+    op: Op,
+    eligible: impl Fn(&Call) -> bool,
+) -> Option<usize> {
     let names = |cp: &str| {
         cp == path
             || (op == Op::Mkdir
@@ -135,7 +142,7 @@ pub(super) fn claiming_call(calls: &[Call], mono: u64, path: &str, op: Op) -> Op
     calls
         .iter()
         .enumerate()
-        .filter(|(_, c)| c.win_lo <= mono && mono <= c.win_hi)
+        .filter(|(_, c)| eligible(c) && c.win_lo <= mono && mono <= c.win_hi)
         .filter(|(_, c)| c.paths.iter().any(|(cp, _)| names(cp)))
         .max_by_key(|(_, c)| c.start_ms)
         .map(|(ci, _)| ci)
@@ -189,13 +196,31 @@ mod tests {
             call(0, 10, (100, 200), &["/w/a.txt"]),
             call(1, 20, (150, 300), &["/w/a.txt", "/w/data/n.txt"]),
         ];
-        assert_eq!(claiming_call(&calls, 160, "/w/a.txt", Op::Write), Some(1));
-        assert_eq!(claiming_call(&calls, 120, "/w/a.txt", Op::Write), Some(0));
-        assert_eq!(claiming_call(&calls, 400, "/w/a.txt", Op::Write), None);
+        assert_eq!(
+            claiming_call(&calls, 160, "/w/a.txt", Op::Write, |_| true),
+            Some(1)
+        );
+        assert_eq!(
+            claiming_call(&calls, 120, "/w/a.txt", Op::Write, |_| true),
+            Some(0)
+        );
+        assert_eq!(
+            claiming_call(&calls, 400, "/w/a.txt", Op::Write, |_| true),
+            None
+        );
         // A directory made for a named file is the call's; other ops on it are not.
-        assert_eq!(claiming_call(&calls, 160, "/w/data", Op::Mkdir), Some(1));
-        assert_eq!(claiming_call(&calls, 160, "/w/data", Op::Write), None);
-        assert_eq!(claiming_call(&calls, 160, "/w/dat", Op::Mkdir), None);
+        assert_eq!(
+            claiming_call(&calls, 160, "/w/data", Op::Mkdir, |_| true),
+            Some(1)
+        );
+        assert_eq!(
+            claiming_call(&calls, 160, "/w/data", Op::Write, |_| true),
+            None
+        );
+        assert_eq!(
+            claiming_call(&calls, 160, "/w/dat", Op::Mkdir, |_| true),
+            None
+        );
         assert_eq!(window_call(&calls, 160), Some(1));
         assert_eq!(window_call(&calls, 50), None);
     }

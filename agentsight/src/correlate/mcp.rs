@@ -327,6 +327,18 @@ impl<'a> McpSide<'a> {
         self.calls.get(&tool_index).map(|c| c.info.clone())
     }
 
+    /// Is tool `i` an MCP call whose server is known by its process or its
+    /// endpoint? Only that server's activity is then the call's: anyone
+    /// else's on its claimed paths (the agent listing its workspace) is not.
+    pub fn served(&self, tool_index: usize) -> bool {
+        self.calls
+            .get(&tool_index)
+            .and_then(|c| c.server)
+            .is_some_and(|si| {
+                self.servers[si].proc_ix.is_some() || self.remote.iter().any(|(r, _)| *r == si)
+            })
+    }
+
     /// The server whose subtree process `p` is in.
     pub fn server_of_process(&self, p: usize) -> Option<usize> {
         self.member.get(&p).copied()

@@ -464,7 +464,9 @@ fn unknown_parallel_and_remote_servers() {
 /// call's: the agent starts nothing for an MCP call, its server acts for
 /// it. Inside no other call's window they are the runtime's helpers; inside
 /// a built-in call's window too (a parallel call), that call's by
-/// `time_window`, as without the MCP call.
+/// `time_window`, as without the MCP call. The agent's own read or write
+/// of a path an MCP call names is not the call's either: of a server known
+/// by its process, only that server acts for the call.
 #[test]
 fn agent_helpers_in_an_mcp_call_s_window_are_not_its() {
     let dir = tempfile::tempdir().unwrap();
@@ -493,6 +495,10 @@ fn agent_helpers_in_an_mcp_call_s_window_are_not_its() {
     cap.open_write(2050, server, "/w/a.txt");
     cap.exec(2060, snap, &snap_argv);
     cap.exec(3150, hook, &hook_argv);
+    // The agent itself on the MCP calls' paths: its own, not theirs.
+    let read = Some("read,cloexec");
+    cap.event(3120, "openat", agent, Some("/w/a.txt"), None, read, None);
+    cap.open_write(2080, agent, "/w/a.txt");
     cap.exec(3160, wc, &wc_argv);
 
     let ok = ToolStatus::Ok;
@@ -564,6 +570,7 @@ fn agent_helpers_in_an_mcp_call_s_window_are_not_its() {
                 ("child", s("mcp server fs"), 1, 1),
                 ("child", s("git"), 2, 1),
                 ("child", s("bash"), 1, 1),
+                ("runtime", s("claude"), 1, 1),
             ],
             vec![
                 (
@@ -574,6 +581,7 @@ fn agent_helpers_in_an_mcp_call_s_window_are_not_its() {
                 ("exec", s("git status --porcelain"), "child"),
                 ("write", s("/w/.git/index.lock"), "child"),
                 ("exec", s("bash -c env"), "child"),
+                ("write", s("/w/a.txt"), "runtime"),
             ]
         )
     );
