@@ -163,6 +163,6 @@ pub fn correlate_stored(
         correlate::SessionSource::Capture,
         &bound,
         unmatched,
-        &correlate::mcp::stored_servers(view, row)?,
+        &view.session_mcp_servers(row, session, &bound)?,
     )
 }
