@@ -65,6 +65,7 @@ class Checker:
         self.instants = Counter()
         self.event_instants = []
         self.tool_slices = []
+        self.mcp_slices = []
         self.process_slices = {}
         self.texts = set()
 
@@ -176,6 +177,12 @@ class Checker:
                 self.tool_slices.append({"name": name, "ts": p.timestamp,
                                          "tool_index": anns.get("tool_index"),
                                          "flows": len(e.flow_ids)})
+                if "mcp_server" in anns:
+                    # An MCP call's slice: its mcp_* annotations and
+                    # arguments, as written.
+                    self.mcp_slices.append(dict({"name": name}, **{
+                        k: v for k, v in anns.items()
+                        if k.startswith("mcp_") or k == "arguments"}))
             if track["kind"] == "process":
                 self.process_slices[e.track_uuid] = {"begin": p.timestamp, "end": None,
                                                      "flows_in": len(e.terminating_flow_ids),
@@ -244,6 +251,7 @@ def main():
         "instants": dict(c.instants),
         "event_instants_by_kind": dict(Counter(e[1] for e in c.event_instants)),
         "tool_slices": c.tool_slices,
+        "mcp_slices": c.mcp_slices,
         "process_slices": sorted(c.process_slices.values(), key=lambda s: (s["begin"], s["pid"] or 0)),
         "flows": len(c.flow_out),
         "process_tree": c.tree,

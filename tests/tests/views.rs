@@ -162,3 +162,326 @@ fn truncated_capture_is_reported() {
     assert!(stderr.contains(&f), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// OTLP/JSON spans of an `export --format otlp-json` file, each with its
+/// attributes as a map (`attributes.KEY` → value) and its events' names,
+/// file paths and reasons.
+fn otlp_spans(path: &std::path::Path) -> Vec<serde_json::Value> {
+    let value = |v: &serde_json::Value| {
+        let (k, x) = v.as_object().unwrap().iter().next().unwrap();
+        match k.as_str() {
+            "intValue" => serde_json::json!(x.as_str().unwrap().parse::<i64>().unwrap()),
+            _ => x.clone(),
+        }
+    };
+    let attrs = |a: &serde_json::Value| -> serde_json::Map<String, serde_json::Value> {
+        a.as_array()
+            .unwrap()
+            .iter()
+            .map(|kv| (kv["key"].as_str().unwrap().to_string(), value(&kv["value"])))
+            .collect()
+    };
+    let mut out = Vec::new();
+    for line in std::fs::read_to_string(path).unwrap().lines() {
+        let d: serde_json::Value = serde_json::from_str(line).unwrap();
+        for rs in d["resourceSpans"].as_array().unwrap() {
+            for ss in rs["scopeSpans"].as_array().unwrap() {
+                for sp in ss["spans"].as_array().unwrap() {
+                    let events: Vec<serde_json::Value> = sp["events"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|e| {
+                            let mut a = attrs(&e["attributes"]);
+                            a.remove("agentsight.event.id");
+                            serde_json::json!({"name": e["name"], "attributes": a})
+                        })
+                        .collect();
+                    out.push(serde_json::json!({
+                        "name": sp["name"],
+                        "attributes": attrs(&sp["attributes"]),
+                        "events": events,
+                    }));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A recorded session with a stdio MCP server (tests/workloads/mcp_agent.py:
+/// a scripted Claude Code whose configured filesystem server rewrites the
+/// existing notes.txt through a temp file renamed onto it, then a Bash
+/// `cat`), read through every view: `correlate --json`, `session show`
+/// (text and JSON), the HTML report, OTLP and Perfetto all name the call's
+/// server, and its write and rename are the call's (`mcp_server`).
+#[test]
+fn an_mcp_call_and_its_server_through_every_view() {
+    use serde_json::json;
+    require_root();
+    let (uid, gid) = test_user();
+    let dir = scratch("views-mcp");
+    let (home, work, srv) = (dir.join("home"), dir.join("work"), dir.join("srv"));
+    for d in [&home, &work, &srv] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let notes = work.join("notes.txt");
+    std::fs::write(&notes, "before MCP\n").unwrap();
+    // The workload under a name the tool knows as the reference filesystem
+    // server, configured in the home's user scope.
+    let workload = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/mcp_agent.py");
+    let server = srv.join("mcp-server-filesystem");
+    std::os::unix::fs::symlink(&workload, &server).unwrap();
+    let (server_s, work_s) = (server.display().to_string(), work.display().to_string());
+    let command = vec!["python3".to_string(), server_s.clone(), work_s.clone()];
+    std::fs::write(
+        home.join(".claude.json"),
+        json!({"mcpServers": {"fs": {"command": "python3", "args": [&server_s, &work_s]}}})
+            .to_string(),
+    )
+    .unwrap();
+    for p in [&home, &work, &srv, &notes, &home.join(".claude.json")] {
+        nix::unistd::chown(p.as_path(), Some(uid.into()), Some(gid.into())).unwrap();
+    }
+    let sid = "3f6b1c2e-0000-4000-8000-00000000f300";
+    let db = dir.join("mcp.db");
+    let (home_s, db_s) = (home.display().to_string(), db.display().to_string());
+    let out = record(
+        &db,
+        &[],
+        &[
+            "python3",
+            &workload.display().to_string(),
+            "agent",
+            "--home",
+            &home_s,
+            "--cwd",
+            &work_s,
+            "--session-id",
+            sid,
+            "--server",
+            &server_s,
+        ],
+    );
+    assert_exit_0(&out);
+    assert_eq!(
+        std::fs::read_to_string(&notes).unwrap(),
+        "rewritten through MCP\n"
+    );
+    let server_pid: i64 = open(&db)
+        .query_row(
+            "SELECT pid FROM processes WHERE argv = ?1",
+            [json!(command).to_string()],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let agent_pid: i64 = open(&db)
+        .query_row("SELECT pid FROM processes WHERE origin = 'root'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let notes_s = notes.display().to_string();
+    let tmp = format!("{notes_s}.0a1b2c3d.tmp");
+    let arguments = json!({"content": "rewritten through MCP\n", "path": "notes.txt"});
+
+    // correlate --json: the call's server and exactly its write and rename.
+    let (code, c, err) = run(&["correlate", sid, "--db", &db_s, "--json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let c: serde_json::Value = serde_json::from_str(&c).unwrap();
+    let tools: Vec<&serde_json::Value> = c["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["tools"].as_array().unwrap())
+        .collect();
+    assert_eq!(tools.len(), 2);
+    let call = tools[0];
+    assert_eq!(call["name"], "mcp__fs__write_file");
+    assert_eq!(
+        call["mcp"],
+        json!({"server": "fs", "tool": "write_file", "transport": "stdio",
+               "kind": "filesystem", "pid": server_pid, "command": command})
+    );
+    assert_eq!(call["paths"], json!([{"path": notes_s, "access": "write"}]));
+    let acts: Vec<(String, String, Option<String>, String, i64)> = tools
+        .iter()
+        .flat_map(|t| t["activity"].as_array().unwrap())
+        .filter(|a| a["op"] != "exec")
+        .map(|a| {
+            (
+                a["op"].as_str().unwrap().to_string(),
+                a["path"].as_str().unwrap().to_string(),
+                a["old_path"].as_str().map(str::to_string),
+                a["reason"].as_str().unwrap().to_string(),
+                a["pid"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    let cat_pid = tools[1]["activity"][0]["pid"].as_i64().unwrap();
+    let s = |x: &str| x.to_string();
+    assert_eq!(
+        acts,
+        vec![
+            (s("write"), tmp.clone(), None, s("mcp_server"), server_pid),
+            (
+                s("rename"),
+                notes_s.clone(),
+                Some(tmp.clone()),
+                s("mcp_server"),
+                server_pid
+            ),
+            (s("read"), notes_s.clone(), None, s("argv_match"), cat_pid),
+        ]
+    );
+    assert_eq!(tools[1]["mcp"], serde_json::Value::Null);
+    assert_eq!(
+        c["flags"],
+        json!({"claimed_not_observed": [], "observed_not_claimed": [], "mismatches": [], "late": []})
+    );
+    let runtime: Vec<(&str, u64)> = c["runtime_activity"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| (g["program"].as_str().unwrap(), g["count"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(runtime, vec![("mcp server fs", 1)]);
+
+    // session show: the call's server/tool and its arguments.
+    let (code, text, err) = run(&["session", "show", sid, "--home", &home_s]);
+    assert_eq!(code, Some(0), "{err}");
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains(" ok ")).collect();
+    assert_eq!(
+        lines,
+        vec![
+            r#"  [0] mcp__fs__write_file (mcp fs/write_file) ok            {"content":"rewritten through MCP\n","path":"notes.txt"}"#,
+            "  [0] Bash           ok            cat notes.txt",
+        ]
+    );
+    let (code, j, err) = run(&["session", "show", sid, "--home", &home_s, "--json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let j: serde_json::Value = serde_json::from_str(&j).unwrap();
+    assert_eq!(
+        j["tools"][0]["mcp"],
+        json!({"server": "fs", "tool": "write_file", "arguments": arguments})
+    );
+    assert_eq!(j["tools"][1].get("mcp"), None);
+
+    // The report: the call's MCP server table, its activity as mcp_server.
+    let html_path = dir.join("r.html");
+    let (code, _, err) = run(&[
+        "report",
+        "--db",
+        &db_s,
+        "-o",
+        &html_path.display().to_string(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    let table = format!(
+        "<h4>MCP server</h4><table class=\"mcp\"><tr><th>server</th><td><code>fs</code></td></tr>\
+         <tr><th>tool</th><td><code>write_file</code></td></tr><tr><th>transport</th><td>stdio</td></tr>\
+         <tr><th>kind</th><td>filesystem</td></tr><tr><th>process</th><td>pid {server_pid} \
+         <code>python3 {server_s} {work_s}</code></td></tr><tr><th>arguments</th><td><code>\
+         {{&quot;content&quot;:&quot;rewritten through MCP\\n&quot;,&quot;path&quot;:&quot;notes.txt&quot;}}\
+         </code></td></tr></table>"
+    );
+    assert_eq!(html.matches(&table).count(), 1, "{html}");
+    assert_eq!(html.matches("<h4>MCP server</h4>").count(), 1);
+
+    // OTLP: the call's execute_tool span and its server's two file events.
+    let otlp = dir.join("o.jsonl");
+    let (code, _, err) = run(&[
+        "export",
+        "--db",
+        &db_s,
+        "--format",
+        "otlp-json",
+        "-o",
+        &otlp.display().to_string(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let spans = otlp_spans(&otlp);
+    let span = spans
+        .iter()
+        .find(|sp| sp["name"] == "execute_tool mcp__fs__write_file")
+        .unwrap();
+    let a = &span["attributes"];
+    for (k, v) in [
+        ("gen_ai.tool.type", json!("extension")),
+        ("mcp.method.name", json!("tools/call")),
+        ("network.transport", json!("pipe")),
+        ("agentsight.mcp.server", json!("fs")),
+        ("agentsight.mcp.tool", json!("write_file")),
+        ("agentsight.mcp.transport", json!("stdio")),
+        ("agentsight.mcp.server.kind", json!("filesystem")),
+        ("agentsight.mcp.server.pid", json!(server_pid)),
+        ("agentsight.correlate.activity", json!(2)),
+    ] {
+        assert_eq!(a[k], v, "{k}: {span}");
+    }
+    // Content only with --capture-content.
+    assert_eq!(a.get("agentsight.mcp.server.command"), None, "{span}");
+    assert_eq!(
+        span["events"],
+        json!([
+            {"name": "file.write", "attributes": {"process.pid": server_pid, "file.path": tmp,
+             "agentsight.attribution.reason": "mcp_server"}},
+            {"name": "file.rename", "attributes": {"process.pid": server_pid, "file.path": notes_s,
+             "agentsight.file.old_path": tmp, "agentsight.attribution.reason": "mcp_server"}},
+        ])
+    );
+    let bash = spans
+        .iter()
+        .find(|sp| sp["name"] == "execute_tool Bash")
+        .unwrap();
+    assert_eq!(bash["attributes"]["gen_ai.tool.type"], "function");
+    assert_eq!(bash["attributes"].get("agentsight.mcp.server"), None);
+
+    // Perfetto: the call's slice names its server; the server's process
+    // track is named after it.
+    let trace = dir.join("t.pftrace");
+    let (code, _, err) = run(&[
+        "export",
+        "--db",
+        &db_s,
+        "--format",
+        "perfetto",
+        "-o",
+        &trace.display().to_string(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let out = Command::new(python::interpreter())
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("perfetto/check_trace.py"))
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["errors"], json!([]));
+    assert_eq!(
+        d["mcp_slices"],
+        json!([{"name": "mcp__fs__write_file", "mcp_server": "fs", "mcp_tool": "write_file",
+                "mcp_transport": "stdio", "mcp_server_kind": "filesystem",
+                "mcp_server_pid": server_pid,
+                "mcp_server_command": format!("python3 {server_s} {work_s}"),
+                "arguments": arguments.to_string()}])
+    );
+    let names: Vec<(i64, &str)> = d["process_tracks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t[0].as_i64().unwrap(), t[2].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            (agent_pid, "python3"),
+            (server_pid, "mcp fs"),
+            (cat_pid, "cat")
+        ]
+    );
+}
