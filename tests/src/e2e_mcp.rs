@@ -135,6 +135,40 @@ fn on_path(a: &Value, path: &str) -> bool {
         .any(|p| p == path || glob(&tmp, p))
 }
 
+/// The directories filesystem server `server` is allowed: those on its
+/// command line (after `{{MCP_FS}}`), and the workspace for a CLI that
+/// answers the server's MCP `roots/list` with it (Claude Code, Gemini CLI;
+/// the server then replaces its directories by the roots; Codex does not
+/// answer).
+fn server_roots(run: &Run, server: &str) -> Vec<String> {
+    let args = run.scenario.json["mcp_servers"][server]["args"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut roots: Vec<String> = args
+        .iter()
+        .filter_map(Value::as_str)
+        .skip_while(|a| *a != "{{MCP_FS}}")
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .map(|a| arg_path(run, a))
+        .collect();
+    if matches!(run.agent, Agent::Claude | Agent::Gemini) {
+        roots.push(run.work.display().to_string());
+    }
+    roots
+}
+
+/// A read of one of the server's allowed directories: the server resolves
+/// every path argument against them (its path validation), so the read is
+/// its work inside the call, whatever path the call names.
+fn root_read(run: &Run, server: &str, a: &Value) -> bool {
+    a["op"] == "read"
+        && a["path"]
+            .as_str()
+            .is_some_and(|p| server_roots(run, server).iter().any(|r| r == p))
+}
+
 /// A call's server: the process the CLI started runs a wrapper (the lying
 /// server) when its command names `liar.js`; the activity is then its
 /// child's.
@@ -213,7 +247,10 @@ pub fn assert_mcp_call(run: &Run, i: usize, t: &Value, intent: &Value, ctx: &str
         return;
     }
     for a in acts {
-        assert!(on_path(a, &path), "call {i}: not on {path}: {a}: {ctx}");
+        assert!(
+            on_path(a, &path) || root_read(run, server, a),
+            "call {i}: not on {path} nor a read of the server's root: {a}: {ctx}"
+        );
     }
     // By the server process itself (the wrapped server is its child).
     let own = |a: &Value| wrapped(t) || a["pid"].as_u64() == pid;
@@ -376,9 +413,12 @@ fn tally_call(
                     if intent["status"] != "failed" && !lied_paths(run).contains(&path) =>
                 {
                     let p = path.clone();
+                    let server = m["server"].as_str().unwrap();
                     (
                         Box::new(move |a: &Value| {
-                            server_reason(a) && by_server(a) && on_path(a, &p)
+                            server_reason(a)
+                                && by_server(a)
+                                && (on_path(a, &p) || root_read(run, server, a))
                         }),
                         Box::new(move |a: &Value| {
                             server_reason(a)
@@ -393,13 +433,24 @@ fn tally_call(
             }
         }
     } else if intent["shell"].is_string() || t["category"] == "shell" {
+        // Besides its command, a built-in call has the agent's helpers
+        // started in its window (`time_window`: Claude Code's shell
+        // snapshot at its first Bash call, its git probes), as correlate
+        // has always given them; never the server's activity.
         (
-            Box::new(move |a: &Value| reason_in(a, &["argv_match", "descendant"]) && !by_server(a)),
+            Box::new(move |a: &Value| {
+                reason_in(a, &["argv_match", "descendant", "time_window"]) && !by_server(a)
+            }),
             Box::new(move |a: &Value| a["reason"] == "argv_match" && a["op"] == "exec"),
         )
     } else {
         (
-            Box::new(move |a: &Value| reason_in(a, &["path_match", "via_rename"])),
+            Box::new(move |a: &Value| {
+                reason_in(
+                    a,
+                    &["path_match", "via_rename", "time_window", "descendant"],
+                ) && !by_server(a)
+            }),
             Box::new(move |a: &Value| a["reason"] == "path_match"),
         )
     };
