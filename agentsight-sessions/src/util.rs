@@ -674,7 +674,10 @@ mod tests {
     fn gemini_mcp_names_are_mcp_only_for_gemini() {
         assert_eq!(gemini_tool_category("mcp_fs_write_file"), ToolCategory::Mcp);
         assert_eq!(gemini_tool_category("write_file"), ToolCategory::Edit);
-        assert_eq!(gemini_tool_category("run_shell_command"), ToolCategory::Shell);
+        assert_eq!(
+            gemini_tool_category("run_shell_command"),
+            ToolCategory::Shell
+        );
         assert_eq!(tool_category("mcp_fs_write_file"), ToolCategory::Other);
         assert_eq!(tool_category("mcp__fs__write_file"), ToolCategory::Mcp);
     }
