@@ -2,6 +2,8 @@
 
 use std::process::Command;
 
+use serde_json::json;
+
 use agentsight_tests::*;
 
 fn run(args: &[&str]) -> (Option<i32>, String, String) {
@@ -217,8 +219,33 @@ fn otlp_spans(path: &std::path::Path) -> Vec<serde_json::Value> {
 /// server, and its write and rename are the call's (`mcp_server`).
 #[test]
 fn an_mcp_call_and_its_server_through_every_view() {
-    use serde_json::json;
     require_root();
+    let r = record_mcp_run();
+    let cat_pid = check_mcp_correlate(&r);
+    check_mcp_session_show(&r);
+    check_mcp_report(&r);
+    check_mcp_otlp(&r);
+    check_mcp_perfetto(&r, cat_pid);
+}
+
+/// A recorded session with a stdio MCP server, and what the views must
+/// name: see [`an_mcp_call_and_its_server_through_every_view`].
+struct McpRun {
+    dir: std::path::PathBuf,
+    db_s: String,
+    home_s: String,
+    sid: &'static str,
+    server_pid: i64,
+    agent_pid: i64,
+    notes_s: String,
+    tmp: String,
+    arguments: serde_json::Value,
+    server_s: String,
+    work_s: String,
+    command: Vec<String>,
+}
+
+fn record_mcp_run() -> McpRun {
     let (uid, gid) = test_user();
     let dir = scratch("views-mcp");
     let (home, work, srv) = (dir.join("home"), dir.join("work"), dir.join("srv"));
@@ -283,9 +310,37 @@ fn an_mcp_call_and_its_server_through_every_view() {
     let notes_s = notes.display().to_string();
     let tmp = format!("{notes_s}.0a1b2c3d.tmp");
     let arguments = json!({"content": "rewritten through MCP\n", "path": "notes.txt"});
+    McpRun {
+        dir,
+        db_s,
+        home_s,
+        sid,
+        server_pid,
+        agent_pid,
+        notes_s,
+        tmp,
+        arguments,
+        server_s,
+        work_s,
+        command,
+    }
+}
 
+/// `correlate --json`: the call's server and exactly its write and rename;
+/// returns the pid of the Bash call's `cat`.
+fn check_mcp_correlate(r: &McpRun) -> i64 {
+    let McpRun {
+        db_s,
+        sid,
+        server_pid,
+        notes_s,
+        tmp,
+        command,
+        ..
+    } = r;
+    let server_pid = *server_pid;
     // correlate --json: the call's server and exactly its write and rename.
-    let (code, c, err) = run(&["correlate", sid, "--db", &db_s, "--json"]);
+    let (code, c, err) = run(&["correlate", sid, "--db", db_s, "--json"]);
     assert_eq!(code, Some(0), "{err}");
     let c: serde_json::Value = serde_json::from_str(&c).unwrap();
     let tools: Vec<&serde_json::Value> = c["prompts"]
@@ -345,9 +400,18 @@ fn an_mcp_call_and_its_server_through_every_view() {
         .map(|g| (g["program"].as_str().unwrap(), g["count"].as_u64().unwrap()))
         .collect();
     assert_eq!(runtime, vec![("mcp server fs", 1)]);
+    cat_pid
+}
 
+fn check_mcp_session_show(r: &McpRun) {
+    let McpRun {
+        home_s,
+        sid,
+        arguments,
+        ..
+    } = r;
     // session show: the call's server/tool and its arguments.
-    let (code, text, err) = run(&["session", "show", sid, "--home", &home_s]);
+    let (code, text, err) = run(&["session", "show", sid, "--home", home_s]);
     assert_eq!(code, Some(0), "{err}");
     let lines: Vec<&str> = text.lines().filter(|l| l.contains(" ok ")).collect();
     assert_eq!(
@@ -357,7 +421,7 @@ fn an_mcp_call_and_its_server_through_every_view() {
             "  [0] Bash           ok            cat notes.txt",
         ]
     );
-    let (code, j, err) = run(&["session", "show", sid, "--home", &home_s, "--json"]);
+    let (code, j, err) = run(&["session", "show", sid, "--home", home_s, "--json"]);
     assert_eq!(code, Some(0), "{err}");
     let j: serde_json::Value = serde_json::from_str(&j).unwrap();
     assert_eq!(
@@ -365,13 +429,24 @@ fn an_mcp_call_and_its_server_through_every_view() {
         json!({"server": "fs", "tool": "write_file", "arguments": arguments})
     );
     assert_eq!(j["tools"][1].get("mcp"), None);
+}
 
+fn check_mcp_report(r: &McpRun) {
+    let McpRun {
+        dir,
+        db_s,
+        server_pid,
+        server_s,
+        work_s,
+        ..
+    } = r;
+    let server_pid = *server_pid;
     // The report: the call's MCP server table, its activity as mcp_server.
     let html_path = dir.join("r.html");
     let (code, _, err) = run(&[
         "report",
         "--db",
-        &db_s,
+        db_s,
         "-o",
         &html_path.display().to_string(),
     ]);
@@ -387,13 +462,24 @@ fn an_mcp_call_and_its_server_through_every_view() {
     );
     assert_eq!(html.matches(&table).count(), 1, "{html}");
     assert_eq!(html.matches("<h4>MCP server</h4>").count(), 1);
+}
 
+fn check_mcp_otlp(r: &McpRun) {
+    let McpRun {
+        dir,
+        db_s,
+        server_pid,
+        notes_s,
+        tmp,
+        ..
+    } = r;
+    let server_pid = *server_pid;
     // OTLP: the call's execute_tool span and its server's two file events.
     let otlp = dir.join("o.jsonl");
     let (code, _, err) = run(&[
         "export",
         "--db",
-        &db_s,
+        db_s,
         "--format",
         "otlp-json",
         "-o",
@@ -436,14 +522,27 @@ fn an_mcp_call_and_its_server_through_every_view() {
         .unwrap();
     assert_eq!(bash["attributes"]["gen_ai.tool.type"], "function");
     assert_eq!(bash["attributes"].get("agentsight.mcp.server"), None);
+}
 
+fn check_mcp_perfetto(r: &McpRun, cat_pid: i64) {
+    let McpRun {
+        dir,
+        db_s,
+        server_pid,
+        agent_pid,
+        arguments,
+        server_s,
+        work_s,
+        ..
+    } = r;
+    let (server_pid, agent_pid) = (*server_pid, *agent_pid);
     // Perfetto: the call's slice names its server; the server's process
     // track is named after it.
     let trace = dir.join("t.pftrace");
     let (code, _, err) = run(&[
         "export",
         "--db",
-        &db_s,
+        db_s,
         "--format",
         "perfetto",
         "-o",
