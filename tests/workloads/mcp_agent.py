@@ -17,21 +17,19 @@ request a line on stdin, one answer a line on stdout.
 """
 
 import argparse
-import datetime
 import json
 import os
 import subprocess
 import sys
 import time
-import uuid
+
+# The Claude Code transcript writer is scripted_agent.py's (run as the
+# server through a symlink, this file finds it beside its real path).
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+from scripted_agent import Claude  # noqa: E402
 
 # The server's temp name is fixed so the test can name it exactly.
 TMP_SUFFIX = ".0a1b2c3d.tmp"
-
-
-def now_iso():
-    t = datetime.datetime.now(datetime.timezone.utc)
-    return t.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (t.microsecond // 1000)
 
 
 def pause():
@@ -52,72 +50,13 @@ def serve(root):
         sys.stdout.flush()
 
 
-class Transcript:
-    def __init__(self, a):
-        self.a = a
-        enc = "".join(c if c.isalnum() else "-" for c in a.cwd)
-        d = os.path.join(a.home, ".claude", "projects", enc)
-        os.makedirs(d, exist_ok=True)
-        self.path = os.path.join(d, a.session_id + ".jsonl")
-        self.parent = None
-
-    def line(self, kind, message, **extra):
-        u = str(uuid.uuid4())
-        rec = {
-            "type": kind,
-            "uuid": u,
-            "parentUuid": self.parent,
-            "isSidechain": False,
-            "userType": "external",
-            "cwd": self.a.cwd,
-            "sessionId": self.a.session_id,
-            "version": "2.1.40",
-            "gitBranch": "main",
-            "timestamp": now_iso(),
-            "message": message,
-        }
-        rec.update(extra)
-        self.parent = u
-        with open(self.path, "a") as f:
-            f.write(json.dumps(rec) + "\n")
-
-    def assistant(self, n, content, stop):
-        self.line(
-            "assistant",
-            {
-                "id": "msg_%02d" % n,
-                "type": "message",
-                "role": "assistant",
-                "model": "claude-sonnet-4-5-20250929",
-                "content": content,
-                "stop_reason": stop,
-                "usage": {"input_tokens": 10, "output_tokens": 5,
-                          "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0},
-            },
-            requestId="req_%02d" % n,
-        )
-
-    def call(self, n, name, inp):
-        tid = "toolu_%02d" % n
-        self.assistant(n, [{"type": "tool_use", "id": tid, "name": name, "input": inp}], "tool_use")
-        return tid
-
-    def result(self, tid, content, tur):
-        self.line(
-            "user",
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": tid, "content": content, "is_error": False}]},
-            toolUseResult=tur,
-        )
-
-
 def agent(a):
     os.chdir(a.cwd)
     server = subprocess.Popen(["python3", a.server, a.cwd], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     # Let the server finish starting before the conversation does.
     time.sleep(0.5)
-    t = Transcript(a)
+    t = Claude(a)
     t.line("user", {"role": "user", "content": "Rewrite notes.txt with the fs server, then show it"})
     pause()
     args = {"path": "notes.txt", "content": "rewritten through MCP\n"}
@@ -136,7 +75,16 @@ def agent(a):
     t.result(tid, p.stdout, {"stdout": p.stdout, "stderr": p.stderr,
                              "interrupted": False, "isImage": False})
     pause()
-    t.assistant(99, [{"type": "text", "text": "notes.txt rewritten."}], "end_turn")
+    t.line(
+        "assistant",
+        {"id": "msg_99", "type": "message", "role": "assistant",
+         "model": "claude-sonnet-4-5-20250929",
+         "content": [{"type": "text", "text": "notes.txt rewritten."}],
+         "stop_reason": "end_turn",
+         "usage": {"input_tokens": 10, "output_tokens": 5,
+                   "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}},
+        requestId="req_99",
+    )
     server.stdin.close()
     server.wait()
 
