@@ -4,9 +4,10 @@
 //!
 //! A server's processes (the stored process and its whole subtree) are the
 //! agent's side: only the MCP calls of that server are attributed their
-//! activity (reason `mcp_server`, or `path_match`/`via_rename` on a claimed
-//! path); outside those calls it is runtime activity of the group
-//! `mcp server NAME`, never a built-in call's.
+//! activity (reason `mcp_server`; a claimed path, directly or through a
+//! rename, only decides between overlapping calls of the server); outside
+//! those calls it is runtime activity of the group `mcp server NAME`, never
+//! a built-in call's.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
