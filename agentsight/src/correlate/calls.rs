@@ -8,7 +8,7 @@ use std::path::{Component, PathBuf};
 use super::{ARGV_SEARCH_MS, report::Op, shell};
 use crate::{
     clock::Anchors,
-    sessions::{AgentSession, PathAccess, ToolCategory},
+    sessions::{AgentSession, PathAccess, Provider, ToolCategory, ToolEvent},
 };
 
 pub(super) struct Call {
@@ -26,8 +26,8 @@ pub(super) struct Call {
     pub end_ms: Option<i64>,
     pub script: Option<String>,
     pub paths: Vec<(String, PathAccess)>,
-    /// An MCP call: its server acts for it, the agent starts nothing for it.
-    pub mcp: bool,
+    /// The agent starts no process for this call ([`starts_no_process`]).
+    pub no_process: bool,
 }
 
 /// Lexical normalisation (`.`/`..`) of `p`, joined to `base` when relative.
@@ -91,7 +91,7 @@ pub(super) fn calls_of(session: &AgentSession, anchors: &Anchors) -> Vec<Call> {
                 .iter()
                 .map(|p| (absolute(&p.path, cwd), p.access))
                 .collect(),
-            mcp: t.mcp.is_some(),
+            no_process: starts_no_process(session.provider, t),
         });
     }
     calls
@@ -148,14 +148,21 @@ pub(super) fn claiming_call(
         .map(|(ci, _)| ci)
 }
 
-/// The latest started built-in call whose own window holds `mono`. MCP
-/// calls are skipped: the agent never starts a process for one (its server
-/// acts for it), so a helper the agent starts during one is not its.
+/// Calls the agent never starts a process for, so a helper it starts
+/// during one (Claude Code's `git` probes and shell snapshot, Codex's git
+/// probes before each request) is not theirs: an MCP call (its server acts
+/// for it) and Codex's `tool_search`, which Codex answers in-process.
+fn starts_no_process(provider: Provider, t: &ToolEvent) -> bool {
+    t.mcp.is_some() || (provider == Provider::Codex && t.name == "tool_search")
+}
+
+/// The latest started call whose own window holds `mono`, among the calls
+/// the agent may start a process for ([`starts_no_process`]).
 pub(super) fn window_call(calls: &[Call], mono: u64) -> Option<usize> {
     calls
         .iter()
         .enumerate()
-        .filter(|(_, c)| !c.mcp && c.win_lo <= mono && mono <= c.win_hi)
+        .filter(|(_, c)| !c.no_process && c.win_lo <= mono && mono <= c.win_hi)
         .max_by_key(|(_, c)| c.start_ms)
         .map(|(ci, _)| ci)
 }
@@ -179,7 +186,7 @@ mod tests {
                 .iter()
                 .map(|p| (p.to_string(), PathAccess::Write))
                 .collect(),
-            mcp: false,
+            no_process: false,
         }
     }
 
@@ -228,10 +235,39 @@ mod tests {
     #[test]
     fn no_mcp_call_owns_a_window() {
         let mut calls = [call(0, 10, (100, 300), &[]), call(1, 20, (150, 200), &[])];
-        calls[1].mcp = true;
+        calls[1].no_process = true;
         // Inside both windows: the built-in call, though it started first.
         assert_eq!(window_call(&calls, 160), Some(0));
-        calls[0].mcp = true;
+        calls[0].no_process = true;
         assert_eq!(window_call(&calls, 160), None);
+    }
+
+    #[test]
+    fn codex_tool_search_and_mcp_calls_start_no_process() {
+        let tool = |name: &str, mcp: bool| -> ToolEvent {
+            let mut v = serde_json::json!({"prompt_index": 0, "subagent": null, "name": name,
+                "category": "search", "call_id": null, "command": null, "cwd": null,
+                "status": "ok", "start_ms": 1, "end_ms": 2, "paths": [], "domains": []});
+            if mcp {
+                v["mcp"] = serde_json::json!({"server": "fs", "tool": "write_file"});
+            }
+            serde_json::from_value(v).unwrap()
+        };
+        assert!(starts_no_process(
+            Provider::Codex,
+            &tool("tool_search", false)
+        ));
+        assert!(!starts_no_process(
+            Provider::Claude,
+            &tool("tool_search", false)
+        ));
+        assert!(!starts_no_process(
+            Provider::Codex,
+            &tool("exec_command", false)
+        ));
+        assert!(starts_no_process(
+            Provider::Gemini,
+            &tool("mcp_fs_write_file", true)
+        ));
     }
 }
