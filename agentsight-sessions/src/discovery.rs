@@ -596,13 +596,22 @@ impl SessionIndex {
             self.rebuild()?;
             hits.retain(|(_, p, _)| p.exists());
         }
-        // Gemini .jsonl twins win over .json; Cursor outside empty-window.
+        // Gemini .jsonl twins win over .json; Cursor outside empty-window;
+        // then the newest, as the listing picks: a Gemini CLI resume that
+        // starts in a later minute leaves a two-line file of the same id
+        // beside the session's own file, which the resumed turn then
+        // appends to.
         hits.sort_by_key(|(p, path, _)| {
             let s = path.to_string_lossy();
+            let modified = std::fs::symlink_metadata(path)
+                .and_then(|m| m.modified())
+                .ok();
             (
                 *p,
                 s.contains("empty-window"),
                 path.extension().is_some_and(|e| e == "json"),
+                std::cmp::Reverse(modified),
+                path.clone(),
             )
         });
         let home = self.opts.resolved_home().ok();

@@ -452,3 +452,31 @@ fn codex_rows_outside_the_roots_are_never_opened() {
     );
     assert!(!l.sessions.iter().any(|s| s.session_id.contains("dea")));
 }
+
+/// A Gemini CLI resume that starts in a later minute leaves a two-line
+/// file of the same session beside the session's own file (Gemini names
+/// chat files by the minute) and appends the turn to the own file: looking
+/// the id up picks the newest file, as the listing does.
+#[test]
+fn a_gemini_id_in_two_files_resolves_to_the_newest_as_listed() {
+    let h = home();
+    age_fixtures(h.path());
+    let stub_rel = ".gemini/tmp/shop/chats/session-2026-05-01T08-01-7a3c9e10.jsonl";
+    let own = std::fs::read_to_string(h.path().join(GM_B)).expect("read");
+    let header = own.lines().next().expect("header");
+    let stub = format!("{header}\n{{\"$set\":{{\"lastUpdated\":\"2026-05-01T08:01:00.000Z\"}}}}\n");
+    std::fs::write(h.path().join(stub_rel), stub).expect("write stub");
+    let id = "7a3c9e10-0000-4000-8000-0000000000bb";
+    let resolved = |h: &Path| {
+        let r = find_by_id(&opts(h), id).expect("lookup").expect("found");
+        let listed = discover(&opts(h)).expect("discover");
+        let row = listed.iter().find(|r| r.session_id == id).expect("listed");
+        assert_eq!(row.path, r.path);
+        r.path
+    };
+    // The own file took the resumed turn after the stub was written.
+    set_mtime(&h.path().join(stub_rel), 55);
+    assert!(resolved(h.path()).ends_with(GM_B));
+    set_mtime(&h.path().join(stub_rel), 45);
+    assert!(resolved(h.path()).ends_with(stub_rel));
+}
