@@ -304,41 +304,12 @@ fn fs_server_info(r: &Report) {
 /// server: the agent's connect to its address and port inside a call is
 /// the call's, outside the runtime group of the server; a connect
 /// elsewhere stays the runtime's.
-#[test]
-fn unknown_parallel_and_remote_servers() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut cap = Capture::new(&dir.path().join("c.db"));
-    let (agent, git, fs) = ((1, 1000), (2, 1001), (3, 1002));
-    cap.process(1, 1000, 0, None, "claude", &["claude", "-p", "go"], None);
-    cap.process(
-        2,
-        1001,
-        300,
-        Some(agent),
-        "uvx",
-        &["uvx", "mcp-server-git"],
-        None,
-    );
-    cap.process(3, 1002, 400, Some(agent), "node", &FS_CMD, None);
-    cap.open_write(2050, git, "/w/.git/index.lock");
-    cap.open_write(3200, fs, "/w/p.txt.5e.tmp");
-    cap.rename(3210, fs, "/w/p.txt.5e.tmp", "/w/p.txt");
-    cap.open_write(3250, fs, "/w/other.txt");
-    let connect = |ms: i64, port: i64| EventRow {
-        kind: "connect",
-        family: Some("inet"),
-        addr: Some("127.0.0.1"),
-        port: Some(port),
-        ..cap.row(ms, agent)
-    };
-    let (inside, outside, elsewhere) =
-        (connect(4050, 8790), connect(4500, 8790), connect(4060, 443));
-    for e in [inside, elsewhere, outside] {
-        cap.put(e);
-    }
-
+/// The session of [`unknown_parallel_and_remote_servers`]: a git server's
+/// call, two overlapping calls of the filesystem server, a remote server's
+/// call.
+fn three_servers_session() -> AgentSession {
     let ok = ToolStatus::Ok;
-    let session = claude_session(vec![
+    claude_session(vec![
         mcp_tool(
             "mcp__git__git_status",
             "g0",
@@ -371,7 +342,44 @@ fn unknown_parallel_and_remote_servers() {
             ok,
             (4000, 4100),
         ),
-    ]);
+    ])
+}
+
+/// Correlates [`three_servers_session`] with a capture of the agent, a git
+/// server, a filesystem server and connects to a remote server's port.
+fn three_servers_report() -> Report {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cap = Capture::new(&dir.path().join("c.db"));
+    let (agent, git, fs) = ((1, 1000), (2, 1001), (3, 1002));
+    cap.process(1, 1000, 0, None, "claude", &["claude", "-p", "go"], None);
+    cap.process(
+        2,
+        1001,
+        300,
+        Some(agent),
+        "uvx",
+        &["uvx", "mcp-server-git"],
+        None,
+    );
+    cap.process(3, 1002, 400, Some(agent), "node", &FS_CMD, None);
+    cap.open_write(2050, git, "/w/.git/index.lock");
+    cap.open_write(3200, fs, "/w/p.txt.5e.tmp");
+    cap.rename(3210, fs, "/w/p.txt.5e.tmp", "/w/p.txt");
+    cap.open_write(3250, fs, "/w/other.txt");
+    let connect = |ms: i64, port: i64| EventRow {
+        kind: "connect",
+        family: Some("inet"),
+        addr: Some("127.0.0.1"),
+        port: Some(port),
+        ..cap.row(ms, agent)
+    };
+    let (inside, outside, elsewhere) =
+        (connect(4050, 8790), connect(4500, 8790), connect(4060, 443));
+    for e in [inside, elsewhere, outside] {
+        cap.put(e);
+    }
+
+    let session = three_servers_session();
     let view = cap.view();
     let bound = bound_from_start(&view);
     let mut notes = server_row("notes", "http", &[], None);
@@ -390,7 +398,7 @@ fn unknown_parallel_and_remote_servers() {
             proc_ix: None,
         },
     ];
-    let r = correlate_with(
+    correlate_with(
         &view,
         &session,
         SessionSource::Capture,
@@ -398,7 +406,12 @@ fn unknown_parallel_and_remote_servers() {
         Vec::new(),
         &servers,
     )
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn unknown_parallel_and_remote_servers() {
+    let r = three_servers_report();
     let s = |x: &str| x.to_string();
     let tools = &r.prompts[0].tools;
     let acts: Vec<_> = tools.iter().map(|t| summary(&t.activity)).collect();
