@@ -601,7 +601,7 @@ impl SessionIndex {
         // starts in a later minute leaves a two-line file of the same id
         // beside the session's own file, which the resumed turn then
         // appends to.
-        hits.sort_by_key(|(p, path, _)| {
+        hits.sort_by_cached_key(|(p, path, _)| {
             let s = path.to_string_lossy();
             let modified = std::fs::symlink_metadata(path)
                 .and_then(|m| m.modified())
