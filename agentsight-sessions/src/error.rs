@@ -41,7 +41,9 @@ pub enum SessionError {
     },
     #[error("no home directory could be determined (set HOME or pass --home)")]
     NoHome,
-    #[error("unknown provider {0:?} (expected claude, codex, gemini or cursor)")]
+    #[error(
+        "unknown provider {0:?} (expected claude, codex, gemini, cursor, copilot, opencode or qwen)"
+    )]
     UnknownProvider(String),
 }
 

@@ -20,6 +20,7 @@
 
 pub mod claude;
 pub mod codex;
+pub mod copilot;
 pub mod cursor;
 mod de;
 pub mod discovery;
@@ -27,7 +28,9 @@ mod error;
 pub mod gemini;
 pub mod live;
 pub mod mcp;
+pub mod opencode;
 mod provider;
+pub mod qwen;
 pub mod safefs;
 /// Helpers shared by the parsers; the library uses a few (opening a
 /// transcript, the transcript owner, argv display).
@@ -54,14 +57,20 @@ pub enum Provider {
     Codex,
     Gemini,
     Cursor,
+    Copilot,
+    Opencode,
+    Qwen,
 }
 
 impl Provider {
-    pub const ALL: [Provider; 4] = [
+    pub const ALL: [Provider; 7] = [
         Provider::Claude,
         Provider::Codex,
         Provider::Gemini,
         Provider::Cursor,
+        Provider::Copilot,
+        Provider::Opencode,
+        Provider::Qwen,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -790,9 +799,22 @@ pub fn parse_file_in(
     bounds: &Bounds,
     batch: &mut ParseBatch,
 ) -> Result<AgentSession> {
+    parse_session_in(provider, path, None, bounds, batch)
+}
+
+/// [`parse_file_in`] naming the session: a provider whose sessions share
+/// one store (opencode's database) needs the id; for the others it is
+/// not needed (the file is the session).
+pub fn parse_session_in(
+    provider: Provider,
+    path: &Path,
+    id: Option<&str>,
+    bounds: &Bounds,
+    batch: &mut ParseBatch,
+) -> Result<AgentSession> {
     de::take_bad_counts();
     de::take_bad_contents();
-    let mut s = (provider::spec(provider).parse)(path, batch)?;
+    let mut s = (provider::spec(provider).parse)(path, id, batch)?;
     s.stats.bad_token_values += de::take_bad_counts();
     s.stats.bad_contents += de::take_bad_contents();
     s.finish(bounds);
@@ -801,7 +823,13 @@ pub fn parse_file_in(
 
 /// Parses the transcript a discovery result points at.
 pub fn parse_session(r: &SessionRef) -> Result<AgentSession> {
-    let mut s = parse_file(r.provider, &r.path)?;
+    let mut s = parse_session_in(
+        r.provider,
+        &r.path,
+        Some(&r.session_id),
+        &Bounds::default(),
+        &mut ParseBatch::default(),
+    )?;
     if let Some(enrich) = provider::spec(r.provider).enrich {
         enrich(&mut s, r.home.as_deref());
     }

@@ -11,11 +11,18 @@ use crate::discovery::{Candidate, Scanner};
 use crate::error::Result;
 use crate::live::TailFacts;
 use crate::{AgentSession, ParseBatch, Provider};
-use crate::{claude, codex, cursor, gemini};
+use crate::{claude, codex, copilot, cursor, gemini, opencode, qwen};
 
 /// Every provider, in [`Provider::ALL`]'s order (`spec` indexes by it).
-pub(crate) static PROVIDERS: [&ProviderSpec; 4] =
-    [&claude::SPEC, &codex::SPEC, &gemini::SPEC, &cursor::SPEC];
+pub(crate) static PROVIDERS: [&ProviderSpec; 7] = [
+    &claude::SPEC,
+    &codex::SPEC,
+    &gemini::SPEC,
+    &cursor::SPEC,
+    &copilot::SPEC,
+    &opencode::SPEC,
+    &qwen::SPEC,
+];
 
 /// The row of `p`.
 pub(crate) fn spec(p: Provider) -> &'static ProviderSpec {
@@ -61,8 +68,10 @@ pub(crate) struct ProviderSpec {
     pub watch: fn(root: &Path) -> WatchLayout,
     /// The session id is read from the file's header, not its name.
     pub header_id: bool,
-    /// The full parser (sharing the batch's directory listings).
-    pub parse: fn(path: &Path, batch: &mut ParseBatch) -> Result<AgentSession>,
+    /// The full parser (sharing the batch's directory listings); `id`
+    /// names the session when the caller knows it (a store holding many
+    /// sessions, opencode's database, needs it).
+    pub parse: fn(path: &Path, id: Option<&str>, batch: &mut ParseBatch) -> Result<AgentSession>,
     /// Facts from outside the transcript added to a discovered session
     /// (Cursor's `state.vscdb`), given the discovery home.
     pub enrich: Option<fn(s: &mut AgentSession, home: Option<&Path>)>,

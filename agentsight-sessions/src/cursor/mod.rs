@@ -53,7 +53,7 @@ pub(crate) const SPEC: ProviderSpec = ProviderSpec {
     watch: layout::watch,
     header_id: false,
     verify_id: crate::provider::name_is_id,
-    parse: |path, _| parse(path),
+    parse: |path, _, _| parse(path),
     enrich: Some(enrich_from_state),
     mcp: mcp::SPEC,
     tail: TailSpec {

@@ -59,7 +59,7 @@ pub(crate) const SPEC: ProviderSpec = ProviderSpec {
     watch: layout::watch,
     header_id: true,
     verify_id: layout::verify_id,
-    parse: |path, _| parse(path),
+    parse: |path, _, _| parse(path),
     enrich: None,
     mcp: mcp::SPEC,
     tail: TailSpec {

@@ -38,6 +38,9 @@ pub fn running_elsewhere(
         Provider::Codex => AgentName::Codex,
         Provider::Gemini => AgentName::Gemini,
         Provider::Cursor => AgentName::Cursor,
+        Provider::Copilot => AgentName::Copilot,
+        Provider::Opencode => AgentName::Opencode,
+        Provider::Qwen => AgentName::Qwen,
     };
     let procs = procinfo::snapshot();
     for p in &procs {

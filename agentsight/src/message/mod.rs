@@ -159,7 +159,9 @@ pub fn transport_of(p: Provider) -> Result<&'static str, MessageError> {
         Provider::Claude => Ok("claude-stream-json"),
         Provider::Codex => Ok("codex-app-server"),
         Provider::Gemini => Ok("gemini-resume"),
-        Provider::Cursor => Err(MessageError::Unsupported(p.to_string())),
+        Provider::Cursor | Provider::Copilot | Provider::Opencode | Provider::Qwen => {
+            Err(MessageError::Unsupported(p.to_string()))
+        }
     }
 }
 
@@ -222,7 +224,9 @@ pub fn start(
         Provider::Claude => claude::start(&target, text, &spawner, &sub.options, progress)?,
         Provider::Codex => codex::start(&target, text, &spawner, &sub.options, progress)?,
         Provider::Gemini => gemini::start(&target, text, &spawner, &sub.options, progress)?,
-        Provider::Cursor => return Err(MessageError::Unsupported(provider.to_string())),
+        Provider::Cursor | Provider::Copilot | Provider::Opencode | Provider::Qwen => {
+            return Err(MessageError::Unsupported(provider.to_string()));
+        }
     };
     Ok(Started {
         target,

@@ -39,6 +39,11 @@ pub fn agent_of(p: Provider) -> (&'static str, &'static str) {
         Provider::Codex => ("codex", "openai"),
         Provider::Gemini => ("gemini-cli", "gcp.gemini"),
         Provider::Cursor => ("cursor", "cursor"),
+        // These front several model providers; their records name the
+        // model, not whose API served it.
+        Provider::Copilot => ("copilot-cli", "github"),
+        Provider::Opencode => ("opencode", "opencode"),
+        Provider::Qwen => ("qwen-code", "qwen"),
     }
 }
 
@@ -936,6 +941,9 @@ mod tests {
             (Provider::Codex, "codex", "openai"),
             (Provider::Gemini, "gemini-cli", "gcp.gemini"),
             (Provider::Cursor, "cursor", "cursor"),
+            (Provider::Copilot, "copilot-cli", "github"),
+            (Provider::Opencode, "opencode", "opencode"),
+            (Provider::Qwen, "qwen-code", "qwen"),
         ];
         for (p, agent, provider) in table {
             assert_eq!(agent_of(p), (agent, provider), "{p}");
