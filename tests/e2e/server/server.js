@@ -149,10 +149,12 @@ function toolsOf(api, body) {
   return out;
 }
 
+// Copilot CLI 1.0.102: bash, view, create; opencode 1.18.33: bash, read,
+// write (camelCase `filePath`); Qwen Code 0.24.4: Gemini CLI's names.
 const PREFERRED = {
-  shell: ['Bash', 'exec_command', 'shell_command', 'shell', 'run_shell_command'],
-  write_file: ['Write', 'write_file', 'apply_patch'],
-  read_file: ['Read', 'read_file'],
+  shell: ['Bash', 'exec_command', 'shell_command', 'shell', 'run_shell_command', 'bash'],
+  write_file: ['Write', 'write_file', 'apply_patch', 'create', 'write'],
+  read_file: ['Read', 'read_file', 'view', 'read'],
   list_dir: ['LS', 'list_directory', 'Glob'],
 };
 
@@ -220,15 +222,16 @@ function concreteCall(intent, tools) {
       return t.custom ? { name: t.name, custom: text } : { name: t.name, input: { input: text } };
     }
     if (t) {
-      const pk = propName(t, ['file_path', 'absolute_path', 'path']);
-      return { name: t.name, input: { [pk]: absPath(arg.path), content: arg.content } };
+      const pk = propName(t, ['file_path', 'absolute_path', 'filePath', 'path']);
+      const ck = propName(t, ['content', 'file_text']) || 'content';
+      return { name: t.name, input: { [pk]: absPath(arg.path), [ck]: arg.content } };
     }
     if (!shell) throw new Error('no write tool offered');
     return shellCall(shell, `printf %s ${shQuote(arg.content)} > ${shQuote(arg.path)}`);
   }
   if (kind === 'read_file') {
     if (t) {
-      const pk = propName(t, ['file_path', 'absolute_path', 'path']);
+      const pk = propName(t, ['file_path', 'absolute_path', 'filePath', 'path']);
       return { name: t.name, input: { [pk]: absPath(arg) } };
     }
     if (!shell) throw new Error('no read tool offered');
