@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // Scripted model server for agentsight's end-to-end tests.
 //
-// Speaks just enough of three wire APIs (Anthropic Messages, OpenAI Responses as
-// Codex uses it, Gemini generateContent/streamGenerateContent) to drive the real
+// Speaks just enough of four wire APIs (Anthropic Messages, OpenAI Responses as
+// Codex uses it, OpenAI Chat Completions, Gemini
+// generateContent/streamGenerateContent) to drive the real
 // agent CLIs through a scripted scenario, so they make real tool calls and write
 // their own genuine transcripts. Only Node's built-in modules: the e2e tier must
 // not depend on anything fetched from a registry besides the CLIs themselves.
@@ -137,6 +138,12 @@ function toolsOf(api, body) {
           out.push({ name: f.name, namespace: ns.name, props: (f.parameters || {}).properties || {}, required: [], found: true });
         }
       }
+    }
+  } else if (api === 'chat') {
+    for (const t of body.tools || []) {
+      const f = t && t.function;
+      if (!f || !f.name) continue;
+      out.push({ name: f.name, props: (f.parameters || {}).properties || {}, required: (f.parameters || {}).required || [] });
     }
   } else {
     for (const group of body.tools || []) {
@@ -275,6 +282,9 @@ function countResults(api, body) {
   } else if (api === 'openai') {
     const items = Array.isArray(body.input) ? body.input : [];
     n = items.filter((i) => i && (i.type === 'function_call_output' || i.type === 'custom_tool_call_output')).length;
+  } else if (api === 'chat') {
+    // One `role: "tool"` message per result, each naming its call.
+    n = (body.messages || []).filter((m) => m && m.role === 'tool' && m.tool_call_id).length;
   } else {
     for (const c of body.contents || []) {
       n += (c.parts || []).filter((p) => p && p.functionResponse).length;
@@ -313,7 +323,8 @@ function plan(api, body) {
 // first enum value / a short string per property so the CLI parses it.
 function auxText(api, body) {
   const gc = body.generationConfig || {};
-  const schema = gc.responseJsonSchema || gc.responseSchema;
+  const rf = body.response_format || {};
+  const schema = gc.responseJsonSchema || gc.responseSchema || (rf.json_schema && rf.json_schema.schema);
   if (schema) return JSON.stringify(fillSchema(schema));
   return 'OK';
 }
@@ -447,6 +458,67 @@ function openaiEvents(body, p) {
   return { ev, reported: { model, id: respId, ...usage } };
 }
 
+// ---------------------------------------------------------------- Chat Completions
+
+// Splits a string into up to `n` non-empty pieces, so that streamed text and
+// tool-call arguments arrive over several chunks as the real API sends them
+// (a client that keeps only the last delta shows up as wrong arguments).
+function pieces(s, n) {
+  const out = [];
+  const step = Math.max(1, Math.ceil(s.length / n));
+  for (let i = 0; i < s.length; i += step) out.push(s.slice(i, i + step));
+  return out.length ? out : [''];
+}
+
+// OpenAI Chat Completions: prompt_tokens include the cached ones
+// (`prompt_tokens_details.cached_tokens`), completion_tokens include
+// reasoning (`completion_tokens_details.reasoning_tokens`). A streamed
+// answer carries usage only when the request asked for it
+// (`stream_options.include_usage`): one last chunk with empty `choices`.
+function chatAnswer(body, p) {
+  const u = p.usage;
+  const model = body.model || 'gpt-4.1';
+  const id = nextId('chatcmpl-');
+  const created = Math.floor(Date.now() / 1000);
+  const aux = p.kind === 'aux';
+  const usage = {
+    prompt_tokens: u.input,
+    completion_tokens: u.output + (aux ? 0 : u.reasoning),
+    total_tokens: u.input + u.output + (aux ? 0 : u.reasoning),
+    prompt_tokens_details: { cached_tokens: aux ? 0 : u.cached },
+    completion_tokens_details: { reasoning_tokens: aux ? 0 : u.reasoning },
+  };
+  const toolCalls = p.calls.map((c) => ({ id: nextId('call_'), type: 'function', function: { name: c.name, arguments: JSON.stringify(c.input) } }));
+  const finish = toolCalls.length ? 'tool_calls' : 'stop';
+  const message = { role: 'assistant', content: p.text || null, refusal: null };
+  if (toolCalls.length) message.tool_calls = toolCalls;
+  const completion = {
+    id, object: 'chat.completion', created, model,
+    choices: [{ index: 0, message, logprobs: null, finish_reason: finish }],
+    usage,
+  };
+  const base = { id, object: 'chat.completion.chunk', created, model };
+  const chunk = (delta, finishReason = null) => ({ ...base, choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }] });
+  const chunks = [chunk({ role: 'assistant', content: '', refusal: null })];
+  if (p.text) for (const t of pieces(p.text, 2)) chunks.push(chunk({ content: t }));
+  toolCalls.forEach((tc, index) => {
+    chunks.push(chunk({ tool_calls: [{ index, id: tc.id, type: 'function', function: { name: tc.function.name, arguments: '' } }] }));
+    for (const a of pieces(tc.function.arguments, 3)) chunks.push(chunk({ tool_calls: [{ index, function: { arguments: a } }] }));
+  });
+  chunks.push(chunk({}, finish));
+  const streamed = !!body.stream;
+  const withUsage = !streamed || !!(body.stream_options && body.stream_options.include_usage);
+  if (streamed && withUsage) chunks.push({ ...base, choices: [], usage });
+  return { chunks, completion, reported: withUsage ? { model, id, ...usage } : null };
+}
+
+function chatSse(res, chunks) {
+  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+  for (const c of chunks) res.write(`data: ${JSON.stringify(c)}\n\n`);
+  res.write('data: [DONE]\n\n');
+  res.end();
+}
+
 // ---------------------------------------------------------------- Gemini
 
 function geminiChunks(model, p) {
@@ -522,6 +594,22 @@ function failureBody(api, fail) {
       body: { type: 'error', error, request_id: nextId('req_') },
     };
   }
+  if (api === 'chat') {
+    // OpenAI's Chat Completions errors; the retry-after is short enough that
+    // a client honouring it retries within the test.
+    if (fail === 'rate_limit') {
+      return {
+        status: 429,
+        headers: { 'retry-after': '20', 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '20s' },
+        body: { error: { message: 'Rate limit reached for requests. Please try again in 20s.', type: 'rate_limit_error', param: null, code: 'rate_limit_exceeded' } },
+      };
+    }
+    return {
+      status: 401,
+      headers: {},
+      body: { error: { message: 'Incorrect API key provided: sk-agent***e2e.', type: 'invalid_request_error', param: null, code: 'invalid_api_key' } },
+    };
+  }
   if (api === 'openai') {
     if (fail === 'rate_limit') {
       return {
@@ -568,6 +656,8 @@ function stall(api, res, body, p) {
     first = anthropicEvents(body, p).ev.slice(0, 3);
   } else if (api === 'openai') {
     first = openaiEvents(body, p).ev.slice(0, 2);
+  } else if (api === 'chat') {
+    first = chatAnswer(body, p).chunks.slice(0, 2).map((c) => [null, c]);
   } else {
     const c = geminiChunks(body.model || 'gemini', p).chunks[0];
     const { finishReason, ...cand } = c.candidates[0];
@@ -635,6 +725,14 @@ function handle(req, res, raw) {
       const { ev, reported } = openaiEvents(body, p);
       log({ ...entry, api: 'openai', kind: p.kind, turn: p.turn, tool_results: p.results, calls: p.calls, text: p.text, usage: reported, stream: body.stream !== false, ...(p.search ? { search: true } : {}) });
       delayed(p, () => sse(res, ev.map(([n, d]) => [n, d])));
+      return;
+    }
+    if (req.method === 'POST' && /^(\/v1)?\/chat\/completions$/.test(url.pathname)) {
+      const p = plan('chat', body);
+      if (answerFailure('chat', res, entry, p, body)) return;
+      const { chunks, completion, reported } = chatAnswer(body, p);
+      log({ ...entry, api: 'chat', kind: p.kind, turn: p.turn, tool_results: p.results, calls: p.calls, text: p.text, usage: reported, stream: !!body.stream });
+      delayed(p, () => (body.stream ? chatSse(res, chunks) : json(res, 200, completion)));
       return;
     }
     const gm = url.pathname.match(/\/models\/([^/:]+):(streamGenerateContent|generateContent|countTokens)$/);
