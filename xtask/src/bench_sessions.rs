@@ -16,12 +16,16 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result, bail};
 
-/// Transcript counts per provider (sum 10,000).
-const COUNTS: [(Prov, usize); 4] = [
-    (Prov::Claude, 4000),
-    (Prov::Codex, 3000),
-    (Prov::Gemini, 1500),
-    (Prov::Cursor, 1500),
+/// Session counts per provider (sum 10,000; opencode's live in one
+/// database).
+const COUNTS: [(Prov, usize); 7] = [
+    (Prov::Claude, 3000),
+    (Prov::Codex, 2000),
+    (Prov::Gemini, 1200),
+    (Prov::Cursor, 1000),
+    (Prov::Copilot, 1200),
+    (Prov::Qwen, 1000),
+    (Prov::Opencode, 600),
 ];
 const BIG_BYTES: u64 = 200 * 1024 * 1024;
 const MIN_TOTAL_BYTES: u64 = 2 * 1000 * 1000 * 1000;
@@ -34,6 +38,9 @@ enum Prov {
     Codex,
     Gemini,
     Cursor,
+    Copilot,
+    Qwen,
+    Opencode,
 }
 
 /// Token totals in ccusage's terms: `input` excludes cache reads (Codex:
@@ -390,6 +397,141 @@ fn cursor_file(dir: &Path, r: &mut Rng, target: u64) -> Result<Gen> {
     })
 }
 
+/// Copilot CLI 1.0.102: `session-state/<id>/events.jsonl`, one
+/// `session.usage_record` per model call.
+fn copilot_file(dir: &Path, r: &mut Rng, target: u64, start: i64) -> Result<Gen> {
+    let id = uuid(r);
+    let sdir = dir.join(&id);
+    std::fs::create_dir_all(&sdir)?;
+    let path = sdir.join("events.jsonl");
+    let mut w = Lines::create(&path)?;
+    let mut prev = uuid(r);
+    let day = iso(start, 0);
+    w.put(&format!(
+        r#"{{"type":"session.start","id":"{prev}","timestamp":"{day}","parentId":null,"data":{{"sessionId":"{id}","version":1,"producer":"copilot-agent","copilotVersion":"1.0.102","startTime":"{day}","selectedModel":"claude-sonnet-4.5","context":{{"cwd":"/home/bench/p{}"}}}}}}"#,
+        r.next() % 20
+    ))?;
+    let pad = filler(r.range(1_000, 8_000) as usize);
+    let mut k = 0i64;
+    while w.bytes < target {
+        k += 1;
+        let ts = iso(start + k * 30, 0);
+        let mut put = |w: &mut Lines, r: &mut Rng, ty: &str, data: String| -> Result<()> {
+            let me = uuid(r);
+            w.put(&format!(
+                r#"{{"type":"{ty}","id":"{me}","timestamp":"{ts}","parentId":"{prev}","data":{data}}}"#
+            ))?;
+            prev = me;
+            Ok(())
+        };
+        put(
+            &mut w,
+            r,
+            "user.message",
+            format!(r#"{{"content":"question {k}","interactionId":"i{k}"}}"#),
+        )?;
+        put(
+            &mut w,
+            r,
+            "assistant.turn_start",
+            format!(r#"{{"turnId":"{k}"}}"#),
+        )?;
+        put(
+            &mut w,
+            r,
+            "session.usage_record",
+            format!(
+                r#"{{"usage":{{"model":"claude-sonnet-4.5","inputTokens":6000,"outputTokens":80,"cacheReadTokens":4000,"cacheWriteTokens":0,"accounting":{{"sourceSessionId":"{id}","sequence":{k}}}}}}}"#
+            ),
+        )?;
+        put(
+            &mut w,
+            r,
+            "assistant.message",
+            format!(
+                r#"{{"messageId":"m{k}","model":"claude-sonnet-4.5","content":"answer {k}","toolRequests":[{{"toolCallId":"call_{k}","name":"view","arguments":{{"path":"/home/bench/src/f{k}.rs"}},"type":"function"}}],"turnId":"{k}"}}"#
+            ),
+        )?;
+        put(
+            &mut w,
+            r,
+            "tool.execution_start",
+            format!(
+                r#"{{"toolCallId":"call_{k}","toolName":"view","arguments":{{"path":"/home/bench/src/f{k}.rs"}},"turnId":"{k}"}}"#
+            ),
+        )?;
+        put(
+            &mut w,
+            r,
+            "tool.execution_complete",
+            format!(r#"{{"toolCallId":"call_{k}","success":true,"result":{{"content":"{pad}"}}}}"#),
+        )?;
+        put(
+            &mut w,
+            r,
+            "assistant.turn_end",
+            format!(r#"{{"turnId":"{k}"}}"#),
+        )?;
+    }
+    let bytes = w.finish()?;
+    Ok(Gen {
+        path,
+        id,
+        prov: Prov::Copilot,
+        bytes,
+        totals: Totals::default(),
+    })
+}
+
+/// Qwen Code 0.24.4: `projects/<cwd, / → ->/chats/<id>.jsonl`.
+fn qwen_file(dir: &Path, r: &mut Rng, target: u64, start: i64) -> Result<Gen> {
+    let id = uuid(r);
+    let cwd = format!("/home/bench/p{}", r.next() % 20);
+    let chats = dir.join(cwd.replace('/', "-")).join("chats");
+    std::fs::create_dir_all(&chats)?;
+    let path = chats.join(format!("{id}.jsonl"));
+    let mut w = Lines::create(&path)?;
+    let pad = filler(r.range(1_000, 8_000) as usize);
+    let mut prev = "null".to_string();
+    let mut k = 0i64;
+    while w.bytes < target {
+        k += 1;
+        let ts = iso(start + k * 30, 0);
+        for (ty, rest) in [
+            (
+                "user",
+                format!(r#""message":{{"role":"user","parts":[{{"text":"question {k}"}}]}}"#),
+            ),
+            (
+                "assistant",
+                format!(
+                    r#""model":"qwen3-coder-plus","message":{{"role":"model","parts":[{{"text":"answer {k}"}},{{"functionCall":{{"id":"call_{k}","name":"read_file","args":{{"absolute_path":"/home/bench/src/f{k}.rs"}}}}}}]}},"usageMetadata":{{"promptTokenCount":6000,"candidatesTokenCount":80,"cachedContentTokenCount":4000,"thoughtsTokenCount":20,"totalTokenCount":6100}}"#
+                ),
+            ),
+            (
+                "tool_result",
+                format!(
+                    r#""message":{{"role":"user","parts":[{{"functionResponse":{{"id":"call_{k}","name":"read_file","response":{{"output":"{pad}"}}}}}}]}},"toolCallResult":{{"callId":"call_{k}","status":"success"}}"#
+                ),
+            ),
+        ] {
+            let me = uuid(r);
+            w.put(&format!(
+                r#"{{"uuid":"{me}","parentUuid":{prev},"sessionId":"{id}","timestamp":"{ts}","type":"{ty}","cwd":"{cwd}","version":"0.24.4",{rest}}}"#
+            ))?;
+            prev = format!("\"{me}\"");
+        }
+    }
+    let bytes = w.finish()?;
+    Ok(Gen {
+        path,
+        id,
+        prov: Prov::Qwen,
+        bytes,
+        totals: Totals::default(),
+    })
+}
+
 fn set_age(path: &Path, secs: u64) -> Result<()> {
     let f = File::options().write(true).open(path)?;
     f.set_modified(SystemTime::now() - Duration::from_secs(secs))?;
@@ -427,6 +569,12 @@ fn build_home(home: &Path, per: Option<usize>, provs: &[Prov], seed: u64) -> Res
                 Prov::Codex => codex_file(&home.join(".codex/sessions"), &mut r, size, start)?,
                 Prov::Gemini => gemini_file(&home.join(".gemini/tmp"), &mut r, size, start)?,
                 Prov::Cursor => cursor_file(&home.join(".cursor/projects"), &mut r, size)?,
+                Prov::Copilot => {
+                    copilot_file(&home.join(".copilot/session-state"), &mut r, size, start)?
+                }
+                Prov::Qwen => qwen_file(&home.join(".qwen/projects"), &mut r, size, start)?,
+                // Rows of one database, added below.
+                Prov::Opencode => continue,
             };
             set_age(&g.path, age)?;
             out.push(g);
@@ -585,7 +733,15 @@ pub fn run(agentsight: &Path) -> Result<()> {
 /// Claude transcript (a month old, so the list measures typical rows).
 /// Also `cargo xtask bench top`'s home.
 pub(crate) fn build_bench_home(home: &Path) -> Result<(Vec<Gen>, Gen)> {
-    let all = [Prov::Claude, Prov::Codex, Prov::Gemini, Prov::Cursor];
+    let all = [
+        Prov::Claude,
+        Prov::Codex,
+        Prov::Gemini,
+        Prov::Cursor,
+        Prov::Copilot,
+        Prov::Qwen,
+        Prov::Opencode,
+    ];
     let gens = build_home(home, None, &all, 0x5eed_1234_abcd_0001)?;
     let mut r = Rng(0xb16_b16);
     let now = SystemTime::now()
