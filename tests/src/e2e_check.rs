@@ -46,11 +46,14 @@ pub fn q(s: &str) -> String {
 
 /// The name each CLI gives server `server`'s tool `tool` (`docs/mcp.md` §4):
 /// Claude Code and Codex (namespace `mcp__S__` joined with the tool name)
-/// `mcp__S__T`, Gemini CLI `mcp_S_T`.
+/// and Qwen Code `mcp__S__T`, Gemini CLI `mcp_S_T`, Copilot CLI `S-T`,
+/// opencode `S_T`.
 pub fn mcp_tool_name(agent: Agent, server: &str, tool: &str) -> String {
     match agent {
-        Agent::Claude | Agent::Codex => format!("mcp__{server}__{tool}"),
+        Agent::Claude | Agent::Codex | Agent::Qwen => format!("mcp__{server}__{tool}"),
         Agent::Gemini => format!("mcp_{server}_{tool}"),
+        Agent::Copilot => format!("{server}-{tool}"),
+        Agent::Opencode => format!("{server}_{tool}"),
     }
 }
 
@@ -67,7 +70,8 @@ pub fn expected_tool(agent: Agent, run: &Run, intent: &Value) -> Tool {
     let shell_name = match agent {
         Agent::Claude => "Bash",
         Agent::Codex => "exec_command",
-        Agent::Gemini => "run_shell_command",
+        Agent::Gemini | Agent::Qwen => "run_shell_command",
+        Agent::Copilot | Agent::Opencode => "bash",
     };
     let shell = |c: String| tool(shell_name, "shell", Some(c), &[]);
     let mut t = if let Some(c) = intent["shell"].as_str() {
@@ -77,14 +81,21 @@ pub fn expected_tool(agent: Agent, run: &Run, intent: &Value) -> Tool {
             Agent::Claude => tool("Read", "read", None, &[(&abs(p), "read")]),
             // Codex has no read tool: the server reads through the shell.
             Agent::Codex => shell(format!("cat {}", q(p))),
-            Agent::Gemini => tool("read_file", "read", None, &[(&abs(p), "read")]),
+            Agent::Gemini | Agent::Qwen => tool("read_file", "read", None, &[(&abs(p), "read")]),
+            Agent::Copilot => tool("view", "read", None, &[(&abs(p), "read")]),
+            Agent::Opencode => tool("read", "read", None, &[(&abs(p), "read")]),
         }
     } else if let Some(p) = intent["list_dir"].as_str() {
         match agent {
-            // Neither offers a list tool in these versions (Claude Code
-            // 2.1.328 dropped LS and defers Glob).
-            Agent::Claude | Agent::Codex => shell(format!("ls {}", q(p))),
-            Agent::Gemini => tool("list_directory", "read", None, &[(&abs(p), "read")]),
+            // None offers a list tool in these versions (Claude Code
+            // 2.1.328 dropped LS and defers Glob; Copilot CLI and opencode
+            // have a `glob` only).
+            Agent::Claude | Agent::Codex | Agent::Copilot | Agent::Opencode => {
+                shell(format!("ls {}", q(p)))
+            }
+            Agent::Gemini | Agent::Qwen => {
+                tool("list_directory", "read", None, &[(&abs(p), "read")])
+            }
         }
     } else if let Some(w) = intent["write_file"].as_object() {
         let p = w["path"].as_str().unwrap();
@@ -103,7 +114,9 @@ pub fn expected_tool(agent: Agent, run: &Run, intent: &Value) -> Tool {
                     &[(Path::new(p), "create")],
                 )
             }
-            Agent::Gemini => tool("write_file", "edit", None, &[(&abs(p), "create")]),
+            Agent::Gemini | Agent::Qwen => tool("write_file", "edit", None, &[(&abs(p), "create")]),
+            Agent::Copilot => tool("create", "edit", None, &[(&abs(p), "create")]),
+            Agent::Opencode => tool("write", "edit", None, &[(&abs(p), "create")]),
         }
     } else if let Some(m) = intent["mcp"].as_object() {
         let (server, name) = (m["server"].as_str().unwrap(), m["tool"].as_str().unwrap());
@@ -123,7 +136,10 @@ pub fn expected_tool(agent: Agent, run: &Run, intent: &Value) -> Tool {
 /// The exit code each CLI's transcript states for a call (scenario
 /// `exit_code`, 0 when absent): Codex for every exec_command and apply_patch
 /// (`Process exited with code N`, `Exit code: N`); Claude Code (`Exit code
-/// N`) and Gemini CLI (`Exit Code: N`) only for a shell command that failed.
+/// N`) and Gemini CLI (`Exit Code: N`) only for a shell command that failed;
+/// Copilot CLI (`shellExecution.exitCode`), opencode (`metadata.exit`) and
+/// Qwen Code (`Exit Code: N`, `resultDisplay.exitCode`) for every shell
+/// command, 0 included.
 pub fn expected_exit_code(agent: Agent, t: &Tool, intent: &Value) -> Option<i64> {
     let code = intent["exit_code"].as_i64().unwrap_or(0);
     if t.category == "mcp" {
@@ -133,6 +149,7 @@ pub fn expected_exit_code(agent: Agent, t: &Tool, intent: &Value) -> Option<i64>
     match agent {
         Agent::Codex => Some(code),
         Agent::Claude | Agent::Gemini => (t.category == "shell" && code != 0).then_some(code),
+        Agent::Copilot | Agent::Opencode | Agent::Qwen => (t.category == "shell").then_some(code),
     }
 }
 
@@ -162,20 +179,57 @@ pub fn actual_tool(v: &Value) -> Tool {
     }
 }
 
-/// The session id from the CLI's own files, read without agentsight.
+/// The session id from the CLI's own files, read without agentsight, and
+/// the transcript's text (opencode: its parts' JSON, in order).
 pub fn native_session_id(agent: Agent, run: &Run) -> (String, String) {
     let files = run.transcripts();
     assert_eq!(files.len(), 1, "one transcript expected, found {files:?}");
     let f = &files[0];
-    let first: Value =
-        serde_json::from_str(fs::read_to_string(f).unwrap().lines().next().unwrap()).unwrap();
+    if agent == Agent::Opencode {
+        return opencode_session(f);
+    }
+    let text = fs::read_to_string(f).unwrap();
+    let first: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let stem = || f.file_stem().unwrap().to_str().unwrap().to_string();
     let id = match agent {
-        // Claude: the file stem is the session id.
-        Agent::Claude => f.file_stem().unwrap().to_str().unwrap().to_string(),
+        // Claude, Qwen: the file stem is the session id.
+        Agent::Claude | Agent::Qwen => stem(),
         Agent::Codex => first["payload"]["id"].as_str().unwrap().to_string(),
         Agent::Gemini => first["sessionId"].as_str().unwrap().to_string(),
+        // Copilot: `session-state/<id>/events.jsonl`, the id also in
+        // `session.start`.
+        Agent::Copilot => {
+            let dir = f.parent().unwrap().file_name().unwrap().to_str().unwrap();
+            assert_eq!(first["data"]["sessionId"], dir, "{}", f.display());
+            dir.to_string()
+        }
+        Agent::Opencode => unreachable!(),
     };
-    (id, fs::read_to_string(f).unwrap())
+    (id, text)
+}
+
+/// opencode's one session in its database (`ses_…`), and its parts' JSON
+/// (text, tool input and output), read-only.
+fn opencode_session(db: &Path) -> (String, String) {
+    let conn =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap_or_else(|e| panic!("{}: {e}", db.display()));
+    let ids: Vec<String> = conn
+        .prepare("SELECT id FROM session")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(ids.len(), 1, "one opencode session expected: {ids:?}");
+    let parts: Vec<String> = conn
+        .prepare("SELECT data FROM part WHERE session_id = ?1 ORDER BY id")
+        .unwrap()
+        .query_map([&ids[0]], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    (ids[0].clone(), parts.join("\n"))
 }
 
 /// Token totals the server reported, by each provider's accounting rules
@@ -187,8 +241,9 @@ pub fn expected_usage(agent: Agent, responses: &[Value]) -> Value {
     for r in responses {
         let u = &r["usage"];
         match agent {
-            // Anthropic: input excludes cache reads and writes.
-            Agent::Claude => {
+            // Anthropic (Claude Code; Copilot CLI on its Anthropic
+            // provider): input excludes cache reads and writes.
+            Agent::Claude | Agent::Copilot => {
                 input += n(&u["input_tokens"]);
                 output += n(&u["output_tokens"]);
                 cache_read += n(&u["cache_read_input_tokens"]);
@@ -201,6 +256,15 @@ pub fn expected_usage(agent: Agent, responses: &[Value]) -> Value {
                 cache_read += cached;
                 output += n(&u["output_tokens"]);
                 reasoning += n(&u["output_tokens_details"]["reasoning_tokens"]);
+            }
+            // Chat Completions (opencode, Qwen Code): prompt_tokens include
+            // cached, completion_tokens include reasoning.
+            Agent::Opencode | Agent::Qwen => {
+                let cached = n(&u["prompt_tokens_details"]["cached_tokens"]);
+                input += n(&u["prompt_tokens"]) - cached;
+                cache_read += cached;
+                output += n(&u["completion_tokens"]);
+                reasoning += n(&u["completion_tokens_details"]["reasoning_tokens"]);
             }
             // Gemini: prompt includes cached; candidates exclude thoughts.
             Agent::Gemini => {
@@ -433,6 +497,11 @@ pub fn audit_writes_pass(run: &Run, db: &Path) {
         "~/.gemini/**",
         "~/.cursor/**",
         "~/.cache/**",
+        "~/.copilot/**",
+        "~/.qwen/**",
+        "~/.local/share/opencode/**",
+        "~/.local/state/opencode/**",
+        "~/.config/opencode/**",
     ];
     // The network scenario asks for curl, which the defaults deny.
     let deny: &[&str] = if run.scenario.name == "network" {

@@ -1,5 +1,5 @@
-//! Real Claude Code, Codex and Gemini CLI runs driven by the scripted model
-//! server (issue 6): each test runs one CLI through one scenario offline, then
+//! Real Claude Code, Codex, Gemini CLI, Copilot CLI, opencode and Qwen Code
+//! runs driven by the scripted model server (issues 6 and 29): each test runs one CLI through one scenario offline, then
 //! checks that `agentsight sessions` and `agentsight session show --json`
 //! report exactly what the CLI's genuine transcript holds — session id, cwd,
 //! model, every tool call, prompt count and token totals equal to what the
@@ -98,6 +98,21 @@ e2e! {
     claude_mcp_edit: Claude, "mcp_edit";
     codex_mcp_edit: Codex, "mcp_edit";
     gemini_mcp_edit: Gemini, "mcp_edit";
+    copilot_inspect: Copilot, "inspect";
+    copilot_edit: Copilot, "edit";
+    copilot_failing: Copilot, "failing";
+    copilot_network: Copilot, "network";
+    copilot_parallel: Copilot, "parallel";
+    opencode_inspect: Opencode, "inspect";
+    opencode_edit: Opencode, "edit";
+    opencode_failing: Opencode, "failing";
+    opencode_network: Opencode, "network";
+    opencode_parallel: Opencode, "parallel";
+    qwen_inspect: Qwen, "inspect";
+    qwen_edit: Qwen, "edit";
+    qwen_failing: Qwen, "failing";
+    qwen_network: Qwen, "network";
+    qwen_parallel: Qwen, "parallel";
 }
 
 e2e_recorded! {
@@ -130,4 +145,13 @@ e2e_recorded! {
     claude_mcp_edit_under_record: Claude, "mcp_edit";
     codex_mcp_edit_under_record: Codex, "mcp_edit";
     gemini_mcp_edit_under_record: Gemini, "mcp_edit";
+    copilot_edit_under_record: Copilot, "edit";
+    copilot_network_under_record: Copilot, "network";
+    copilot_failing_under_record: Copilot, "failing";
+    opencode_edit_under_record: Opencode, "edit";
+    opencode_network_under_record: Opencode, "network";
+    opencode_failing_under_record: Opencode, "failing";
+    qwen_edit_under_record: Qwen, "edit";
+    qwen_network_under_record: Qwen, "network";
+    qwen_failing_under_record: Qwen, "failing";
 }

@@ -140,6 +140,7 @@ fn check_session_trace(run: &Run, db: &Path, summary: &Value) {
         Agent::Claude => ("claude-code", "anthropic"),
         Agent::Codex => ("codex", "openai"),
         Agent::Gemini => ("gemini-cli", "gcp.gemini"),
+        other => panic!("no OTLP expectations for {} yet", other.name()),
     };
     let (trace, spans) = by_trace
         .iter()

@@ -81,7 +81,10 @@ fn session_id(run: &Run) -> Option<String> {
     let files = run.transcripts();
     let f = files.first()?;
     match run.agent {
-        Agent::Claude => Some(f.file_stem()?.to_str()?.to_string()),
+        Agent::Claude | Agent::Qwen => Some(f.file_stem()?.to_str()?.to_string()),
+        Agent::Copilot => Some(f.parent()?.file_name()?.to_str()?.to_string()),
+        // Its sessions are rows of one database: no top test plays it yet.
+        Agent::Opencode => None,
         Agent::Codex | Agent::Gemini => {
             let text = std::fs::read_to_string(f).ok()?;
             let first: Value = serde_json::from_str(text.lines().next()?).ok()?;
@@ -124,6 +127,7 @@ fn assert_row_is(run: &Run, row: &Value) {
         Agent::Claude => "claude",
         Agent::Codex => "codex",
         Agent::Gemini => "gemini",
+        other => other.name(),
     };
     assert_eq!(row["provider"], provider, "row: {row}");
     assert_eq!(row["session_id"].as_str(), session_id(run).as_deref());
