@@ -532,6 +532,93 @@ fn qwen_file(dir: &Path, r: &mut Rng, target: u64, start: i64) -> Result<Gen> {
     })
 }
 
+/// opencode 1.18.33's tables, as its own migrations create them (the
+/// columns the reader uses; the rest of the schema does not matter here).
+const OPENCODE_SCHEMA: &str = "
+PRAGMA journal_mode=WAL;
+CREATE TABLE project (id text PRIMARY KEY, worktree text NOT NULL, vcs text, name text,
+  time_created integer NOT NULL, time_updated integer NOT NULL, sandboxes text NOT NULL);
+CREATE TABLE session (id text PRIMARY KEY, project_id text NOT NULL, workspace_id text,
+  parent_id text, slug text NOT NULL, directory text NOT NULL, path text, title text NOT NULL,
+  version text NOT NULL, cost real DEFAULT 0 NOT NULL, tokens_input integer DEFAULT 0 NOT NULL,
+  tokens_output integer DEFAULT 0 NOT NULL, tokens_reasoning integer DEFAULT 0 NOT NULL,
+  tokens_cache_read integer DEFAULT 0 NOT NULL, tokens_cache_write integer DEFAULT 0 NOT NULL,
+  agent text, model text, time_created integer NOT NULL, time_updated integer NOT NULL,
+  time_compacting integer, time_archived integer);
+CREATE TABLE message (id text PRIMARY KEY, session_id text NOT NULL, time_created integer NOT NULL,
+  time_updated integer NOT NULL, data text NOT NULL);
+CREATE TABLE part (id text PRIMARY KEY, message_id text NOT NULL, session_id text NOT NULL,
+  time_created integer NOT NULL, time_updated integer NOT NULL, data text NOT NULL);
+CREATE INDEX message_session_idx ON message (session_id);
+CREATE INDEX part_message_idx ON part (message_id);
+CREATE INDEX part_session_idx ON part (session_id);
+INSERT INTO project VALUES ('global', '/', NULL, NULL, 0, 0, '[]');
+";
+
+/// opencode: `n` sessions in one database (`opencode.db`, WAL), each a
+/// few turns of a read call (10–60 KB of rows); one [`Gen`] per session,
+/// all with the database's path.
+fn opencode_db(db: &Path, r: &mut Rng, n: usize, now: i64) -> Result<Vec<Gen>> {
+    std::fs::create_dir_all(db.parent().context("database dir")?)?;
+    let mut c = rusqlite::Connection::open(db)?;
+    c.execute_batch(OPENCODE_SCHEMA)?;
+    let tx = c.transaction()?;
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let id = format!("ses_bench{i:05}{:012x}", r.next() & 0xffff_ffff_ffff);
+        let start_ms = (now - r.range(60, 90 * 86_400) as i64 - 3600) * 1000;
+        let turns = r.range(1, 6) as i64;
+        let pad = filler(r.range(1_000, 9_000) as usize);
+        let mut bytes = 0u64;
+        for k in 0..turns {
+            let t = start_ms + k * 30_000;
+            let user = format!("msg_{id}_{k}u");
+            let asst = format!("msg_{id}_{k}a");
+            let rows = [
+                (&user, r#"{"role":"user","time":{"created":T},"agent":"build","model":{"providerID":"local","modelID":"m"}}"#.replace('T', &t.to_string())),
+                (&asst, format!(r#"{{"parentID":"{user}","role":"assistant","mode":"build","agent":"build","path":{{"cwd":"/home/bench/p{}","root":"/"}},"cost":0,"tokens":{{"total":6100,"input":2000,"output":80,"reasoning":20,"cache":{{"write":0,"read":4000}}}},"modelID":"m","providerID":"local","time":{{"created":{t},"completed":{}}},"finish":"stop"}}"#, i % 20, t + 2000)),
+            ];
+            for (mid, data) in rows {
+                bytes += data.len() as u64;
+                tx.execute(
+                    "INSERT INTO message VALUES (?1, ?2, ?3, ?3, ?4)",
+                    rusqlite::params![mid, id, t, data],
+                )?;
+            }
+            let parts = [
+                (&user, format!(r#"{{"type":"text","text":"question {k}"}}"#)),
+                (&asst, format!(r#"{{"type":"tool","tool":"read","callID":"call_{k}","state":{{"status":"completed","input":{{"filePath":"/home/bench/src/f{k}.rs"}},"output":"{pad}","title":"f{k}.rs","time":{{"start":{t},"end":{}}}}}}}"#, t + 500)),
+                (&asst, r#"{"type":"step-finish","reason":"stop","tokens":{"total":6100,"input":2000,"output":80,"reasoning":20,"cache":{"write":0,"read":4000}},"cost":0}"#.to_string()),
+            ];
+            for (j, (mid, data)) in parts.into_iter().enumerate() {
+                bytes += data.len() as u64;
+                let pid = format!("prt_{id}_{k}_{j}");
+                tx.execute(
+                    "INSERT INTO part VALUES (?1, ?2, ?3, ?4, ?4, ?5)",
+                    rusqlite::params![pid, mid, id, t, data],
+                )?;
+            }
+        }
+        let end_ms = start_ms + turns * 30_000;
+        tx.execute(
+            "INSERT INTO session (id, project_id, slug, directory, path, title, version, tokens_input, \
+             tokens_output, tokens_reasoning, tokens_cache_read, agent, model, time_created, time_updated) \
+             VALUES (?1, 'global', 'bench', ?2, ?3, 'bench', '1.18.33', ?4, ?5, ?6, ?7, 'build', \
+             '{\"id\":\"m\",\"providerID\":\"local\"}', ?8, ?9)",
+            rusqlite::params![id, format!("/home/bench/p{}", i % 20), format!("home/bench/p{}", i % 20), 2000 * turns, 80 * turns, 20 * turns, 4000 * turns, start_ms, end_ms],
+        )?;
+        out.push(Gen {
+            path: db.to_path_buf(),
+            id,
+            prov: Prov::Opencode,
+            bytes,
+            totals: Totals::default(),
+        });
+    }
+    tx.commit()?;
+    Ok(out)
+}
+
 fn set_age(path: &Path, secs: u64) -> Result<()> {
     let f = File::options().write(true).open(path)?;
     f.set_modified(SystemTime::now() - Duration::from_secs(secs))?;
@@ -551,6 +638,11 @@ fn build_home(home: &Path, per: Option<usize>, provs: &[Prov], seed: u64) -> Res
             continue;
         }
         let n = per.unwrap_or(n);
+        if p == Prov::Opencode {
+            let db = home.join(".local/share/opencode/opencode.db");
+            out.extend(opencode_db(&db, &mut r, n, now)?);
+            continue;
+        }
         for _ in 0..n {
             let size = pick_size(&mut r);
             let age = r.range(60, 90 * 86_400);
@@ -573,8 +665,7 @@ fn build_home(home: &Path, per: Option<usize>, provs: &[Prov], seed: u64) -> Res
                     copilot_file(&home.join(".copilot/session-state"), &mut r, size, start)?
                 }
                 Prov::Qwen => qwen_file(&home.join(".qwen/projects"), &mut r, size, start)?,
-                // Rows of one database, added below.
-                Prov::Opencode => continue,
+                Prov::Opencode => unreachable!("built above"),
             };
             set_age(&g.path, age)?;
             out.push(g);
