@@ -15,7 +15,9 @@ use crate::{
     clock::Anchors,
     matching::{
         Evidence, FallbackSession, FdObservation, PathEvidence, ProcTable, SessionKey, Tree,
-        TreeStatus, fd_evidence, match_trees, transcript_writes,
+        TreeStatus,
+        database::{self, DbSession},
+        fd_evidence, match_trees, transcript_writes,
     },
     sessions::{self, AgentSession, DiscoveryOptions},
     store::{
@@ -154,8 +156,7 @@ pub fn bind_and_store<E: std::fmt::Display>(
             .unwrap_or(0);
         rw.insert_proc_fd(o.pid, start, o.mono_ns, &o.path)?;
     }
-    let mut evidence = transcript_writes(cap, &procs)?;
-    evidence.extend(fd_evidence(&opts.fd_observations, &procs));
+    let evidence = path_evidence(cap, &procs, &anchors, &opts.fd_observations)?;
     let places = Places::load(cap, &procs)?;
     let mut summary = BindSummary::default();
     let fallback = fallback_sessions(&anchors, &opts.homes, &mut summary.notes);
@@ -199,6 +200,43 @@ pub fn bind_and_store<E: std::fmt::Display>(
         summary.notes.push(format!("correlations not stored: {e}"));
     }
     Ok(summary)
+}
+
+/// Every piece of path evidence of a capture: transcript writes, `/proc`
+/// fd observations, and writes of a shared session store resolved to its
+/// sessions. Record's final binding and the live one (`livecap`) both use
+/// it, so they bind from the same inputs.
+pub fn path_evidence(
+    cap: CaptureReader,
+    procs: &ProcTable,
+    anchors: &Anchors,
+    fd_obs: &[FdObservation],
+) -> Result<Vec<PathEvidence>, StoreError> {
+    let mut evidence = transcript_writes(cap, procs)?;
+    evidence.extend(fd_evidence(fd_obs, procs));
+    let touches = database::database_touches(cap, procs, fd_obs)?;
+    evidence.extend(database::database_evidence(
+        procs,
+        anchors,
+        &touches,
+        &shared_store_sessions,
+    ));
+    Ok(evidence)
+}
+
+/// The sessions of a shared session store (opencode's database) created or
+/// updated in `[from_ms, to_ms]`, read by the provider's own reader.
+pub fn shared_store_sessions(
+    provider: sessions::Provider,
+    db: &Path,
+    from_ms: i64,
+    to_ms: i64,
+) -> Vec<DbSession> {
+    // opencode's reader (`opencode::sessions_between`) is not in the
+    // sessions crate yet: until it is, a database write binds nothing and
+    // the cwd fallback decides.
+    tracing::debug!(%provider, db = %db.display(), from_ms, to_ms, "no reader for this session store");
+    Vec::new()
 }
 
 /// The recorded container a process ran in (`processes.container_id`).
@@ -454,7 +492,15 @@ impl<'a> SessionStore<'a> {
         let Some(main) = main_path(key, &paths) else {
             return Ok(());
         };
-        let session = match sessions::parse_file(key.0, &main) {
+        // The id names the session in a store holding many (opencode's
+        // database); for a transcript file it is the file's own.
+        let session = match sessions::parse_session_in(
+            key.0,
+            &main,
+            Some(&key.1),
+            &sessions::Bounds::default(),
+            &mut sessions::ParseBatch::default(),
+        ) {
             Ok(s) => s,
             Err(e) => {
                 self.summary.notes.push(format!("session {}: {e}", key.1));
@@ -473,6 +519,16 @@ impl<'a> SessionStore<'a> {
             cwd: session.cwd.clone(),
         });
         if !self.copy {
+            return Ok(());
+        }
+        // A store shared by many sessions (opencode's database) holds
+        // other sessions too: never copied.
+        if database::shared_database(&main.display().to_string()).is_some() {
+            self.summary.notes.push(format!(
+                "session {}: {} holds other sessions too: not copied",
+                key.1,
+                main.display()
+            ));
             return Ok(());
         }
         let mut files: Vec<String> = vec![main.display().to_string()];

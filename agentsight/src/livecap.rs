@@ -451,8 +451,7 @@ fn live_trees(
 ) -> Result<(ProcTable, Anchors, Vec<Tree>, Vec<matching::PathEvidence>), StoreError> {
     let procs = ProcTable::load(cap)?;
     let anchors = cap.anchors()?;
-    let mut evidence = matching::transcript_writes(cap, &procs)?;
-    evidence.extend(matching::fd_evidence(fd_obs, &procs));
+    let evidence = crate::enrich::path_evidence(cap, &procs, &anchors, fd_obs)?;
     let trees = match_trees(&procs, &anchors, &evidence, fallback);
     Ok((procs, anchors, trees, evidence))
 }
@@ -640,11 +639,18 @@ fn activity_of(
                 .map(|f| f.path.clone())
         })
         .ok_or_else(|| KernelWatchError::NotBound(session_id.to_string()))?;
-    let session =
-        crate::sessions::parse_file(key.0, &path).map_err(|e| KernelWatchError::Session {
-            id: session_id.to_string(),
-            reason: e.to_string(),
-        })?;
+    // The id names the session in a store holding many (opencode's database).
+    let session = crate::sessions::parse_session_in(
+        key.0,
+        &path,
+        Some(&key.1),
+        &crate::sessions::Bounds::default(),
+        &mut crate::sessions::ParseBatch::default(),
+    )
+    .map_err(|e| KernelWatchError::Session {
+        id: session_id.to_string(),
+        reason: e.to_string(),
+    })?;
     let view = CaptureView::load(cap)?;
     let trees: Vec<BoundTree> = bound
         .iter()

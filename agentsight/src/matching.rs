@@ -4,6 +4,9 @@
 //! 1. `transcript_write`: a process of the tree opened a session transcript
 //!    for writing (or renamed/created/truncated it), seen by our own capture;
 //! 2. `proc_fd`: the transcript was open in `/proc/PID/fd` at a scan;
+//!    `database_write`: a process wrote a session store shared by many
+//!    sessions (opencode's database), which lists the sessions of its cwd
+//!    active while the process lived (`database`);
 //! 3. `sticky`: a live tree that a capture bound earlier, with no contrary
 //!    evidence now (used by `agentsight pid`);
 //! 4. `cwd_fallback`: same canonical cwd and a start time close to the
@@ -24,6 +27,7 @@ use std::{
 
 use serde::Serialize;
 
+pub mod database;
 pub mod mcp;
 
 use crate::{
@@ -37,6 +41,7 @@ crate::vocabulary::vocabulary! {
     Evidence {
         TranscriptWrite => "transcript_write",
         ProcFd => "proc_fd",
+        DatabaseWrite => "database_write",
         Sticky => "sticky",
         CwdFallback => "cwd_fallback",
     }
@@ -274,7 +279,7 @@ pub struct Tree {
 
 /// Canonical form of a cwd for comparison (symlinks resolved when the
 /// directory still exists, trailing slashes dropped).
-fn canonical(dir: &str) -> String {
+pub(crate) fn canonical(dir: &str) -> String {
     std::fs::canonicalize(dir)
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| dir.trim_end_matches('/').to_string())
@@ -575,10 +580,9 @@ pub fn scan_fds(pids: &[u32], mono_ns: u64, out: &mut Vec<FdObservation>) {
                 continue;
             };
             let Some(t) = target.to_str() else { continue };
-            if !(t.ends_with(".jsonl") || t.ends_with(".json")) {
-                continue;
-            }
-            if sessions::session_id_for_path(&target).is_none() {
+            let transcript = (t.ends_with(".jsonl") || t.ends_with(".json"))
+                && sessions::session_id_for_path(&target).is_some();
+            if !transcript && database::shared_database(t).is_none() {
                 continue;
             }
             // One observation per (pid, path) is enough evidence; later

@@ -197,6 +197,30 @@ pub(super) fn transcript_like_writes(conn: &Connection) -> rusqlite::Result<Vec<
     .collect()
 }
 
+/// Successful writes of SQLite database files (`.db`, `.db-wal`) per
+/// process and path, as [`transcript_like_writes`] counts them: a session
+/// store shared by many sessions (opencode's `opencode.db`) is written there.
+pub(super) fn database_like_writes(conn: &Connection) -> rusqlite::Result<Vec<FileWrite>> {
+    let mut st = conn.prepare(
+        "SELECT process_id, path, MIN(mono_ns), COUNT(*) FROM events
+         WHERE kind IN ('open','openat','openat2','creat','rename','renameat','renameat2','link','linkat','truncate')
+           AND result >= 0 AND process_id IS NOT NULL
+           AND (path LIKE '%.db' OR path LIKE '%.db-wal')
+           AND (kind NOT IN ('open','openat','openat2')
+                OR flags LIKE '%write%' OR flags LIKE '%create%' OR flags LIKE '%trunc%')
+         GROUP BY process_id, path",
+    )?;
+    st.query_map([], |r| {
+        Ok(FileWrite {
+            process_id: r.get(0)?,
+            path: r.get(1)?,
+            first_mono_ns: r.get(2)?,
+            count: r.get(3)?,
+        })
+    })?
+    .collect()
+}
+
 /// Distinct paths ending in `suffix` (compared exactly, no pattern) that a
 /// process of the capture opened for writing or created, successfully; by
 /// path.

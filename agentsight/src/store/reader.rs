@@ -63,6 +63,11 @@ impl<'a> CaptureReader<'a> {
         read::transcript_like_writes(self.conn).map_err(|e| self.query_err(e))
     }
 
+    /// [`read::database_like_writes`].
+    pub fn database_like_writes(&self) -> Result<Vec<FileWrite>, StoreError> {
+        read::database_like_writes(self.conn).map_err(|e| self.query_err(e))
+    }
+
     /// [`read::paths_written_ending`].
     pub fn paths_written_ending(&self, suffix: &str) -> Result<Vec<String>, StoreError> {
         read::paths_written_ending(self.conn, suffix).map_err(|e| self.query_err(e))

@@ -511,7 +511,15 @@ impl LiveModel {
         let Some(e) = self.entries.get(path) else {
             return Vec::new();
         };
-        let Ok(s) = crate::sessions::parse_file(e.provider, path) else {
+        // The id names the session in a store holding many (opencode's database).
+        let id = session_id(e, path);
+        let Ok(s) = crate::sessions::parse_session_in(
+            e.provider,
+            path,
+            Some(&id),
+            &crate::sessions::Bounds::default(),
+            &mut ParseBatch::default(),
+        ) else {
             return Vec::new();
         };
         let skip = s.tools.len().saturating_sub(last);
@@ -593,7 +601,7 @@ fn read_entry(
     if !counted {
         e.whole = Some(WholeFacts {
             last_response: tail_last_response,
-            ..whole_facts(e.provider, path, e.size, batch)
+            ..whole_facts(e.provider, path, &session_id(e, path), e.size, batch)
         });
     }
     // A tail from the file's start knows the first prompt: kept, since the
@@ -638,9 +646,15 @@ fn tokens_of_totals(t: &live::TokenTotals) -> Tokens {
     }
 }
 
-fn whole_facts(provider: Provider, path: &Path, size: u64, batch: &mut ParseBatch) -> WholeFacts {
+fn whole_facts(
+    provider: Provider,
+    path: &Path,
+    id: &str,
+    size: u64,
+    batch: &mut ParseBatch,
+) -> WholeFacts {
     let bounds = crate::sessions::Bounds::default();
-    match crate::sessions::parse_file_in(provider, path, &bounds, batch) {
+    match crate::sessions::parse_session_in(provider, path, Some(id), &bounds, batch) {
         Ok(s) => WholeFacts {
             // Cursor transcripts carry no usage: unknown, not zero.
             tokens: (provider != Provider::Cursor).then(|| tokens_of(&s.usage)),
@@ -889,7 +903,7 @@ mod tests {
             })
         );
         // A whole parse of the final file agrees.
-        let whole = whole_facts(Provider::Claude, &path, 0, &mut ParseBatch::default()).tokens;
+        let whole = whole_facts(Provider::Claude, &path, "s", 0, &mut ParseBatch::default()).tokens;
         assert_eq!(
             whole,
             Some(Tokens {
