@@ -232,11 +232,29 @@ pub fn shared_store_sessions(
     from_ms: i64,
     to_ms: i64,
 ) -> Vec<DbSession> {
-    // opencode's reader (`opencode::sessions_between`) is not in the
-    // sessions crate yet: until it is, a database write binds nothing and
-    // the cwd fallback decides.
-    tracing::debug!(%provider, db = %db.display(), from_ms, to_ms, "no reader for this session store");
-    Vec::new()
+    if provider != sessions::Provider::Opencode {
+        return Vec::new();
+    }
+    match sessions::opencode::sessions_between(db, from_ms, to_ms) {
+        // A row without its times cannot be placed in a process's life.
+        Ok(rows) => rows
+            .into_iter()
+            .filter_map(|r| {
+                let created_ms = r.created_ms?;
+                Some(DbSession {
+                    id: r.id,
+                    directory: r.directory,
+                    parent_id: r.parent_id,
+                    created_ms,
+                    updated_ms: r.updated_ms.unwrap_or(created_ms),
+                })
+            })
+            .collect(),
+        Err(e) => {
+            tracing::warn!(db = %db.display(), error = %e, "session store unreadable: its writers stay unbound");
+            Vec::new()
+        }
+    }
 }
 
 /// The recorded container a process ran in (`processes.container_id`).
