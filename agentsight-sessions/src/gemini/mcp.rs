@@ -99,9 +99,16 @@ fn names(v: Option<&Value>) -> Option<Vec<String>> {
 }
 
 fn servers(places: &McpPlaces, out: &mut McpConfigs) {
-    let mut files = vec![places.home.join(".gemini").join("settings.json")];
+    settings_servers(".gemini", places, out);
+}
+
+/// `mcpServers` of `<home>/<dir>/settings.json` then
+/// `<project>/<dir>/settings.json`, filtered by `mcp.allowed` /
+/// `mcp.excluded` (Gemini CLI, and Qwen Code, its fork, with `.qwen`).
+pub(crate) fn settings_servers(dir: &str, places: &McpPlaces, out: &mut McpConfigs) {
+    let mut files = vec![places.home.join(dir).join("settings.json")];
     if let Some(p) = &places.project {
-        files.push(p.join(".gemini").join("settings.json"));
+        files.push(p.join(dir).join("settings.json"));
     }
     let (mut allowed, mut excluded) = (None, Vec::new());
     for path in files {

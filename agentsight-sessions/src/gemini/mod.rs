@@ -661,7 +661,7 @@ fn parts(c: &Content<Part>) -> impl Iterator<Item = &Part> {
     }
 }
 
-fn tool_event(
+pub(crate) fn tool_event(
     s: &mut AgentSession,
     tc: &ToolCall,
     ts: Option<i64>,
