@@ -8,17 +8,23 @@
 //! - [`lock`]: one message at a time per session (a `flock`).
 //! - [`live`]: the session running outside agentsight.
 //! - [`lines`]: the provider's output as bounded lines with deadlines.
-//! - [`claude`], [`codex`], [`gemini`]: one driver per provider; `child`
-//!   holds their provider process (kill-on-drop, deadlines); `sweep` ends
-//!   every process of a turn, also those that left its process group.
+//! - [`claude`], [`codex`], [`gemini`], [`copilot`], [`opencode`],
+//!   [`qwen`]: one driver per provider (the last three share [`oneshot`]'s
+//!   runtime); `child` holds their provider process (kill-on-drop,
+//!   deadlines); `sweep` ends every process of a turn, also those that left
+//!   its process group.
 
 pub mod child;
 pub mod claude;
 pub mod codex;
+pub mod copilot;
 pub mod gemini;
 pub mod lines;
 pub mod live;
 pub mod lock;
+pub mod oneshot;
+pub mod opencode;
+pub mod qwen;
 pub mod spawn;
 mod sweep;
 
@@ -159,9 +165,10 @@ pub fn transport_of(p: Provider) -> Result<&'static str, MessageError> {
         Provider::Claude => Ok("claude-stream-json"),
         Provider::Codex => Ok("codex-app-server"),
         Provider::Gemini => Ok("gemini-resume"),
-        Provider::Cursor | Provider::Copilot | Provider::Opencode | Provider::Qwen => {
-            Err(MessageError::Unsupported(p.to_string()))
-        }
+        Provider::Copilot => Ok(copilot::TRANSPORT),
+        Provider::Opencode => Ok(opencode::TRANSPORT),
+        Provider::Qwen => Ok(qwen::TRANSPORT),
+        Provider::Cursor => Err(MessageError::Unsupported(p.to_string())),
     }
 }
 
@@ -224,7 +231,10 @@ pub fn start(
         Provider::Claude => claude::start(&target, text, &spawner, &sub.options, progress)?,
         Provider::Codex => codex::start(&target, text, &spawner, &sub.options, progress)?,
         Provider::Gemini => gemini::start(&target, text, &spawner, &sub.options, progress)?,
-        Provider::Cursor | Provider::Copilot | Provider::Opencode | Provider::Qwen => {
+        Provider::Copilot => copilot::start(&target, text, &spawner, &sub.options, progress)?,
+        Provider::Opencode => opencode::start(&target, text, &spawner, &sub.options, progress)?,
+        Provider::Qwen => qwen::start(&target, text, &spawner, &sub.options, progress)?,
+        Provider::Cursor => {
             return Err(MessageError::Unsupported(provider.to_string()));
         }
     };

@@ -51,12 +51,27 @@ pub fn home_of(transcript: &Path) -> Option<PathBuf> {
     dirs.retain(|d| {
         matches!(
             d.file_name().and_then(OsStr::to_str),
-            Some(".claude" | ".codex" | ".gemini")
-        )
+            Some(".claude" | ".codex" | ".gemini" | ".copilot" | ".qwen")
+        ) || is_opencode_data(d)
     });
     // The innermost provider directory: a home inside another home's
     // `.claude` tree is still the inner one's.
-    dirs.first().and_then(|d| d.parent()).map(Path::to_path_buf)
+    let dir = dirs.first()?;
+    let up = if is_opencode_data(dir) { 3 } else { 1 };
+    dir.ancestors().nth(up).map(Path::to_path_buf)
+}
+
+/// opencode's data directory in its default place, `HOME/.local/share/
+/// opencode` (its database `opencode.db` is the session's "transcript"):
+/// its home is three levels up. A database elsewhere (`XDG_DATA_HOME`) has
+/// no home to run opencode in with a cleared environment.
+fn is_opencode_data(d: &Path) -> bool {
+    let names: Vec<Option<&str>> = d
+        .ancestors()
+        .take(3)
+        .map(|a| a.file_name().and_then(OsStr::to_str))
+        .collect();
+    names == [Some("opencode"), Some("share"), Some(".local")]
 }
 
 /// Decides whom the provider runs as. `euid` is ours, `sudo_uid` the sudo
@@ -101,7 +116,7 @@ pub fn decide(
         .ok_or_else(|| MessageError::Identity(format!("uid {uid} has no passwd entry")))?;
     let home = home_of(transcript).ok_or_else(|| {
         MessageError::Identity(format!(
-            "{} is not inside a .claude, .codex or .gemini directory: no home to run the agent in",
+            "{} is not inside a .claude, .codex, .gemini, .copilot or .qwen directory or ~/.local/share/opencode: no home to run the agent in",
             transcript.display()
         ))
     })?;
@@ -163,6 +178,44 @@ impl Spawner {
         env.push(("USER".into(), identity.owner.name.clone().into()));
         env.push(("LOGNAME".into(), identity.owner.name.clone().into()));
         Spawner { identity, cwd, env }
+    }
+
+    /// Adds the variables of agentsight's own environment whose name is
+    /// one of `names` or, for a name ending in `_`, starts with it: a
+    /// provider whose model settings exist only as environment variables
+    /// (Copilot CLI's bring-your-own-model) gets those, and nothing else.
+    pub fn with_own_env(self, names: &[&str]) -> Self {
+        self.with_env_from(std::env::vars_os(), names)
+    }
+
+    pub(super) fn with_env_from(
+        mut self,
+        vars: impl IntoIterator<Item = (OsString, OsString)>,
+        names: &[&str],
+    ) -> Self {
+        let wanted = |k: &str| {
+            names.iter().any(|n| {
+                if n.ends_with('_') {
+                    k.starts_with(n)
+                } else {
+                    k == *n
+                }
+            })
+        };
+        for (k, v) in vars {
+            if k.to_str().is_some_and(wanted) {
+                self = self.with_var(k, v);
+            }
+        }
+        self
+    }
+
+    /// Sets one variable of the provider's environment (replacing it).
+    pub fn with_var(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        let key = key.into();
+        self.env.retain(|(k, _)| *k != key);
+        self.env.push((key, value.into()));
+        self
     }
 
     /// The provider's whole environment.
@@ -350,6 +403,17 @@ mod tests {
                 "/srv/.claude/x/.codex/sessions/r.jsonl",
                 Some("/srv/.claude/x"),
             ),
+            (
+                "/home/a/.copilot/session-state/4ed0f251-19f2-448c-8ff5-58bc86e5bc36/events.jsonl",
+                Some("/home/a"),
+            ),
+            (
+                "/home/a/.qwen/projects/-home-a-w/chats/fc8c42c8-3a59-4033-8105-e81e8d309461.jsonl",
+                Some("/home/a"),
+            ),
+            ("/home/a/.local/share/opencode/opencode.db", Some("/home/a")),
+            ("/data/opencode/opencode.db", None),
+            ("/home/a/share/opencode/opencode.db", None),
             ("/home/a/notes/s.jsonl", None),
         ];
         for (t, want) in cases {
