@@ -333,3 +333,95 @@ fn id_for_path() {
         None
     );
 }
+
+mod live {
+    use super::*;
+    use agentsight_sessions::live::{Signal, TailFacts, Thresholds, TurnStatus, read_tail};
+
+    fn tail(path: &Path) -> TailFacts {
+        read_tail(Provider::Qwen, path, &Thresholds::default()).expect("tail")
+    }
+
+    fn live(rel: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../fixtures/live/qwen")
+            .join(rel)
+    }
+
+    fn done(key: &str) -> TurnStatus {
+        TurnStatus::Done {
+            key: key.to_string(),
+        }
+    }
+
+    /// Working → your turn, rate-limited and auth from the records alone.
+    #[test]
+    fn turn_and_signal() {
+        let rows: [(PathBuf, TurnStatus, Option<Signal>, &str); 6] = [
+            (
+                live("call-running.jsonl"),
+                TurnStatus::Open,
+                None,
+                "2026-12-02T13:09:35.754Z",
+            ),
+            (
+                live("results-pending.jsonl"),
+                TurnStatus::Open,
+                None,
+                "2026-12-02T13:09:36.122Z",
+            ),
+            (
+                chat(EDIT),
+                done("8f8784f1-6659-45bd-b23d-3779357f2b09"),
+                None,
+                "2026-12-02T13:10:35.301Z",
+            ),
+            (
+                chat(KILLED),
+                TurnStatus::Open,
+                None,
+                "2026-12-02T13:25:47.123Z",
+            ),
+            (
+                chat(LIMITED),
+                done("2830c029-4f37-4f3b-8448-8907975921c1"),
+                Some(Signal::RateLimited { resets_at: None }),
+                "2026-12-02T13:11:56.770Z",
+            ),
+            (
+                chat(UNAUTHORIZED),
+                done("e7fc23d1-7a1f-404a-a095-b5c25ff7394f"),
+                Some(Signal::AuthRequired),
+                "2026-12-02T13:13:00.718Z",
+            ),
+        ];
+        for (path, turn, signal, last) in rows {
+            let f = tail(&path);
+            let name = path.display().to_string();
+            assert_eq!(f.turn, turn, "{name}");
+            assert_eq!(f.signal, signal, "{name}");
+            assert_eq!(f.last_activity, Some(last.parse().expect("ts")), "{name}");
+            assert_eq!(f.skipped_lines, 0, "{name}");
+            assert_eq!(f.cwd.as_deref(), Some("/home/u/work"), "{name}");
+        }
+    }
+
+    /// The whole file's tokens and the identity, from a tail at the start.
+    #[test]
+    fn identity_model_tokens() {
+        let f = tail(&chat(EDIT));
+        assert_eq!(f.session_id.as_deref(), Some(EDIT));
+        assert_eq!(f.model.as_deref(), Some("qwen3-coder-plus"));
+        assert_eq!(
+            f.first_prompt.as_deref(),
+            Some(
+                "Create hello.txt saying hello from the agent, then show me its contents and line count."
+            )
+        );
+        assert!(f.tokens.whole_session);
+        assert_eq!(
+            (f.tokens.input, f.tokens.output, f.tokens.cache_read),
+            (3800, 266, 1600)
+        );
+    }
+}
