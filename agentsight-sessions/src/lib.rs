@@ -143,6 +143,11 @@ impl std::str::FromStr for Provider {
 ///   tokens); `output = output + thoughts` because candidates exclude thoughts.
 /// - Cursor: transcripts carry no usage; `state.vscdb` bubbles give only
 ///   input/output (no cache split).
+/// - Qwen Code: `usageMetadata` of assistant records; `promptTokenCount`
+///   includes `cachedContentTokenCount`, so `input = prompt - cached`;
+///   `candidatesTokenCount` already includes `thoughtsTokenCount` on the
+///   OpenAI wire (`total = prompt + candidates`), so `output = candidates`
+///   (plus thoughts only when the total shows them apart).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenUsage {
     pub input: u64,
