@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::error::{Result, SessionError};
 use super::provider::{IndexId, PROVIDERS, spec};
 use super::{AgentSession, Provider, TokenUsage};
-use super::{codex, util};
+use super::{codex, opencode, util};
 
 /// Codex's state database, read for the list (it lives in `codex::state`).
 pub use super::codex::state::state_db as codex_state_db;
@@ -466,28 +466,32 @@ impl SessionIndex {
         };
         codex_rows.merge(&mut cands);
         let row_of = |c: &Candidate| codex_rows.row_of(c);
+        // opencode's database holds many sessions: one candidate each.
+        let mut cands = opencode_sessions(cands, &mut listing.notes);
         if let Some(age) = self.opts.max_age {
             let now = util::system_time_ms(std::time::SystemTime::now());
             let min = now.saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX));
-            cands.retain(|c| c.updated_ms >= min);
+            cands.retain(|(c, _)| c.updated_ms >= min);
         }
-        cands.sort_by(|a, b| {
+        cands.sort_by(|(a, ai), (b, bi)| {
             b.updated_ms
                 .cmp(&a.updated_ms)
                 .then_with(|| a.path.cmp(&b.path))
+                .then_with(|| ai.cmp(bi))
         });
 
         // Walk newest first, resolving ids, until `limit` unique ids.
         let limit = self.opts.limit();
         let mut chosen: Vec<(Candidate, String)> = Vec::new();
         let mut pos: HashMap<(Provider, String), usize> = HashMap::new();
-        for c in cands {
+        for (c, known) in cands {
             if chosen.len() >= limit {
                 break;
             }
-            let id = match row_of(&c) {
-                Some(r) => Some(r.id.clone()),
-                None => candidate_id(&c),
+            let id = match (known, row_of(&c)) {
+                (Some(id), _) => Some(id),
+                (None, Some(r)) => Some(r.id.clone()),
+                (None, None) => candidate_id(&c),
             };
             let Some(id) = id else {
                 listing.notes.push(format!(
@@ -642,6 +646,21 @@ impl SessionIndex {
         self.deferred.clear();
         self.deferred_lens.clear();
         for c in cands {
+            if c.provider == Provider::Opencode {
+                // Every session of the database (ids only).
+                match opencode::store::session_ids(&c.path) {
+                    Ok(ids) => {
+                        for id in ids {
+                            self.ids
+                                .entry(id)
+                                .or_default()
+                                .push((c.provider, c.path.clone()));
+                        }
+                    }
+                    Err(e) => tracing::debug!(error = %e, "opencode database not indexed"),
+                }
+                continue;
+            }
             match (spec(c.provider).index_id)(&c.path) {
                 IndexId::Id(id) => self.ids.entry(id).or_default().push((c.provider, c.path)),
                 IndexId::Prefix(p) => {
@@ -675,6 +694,37 @@ impl SessionIndex {
             }
         }
     }
+}
+
+/// The candidates with the session id each names: an opencode database
+/// becomes one candidate per session (its newest `4 * MAX_LIST`, by
+/// `time_updated`, one indexed query), every other transcript stays one
+/// candidate whose id is found later. An unreadable database is a note.
+fn opencode_sessions(
+    cands: Vec<Candidate>,
+    notes: &mut Vec<String>,
+) -> Vec<(Candidate, Option<String>)> {
+    let mut out = Vec::with_capacity(cands.len());
+    for c in cands {
+        if c.provider != Provider::Opencode {
+            out.push((c, None));
+            continue;
+        }
+        match opencode::store::recent_sessions(&c.path, 4 * MAX_LIST) {
+            Ok(rows) => out.extend(rows.into_iter().map(|r| {
+                let updated_ms = r.updated_ms.unwrap_or(c.updated_ms);
+                (
+                    Candidate {
+                        updated_ms,
+                        ..c.clone()
+                    },
+                    Some(r.id),
+                )
+            })),
+            Err(e) => notes.push(format!("opencode database not read: {e}")),
+        }
+    }
+    out
 }
 
 /// Parses the selected candidates on two threads (the work is I/O and JSON
