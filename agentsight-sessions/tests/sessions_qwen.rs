@@ -425,3 +425,53 @@ mod live {
         );
     }
 }
+
+/// `mcpServers` of the user's and the project's `.qwen/settings.json`; the
+/// configuration home of a transcript is the parent of its `.qwen`.
+#[test]
+fn mcp_servers_from_settings() {
+    use agentsight_sessions::mcp::{self, McpPlaces, NamePattern};
+    let home = tempfile::tempdir().expect("tempdir");
+    let project = tempfile::tempdir().expect("tempdir");
+    let write = |dir: &Path, text: &str| {
+        std::fs::create_dir_all(dir.join(".qwen")).expect("mkdir");
+        std::fs::write(dir.join(".qwen/settings.json"), text).expect("write");
+    };
+    write(
+        home.path(),
+        r#"{"mcpServers": {"fs": {"command": "node", "args": ["/srv/fs.js", "/home/u/work"]},
+            "web": {"httpUrl": "http://127.0.0.1:8790/mcp"}}}"#,
+    );
+    write(
+        project.path(),
+        r#"{"mcpServers": {"fs": {"command": "npx", "args": ["fs-server"]}}, "mcp": {"excluded": ["web"]}}"#,
+    );
+    let configs = mcp::configured_servers(
+        Provider::Qwen,
+        &McpPlaces {
+            home: home.path().to_path_buf(),
+            project: Some(project.path().to_path_buf()),
+            argv: Vec::new(),
+        },
+    );
+    let got: Vec<(&str, Vec<&str>)> = configs
+        .servers
+        .iter()
+        .map(|c| {
+            (
+                c.name.as_str(),
+                c.command.iter().map(String::as_str).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(got, [("fs", vec!["npx", "fs-server"])]);
+    assert!(configs.problems.is_empty());
+    assert_eq!(
+        mcp::config_home(Provider::Qwen, &chat(EDIT)),
+        Some(root().join("home"))
+    );
+    assert_eq!(
+        NamePattern::of(Provider::Qwen),
+        Some(NamePattern::McpDoubleUnderscore)
+    );
+}
