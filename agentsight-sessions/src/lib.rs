@@ -148,6 +148,10 @@ impl std::str::FromStr for Provider {
 ///   `candidatesTokenCount` already includes `thoughtsTokenCount` on the
 ///   OpenAI wire (`total = prompt + candidates`), so `output = candidates`
 ///   (plus thoughts only when the total shows them apart).
+/// - opencode: `tokens` of each assistant message (never also its
+///   `step-finish` copy); `input` already excludes the cache (`cache.read`,
+///   `cache.write` apart) and `output` excludes reasoning, so
+///   `output = output + reasoning`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenUsage {
     pub input: u64,

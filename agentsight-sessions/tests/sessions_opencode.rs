@@ -399,3 +399,50 @@ fn live_facts_of_a_finished_session() {
         f.turn
     );
 }
+
+#[test]
+fn mcp_servers_from_the_config_and_tool_names() {
+    use agentsight_sessions::mcp::{McpPlaces, config_home, configured_servers, resolve_name};
+    let (_d, home) = copy_home("compat");
+    let cfg = home.join(".config/opencode");
+    std::fs::create_dir_all(&cfg).expect("mkdir");
+    std::fs::write(
+        cfg.join("opencode.json"),
+        r#"{
+  // comments are allowed
+  "mcp": {
+    "fs": {"type": "local", "command": ["node", "/opt/server-filesystem/dist/index.js", "/home/u/work"], "enabled": true},
+    "off": {"type": "local", "command": ["x"], "enabled": false},
+    "web": {"type": "remote", "url": "http://127.0.0.1:9/mcp"}
+  }
+}"#,
+    )
+    .expect("write");
+    assert_eq!(
+        config_home(Provider::Opencode, &db(&home)),
+        Some(home.clone())
+    );
+    let got = configured_servers(
+        Provider::Opencode,
+        &McpPlaces {
+            home: home.clone(),
+            project: None,
+            argv: Vec::new(),
+        },
+    );
+    let names: Vec<&str> = got.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, vec!["fs", "web"]);
+    assert_eq!(
+        got.servers[0].command,
+        vec![
+            "node",
+            "/opt/server-filesystem/dist/index.js",
+            "/home/u/work"
+        ]
+    );
+    assert!(got.problems.is_empty(), "{:?}", got.problems);
+    assert_eq!(
+        resolve_name(Provider::Opencode, "fs_write_file", &["fs", "web"]),
+        Some(("fs".to_string(), "write_file".to_string()))
+    );
+}
