@@ -1087,3 +1087,94 @@ fn usage(input: u64, output: u64, cache_read: u64, cache_creation: u64) -> Token
         whole_session: false,
     }
 }
+
+// ---------------------------------------------------------------------------
+// Copilot CLI 1.0.102 (`fixtures/live/copilot/`, copies of the recorded
+// sessions of `fixtures/sessions/copilot-1.0.102`).
+
+#[test]
+fn copilot_tails_say_turn_signal_and_activity() {
+    let c = Provider::Copilot;
+    check(vec![
+        row(
+            c,
+            "copilot/done.jsonl",
+            done("63234cb9-94f7-454d-a4f3-9e61ad7c35a2"),
+            None,
+            Some("2026-12-02T13:09:22.124Z"),
+            0,
+        ),
+        // Killed during its bash call: the start without a completion is
+        // the newest turn record.
+        row(
+            c,
+            "copilot/working-tool.jsonl",
+            TurnStatus::Open,
+            None,
+            Some("2026-12-02T13:09:49.674Z"),
+            0,
+        ),
+        // A subagent finished a turn of its own inside the parent's `task`
+        // call: the parent is still working.
+        row(
+            c,
+            "copilot/subagent-running.jsonl",
+            TurnStatus::Open,
+            None,
+            Some("2026-12-02T13:10:30.571Z"),
+            0,
+        ),
+        row(
+            c,
+            "copilot/rate-limited.jsonl",
+            done("6732d02f-c749-4ec7-97cf-6091595b0ed9"),
+            limited(None),
+            Some("2026-12-02T13:10:38.716Z"),
+            0,
+        ),
+        row(
+            c,
+            "copilot/auth.jsonl",
+            done("08fe347b-a694-4eb6-82de-ee880c8ae822"),
+            Some(Signal::AuthRequired),
+            Some("2026-12-02T13:13:20.083Z"),
+            0,
+        ),
+        row(
+            c,
+            "copilot/resumed.jsonl",
+            done("073ba0b4-d0da-4d41-834c-8511a468bf78"),
+            None,
+            Some("2026-12-02T13:09:38.938Z"),
+            0,
+        ),
+    ]);
+}
+
+#[test]
+fn copilot_tail_identity_and_tokens() {
+    let f = facts(Provider::Copilot, "copilot/resumed.jsonl");
+    assert_eq!(
+        f.session_id.as_deref(),
+        Some("c91ebd9c-d94a-477b-a7f2-1abb54229108")
+    );
+    assert_eq!(f.cwd.as_deref(), Some("/home/u/work/edit"));
+    assert_eq!(f.model.as_deref(), Some("claude-sonnet-4-5"));
+    assert_eq!(
+        f.first_prompt.as_deref(),
+        Some(
+            "Create hello.txt saying hello from the agent, then show me its contents and line count."
+        )
+    );
+    // Five usage records; the two cumulative shutdowns are not added.
+    assert_eq!(
+        f.tokens,
+        TokenTotals {
+            input: 3800,
+            output: 212,
+            cache_read: 1600,
+            cache_creation: 1350,
+            whole_session: true,
+        }
+    );
+}

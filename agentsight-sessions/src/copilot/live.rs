@@ -118,7 +118,9 @@ fn apply(
                 facts.turn = TurnStatus::Done { key: k };
             }
         }
-        "session.shutdown" if !matches!(facts.turn, TurnStatus::WaitingOnUser { .. }) => {
+        // The run ended: a turn still open ends here; an answer, an error
+        // or an interrupt keeps its own key.
+        "session.shutdown" if matches!(facts.turn, TurnStatus::Open | TurnStatus::Unknown) => {
             facts.turn = TurnStatus::Done {
                 key: answered.clone().unwrap_or(key),
             };
