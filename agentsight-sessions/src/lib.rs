@@ -143,6 +143,11 @@ impl std::str::FromStr for Provider {
 ///   tokens); `output = output + thoughts` because candidates exclude thoughts.
 /// - Cursor: transcripts carry no usage; `state.vscdb` bubbles give only
 ///   input/output (no cache split).
+/// - Copilot CLI: `session.usage_record`s, de-duplicated by
+///   `(sourceSessionId, sequence)`; `inputTokens` holds the whole prompt
+///   (Anthropic wire: input + cache write + cache read), so
+///   `input = inputTokens - cacheRead - cacheWrite`; cumulative
+///   `session.shutdown` totals are never added.
 /// - Qwen Code: `usageMetadata` of assistant records; `promptTokenCount`
 ///   includes `cachedContentTokenCount`, so `input = prompt - cached`;
 ///   `candidatesTokenCount` already includes `thoughtsTokenCount` on the
