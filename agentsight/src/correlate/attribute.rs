@@ -105,8 +105,18 @@ pub(super) fn owners(
     let mut order: Vec<usize> = members.collect();
     order.sort_by_key(|&i| (procs.procs[i].start_mono_ns, i));
     let mut owner: HashMap<usize, (usize, Reason, u64)> = HashMap::new();
+    let mut helpers: HashSet<usize> = HashSet::new();
     for &p in &order {
         let start = procs.procs[p].start_mono_ns;
+        // The agent's own helpers and their children are the runtime's.
+        let parent = procs.procs[p].parent;
+        if parent.is_some_and(|pp| helpers.contains(&pp))
+            || (parent.is_some_and(|pp| agent.contains(&pp))
+                && is_runtime_helper(&procs.procs[p].argv))
+        {
+            helpers.insert(p);
+            continue;
+        }
         let parent_owner = procs.procs[p]
             .parent
             .and_then(|pp| owner.get(&pp).copied())
@@ -138,15 +148,36 @@ pub(super) fn owners(
     owner
 }
 
+/// A helper the agent starts for itself around calls, never for one: Qwen
+/// Code 0.24 holds a sleep inhibitor (`systemd-inhibit --what=sleep
+/// --who=Qwen Code --why=… --mode=block sleep infinity`) while it streams a
+/// response or runs any tool, so one starts inside every call's window.
+fn is_runtime_helper(argv: &[String]) -> bool {
+    argv.first()
+        .is_some_and(|a| a.rsplit('/').next() == Some("systemd-inhibit"))
+        && argv.iter().any(|a| a == "--who=Qwen Code")
+}
+
 /// The directory an agent keeps its own state in, from its transcript path
-/// (`~/.claude`, `~/.codex`, `~/.gemini`, `~/.cursor`).
+/// (`~/.claude`, `~/.codex`, `~/.gemini`, `~/.cursor`, `~/.copilot`,
+/// `~/.qwen`, opencode's `$XDG_DATA_HOME/opencode`, which holds its
+/// database, logs and git snapshots).
 fn agent_state_dir(source: &Path) -> Option<PathBuf> {
     let mut cur = source.parent();
     while let Some(d) = cur {
-        if d.file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| matches!(n, ".claude" | ".codex" | ".gemini" | ".cursor" | "claude"))
-        {
+        if d.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+            matches!(
+                n,
+                ".claude"
+                    | ".codex"
+                    | ".gemini"
+                    | ".cursor"
+                    | "claude"
+                    | ".copilot"
+                    | ".qwen"
+                    | "opencode"
+            )
+        }) {
             return Some(d.to_path_buf());
         }
         cur = d.parent();
@@ -365,6 +396,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn qwen_codes_sleep_inhibitor_is_a_runtime_helper() {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(is_runtime_helper(&v(&[
+            "systemd-inhibit",
+            "--what=sleep",
+            "--who=Qwen Code",
+            "--why=Qwen Code is executing tool run_shell_command",
+            "--mode=block",
+            "sleep",
+            "infinity"
+        ])));
+        assert!(!is_runtime_helper(&v(&[
+            "systemd-inhibit",
+            "--what=sleep",
+            "make"
+        ])));
+        assert!(!is_runtime_helper(&v(&["sleep", "infinity"])));
+    }
+
+    #[test]
     fn the_agent_state_dir_is_found_above_the_transcript() {
         assert_eq!(
             agent_state_dir(Path::new("/h/.claude/projects/-w/s1.jsonl")),
@@ -373,6 +424,20 @@ mod tests {
         assert_eq!(
             agent_state_dir(Path::new("/h/.codex/sessions/2026/01/02/r.jsonl")),
             Some(PathBuf::from("/h/.codex"))
+        );
+        assert_eq!(
+            agent_state_dir(Path::new(
+                "/h/.copilot/session-state/0f6c1f9e-6a39-4c4e-9d4e-3b2f1c0a9e11/events.jsonl"
+            )),
+            Some(PathBuf::from("/h/.copilot"))
+        );
+        assert_eq!(
+            agent_state_dir(Path::new("/h/.qwen/projects/-w/chats/s.jsonl")),
+            Some(PathBuf::from("/h/.qwen"))
+        );
+        assert_eq!(
+            agent_state_dir(Path::new("/h/.local/share/opencode/opencode.db")),
+            Some(PathBuf::from("/h/.local/share/opencode"))
         );
         assert_eq!(agent_state_dir(Path::new("/tmp/s.jsonl")), None);
     }

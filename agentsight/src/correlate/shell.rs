@@ -109,8 +109,9 @@ fn basename(s: &str) -> &str {
 }
 
 /// If `argv[i..]` is `SHELL [opts…] -c [opts…] SCRIPT …`, returns SCRIPT's
-/// index. Options like `-l`, `-e`, `-o pipefail` and combined `-lc` are
-/// understood.
+/// index. Options like `-l`, `-e`, `-o pipefail`, combined `-lc` and bash's
+/// long ones (`--norc --noprofile`, as Copilot CLI runs every command;
+/// `--rcfile FILE`) are understood.
 fn shell_script_at(argv: &[String], i: usize) -> Option<usize> {
     if !SHELLS.contains(&basename(argv.get(i)?)) {
         return None;
@@ -118,8 +119,15 @@ fn shell_script_at(argv: &[String], i: usize) -> Option<usize> {
     let mut saw_c = false;
     let mut j = i + 1;
     while let Some(a) = argv.get(j) {
-        if a == "-o" || a == "+o" {
+        if a == "-o" || a == "+o" || a == "--rcfile" || a == "--init-file" {
             j += 2;
+            continue;
+        }
+        if a.len() > 2
+            && a.starts_with("--")
+            && a[2..].chars().all(|c| c.is_ascii_alphabetic() || c == '-')
+        {
+            j += 1;
             continue;
         }
         if let Some(flags) = a.strip_prefix('-').filter(|f| !f.is_empty() && *f != "-") {
@@ -302,5 +310,23 @@ mod tests {
         assert_eq!(argv_matches(&v(&["ls", "-l"]), "ls -la"), None);
         assert_eq!(argv_matches(&v(&["cat", "a"]), "cat a | wc"), None);
         assert_eq!(argv_matches(&v(&["bash", "-c", "ls"]), "pwd"), None);
+        // Copilot CLI 1.0.102 runs each shell call this way.
+        assert_eq!(
+            argv_matches(
+                &v(&[
+                    "/bin/bash",
+                    "--norc",
+                    "--noprofile",
+                    "-c",
+                    "cat a && wc -l a"
+                ]),
+                "cat a && wc -l a"
+            ),
+            Some(ArgvMatch::ShellScript)
+        );
+        assert_eq!(
+            shell_script(&v(&["bash", "--rcfile", "/h/rc", "-c", "ls"])),
+            Some("ls")
+        );
     }
 }

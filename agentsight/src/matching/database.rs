@@ -100,6 +100,16 @@ pub fn database_touches(
         e.1 = e.1.min(o.mono_ns);
         e.2 += 1;
     }
+    // A process seen writing the database is named by that write; its fd
+    // seen open as well adds nothing.
+    let written: std::collections::BTreeSet<(usize, PathBuf)> = agg
+        .keys()
+        .filter(|(_, _, k)| *k == Evidence::DatabaseWrite)
+        .map(|(p, db, _)| (*p, db.clone()))
+        .collect();
+    agg.retain(|(p, db, k), _| {
+        *k == Evidence::DatabaseWrite || !written.contains(&(*p, db.clone()))
+    });
     Ok(agg
         .into_iter()
         .map(|((proc, db, kind), (provider, mono_ns, count))| DbTouch {
