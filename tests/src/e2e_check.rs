@@ -88,14 +88,12 @@ pub fn expected_tool(agent: Agent, run: &Run, intent: &Value) -> Tool {
     } else if let Some(p) = intent["list_dir"].as_str() {
         match agent {
             // None offers a list tool in these versions (Claude Code
-            // 2.1.328 dropped LS and defers Glob; Copilot CLI and opencode
-            // have a `glob` only).
-            Agent::Claude | Agent::Codex | Agent::Copilot | Agent::Opencode => {
+            // 2.1.328 dropped LS and defers Glob; Copilot CLI, opencode and
+            // Qwen Code 0.24.4 have a `glob` only).
+            Agent::Claude | Agent::Codex | Agent::Copilot | Agent::Opencode | Agent::Qwen => {
                 shell(format!("ls {}", q(p)))
             }
-            Agent::Gemini | Agent::Qwen => {
-                tool("list_directory", "read", None, &[(&abs(p), "read")])
-            }
+            Agent::Gemini => tool("list_directory", "read", None, &[(&abs(p), "read")]),
         }
     } else if let Some(w) = intent["write_file"].as_object() {
         let p = w["path"].as_str().unwrap();
@@ -425,6 +423,17 @@ fn verify_sessions_list(run: &Run, native_id: &str, model: &str, responses: &[Va
     }
 }
 
+/// The prompt as the CLI stores it: `opencode run` joins its message
+/// arguments quoting each one that holds a space (`"…"`), and stores that
+/// text (no scenario prompt holds a `"`, whose escaping is unverified).
+fn stored_prompt(agent: Agent, prompt: &str) -> String {
+    if agent == Agent::Opencode && prompt.contains(' ') {
+        format!("\"{prompt}\"")
+    } else {
+        prompt.to_string()
+    }
+}
+
 /// `agentsight session show --json`: every detail.
 fn verify_session_show(run: &Run, native_id: &str, model: &str, responses: &[Value]) {
     let agent = run.agent;
@@ -437,7 +446,10 @@ fn verify_session_show(run: &Run, native_id: &str, model: &str, responses: &[Val
     assert_eq!(s["usage"], usage, "session show usage");
     assert_eq!(s["usage_by_model"], serde_json::json!({ model: usage }));
     assert_eq!(s["prompt_count"], 1, "prompts: {:#?}", s["prompts"]);
-    assert_eq!(s["prompts"][0]["text"], run.scenario.prompt.as_str());
+    assert_eq!(
+        s["prompts"][0]["text"],
+        stored_prompt(agent, &run.scenario.prompt)
+    );
     assert_eq!(s["response_count"], responses.len());
     let want: Vec<Tool> = run.scenario.json["turns"]
         .as_array()
@@ -490,6 +502,8 @@ pub fn audit_writes_pass(run: &Run, db: &Path) {
         "/dev/shm/**",
         "/proc/self/**",
         "/proc/thread-self/**",
+        // Copilot CLI sets the OOM score of the shells it starts.
+        "/proc/*/oom_score_adj",
         "~/.claude/**",
         "~/.claude.json",
         "~/.claude.json.*",
@@ -797,12 +811,21 @@ pub fn assert_session_bound_by_transcript(run: &Run, id: &str, c: &Value, ctx: &
     let bindings = c["bindings"].as_array().unwrap();
     assert_eq!(bindings.len(), 1, "one binding: {ctx}");
     let b = &bindings[0];
-    assert_eq!(b["evidence"], "transcript_write", "{ctx}");
-    assert_eq!(
-        b["evidence_path"],
-        transcripts[0].display().to_string(),
-        "{ctx}"
-    );
+    if agent == Agent::Opencode {
+        // Its one database is no transcript: a write to it (or its WAL)
+        // binds the tree to the sessions of its cwd active meanwhile.
+        assert_eq!(b["evidence"], "database_write", "{ctx}");
+        let db = transcripts[0].display().to_string();
+        let path = b["evidence_path"].as_str().unwrap_or("");
+        assert!(path == db || path == format!("{db}-wal"), "{ctx}");
+    } else {
+        assert_eq!(b["evidence"], "transcript_write", "{ctx}");
+        assert_eq!(
+            b["evidence_path"],
+            transcripts[0].display().to_string(),
+            "{ctx}"
+        );
+    }
     assert!(b["evidence_count"].as_u64().unwrap() >= 1, "{ctx}");
     assert!(
         b["root_argv"]
