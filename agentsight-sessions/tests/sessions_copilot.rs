@@ -20,6 +20,7 @@ const KILLED: &str = "345de852-8d65-4e07-843d-84f90fd6083a";
 const RATE: &str = "4c70c227-c8e9-407b-95a9-118ad08175d8";
 const AUTH: &str = "c1d97085-6659-4856-9835-eda89bc37880";
 const MCP: &str = "6f592146-034f-48e8-bf92-1bbad1646adb";
+const OPENAI: &str = "3057b71d-3fbd-4730-9cd5-429dbc89597b";
 
 fn home() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/sessions/copilot-1.0.102/home")
@@ -176,6 +177,21 @@ fn a_failing_command_reported_as_success_is_failed() {
         )]
     );
     assert_eq!(s.usage, TokenUsage::new(1700, 83, 400, 650, 0));
+}
+
+#[test]
+fn openai_wire_input_holds_the_cached_part_and_output_the_reasoning() {
+    // `failing` against COPILOT_PROVIDER_TYPE=openai (Chat Completions):
+    // the server sent prompt_tokens 1000 (0 cached) and 1100 (400 cached),
+    // completion_tokens 50 and 54 with reasoning 10 and 11.
+    let s = parse(OPENAI);
+    assert_eq!(
+        s.responses[1].tokens,
+        Some(TokenUsage::new(700, 54, 400, 0, 11))
+    );
+    assert_eq!(s.usage, TokenUsage::new(1700, 104, 400, 0, 21));
+    assert_eq!(s.tools[0].status, ToolStatus::Failed);
+    assert_eq!(s.tools[0].exit_code, Some(3));
 }
 
 #[test]
@@ -531,7 +547,9 @@ fn discovery_lists_both_layouts_under_home() {
     .expect("discover");
     let mut ids: Vec<_> = all.iter().map(|r| r.session_id.as_str()).collect();
     ids.sort_unstable();
-    let mut want = [EDIT, FAILING, PARALLEL, TOOLS, KILLED, RATE, AUTH, MCP];
+    let mut want = [
+        EDIT, FAILING, PARALLEL, TOOLS, KILLED, RATE, AUTH, MCP, OPENAI,
+    ];
     want.sort_unstable();
     assert_eq!(ids, want);
     assert!(all.iter().all(|r| r.error.is_none()));

@@ -118,6 +118,8 @@ pub(crate) struct Usage {
     pub output_tokens: Count,
     pub cache_read_tokens: Count,
     pub cache_write_tokens: Count,
+    /// The part of `outputTokens` spent reasoning (OpenAI wire).
+    pub reasoning_tokens: Count,
     /// The provider's response id (`msg_…` on the Anthropic wire).
     pub api_call_id: LStr,
     pub accounting: Option<ObjOr<Accounting>>,
@@ -144,6 +146,7 @@ impl Usage {
     /// `input_tokens + cache_creation_input_tokens + cache_read_input_tokens`
     /// (verified on 1.0.102), on the OpenAI wire `prompt_tokens`, which holds
     /// the cached part — so both cache counts are taken out of it.
+    /// `outputTokens` includes `reasoningTokens` (OpenAI wire, verified).
     pub fn normalized(&self) -> crate::TokenUsage {
         let read = self.cache_read_tokens.0.min(self.input_tokens.0);
         let write = self.cache_write_tokens.0.min(self.input_tokens.0 - read);
@@ -152,7 +155,7 @@ impl Usage {
             self.output_tokens.0,
             read,
             write,
-            0,
+            self.reasoning_tokens.0.min(self.output_tokens.0),
         )
     }
 }
