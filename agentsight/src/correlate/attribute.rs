@@ -152,10 +152,17 @@ pub(super) fn owners(
 /// Code 0.24 holds a sleep inhibitor (`systemd-inhibit --what=sleep
 /// --who=Qwen Code --why=… --mode=block sleep infinity`) while it streams a
 /// response or runs any tool, so one starts inside every call's window.
+/// Copilot CLI 1.0.102 reads the login environment once, at its first
+/// shell call (`/bin/bash -l -c "printf %s '__copilot_login_env_snapshot_…'
+/// …env -0…"`), before it runs the call's own `bash --norc --noprofile -c`.
 fn is_runtime_helper(argv: &[String]) -> bool {
-    argv.first()
+    let inhibitor = argv
+        .first()
         .is_some_and(|a| a.rsplit('/').next() == Some("systemd-inhibit"))
-        && argv.iter().any(|a| a == "--who=Qwen Code")
+        && argv.iter().any(|a| a == "--who=Qwen Code");
+    let login_env = crate::correlate::shell::shell_script(argv)
+        .is_some_and(|s| s.contains("__copilot_login_env_snapshot_"));
+    inhibitor || login_env
 }
 
 /// The directory an agent keeps its own state in, from its transcript path
@@ -413,6 +420,19 @@ mod tests {
             "make"
         ])));
         assert!(!is_runtime_helper(&v(&["sleep", "infinity"])));
+        assert!(is_runtime_helper(&v(&[
+            "/bin/bash",
+            "-l",
+            "-c",
+            "printf %s '__copilot_login_env_snapshot_2dde_18ed74b5782e7b08__'; env -0"
+        ])));
+        assert!(!is_runtime_helper(&v(&[
+            "/bin/bash",
+            "--norc",
+            "--noprofile",
+            "-c",
+            "cat hello.txt"
+        ])));
     }
 
     #[test]
