@@ -697,7 +697,34 @@ remote_plugin = false
     /// `.env` file is a denied-path read to `agentsight audit`'s default
     /// policy, which the recorded runs check. (Claude Code's and Codex's
     /// files already carry theirs.)
+    /// opencode's provider goes into `~/.config/opencode/opencode.json` and
+    /// Qwen Code's into `~/.qwen/.env` and `settings.json`'s auth type, for
+    /// the same reason (the run had them in its environment).
     pub fn configure_for_message(&self) {
+        let base = format!("http://127.0.0.1:{}", self.model_port);
+        let (uid, gid) = test_user();
+        // Written as root, then the whole home handed back to its owner.
+        let owned = |p: &Path, body: String| {
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, body).unwrap();
+            chown_tree(&self.home, uid, gid);
+        };
+        if self.agent == Agent::Opencode {
+            let file = self.home.join(".config/opencode/opencode.json");
+            owned(&file, self.opencode_config(&base).to_string());
+        }
+        if self.agent == Agent::Qwen {
+            let file = self.home.join(".qwen/settings.json");
+            let mut settings: Value =
+                serde_json::from_str(&fs::read_to_string(&file).unwrap()).unwrap();
+            settings["security"]["auth"]["selectedType"] = "openai".into();
+            owned(&file, settings.to_string());
+            let env = format!(
+                "OPENAI_BASE_URL={base}/v1\nOPENAI_API_KEY={OPENAI_KEY}\nOPENAI_MODEL={}\n",
+                self.agent.model()
+            );
+            owned(&self.home.join(".qwen/.env"), env);
+        }
         if self.agent == Agent::Gemini {
             let base = format!("http://127.0.0.1:{}", self.model_port);
             let env = self.home.join(".gemini/.env");
@@ -856,7 +883,7 @@ remote_plugin = false
     /// state in the run's home, the bundled app from the shared extracted
     /// cache, both update paths off (or a version other than the pin may
     /// run).
-    fn copilot_env(&self, base: &str) -> Vec<String> {
+    pub fn copilot_env(&self, base: &str) -> Vec<String> {
         vec![
             format!("COPILOT_HOME={}", self.home.join(".copilot").display()),
             format!("XDG_CACHE_HOME={}", self.home.join(".cache").display()),
@@ -875,17 +902,7 @@ remote_plugin = false
     /// server, no models.dev fetch, no update, no plugins, its XDG roots in
     /// the run's home.
     fn opencode_env(&self, base: &str) -> Vec<String> {
-        let config = serde_json::json!({
-            "autoupdate": false,
-            "share": "disabled",
-            "model": format!("local/{}", self.agent.model()),
-            "provider": { "local": {
-                "npm": "@ai-sdk/openai-compatible",
-                "name": "agentsight e2e scripted server",
-                "options": { "baseURL": format!("{base}/v1"), "apiKey": OPENAI_KEY },
-                "models": { self.agent.model(): { "name": self.agent.model() } },
-            } },
-        });
+        let config = self.opencode_config(base);
         let h = |p: &str| self.home.join(p).display().to_string();
         vec![
             format!("XDG_DATA_HOME={}", h(".local/share")),
@@ -898,6 +915,21 @@ remote_plugin = false
             "OPENCODE_DISABLE_PROJECT_CONFIG=true".into(),
             "OPENCODE_DISABLE_DEFAULT_PLUGINS=true".into(),
         ]
+    }
+
+    /// opencode's configuration for the scripted server.
+    fn opencode_config(&self, base: &str) -> Value {
+        serde_json::json!({
+            "autoupdate": false,
+            "share": "disabled",
+            "model": format!("local/{}", self.agent.model()),
+            "provider": { "local": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "agentsight e2e scripted server",
+                "options": { "baseURL": format!("{base}/v1"), "apiKey": OPENAI_KEY },
+                "models": { self.agent.model(): { "name": self.agent.model() } },
+            } },
+        })
     }
 
     /// Runs `wrap(cli_command())` inside a fresh network namespace with the

@@ -595,3 +595,92 @@ fn gemini_no_other_session_file(run: &Run, id: &str, transcript: &Path, text: &s
     assert_eq!(rows.len(), 1, "{list}");
     assert_eq!(rows[0]["path"], transcript.display().to_string());
 }
+
+/// A session of one of the one-process agents (Copilot CLI, opencode, Qwen
+/// Code) from a normal `inspect` run, continued under sudo: the answer, the
+/// same single transcript holding both prompts and the new read, and
+/// everything under the home still the owner's. `env` is agentsight's own
+/// extra environment (Copilot CLI's provider variables); `recorded` is the
+/// new prompt as the agent wrote it.
+fn one_process_agent_continued(agent: Agent, transport: &str, env: &[String], recorded: &str) {
+    require_root();
+    let (mut run, id, transcript) = session_of_a_run(agent, "inspect");
+    let text = "Read notes.txt again and quote it.";
+    let out = message(&mut run, &id, "continue_read_again", text, env);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let j = json_of(&out);
+    let answer = "notes.txt still says: The build needs the release profile.";
+    assert_eq!(
+        summary(&j),
+        serde_json::json!({
+            "provider": agent.name(), "transport": transport, "run_as": TEST_USER,
+            "acknowledged": true, "completed": true, "response": answer, "exit_status": 0,
+            "error": null,
+        }),
+        "{j}"
+    );
+    assert_eq!(j["rejected_requests"], serde_json::json!([]), "{j}");
+    assert_eq!(run.transcripts(), vec![transcript], "no new session file");
+    let show = run.session_show(&id);
+    // (The first prompt is as the harness's first run gave it: opencode's
+    // is recorded with the shell quotes its command line carried.)
+    let prompts = texts(&show, "prompts");
+    assert_eq!(
+        (prompts.len(), prompts.last().map(String::as_str)),
+        (2, Some(recorded)),
+        "{show}"
+    );
+    let responses = texts(&show, "responses");
+    assert_eq!(
+        responses[responses.len() - 2..],
+        ["Reading the notes again.".to_string(), answer.to_string()],
+        "{show}"
+    );
+    let last = show["tools"].as_array().and_then(|t| t.last()).cloned();
+    let last = last.unwrap_or_else(|| panic!("no tool calls: {show}"));
+    assert_eq!(
+        (&last["status"], &last["prompt_index"]),
+        (&Value::from("ok"), &Value::from(1)),
+        "{last}"
+    );
+    let (uid, _) = test_user();
+    let foreign: Vec<_> = owners(&run.home)
+        .into_iter()
+        .filter(|(_, u)| *u != uid)
+        .collect();
+    assert!(foreign.is_empty(), "not the owner's: {foreign:?}");
+}
+
+/// Copilot CLI's bring-your-own-model settings exist only as variables:
+/// agentsight passes its own `COPILOT_PROVIDER_*`, `COPILOT_MODEL` and
+/// `COPILOT_OFFLINE` on (the run's other Copilot variables stay behind).
+#[test]
+fn copilot_session_continued_under_sudo() {
+    let run = agentsight_tests::e2e::Run::prepare(Agent::Copilot, "inspect");
+    let base = format!("http://127.0.0.1:{}", run.model_port);
+    let env: Vec<String> = run
+        .copilot_env(&base)
+        .into_iter()
+        .filter(|kv| {
+            kv.starts_with("COPILOT_PROVIDER_")
+                || kv.starts_with("COPILOT_MODEL=")
+                || kv.starts_with("COPILOT_OFFLINE=")
+        })
+        .collect();
+    drop(run);
+    let text = "Read notes.txt again and quote it.";
+    one_process_agent_continued(Agent::Copilot, "copilot-resume", &env, text);
+}
+
+#[test]
+fn opencode_session_continued_under_sudo() {
+    let text = "Read notes.txt again and quote it.";
+    one_process_agent_continued(Agent::Opencode, "opencode-run", &[], text);
+}
+
+/// Qwen Code 0.24.4 appends "\n\n" to a prompt read from stdin.
+#[test]
+fn qwen_session_continued_under_sudo() {
+    let recorded = "Read notes.txt again and quote it.\n\n";
+    one_process_agent_continued(Agent::Qwen, "qwen-resume", &[], recorded);
+}
