@@ -513,6 +513,11 @@ pub fn audit_writes_pass(run: &Run, db: &Path) {
         "~/.cache/**",
         "~/.copilot/**",
         "~/.qwen/**",
+        // opencode creates its XDG roots' parents when the home is new.
+        "~/.local",
+        "~/.local/share",
+        "~/.local/state",
+        "~/.config",
         "~/.local/share/opencode/**",
         "~/.local/state/opencode/**",
         "~/.config/opencode/**",
