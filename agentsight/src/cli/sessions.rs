@@ -19,7 +19,7 @@ use agentsight::sessions::{
 /// List recent agent sessions found in the agents' own transcripts.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SessionsArgs {
-    /// Only this provider: claude, codex, gemini or cursor.
+    /// Only this provider: claude, codex, gemini, cursor, copilot, opencode or qwen.
     #[arg(long)]
     pub provider: Option<Provider>,
     /// Rows to show (1..=25).

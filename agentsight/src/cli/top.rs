@@ -35,7 +35,8 @@ pub struct TopArgs {
     /// Also list idle, archived and hidden (subagent, `codex exec`) sessions.
     #[arg(short, long)]
     pub all: bool,
-    /// Only this provider's sessions (claude, codex, gemini, cursor).
+    /// Only this provider's sessions (claude, codex, gemini, cursor, copilot,
+    /// opencode, qwen).
     #[arg(long)]
     pub provider: Option<Provider>,
     /// Watch by polling (every second) instead of inotify.
