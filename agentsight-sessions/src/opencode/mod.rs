@@ -101,12 +101,16 @@ fn format_err(path: &Path, reason: impl Into<String>) -> SessionError {
 
 /// Parses session `id` of the database at `path`.
 pub(crate) fn parse(path: &Path, id: Option<&str>) -> Result<AgentSession> {
-    let id = id.ok_or_else(|| {
-        format_err(
+    let Some(id) = id else {
+        // What is at the path is reported first, as for the other providers
+        // (a directory is `NotAFile`, a missing file `Io`); only a real
+        // database lacks the session it cannot choose.
+        store::open(path)?;
+        return Err(format_err(
             path,
             "the database holds many sessions: a session id is needed",
-        )
-    })?;
+        ));
+    };
     let loaded = store::load(path, id)?
         .ok_or_else(|| format_err(path, format!("no session {id} in the database")))?;
     let mut s = AgentSession::new(Provider::Opencode, id.to_string(), path.to_path_buf());
