@@ -556,33 +556,23 @@ fn discovery_lists_both_layouts_under_home() {
 }
 
 #[test]
-fn paths_of_the_layout_name_their_session() {
+fn only_the_transcript_names_its_session() {
     let id = |p: &str| sessions::session_id_for_path(Path::new(p));
     let c = |s: &str| Some((Provider::Copilot, s.to_string()));
-    assert_eq!(
-        id(&format!(
-            "/home/u/.copilot/session-state/{EDIT}/events.jsonl"
-        )),
-        c(EDIT)
-    );
-    assert_eq!(
-        id(&format!(
-            "/home/u/.copilot/session-state/{EDIT}/inuse.4242.lock"
-        )),
-        c(EDIT)
-    );
-    assert_eq!(
-        id(&format!(
-            "/home/u/.copilot/session-state/{EDIT}/files/plan.md"
-        )),
-        c(EDIT)
-    );
-    assert_eq!(
-        id(&format!(
-            "/home/u/.copilot/session-state/.session-operation-locks/{EDIT}.lock"
-        )),
-        c(EDIT)
-    );
+    let dir = format!("/home/u/.copilot/session-state/{EDIT}");
+    assert_eq!(id(&format!("{dir}/events.jsonl")), c(EDIT));
+    // The session directory's other files and the resume locks name no
+    // session: a write to them binds no process to it.
+    for other in [
+        format!("{dir}/inuse.4242.lock"),
+        format!("{dir}/files/plan.md"),
+        format!("{dir}/files/notes.jsonl"),
+        format!("{dir}/rewind-file-snapshots/tracking.json"),
+        format!("{dir}/workspace.yaml"),
+        format!("/home/u/.copilot/session-state/.session-operation-locks/{EDIT}.lock"),
+    ] {
+        assert_eq!(id(&other), None, "{other}");
+    }
     assert_eq!(id(&format!("/h/cp/session-state/{EDIT}.jsonl")), c(EDIT));
     assert_eq!(id("/home/u/.copilot/session-state/notes.jsonl"), None);
     assert!(Provider::Copilot.is_transcript(&[EDIT, "events.jsonl"]));

@@ -51,26 +51,27 @@ pub(crate) fn scan_root(root: &Path, scan: &mut Scanner) {
     }
 }
 
-/// The session id of a path of this layout: `…/session-state/<id>/…`
-/// (the events file, the lock files, anything a process writes there),
-/// `…/session-state/.session-operation-locks/<id>.lock` or
-/// `…/session-state/<id>.jsonl`.
+/// The session id of a path of this layout. Only a transcript names its
+/// session: `…/session-state/<id>/events.jsonl` or `…/session-state/<id>.jsonl`.
+/// The other files of a session directory (`inuse.<pid>.lock`,
+/// `rewind-file-snapshots/tracking.json`, `files/…`, `workspace.yaml`) and
+/// the resume locks `.session-operation-locks/<id>.lock` are of the layout
+/// but name no session (`Some(None)`): a process writing them is no
+/// evidence that it writes the transcript (a resume or a snapshot tool may
+/// touch them), and `record`'s binding must rest on the transcript itself.
 pub(crate) fn id_for_path(_path: &Path, comps: &[&str]) -> Option<Option<String>> {
     let i = comps.iter().rposition(|c| *c == STATE)?;
-    let next = *comps.get(i + 1)?;
-    if next == LOCKS && comps.len() == i + 3 {
-        // `.session-operation-locks/<id>.lock`, taken around a resume.
-        let stem = comps[i + 2].strip_suffix(".lock").filter(|s| is_id(s));
-        return Some(stem.map(str::to_string));
+    match &comps[i + 1..] {
+        [dir, f] if is_id(dir) => Some((*f == EVENTS).then(|| (*dir).to_string())),
+        [f] => Some(
+            f.strip_suffix(".jsonl")
+                .filter(|s| is_id(s))
+                .map(str::to_string),
+        ),
+        [dir, ..] if is_id(dir) || *dir == LOCKS => Some(None),
+        // Deeper under a `session-state` that is not Copilot's: not ours.
+        _ => None,
     }
-    if comps.len() > i + 2 {
-        return Some(is_id(next).then(|| next.to_string()));
-    }
-    Some(
-        next.strip_suffix(".jsonl")
-            .filter(|s| is_id(s))
-            .map(str::to_string),
-    )
 }
 
 /// The id of a scanned transcript: its directory's name or its stem.
@@ -102,5 +103,42 @@ pub(crate) fn watch(_root: &Path) -> WatchLayout {
     WatchLayout {
         depth: 1,
         project_subdir: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ID: &str = "0b5bd1e4-5a9f-4a39-9d53-4bd2e5c6a0f1";
+
+    fn of(p: &str) -> Option<Option<String>> {
+        let comps: Vec<&str> = p.split('/').filter(|c| !c.is_empty()).collect();
+        id_for_path(Path::new(p), &comps)
+    }
+
+    #[test]
+    fn session_files_are_of_the_layout_but_only_the_transcript_names_it() {
+        let dir = format!("/home/u/.copilot/session-state/{ID}");
+        assert_eq!(
+            of(&format!("{dir}/events.jsonl")),
+            Some(Some(ID.to_string()))
+        );
+        assert_eq!(
+            of(&format!("/h/session-state/{ID}.jsonl")),
+            Some(Some(ID.to_string()))
+        );
+        for p in [
+            format!("{dir}/inuse.77.lock"),
+            format!("{dir}/rewind-file-snapshots/tracking.json"),
+            format!("{dir}/files/a/b.jsonl"),
+            format!("/h/session-state/.session-operation-locks/{ID}.lock"),
+            "/h/session-state/notes.jsonl".to_string(),
+        ] {
+            assert_eq!(of(&p), Some(None), "{p}");
+        }
+        // Deeper under a `session-state` directory that is not Copilot's.
+        assert_eq!(of("/srv/session-state/u/x/y.jsonl"), None);
+        assert_eq!(of("/srv/session-state"), None);
     }
 }
