@@ -102,7 +102,7 @@ fn edit_then_resume() {
         ]
     );
     let hello = "/home/u/work/hello.txt";
-    assert_eq!(s.tools[0].paths, [ToolPath::new(hello, PathAccess::Write)]);
+    assert_eq!(s.tools[0].paths, [ToolPath::new(hello, PathAccess::Create)]);
     assert_eq!(s.tools[2].paths, [ToolPath::new(hello, PathAccess::Read)]);
     let prompt_of: Vec<_> = s.tools.iter().map(|t| t.prompt_index).collect();
     assert_eq!(prompt_of, [Some(0), Some(0), Some(1)]);

@@ -36,8 +36,8 @@ use super::de::{Content, LStr, ObjOr};
 use super::error::{Result, SessionError};
 use super::util::{self, parse_ts};
 use super::{
-    AgentSession, ErrorEvent, ErrorKind, LlmResponse, ParseStats, Provider, SubagentInfo,
-    TokenUsage, ToolCategory, ToolStatus,
+    AgentSession, ErrorEvent, ErrorKind, LlmResponse, ParseStats, PathAccess, Provider,
+    SubagentInfo, TokenUsage, ToolCategory, ToolStatus,
 };
 use crate::gemini::wire::{FnCall, FnResponse, FnResult, ToolCall};
 use crate::mcp::McpCall;
@@ -276,6 +276,11 @@ fn tool_event(
         ..ToolCall::default()
     };
     let mut ev = crate::gemini::tool_event(s, &tc, ts, sub);
+    if created_file(&name, out.and_then(|o| o.response)) {
+        for p in &mut ev.paths {
+            p.access = PathAccess::Create;
+        }
+    }
     let display = result.and_then(|r| r.result_display.as_ref());
     if let Some(d) = display.filter(|d| util::jstr(d, "type") == Some("shell_result")) {
         ev.exit_code = util::exit_code_of(d.get("exitCode").unwrap_or(&Value::Null));
@@ -288,6 +293,24 @@ fn tool_event(
         ev.mcp = Some(McpCall::from_split_name(&name, args));
     }
     ev
+}
+
+/// A `write_file` or `edit` call that made a new file. Qwen Code writes no
+/// `isNewFile` (Gemini CLI's flag); its result text says it, as 0.24.4
+/// words it: `write_file` "Successfully created and wrote to new file: P."
+/// (else "Successfully overwrote file: P."), `edit` "Created new file: P
+/// with provided content." (else "The file: P has been updated."). The
+/// display's `originalContent` cannot tell: it is "" for a new file and for
+/// an emptied one alike.
+fn created_file(name: &str, response: Option<&FnResponse>) -> bool {
+    let prefix = match name {
+        "write_file" => "Successfully created and wrote to new file: ",
+        "edit" => "Created new file: ",
+        _ => return false,
+    };
+    response
+        .and_then(|r| r.response.as_ref()?.obj()?.output.as_deref())
+        .is_some_and(|o| o.starts_with(prefix))
 }
 
 /// The tool a call really runs: the wrapper's `args.name` and
@@ -338,4 +361,33 @@ fn system(s: &mut AgentSession, l: &Line, ts: Option<i64>, sub: Option<usize>) {
         kind,
         message: ev.error_message.0.clone().unwrap_or_default(),
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn response(output: &str) -> FnResponse {
+        serde_json::from_value(serde_json::json!({"id": "c", "response": {"output": output}}))
+            .expect("response")
+    }
+
+    /// The texts of the 0.24.4 `write_file` and `edit` tools.
+    #[test]
+    fn a_new_file_is_told_by_the_result_text() {
+        let created = |name: &str, out: &str| created_file(name, Some(&response(out)));
+        assert!(created(
+            "write_file",
+            "Successfully created and wrote to new file: /w/a."
+        ));
+        assert!(!created("write_file", "Successfully overwrote file: /w/a."));
+        assert!(created(
+            "edit",
+            "Created new file: /w/a with provided content."
+        ));
+        assert!(!created("edit", "The file: /w/a has been updated."));
+        // Another tool's text, or no result yet, says nothing.
+        assert!(!created("read_file", "Created new file: /w/a"));
+        assert!(!created_file("write_file", None));
+    }
 }
