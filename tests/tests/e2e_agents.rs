@@ -109,7 +109,7 @@ e2e! {
     opencode_network: Opencode, "network";
     opencode_parallel: Opencode, "parallel";
     qwen_inspect: Qwen, "inspect";
-    qwen_edit: Qwen, "edit";
+    qwen_edit: Qwen, "edit_qwen";
     qwen_failing: Qwen, "failing";
     qwen_network: Qwen, "network";
     qwen_parallel: Qwen, "parallel";
@@ -151,7 +151,7 @@ e2e_recorded! {
     opencode_edit_under_record: Opencode, "edit";
     opencode_network_under_record: Opencode, "network";
     opencode_failing_under_record: Opencode, "failing";
-    qwen_edit_under_record: Qwen, "edit";
+    qwen_edit_under_record: Qwen, "edit_qwen";
     qwen_network_under_record: Qwen, "network";
     qwen_failing_under_record: Qwen, "failing";
 }
