@@ -54,6 +54,41 @@ struct Entry {
     /// Why the last tail read failed (`NotOwner` or `Unreadable`); cleared
     /// by a successful read.
     unreadable: Option<NotListedReason>,
+    /// A session of a store holding many (opencode's database): the store
+    /// and the session's id. Its entry is keyed by [`store_key`]; `mtime_ms`
+    /// is the session's own `time_updated`.
+    store: Option<(PathBuf, String)>,
+}
+
+/// The entry key of session `id` of a shared store: `<db>#<id>` (the map
+/// and the tracker need one key per session; rows show the store's path).
+fn store_key(db: &Path, id: &str) -> PathBuf {
+    let mut k = db.as_os_str().to_os_string();
+    k.push("#");
+    k.push(id);
+    PathBuf::from(k)
+}
+
+/// opencode keeps every session in one database (a shared store), the
+/// others one transcript per session.
+fn shared_store(p: Provider) -> bool {
+    p == Provider::Opencode
+}
+
+/// How many of a store's newest sessions are candidates (as many as the
+/// listing considers).
+const STORE_SESSIONS: usize = 4 * discovery::MAX_LIST;
+
+/// A store's change stamp: the newest mtime and the summed size of the
+/// database and its `-wal` (a running opencode writes only the WAL).
+fn store_stamp(db: &Path) -> Option<(i64, u64)> {
+    let (m, s) = stat(db)?;
+    let mut wal = db.as_os_str().to_os_string();
+    wal.push("-wal");
+    Some(match stat(Path::new(&wal)) {
+        Some((wm, ws)) => (m.max(wm), s + ws),
+        None => (m, s),
+    })
 }
 
 /// Counts per reason a session is not listed, with the first few paths.
@@ -123,6 +158,9 @@ pub struct LiveModel {
     /// Project directories listed by whole parses (one per directory per
     /// scan, however many transcripts it holds).
     dir_listings: u64,
+    /// Shared stores (opencode databases) by path: their last change stamp
+    /// and the entry keys of their sessions.
+    stores: HashMap<PathBuf, ((i64, u64), Vec<PathBuf>)>,
 }
 
 fn ts_ms(ms: i64) -> Option<Timestamp> {
@@ -166,6 +204,7 @@ impl LiveModel {
             registry: Default::default(),
             skipped_lines: 0,
             dir_listings: 0,
+            stores: HashMap::new(),
         };
         m.reload_registry();
         m.reload_desktop();
@@ -226,6 +265,12 @@ impl LiveModel {
         let mut seen = std::collections::HashSet::with_capacity(found.len());
         let mut batch = ParseBatch::default();
         for c in found {
+            if shared_store(c.provider) {
+                let (n, keys) = self.refresh_store(&c.path, false);
+                changed += n;
+                seen.extend(keys);
+                continue;
+            }
             seen.insert(c.path.clone());
             let same = self
                 .entries
@@ -239,6 +284,8 @@ impl LiveModel {
         self.dir_listings += batch.dir_listings();
         let before = self.entries.len();
         self.entries.retain(|p, _| seen.contains(p));
+        self.stores
+            .retain(|_, (_, keys)| keys.iter().any(|k| seen.contains(k)));
         changed += before - self.entries.len();
         self.tracker.prune(&|p: &Path| seen.contains(p));
         changed
@@ -247,6 +294,14 @@ impl LiveModel {
     /// A file event on `path`: re-stat it and re-read its tail, or drop it.
     /// Returns whether `path` is (or was) a transcript.
     pub fn touch(&mut self, path: &Path) -> bool {
+        if let Some(db) = self.store_of(path) {
+            let (_, keys) = self.refresh_store(&db, false);
+            let keys: std::collections::HashSet<PathBuf> = keys.into_iter().collect();
+            // Sessions gone from the store (or the store itself) go too.
+            self.entries
+                .retain(|k, e| e.store.as_ref().is_none_or(|(d, _)| *d != db) || keys.contains(k));
+            return true;
+        }
         let Some(provider) = self.transcript_provider(path) else {
             return false;
         };
@@ -269,6 +324,77 @@ impl LiveModel {
         true
     }
 
+    /// The shared store a path belongs to: the database itself or its
+    /// `-wal` (where a running opencode writes).
+    fn store_of(&self, path: &Path) -> Option<PathBuf> {
+        let name = path.file_name()?.to_str()?;
+        let db = match name.strip_suffix("-wal") {
+            Some(base) => path.with_file_name(base),
+            None => path.to_path_buf(),
+        };
+        self.transcript_provider(&db)
+            .is_some_and(shared_store)
+            .then_some(db)
+    }
+
+    /// Re-reads the sessions of a shared store when its stamp moved (or
+    /// `force`): its newest [`STORE_SESSIONS`] become entries, and those
+    /// recent or already read get their facts. Returns how many entries
+    /// changed and the store's entry keys.
+    fn refresh_store(&mut self, db: &Path, force: bool) -> (usize, Vec<PathBuf>) {
+        let Some(stamp) = store_stamp(db) else {
+            self.stores.remove(db);
+            return (0, Vec::new());
+        };
+        if let Some((old, keys)) = self.stores.get(db)
+            && *old == stamp
+            && !force
+        {
+            return (0, keys.clone());
+        }
+        let sessions = match crate::sessions::opencode::store::recent_sessions(db, STORE_SESSIONS) {
+            Ok(s) => s,
+            Err(err) => {
+                tracing::debug!(db = %db.display(), error = %err, "store unreadable");
+                // Keep what was known: a locked database is a passing state.
+                let keys = self
+                    .stores
+                    .get(db)
+                    .map(|(_, k)| k.clone())
+                    .unwrap_or_default();
+                return (0, keys);
+            }
+        };
+        let window = self.thresholds.attention_window.as_millis() as i64;
+        let now = Timestamp::now().as_millisecond();
+        let mut keys = Vec::with_capacity(sessions.len());
+        let mut changed = 0;
+        let mut batch = ParseBatch::default();
+        for s in sessions {
+            let key = store_key(db, &s.id);
+            let updated = s.updated_ms.unwrap_or(stamp.0);
+            let e = self.entries.entry(key.clone()).or_insert_with(|| Entry {
+                provider: Provider::Opencode,
+                mtime_ms: updated,
+                size: 0,
+                facts: None,
+                whole: None,
+                header_id: Some(s.id.clone()),
+                unreadable: None,
+                store: Some((db.to_path_buf(), s.id.clone())),
+            });
+            e.mtime_ms = updated;
+            if e.facts.is_some() || now - updated <= window {
+                read_store_entry(e, &mut self.skipped_lines, &mut batch);
+                changed += 1;
+            }
+            keys.push(key);
+        }
+        self.dir_listings += batch.dir_listings();
+        self.stores.insert(db.to_path_buf(), (stamp, keys.clone()));
+        (changed, keys)
+    }
+
     fn upsert(
         &mut self,
         provider: Provider,
@@ -288,6 +414,7 @@ impl LiveModel {
                 whole: None,
                 header_id: None,
                 unreadable: None,
+                store: None,
             });
         let grew_from = (e.size <= size).then_some(e.size);
         e.mtime_ms = mtime_ms;
@@ -417,7 +544,11 @@ impl LiveModel {
                 && e.facts.is_none()
             {
                 let skipped = &mut self.skipped_lines;
-                read_entry(e, &p, &self.thresholds, skipped, None, &mut batch);
+                if e.store.is_some() {
+                    read_store_entry(e, skipped, &mut batch);
+                } else {
+                    read_entry(e, &p, &self.thresholds, skipped, None, &mut batch);
+                }
             }
         }
         self.dir_listings += batch.dir_listings();
@@ -501,21 +632,28 @@ impl LiveModel {
             hidden,
             resets_at,
             kernel: ks.map(|k| k.columns),
-            path: path.to_path_buf(),
+            // A store's session shows the store (its key is no file).
+            path: e.store.as_ref().map_or(path, |(db, _)| db).to_path_buf(),
         })
     }
 
     /// The last tool calls of a session's transcript (detail pane): parsed
     /// on demand for the one selected session.
-    pub fn tool_calls(&self, path: &Path, last: usize) -> Vec<ToolLine> {
-        let Some(e) = self.entries.get(path) else {
+    /// `path` and `session_id` as a row shows them.
+    pub fn tool_calls(&self, path: &Path, session_id_: &str, last: usize) -> Vec<ToolLine> {
+        let key = store_key(path, session_id_);
+        let (key, file) = match self.entries.get(&key) {
+            Some(e) => (key.as_path(), e.store.as_ref().map_or(path, |(db, _)| db)),
+            None => (path, path),
+        };
+        let Some(e) = self.entries.get(key) else {
             return Vec::new();
         };
         // The id names the session in a store holding many (opencode's database).
-        let id = session_id(e, path);
+        let id = session_id(e, key);
         let Ok(s) = crate::sessions::parse_session_in(
             e.provider,
-            path,
+            file,
             Some(&id),
             &crate::sessions::Bounds::default(),
             &mut ParseBatch::default(),
@@ -554,6 +692,27 @@ fn session_id(e: &Entry, path: &Path) -> String {
     path.file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default()
+}
+
+/// Reads a shared store's session: its live facts from the newest rows,
+/// and (each time they are read, as the session changed) its whole parse
+/// for tokens, first prompt, cwd and model.
+fn read_store_entry(e: &mut Entry, skipped: &mut u64, batch: &mut ParseBatch) {
+    let Some((db, id)) = e.store.clone() else {
+        return;
+    };
+    let facts = match crate::sessions::opencode::live::facts(&db, &id) {
+        Ok(f) => f,
+        Err(err) => {
+            tracing::debug!(db = %db.display(), %id, error = %err, "store session unreadable");
+            e.unreadable = Some(unreadable_reason(&db));
+            return;
+        }
+    };
+    e.unreadable = None;
+    *skipped += u64::from(facts.skipped_lines);
+    e.facts = Some(facts);
+    e.whole = Some(whole_facts(e.provider, &db, &id, 0, batch));
 }
 
 /// Reads an entry's tail, and its token totals: from the tail when it
@@ -970,5 +1129,103 @@ mod tests {
                 );
             }
         }
+    }
+}
+
+/// opencode keeps every session in one database: each is its own row, with
+/// its own state, read from the recorded 1.18.33 store (its newest rows only
+/// in the `-wal`).
+#[cfg(test)]
+mod store_tests {
+    use super::*;
+
+    fn copy_home() -> tempfile::TempDir {
+        let t = tempfile::tempdir().unwrap();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../fixtures/sessions/opencode-1.18.33/home/.local/share/opencode");
+        let dst = t.path().join(".local/share/opencode");
+        std::fs::create_dir_all(&dst).unwrap();
+        for e in std::fs::read_dir(&src).unwrap().flatten() {
+            std::fs::copy(e.path(), dst.join(e.file_name())).unwrap();
+        }
+        t
+    }
+
+    #[test]
+    fn each_session_of_an_opencode_database_is_a_row() {
+        let home = copy_home();
+        let db = home.path().join(".local/share/opencode/opencode.db");
+        let opts = TopOptions {
+            home: Some(home.path().to_path_buf()),
+            // The recording is old: a window of years keeps it recent.
+            thresholds: Thresholds::scaled(1e6),
+            ..Default::default()
+        };
+        let mut m = LiveModel::new(&opts).unwrap();
+        let snap = m.snapshot(Timestamp::now(), RowFilter::default(), None);
+        let got: Vec<_> = snap
+            .rows
+            .iter()
+            .map(|r| (r.session_id.as_str(), r.state, r.path == db, r.tokens))
+            .collect();
+        let tok = |input, output| Some(Tokens { input, output });
+        let done = LiveState::YourTurn;
+        assert_eq!(
+            got,
+            vec![
+                ("ses_dc91de60fffe143stbETqZSq2W", done, true, tok(5600, 169)),
+                ("ses_dc91c9ca0ffezSnHAyOoHdUkH4", done, true, tok(0, 0)),
+                ("ses_dc91ce720ffepDCXeHnNkYstFH", done, true, tok(2750, 83)),
+                ("ses_dc91d5fecffegkeh4F9Hy0tzkB", done, true, tok(2750, 83)),
+            ]
+        );
+        assert_eq!(snap.candidates, 4);
+        // The detail pane names the session by the row's path and id.
+        let names: Vec<String> = m
+            .tool_calls(&db, "ses_dc91de60fffe143stbETqZSq2W", 10)
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
+        assert_eq!(names, ["write", "bash"]);
+        // A new prompt in one session (as opencode writes it, into the WAL):
+        // that session works, the others keep their state.
+        let now = Timestamp::now().as_millisecond();
+        let c = rusqlite::Connection::open(&db).unwrap();
+        c.execute(
+            "INSERT INTO message (id, session_id, time_created, time_updated, data) \
+             VALUES ('msg_next', 'ses_dc91de60fffe143stbETqZSq2W', ?1, ?1, ?2)",
+            rusqlite::params![
+                now,
+                format!(r#"{{"role":"user","time":{{"created":{now}}}}}"#)
+            ],
+        )
+        .unwrap();
+        c.execute(
+            "UPDATE session SET time_updated = ?1 WHERE id = 'ses_dc91de60fffe143stbETqZSq2W'",
+            [now],
+        )
+        .unwrap();
+        drop(c);
+        let wal = home.path().join(".local/share/opencode/opencode.db-wal");
+        assert!(m.touch(&wal));
+        let snap = m.snapshot(Timestamp::now(), RowFilter::default(), None);
+        let got: Vec<_> = snap
+            .rows
+            .iter()
+            .map(|r| (r.session_id.as_str(), r.state))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("ses_dc91c9ca0ffezSnHAyOoHdUkH4", done),
+                ("ses_dc91ce720ffepDCXeHnNkYstFH", done),
+                ("ses_dc91d5fecffegkeh4F9Hy0tzkB", done),
+                ("ses_dc91de60fffe143stbETqZSq2W", LiveState::Working),
+            ]
+        );
+        // The database gone, its sessions go.
+        std::fs::remove_file(&db).unwrap();
+        assert!(m.touch(&db));
+        assert_eq!(m.candidates(), 0);
     }
 }

@@ -110,9 +110,10 @@ impl LiveTop {
         &self.model
     }
 
-    /// The last tool calls of one transcript (detail pane).
-    pub fn tool_calls(&self, path: &Path, last: usize) -> Vec<ToolLine> {
-        self.model.tool_calls(path, last)
+    /// The last tool calls of one session (detail pane), by the row's path
+    /// and session id (a shared store's path names many sessions).
+    pub fn tool_calls(&self, path: &Path, session_id: &str, last: usize) -> Vec<ToolLine> {
+        self.model.tool_calls(path, session_id, last)
     }
 
     /// New kernel columns; a failed recording clears them and says why.

@@ -68,6 +68,8 @@ struct View {
 
 struct Detail {
     path: std::path::PathBuf,
+    /// With the path, names the row (an opencode database holds many).
+    session_id: String,
     title: String,
     /// The transcript's last tool calls (shown whether or not the kernel
     /// watches the session).
@@ -126,8 +128,8 @@ pub async fn run(
                 let changed = !s.same_content(&view.snap);
                 view.snap = s;
                 if changed && let Some(d) = &view.detail {
-                    let path = d.path.clone();
-                    refresh_detail(&top, &mut view, path);
+                    let key = (d.path.clone(), d.session_id.clone());
+                    refresh_detail(&top, &mut view, key);
                 }
             }
             Some(inp) = input.recv() => {
@@ -143,8 +145,13 @@ pub async fn run(
     }
 }
 
-fn refresh_detail(top: &LiveTop, view: &mut View, path: std::path::PathBuf) {
-    let row = view.snap.rows.iter().find(|r| r.path == path);
+fn refresh_detail(top: &LiveTop, view: &mut View, key: (std::path::PathBuf, String)) {
+    let (path, session_id) = key;
+    let row = view
+        .snap
+        .rows
+        .iter()
+        .find(|r| r.path == path && r.session_id == session_id);
     let title = row
         .map(|r| {
             format!(
@@ -159,9 +166,10 @@ fn refresh_detail(top: &LiveTop, view: &mut View, path: std::path::PathBuf) {
         (Some(w), Some(r)) => Some(super::kernel::activity(w, &r.session_id, TOOLS_SHOWN)),
         _ => None,
     };
-    let tools = top.tool_calls(&path, TOOLS_SHOWN);
+    let tools = top.tool_calls(&path, &session_id, TOOLS_SHOWN);
     view.detail = Some(Detail {
         path,
+        session_id,
         title,
         tools,
         kernel,
@@ -180,8 +188,8 @@ fn on_key(k: crossterm::event::KeyEvent, top: &mut LiveTop, view: &mut View) -> 
             if view.detail.is_some() {
                 view.detail = None;
             } else if let Some(r) = view.snap.rows.get(view.selected) {
-                let p = r.path.clone();
-                refresh_detail(top, view, p);
+                let key = (r.path.clone(), r.session_id.clone());
+                refresh_detail(top, view, key);
             }
         }
         KeyCode::Esc => view.detail = None,
