@@ -112,7 +112,7 @@ e2e! {
     qwen_edit: Qwen, "edit_qwen";
     qwen_failing: Qwen, "failing";
     qwen_network: Qwen, "network";
-    qwen_parallel: Qwen, "parallel";
+    qwen_parallel: Qwen, "parallel_qwen";
 }
 
 e2e_recorded! {

@@ -408,6 +408,9 @@ mod tests {
             .map(|p| p.strip_prefix(h).unwrap().display().to_string())
             .collect();
         let want = [
+            // ~/.copilot, ~/.local/share/opencode and ~/.qwen are missing:
+            // the home itself stands in (their creation is seen there).
+            "",
             // ~/.config/claude/projects is missing: ~/.config stands in.
             ".claude",
             ".claude/projects",
