@@ -8,6 +8,8 @@
 
 pub mod audit_reads;
 pub mod events;
+#[cfg(test)]
+pub(crate) mod foreign_for_tests;
 mod intern;
 mod layout;
 mod live;

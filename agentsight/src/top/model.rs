@@ -1190,22 +1190,12 @@ mod store_tests {
         // A new prompt in one session (as opencode writes it, into the WAL):
         // that session works, the others keep their state.
         let now = Timestamp::now().as_millisecond();
-        let c = rusqlite::Connection::open(&db).unwrap();
-        c.execute(
-            "INSERT INTO message (id, session_id, time_created, time_updated, data) \
-             VALUES ('msg_next', 'ses_dc91de60fffe143stbETqZSq2W', ?1, ?1, ?2)",
-            rusqlite::params![
-                now,
-                format!(r#"{{"role":"user","time":{{"created":{now}}}}}"#)
-            ],
+        crate::store::foreign_for_tests::opencode_add_prompt(
+            &db,
+            "ses_dc91de60fffe143stbETqZSq2W",
+            now,
         )
         .unwrap();
-        c.execute(
-            "UPDATE session SET time_updated = ?1 WHERE id = 'ses_dc91de60fffe143stbETqZSq2W'",
-            [now],
-        )
-        .unwrap();
-        drop(c);
         let wal = home.path().join(".local/share/opencode/opencode.db-wal");
         assert!(m.touch(&wal));
         let snap = m.snapshot(Timestamp::now(), RowFilter::default(), None);
