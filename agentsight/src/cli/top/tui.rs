@@ -511,6 +511,7 @@ mod tests {
         };
         let d = Detail {
             path: "/t.jsonl".into(),
+            session_id: "t".into(),
             title: String::new(),
             tools: vec![
                 line(0, "Bash", None, "ls"),
