@@ -333,6 +333,14 @@ const DEFAULT_WRITE_ALLOW: &[&str] = &[
     "~/.gemini/**",
     "~/.cursor/**",
     "~/.cache/**",
+    "~/.copilot/**",
+    "~/.qwen/**",
+    "~/.local/share/opencode/**",
+    "~/.local/state/opencode/**",
+    "~/.config/opencode/**",
+    // Copilot CLI sets the OOM score of each shell it starts (only a
+    // process the user may already signal can be changed so).
+    "/proc/*/oom_score_adj",
 ];
 const DEFAULT_DENY_READ: &[&str] = &["~/.ssh/**", "~/.aws/**", "**/.env"];
 const DEFAULT_DENY_WRITE: &[&str] = &["~/.ssh/**", "~/.aws/**", "/etc/**", "**/.env"];
