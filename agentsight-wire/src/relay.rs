@@ -1,0 +1,1 @@
+//! The loopback relay. (Being written: see the brief.)
