@@ -1,1 +1,0 @@
-//! The loopback relay. (Being written: see the brief.)
