@@ -6,15 +6,14 @@ use super::{api_error, element_sizes, field_size, push_system, str_at, u64_at};
 use crate::{Exchange, RequestedCall, SentMessage, Usage};
 
 /// The model named in the path: `…/models/M:method`.
-fn model_of(target: &str) -> Option<String> {
+pub(super) fn model_of(target: &str) -> Option<String> {
     let path = target.split('?').next().unwrap_or_default();
     let (_, after) = path.rsplit_once("/models/")?;
     let model = after.split(':').next().unwrap_or_default();
     (!model.is_empty()).then(|| model.to_string())
 }
 
-pub fn request(v: &Value, body: &[u8], target: Option<&str>, ex: &mut Exchange) {
-    ex.model = target.and_then(model_of);
+pub fn request(v: &Value, body: &[u8], ex: &mut Exchange) {
     match v.get("systemInstruction") {
         Some(Value::String(s)) => push_system(ex, s),
         Some(si) => {

@@ -192,6 +192,10 @@ fn event_values(events: &[sse::Event], ex: &mut Exchange) -> Vec<(Option<String>
 }
 
 fn decode_request(api: Api, body: &[u8], target: Option<&str>, ex: &mut Exchange) {
+    if api == Api::GeminiGenerate {
+        // Gemini names the model in the path, whatever the body holds.
+        ex.model = target.and_then(gemini::model_of);
+    }
     let v: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
         Err(e) => {
@@ -205,7 +209,7 @@ fn decode_request(api: Api, body: &[u8], target: Option<&str>, ex: &mut Exchange
         Api::AnthropicMessages => anthropic::request(&v, body, ex),
         Api::OpenaiResponses => openai_responses::request(&v, body, ex),
         Api::OpenaiChat => openai_chat::request(&v, body, ex),
-        Api::GeminiGenerate => gemini::request(&v, body, target, ex),
+        Api::GeminiGenerate => gemini::request(&v, body, ex),
         Api::Other => {}
     }
 }
