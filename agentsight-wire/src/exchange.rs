@@ -32,7 +32,8 @@ pub struct Exchange {
     /// The request's `content-encoding` / the response's, if any.
     pub request_encoding: Option<String>,
     pub response_encoding: Option<String>,
-    /// Whether the response was a server-sent event stream.
+    /// Whether the response was streamed: server-sent events, or Gemini's
+    /// JSON array stream (`streamGenerateContent` without `alt=sse`).
     pub streamed: bool,
     /// Number of server-sent events (or JSON stream elements) in the response.
     pub events: u32,

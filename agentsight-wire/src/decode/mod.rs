@@ -66,6 +66,9 @@ pub fn decode(raw: &RawExchange, limits: &Limits) -> Decoded {
         Some(resp) => decode_response(resp, head_request, api, limits, &mut ex),
         None => Vec::new(),
     };
+    if !ex.notes.is_empty() {
+        tracing::debug!(conn = raw.conn, seq = raw.seq, notes = ?ex.notes, "exchange decoded with notes");
+    }
     Decoded {
         exchange: ex,
         request_body,
