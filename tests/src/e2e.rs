@@ -368,6 +368,34 @@ fn chown_tree(p: &Path, uid: u32, gid: u32) {
     assert!(st.success(), "chown -R {}", p.display());
 }
 
+/// The scenario's `home_files` (`{RELATIVE PATH: CONTENT}`) written into
+/// the run's home as a user's private files are: each file 0600, each
+/// directory created for it 0700 (the caller chowns the home to the test
+/// user). The `risky` scenario plants a synthetic `~/.ssh/id_rsa` this way.
+fn plant_home_files(scenario: &Scenario, home: &Path) {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let Some(files) = scenario.json["home_files"].as_object() else {
+        return;
+    };
+    for (p, c) in files {
+        let f = home.join(p);
+        let dir = f.parent().expect("a home file has a parent");
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let mut out = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&f)
+            .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        std::io::Write::write_all(&mut out, c.as_str().unwrap_or_default().as_bytes())
+            .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+    }
+}
+
 fn git(work: &Path, args: &[&str]) {
     let out = Command::new("git")
         .current_dir(work)
@@ -432,6 +460,7 @@ impl Run {
                 fs::write(f, c.as_str().unwrap_or_default()).unwrap();
             }
         }
+        plant_home_files(&scenario, &home);
         git(&work, &["init", "-q"]);
         git(&work, &["add", "."]);
         git(&work, &["commit", "-q", "-m", "initial"]);
@@ -917,11 +946,16 @@ remote_plugin = false
         ]
     }
 
-    /// opencode's configuration for the scripted server.
+    /// opencode's configuration for the scripted server. Paths outside the
+    /// project are allowed, as the other CLIs run with their approvals off
+    /// (`opencode run` otherwise rejects the `risky` scenario's read of
+    /// `~/.ssh/id_rsa`: "permission requested: external_directory …;
+    /// auto-rejecting").
     fn opencode_config(&self, base: &str) -> Value {
         serde_json::json!({
             "autoupdate": false,
             "share": "disabled",
+            "permission": { "external_directory": "allow" },
             "model": format!("local/{}", self.agent.model()),
             "provider": { "local": {
                 "npm": "@ai-sdk/openai-compatible",

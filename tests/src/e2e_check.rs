@@ -564,6 +564,28 @@ pub fn audit_writes_pass(run: &Run, db: &Path) {
 /// (and curl allowed where the scenario asks for it) passes — exit 0, no
 /// error finding of any rule (loss, network, files, executables).
 pub fn audit_default_policy_passes(run: &Run, db: &Path) {
+    let policy = default_policy(run);
+    let (out, report) = audit_json(db, &policy);
+    let errors: Vec<String> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["severity"] == "error")
+        .map(|f| format!("{}: {}", f["rule"], f["message"]))
+        .collect();
+    assert_eq!(errors, Vec::<String>::new());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The default policy as a user would write it for the run: only the run's
+/// home (the test user's passwd home is not the run's) and the model
+/// server's port declared.
+fn default_policy(run: &Run) -> std::path::PathBuf {
     let policy = run.root.join("default-policy.toml");
     // The network scenario asks for curl to the scenario's target server:
     // both declared, as a user would for a run that is meant to do that.
@@ -584,21 +606,103 @@ pub fn audit_default_policy_passes(run: &Run, db: &Path) {
         ),
     )
     .unwrap();
-    let (out, report) = audit_json(db, &policy);
-    let errors: Vec<String> = report["findings"]
+    policy
+}
+
+/// The risky scenario under record: the default policy flags the read of
+/// the planted `~/.ssh/id_rsa` by `cat` (rule `denied-path`) and the audit
+/// exits 1. Claude Code 2.1 also opens the file itself (its own process,
+/// four opens: two before the command runs, two after), a second finding of
+/// the same rule; the other CLIs leave the `cat` alone.
+///
+/// Audit names a finding's tool call only for an event that has a stored
+/// correlation row; `record` stores one row per process (its exec), not per
+/// open, so the finding's `session` is null and the call is checked on the
+/// capture's row for the `cat` process instead.
+pub fn audit_flags_the_risky_read(run: &Run, db: &Path, session_id: &str) {
+    let key = run.home.join(".ssh/id_rsa").display().to_string();
+    let (out, report) = audit_json(db, &default_policy(run));
+    let errors: Vec<&Value> = report["findings"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|f| f["severity"] == "error")
-        .map(|f| format!("{}: {}", f["rule"], f["message"]))
         .collect();
-    assert_eq!(errors, Vec::<String>::new());
+    let ctx = format!("{} {}: {errors:#?}", run.agent.name(), run.scenario.name);
+    let runtime_opens = (run.agent == Agent::Claude).then_some(4);
+    assert_eq!(
+        errors.len(),
+        1 + usize::from(runtime_opens.is_some()),
+        "{ctx}"
+    );
+    for f in &errors {
+        assert_eq!(f["rule"], "denied-path", "{ctx}");
+        assert_eq!(f["access"], "read", "{ctx}");
+        assert_eq!(f["path"], key.as_str(), "{ctx}");
+        assert_eq!(f["message"], format!("read of denied path {key}"), "{ctx}");
+        assert_eq!(f["evidence"]["matched"], "~/.ssh/**", "{ctx}");
+        assert_eq!(f["session"], Value::Null, "{ctx}");
+    }
+    let by_cat = errors
+        .iter()
+        .find(|f| f["process"]["argv"] == serde_json::json!(["cat", key]))
+        .unwrap_or_else(|| panic!("no read by cat: {ctx}"));
+    assert_eq!(by_cat["evidence"]["count"], 1, "{ctx}");
+    if let Some(n) = runtime_opens {
+        let own = errors
+            .iter()
+            .find(|f| f["process"]["chain"].as_array().map(Vec::len) == Some(1))
+            .unwrap_or_else(|| panic!("no read by the CLI's own process: {ctx}"));
+        assert_eq!(own["process"]["argv"][0], "claude", "{ctx}");
+        assert_eq!(own["evidence"]["count"], n, "{ctx}");
+    }
+    // The call that asked for it, as `session show` lists it, is the one
+    // the capture attributes the `cat` process to.
+    let s = run.session_show(session_id);
+    let tools = s["tools"].as_array().unwrap();
+    let shell = intent_calls(run.agent, tools)
+        .into_iter()
+        .find(|t| t["category"] == "shell")
+        .unwrap_or_else(|| panic!("no shell call: {tools:#?}"));
+    let index = tools.iter().position(|t| std::ptr::eq(t, shell)).unwrap();
+    let pid = by_cat["process"]["process_id"].as_i64().unwrap();
+    assert_eq!(
+        process_attributions(db, pid),
+        vec![(
+            session_id.to_string(),
+            i64::try_from(index).unwrap(),
+            shell["call_id"].as_str().unwrap().to_string(),
+            "attributed".to_string()
+        )],
+        "{ctx}"
+    );
+    assert_eq!(report["counts"]["error"], errors.len(), "{ctx}");
     assert_eq!(
         out.status.code(),
-        Some(0),
+        Some(1),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The capture's correlation rows of process `process_id` (one per exec
+/// of it: a shell that execs its command in place has two), distinct:
+/// (session id, tool index, call id, role).
+fn process_attributions(db: &Path, process_id: i64) -> Vec<(String, i64, String, String)> {
+    let conn = crate::open(db);
+    let mut stmt = conn
+        .prepare(
+            "SELECT DISTINCT s.session_id, c.tool_index, c.call_id, c.role \
+             FROM correlations c JOIN sessions s ON s.id = c.session_row \
+             WHERE c.process_id = ?1 ORDER BY 1, 2, 3, 4",
+        )
+        .unwrap();
+    stmt.query_map([process_id], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+    })
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
 }
 
 /// `agentsight audit --format json` of `db` with `policy`: the run and its report.

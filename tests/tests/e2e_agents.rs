@@ -37,6 +37,46 @@ fn check_recorded(agent: Agent, scenario: &str) {
     audit_writes_pass(&run, &db);
 }
 
+/// The risky scenario (issue 29) under record: the agent shows the
+/// synthetic private key planted in its user's home (`cat ~/.ssh/id_rsa`);
+/// everything [`check_recorded`] checks holds, except that the default
+/// audit fails, flagging that read (and Claude Code's own opens of the
+/// file: see [`audit_flags_the_risky_read`]) and nothing else. Qwen Code
+/// plays `risky_qwen` (`&& sleep 1`: 0.24.4's one-shot shell loses output
+/// still in the pipe at exit, as for `edit_qwen`).
+fn check_risky(agent: Agent, scenario: &str) {
+    agentsight_tests::require_root();
+    let run = Run::prepare(agent, scenario);
+    let (out, db) = run.run_recorded();
+    let id = verify(&run, out);
+    assert_no_loss(&db);
+    let c = run.correlate(&id, &db);
+    let dump = summarize(&c);
+    verify_correlation(&run, &id, &c, &dump);
+    assert_report_clean(&run, &db, &c);
+    audit_flags_the_risky_read(&run, &db, &id);
+}
+
+macro_rules! e2e_risky {
+    ($($name:ident: $agent:ident, $scenario:literal;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                check_risky(Agent::$agent, $scenario);
+            }
+        )*
+    };
+}
+
+e2e_risky! {
+    claude_risky_under_record: Claude, "risky";
+    codex_risky_under_record: Codex, "risky";
+    gemini_risky_under_record: Gemini, "risky";
+    copilot_risky_under_record: Copilot, "risky";
+    opencode_risky_under_record: Opencode, "risky";
+    qwen_risky_under_record: Qwen, "risky_qwen";
+}
+
 #[test]
 fn rfc3339_ms_parses_transcript_and_event_times() {
     assert_eq!(rfc3339_ms("1970-01-01T00:00:00Z"), Some(0));
