@@ -82,6 +82,9 @@ enum BenchWhat {
     /// `top`: append-to-screen latency, start-up, idle CPU and RSS over the
     /// 10,001-transcript home, inotify beside polling.
     Top,
+    /// The wire relay: per-chunk SSE latency and body throughput through it
+    /// vs direct, its peak RSS (`agentsight-wire`'s `relay_bench` example).
+    Relay,
 }
 
 /// Debian packages the tests use: (a program it provides, package).
@@ -149,6 +152,14 @@ fn main() -> Result<()> {
                 BenchWhat::Audit => bench_audit::run(&bin),
                 BenchWhat::Export => bench_export::run(&bin),
                 BenchWhat::Top => bench_top::run(&bin),
+                BenchWhat::Relay => run(cargo().current_dir(workspace_root()).args([
+                    "run",
+                    "--release",
+                    "-p",
+                    "agentsight-wire",
+                    "--example",
+                    "relay_bench",
+                ])),
             }
         }
     }
