@@ -167,3 +167,28 @@ fn garbage_never_kills_the_relay() {
     assert_eq!(stats.connections, 41);
     assert_eq!(stats.exchanges, got.take().len() as u64);
 }
+
+#[test]
+fn upstream_closing_before_answering_gets_502() {
+    let (l, port) = listener();
+    let upstream = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        read_until(&mut s, b"\r\n\r\n");
+        s.write_all(b"HTTP/1.1 200").unwrap();
+    });
+    let (relay, got) = relay(&format!("http://127.0.0.1:{port}"), 1 << 20);
+    let mut c = connect(relay.addr());
+    send(&mut c, b"GET /w0/ HTTP/1.1\r\nHost: x\r\n\r\n");
+    upstream.join().unwrap();
+    let answer = String::from_utf8(read_to_end(&mut c)).unwrap();
+    let cause = "upstream closed before the response head ended";
+    assert!(
+        answer.starts_with("HTTP/1.1 502 Bad Gateway\r\n"),
+        "{answer}"
+    );
+    assert!(answer.ends_with(&format!("\r\n\r\n{cause}\n")), "{answer}");
+    let ex = got.wait(1);
+    assert_eq!(ex[0].error.as_deref(), Some(cause));
+    assert_eq!(ex[0].response.as_ref().unwrap().head, b"HTTP/1.1 200");
+    relay.stop(Duration::from_secs(1));
+}

@@ -247,6 +247,9 @@ struct Conn<'a> {
     /// The upstream connection and the index of its route in the routes.
     up: Option<(usize, Side<UpStream>)>,
     buf: Vec<u8>,
+    /// Whether the agent got a byte of this exchange's response (else a
+    /// failure is answered with 502).
+    answered: bool,
 }
 
 /// Serves one agent connection until it closes.
@@ -264,6 +267,7 @@ pub(super) fn serve(shared: &Shared, id: u64, state: &ConnState, client: TcpStre
         client: Side::new(client),
         up: None,
         buf: vec![0; READ_BUF],
+        answered: false,
     };
     let mut seq = 0u32;
     while c.exchange(seq) == Next::KeepAlive {
@@ -305,8 +309,13 @@ impl Conn<'_> {
         }
         let fwd =
             framing::forwarded_head(&head, info.target.clone(), &target, &r.upstream.authority());
+        self.answered = false;
         match self.forward(&info, &fwd) {
             Ok(next) => next,
+            Err(cause) if !self.answered => {
+                self.drop_upstream();
+                self.refuse(502, "Bad Gateway", &cause)
+            }
             Err(cause) => {
                 self.drop_upstream();
                 rec.finish(Some(cause));
@@ -501,13 +510,16 @@ impl Conn<'_> {
                 })
             }) {
                 Ok(Some(h)) => h,
-                Ok(None) | Err((HeadError::Eof, _)) => {
-                    return Err("upstream closed before the response head ended".into());
+                Ok(None) => return Err("upstream closed before the response head ended".into()),
+                Err((e, partial)) => {
+                    // What came of the head is kept, though not forwarded.
+                    rec.head(Dir::Response, &partial);
+                    return Err(match e {
+                        HeadError::Eof => "upstream closed before the response head ended".into(),
+                        HeadError::Io(e) => format!("upstream read failed mid-response head: {e}"),
+                        HeadError::Framing(e) => format!("response: {e}"),
+                    });
                 }
-                Err((HeadError::Io(e), _)) => {
-                    return Err(format!("upstream read failed mid-response head: {e}"));
-                }
-                Err((HeadError::Framing(e), _)) => return Err(format!("response: {e}")),
             };
             rec.head(Dir::Response, &head);
             let info = framing::parse_response(&head).map_err(|e| format!("response: {e}"))?;
@@ -516,6 +528,7 @@ impl Conn<'_> {
                 .write_all(&head)
                 .and_then(|()| self.client.s.flush())
                 .map_err(|e| format!("client went away mid-response: {e}"))?;
+            self.answered = true;
             rec.shared
                 .bytes_down
                 .fetch_add(head.len() as u64, Ordering::Relaxed);
