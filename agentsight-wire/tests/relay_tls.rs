@@ -131,3 +131,44 @@ fn https_upstream_with_an_unknown_issuer_refused() {
     );
     relay.stop(Duration::from_secs(1));
 }
+
+#[test]
+fn https_upstream_connection_kept_alive() {
+    let (root, issuer) = ca("relay test CA");
+    let (l, port) = listener();
+    let answer: &'static [u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    let config = server_config(&issuer);
+    let upstream = std::thread::spawn(move || {
+        let (tcp, _) = l.accept().unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let conn = rustls::ServerConnection::new(config).unwrap();
+        let mut s = rustls::StreamOwned::new(conn, tcp);
+        let mut heads = Vec::new();
+        for _ in 0..2 {
+            heads.push(read_until(&mut s, b"\r\n\r\n"));
+            s.write_all(answer).unwrap();
+            s.flush().unwrap();
+        }
+        heads
+    });
+    let (relay, got) = relay_with(port, client_config(root));
+    let mut c = connect(relay.addr());
+    for _ in 0..2 {
+        // A pause, so anything the server sent after its answer (TLS 1.3
+        // session tickets) has arrived before the next request.
+        std::thread::sleep(Duration::from_millis(50));
+        send(&mut c, b"GET /w0/v1/models HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert_eq!(read_n(&mut c, answer.len()), answer);
+    }
+    let heads = upstream.join().unwrap();
+    assert_eq!(heads.len(), 2, "both requests on one TLS connection");
+    assert_eq!(heads[0], heads[1]);
+    let ex = got.wait(2);
+    assert_eq!(
+        ex.iter()
+            .map(|e| (e.seq, e.error.clone()))
+            .collect::<Vec<_>>(),
+        [(0, None), (1, None)]
+    );
+    relay.stop(Duration::from_secs(1));
+}
