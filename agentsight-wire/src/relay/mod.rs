@@ -310,6 +310,8 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             Ok(s) => s,
             Err(e) => {
                 tracing::debug!(error = %e, "wire relay accept failed");
+                // Out of descriptors, say: no busy loop while it lasts.
+                std::thread::sleep(Duration::from_millis(10));
                 continue;
             }
         };
