@@ -192,3 +192,28 @@ fn upstream_closing_before_answering_gets_502() {
     assert_eq!(ex[0].response.as_ref().unwrap().head, b"HTTP/1.1 200");
     relay.stop(Duration::from_secs(1));
 }
+
+#[test]
+fn expect_continue_ignored_by_the_upstream_still_sends_the_body() {
+    let (l, port) = listener();
+    let fin: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    let upstream = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        read_until(&mut s, b"\r\n\r\n");
+        let body = read_n(&mut s, 3);
+        s.write_all(fin).unwrap();
+        body
+    });
+    let (relay, got) = relay(&format!("http://127.0.0.1:{port}"), 1 << 20);
+    let mut c = connect(relay.addr());
+    send(
+        &mut c,
+        b"POST /w0/up HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\nabc",
+    );
+    assert_eq!(read_n(&mut c, fin.len()), fin);
+    assert_eq!(upstream.join().unwrap(), b"abc");
+    let ex = got.wait(1);
+    assert_eq!(ex[0].error, None);
+    assert_eq!(ex[0].request.body, b"abc");
+    relay.stop(Duration::from_secs(1));
+}

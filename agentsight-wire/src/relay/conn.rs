@@ -19,6 +19,8 @@ use crate::{RawExchange, RawMessage, Via, monotonic_ns};
 const READ_BUF: usize = 64 * 1024;
 /// Most `reads` entries kept per message (16 bytes each).
 const MAX_READS: usize = 256 * 1024;
+/// How long the relay waits for an upstream's `100 Continue`.
+const EXPECT_WAIT_MS: i32 = 1000;
 /// The error of an exchange after a `101 Switching Protocols`.
 const UPGRADED: &str = "upgraded to websocket: frames kept raw";
 
@@ -336,7 +338,7 @@ impl Conn<'_> {
             .fetch_add(fwd.len() as u64, Ordering::Relaxed);
         let mut body_sent = false;
         let mut heads = Heads::Continue;
-        if info.expect_continue && info.body != BodyKind::Empty {
+        if info.expect_continue && info.body != BodyKind::Empty && self.upstream_answers()? {
             heads = self.response_heads(true)?;
         }
         if matches!(heads, Heads::Continue) {
@@ -369,6 +371,16 @@ impl Conn<'_> {
             .as_mut()
             .map(|(_, s)| s)
             .ok_or_else(|| "no upstream connection".to_string())
+    }
+
+    /// Whether the upstream starts answering an `Expect: 100-continue`
+    /// request within a second; one that ignores the expectation gets the
+    /// body then (as curl does), rather than both sides waiting forever.
+    fn upstream_answers(&mut self) -> Result<bool, String> {
+        let up = self.upstream()?;
+        Ok(!up.pending.is_empty()
+            || up.s.buffered()
+            || upstream::readable(up.s.tcp(), EXPECT_WAIT_MS))
     }
 
     fn drop_upstream(&mut self) {
