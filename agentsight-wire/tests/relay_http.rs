@@ -296,3 +296,35 @@ fn bodies_over_the_limit_cut_and_counted() {
     assert_eq!(resp.reads.first().map(|r| r.0), Some(0));
     relay.stop(Duration::from_secs(1));
 }
+
+#[test]
+fn stop_does_not_wait_for_idle_keep_alive_connections() {
+    let (l, port) = listener();
+    let answer: &[u8] = b"HTTP/1.1 204 No Content\r\n\r\n";
+    let upstream = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        read_until(&mut s, b"\r\n\r\n");
+        s.write_all(answer).unwrap();
+        read_to_end(&mut s)
+    });
+    let (relay, got) = relay(&format!("http://127.0.0.1:{port}"), 1 << 20);
+    let mut c = connect(relay.addr());
+    send(&mut c, b"GET /w0/ping HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(read_n(&mut c, answer.len()), answer);
+    got.wait(1);
+    // Both connections stay open and idle: nothing is in flight.
+    let started = std::time::Instant::now();
+    let stats = relay.stop(Duration::from_secs(30));
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(
+        (stats.exchanges, stats.errors, stats.connections),
+        (1, 0, 1)
+    );
+    assert!(got.take().is_empty());
+    assert_eq!(
+        upstream.join().unwrap(),
+        b"",
+        "the upstream saw the relay close"
+    );
+    assert_eq!(read_to_end(&mut c), b"");
+}
