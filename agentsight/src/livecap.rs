@@ -406,6 +406,7 @@ fn record_options(opts: &KernelWatchOptions, output: &Path, live: LiveLink) -> R
         copy_transcripts: opts.record_to.is_some(),
         transcript_budget: crate::enrich::DEFAULT_TRANSCRIPT_BUDGET,
         program_stats: false,
+        wire: false,
         max_bytes: None,
         start_meta: vec![(crate::store::meta::key::STARTED_BY.into(), "top".into())],
         live: Some(live),
@@ -435,7 +436,7 @@ fn spawn_recording(
                             "other users' processes left out: {n} (--all-users watches them)"
                         ));
                     }
-                    Notice::Stopped => {}
+                    Notice::Stopped | Notice::Wire(_) => {}
                 }
             })
         })

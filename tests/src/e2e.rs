@@ -1079,6 +1079,50 @@ remote_plugin = false
             .collect()
     }
 
+    /// A run under `agentsight record --wire` (capture `wire.db` in the
+    /// server directory): the CLI's environment goes in as `--env` (an
+    /// `env -i` wrapper would clear the relay's base URLs), and Claude Code's
+    /// settings lose their `ANTHROPIC_BASE_URL` (settings win over the
+    /// environment: that traffic would bypass the relay, which the audit
+    /// flags). Returns the outcome and the capture's path.
+    pub fn run_recorded_wire(&self) -> (Outcome, PathBuf) {
+        let db = self.server_dir.join("wire.db");
+        if self.agent == Agent::Claude {
+            let path = self.home.join(".claude/settings.json");
+            let mut s: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+            s["env"]
+                .as_object_mut()
+                .unwrap()
+                .remove("ANTHROPIC_BASE_URL");
+            fs::write(&path, s.to_string()).unwrap();
+        }
+        let out = self.launch(|cmd| {
+            // cmd = /usr/bin/env -i -C WORK K=V… program args…
+            let rest = &cmd[4..];
+            let n_env = rest
+                .iter()
+                .take_while(|a| a.contains('=') && !a.starts_with('-'))
+                .count();
+            let mut v = vec![
+                bin().display().to_string(),
+                "record".into(),
+                "--wire".into(),
+                "--quiet".into(),
+                "--user".into(),
+                TEST_USER.into(),
+                "-o".into(),
+                db.display().to_string(),
+            ];
+            for e in &rest[..n_env] {
+                v.extend(["--env".to_string(), e.clone()]);
+            }
+            v.push("--".into());
+            v.extend(rest[n_env..].iter().cloned());
+            v
+        });
+        (out, db)
+    }
+
     /// A run wrapped in `agentsight record --quiet --user agentsight-test -o
     /// DB --` (DB in the root-owned server directory); returns the outcome and
     /// the capture's path.

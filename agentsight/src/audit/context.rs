@@ -71,6 +71,20 @@ pub type Ev = FullEvent;
 pub(in crate::audit) struct History {
     pub execs: HashMap<i64, Vec<(i64, String)>>,
     pub tcp: HashMap<(i64, String, i64), Vec<(i64, String)>>,
+    /// Each denied file read successfully (its policy path → the first
+    /// reading process row and time): whose content the wire rules look for
+    /// in what was sent to the model. A cell: the file rules judge through `&Ctx`.
+    pub denied_reads: std::cell::RefCell<std::collections::BTreeMap<String, (Option<i64>, i64)>>,
+}
+
+impl History {
+    /// Notes a successful read of a denied file (first one kept).
+    pub fn note_denied_read(&self, path: &str, ev: &Ev) {
+        self.denied_reads
+            .borrow_mut()
+            .entry(path.to_string())
+            .or_insert((ev.process_id, ev.mono_ns));
+    }
 }
 
 /// Everything the phases share.

@@ -27,12 +27,25 @@ pub fn audit(cap: &Capture, policy: &Policy) -> Result<Report, AuditError> {
     audit_with(cap, policy, Strategy::default())
 }
 
+/// A `record --wire` capture: the agents' connections to the relay (the
+/// recorder itself, on loopback) are declared, as the model server is.
+fn relay_declared(cap: &Capture, policy: &Policy) -> Option<Policy> {
+    let addr = cap.meta(crate::store::meta::key::WIRE_RELAY).ok()??;
+    let mut p = policy.clone();
+    p.network
+        .allow
+        .push(super::policy::parse_destination(&addr).ok()?);
+    Some(p)
+}
+
 /// [`audit`] with a chosen [`Strategy`] (the benchmark times both).
 pub fn audit_with(
     cap: &Capture,
     policy: &Policy,
     strategy: Strategy,
 ) -> Result<Report, AuditError> {
+    let with_relay = relay_declared(cap, policy);
+    let policy = with_relay.as_ref().unwrap_or(policy);
     let Context {
         procs,
         workspace,
@@ -74,6 +87,7 @@ pub fn audit_with(
     )?;
     continued_externally(&ctx, policy, &mut out)?;
     mcp::servers(&ctx, policy, &mut out)?;
+    super::rules::wire::exchanges(&ctx, policy, &mut out)?;
     let mut findings = out.finish(|p| ctx.complete(p))?;
     // Most severe first, then by time; notes last.
     findings.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.time.cmp(&b.time)));

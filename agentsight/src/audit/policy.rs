@@ -184,6 +184,26 @@ pub struct Policy {
     /// `[mcp]`: the MCP servers the sessions may use; None when the policy
     /// has no such table (no MCP findings).
     pub mcp: Option<McpRule>,
+    /// `[wire]`: what the model traffic of a `record --wire` capture must
+    /// not show (always judged when the capture has a wire layer).
+    pub wire: WireRule,
+}
+
+/// `[wire]`: `content-sent-to-model` (a denied file that was read, whose
+/// content appears in a request body), `relay-bypass` (a tracked process
+/// reaching a relayed upstream directly), `model-endpoint` (an exchange to
+/// an upstream not in `allowed_endpoints`; only when the list is given).
+#[derive(Debug, Clone)]
+pub struct WireRule {
+    pub meta: RuleMeta,
+    pub bypass_id: String,
+    pub endpoint_id: String,
+    /// Upstream base URLs, compared as `agentsight_wire::routes::Upstream::url`
+    /// writes them; `None`: every endpoint allowed.
+    pub allowed_endpoints: Option<Vec<String>>,
+    /// The shortest line of a file that counts as its content when found in
+    /// a request body (shorter lines are too common to mean anything).
+    pub min_line_bytes: usize,
 }
 
 /// `[mcp]`: a stored stdio server must be allowed by name or command
@@ -238,6 +258,19 @@ struct RawPolicy {
     container: Option<RawContainer>,
     external_messages: Option<RawMeta>,
     mcp: Option<RawMcp>,
+    wire: Option<RawWire>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawWire {
+    id: Option<String>,
+    bypass_id: Option<String>,
+    endpoint_id: Option<String>,
+    severity: Option<Severity>,
+    enabled: Option<bool>,
+    allowed_endpoints: Option<Vec<String>>,
+    min_line_bytes: Option<usize>,
 }
 
 #[derive(Deserialize, Default)]
@@ -465,6 +498,7 @@ impl Policy {
         let l = raw.loss.unwrap_or_default();
         let m = raw.external_messages.unwrap_or_default();
         let mcp = raw.mcp.map(|r| mcp_rule(src, name, r)).transpose()?;
+        let wr = raw.wire.unwrap_or_default();
         Ok(Policy {
             source: name.to_string(),
             workspace: spanned_abs(raw.workspace, "workspace")?,
@@ -512,6 +546,15 @@ impl Policy {
                 ..meta(m.id, None, m.enabled, "session-continued-externally")
             },
             mcp,
+            wire: WireRule {
+                meta: rule_meta(wr.id, wr.severity, wr.enabled, "content-sent-to-model"),
+                bypass_id: wr.bypass_id.unwrap_or_else(|| "relay-bypass".to_string()),
+                endpoint_id: wr
+                    .endpoint_id
+                    .unwrap_or_else(|| "model-endpoint".to_string()),
+                allowed_endpoints: wr.allowed_endpoints,
+                min_line_bytes: wr.min_line_bytes.unwrap_or(20),
+            },
         })
     }
 }
@@ -672,7 +715,7 @@ pub fn compile_glob(text: &str) -> Result<globset::GlobMatcher, String> {
         .map_err(|e| format!("bad glob {text:?}: {}", e.kind()))
 }
 
-fn parse_destination(text: &str) -> Result<Destination, String> {
+pub(in crate::audit) fn parse_destination(text: &str) -> Result<Destination, String> {
     let t = text.trim();
     if t.is_empty() {
         return Err("empty network destination".into());
@@ -843,7 +886,7 @@ mod tests {
     fn errors_name_file_line_and_reason() {
         assert_eq!(
             err("require_no_loss = true\n\n[bogus_rule]\nx = 1\n"),
-            "p.toml:3: unknown field `bogus_rule`, expected one of `workspace`, `home`, `require_no_loss`, `unexplained_activity`, `claims_mismatch`, `loss`, `writes`, `denied_paths`, `executables`, `network`, `container`, `external_messages`, `mcp`"
+            "p.toml:3: unknown field `bogus_rule`, expected one of `workspace`, `home`, `require_no_loss`, `unexplained_activity`, `claims_mismatch`, `loss`, `writes`, `denied_paths`, `executables`, `network`, `container`, `external_messages`, `mcp`, `wire`"
         );
         assert_eq!(
             err("[writes]\nallow = [\n  \"/ok/**\",\n  \"/bad/[z\",\n]\n"),

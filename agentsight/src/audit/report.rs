@@ -30,6 +30,8 @@ pub enum FindingKind {
     SessionMessage,
     /// A stored MCP server the policy's `[mcp]` does not allow.
     McpServer,
+    /// A model exchange of the wire layer (`record --wire`).
+    WireExchange,
 }
 
 impl FindingKind {
@@ -43,6 +45,7 @@ impl FindingKind {
             FindingKind::Correlation(role) => role.as_str(),
             FindingKind::SessionMessage => "external_message",
             FindingKind::McpServer => "mcp_server",
+            FindingKind::WireExchange => "wire_exchange",
         }
     }
 }

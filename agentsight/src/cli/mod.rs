@@ -159,6 +159,12 @@ pub struct RecordArgs {
     /// capture (meta `program_stats`).
     #[arg(long)]
     pub program_stats: bool,
+    /// Also capture the model traffic: start a loopback relay and point the
+    /// command's agents at it through their own base-URL settings; it
+    /// forwards to the real upstream (TLS verified) and stores every request
+    /// and response beside the other layers (docs/wire.md). Needs a command.
+    #[arg(long, requires = "command")]
+    pub wire: bool,
     /// Budget for transcript copies, all sessions together (MiB).
     #[arg(long, default_value_t = 256)]
     pub transcript_max_mib: u64,
@@ -546,6 +552,7 @@ fn say_notice(n: &record::Notice, quiet: bool, tty: bool) {
         ),
         Notice::Stopped if tty => agentsight::say!("\r\x1b[K"),
         Notice::CleanupFailed(w) => agentsight::sayln!("agentsight: warning: {w}"),
+        Notice::Wire(w) if !quiet => agentsight::sayln!("agentsight: wire: {w}"),
         _ => {}
     }
 }
@@ -567,6 +574,7 @@ fn record_request(a: RecordArgs) -> record::RecordRequest {
             all_users: a.all_users,
             copy_transcripts: !a.no_transcripts,
             program_stats: a.program_stats,
+            wire: a.wire,
             max_bytes: a.max_size,
             start_meta: Vec::new(),
             transcript_budget: a.transcript_max_mib.saturating_mul(1024 * 1024),

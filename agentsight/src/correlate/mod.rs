@@ -38,6 +38,7 @@ pub mod shell;
 #[cfg(test)]
 mod tests;
 mod view;
+pub mod wire;
 
 use std::collections::HashMap;
 
@@ -188,6 +189,7 @@ pub fn correlate_with(
         runtime_activity: runtime::groups(attributed.runtime),
         unmatched_trees: unmatched,
         external_messages: continued_externally(view, &session.session_id)?,
+        wire: wire::report(&view.cap.wire_exchanges()?, session, anchors),
     })
 }
 

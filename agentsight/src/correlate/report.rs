@@ -393,6 +393,10 @@ pub struct Report {
     /// The `agentsight session message` submissions to this session made
     /// while the capture was recording (`external_messages`), by time.
     pub external_messages: Vec<crate::store::read::SessionMessage>,
+    /// The model exchanges of a capture recorded with `--wire`, joined to
+    /// this session's turns; absent without a wire layer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wire: Option<super::wire::WireReport>,
 }
 
 /// One line describing an activity (for text output and flag details).

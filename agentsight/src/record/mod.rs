@@ -17,6 +17,7 @@ mod spawn;
 mod target;
 mod tracker;
 mod watch;
+mod wire;
 
 pub use outcome::{RecordOutcome, default_output, fmt_elapsed, summary_text};
 pub use request::{Followed, Prepared, RecordRequest, Recorded, Said};
@@ -124,6 +125,9 @@ pub struct RecordOptions {
     pub max_bytes: Option<u64>,
     /// Meta stored when recording starts (e.g. `denied_inodes` for --audit).
     pub start_meta: Vec<(String, String)>,
+    /// `--wire`: start the loopback model relay and point the command's
+    /// agents at it (`record::wire`, `docs/wire.md`); needs a command.
+    pub wire: bool,
     /// Set by a caller that reads the capture while it is being recorded
     /// (`livecap::KernelWatch`, under `agentsight top`).
     pub live: Option<LiveLink>,
@@ -167,6 +171,8 @@ pub enum Notice {
     },
     /// The recording stopped: no more status lines.
     Stopped,
+    /// `--wire`: what the relay does (one route per notice).
+    Wire(String),
     /// A start that failed left a file it could not remove (never silenced).
     CleanupFailed(String),
 }
@@ -231,9 +237,19 @@ pub fn run(
     };
     tracker.adopt_targets(opts, notify);
     tracker.adopt_containers(&target.containers);
+    let (relay, command, env) = match start_wire(opts, &target, &writer, notify) {
+        Ok(w) => w,
+        Err(e) => {
+            reading.stop.store(true, Ordering::Release);
+            let _ = reading.thread.join();
+            drop(tracker);
+            abandon(writer, &opts.output, target.creds.as_ref(), notify);
+            return Err(e);
+        }
+    };
     // Start the command, tracked from before its first instruction.
     let child = match (&target.user, opts.command.is_empty()) {
-        (Some(u), false) => match tracker.spawn_tracked(u, &opts.command, &opts.env) {
+        (Some(u), false) => match tracker.spawn_tracked(u, &command, &env) {
             Ok(c) => Some(c),
             Err(e) => {
                 // Nothing was recorded: leave no half-made capture behind.
@@ -258,6 +274,20 @@ pub fn run(
         containers,
         notify,
     );
+    if let Some(relay) = relay {
+        let stats = relay.stop();
+        let _ = writer.sender().send(StoreMsg::Meta(
+            key::WIRE_STATS.to_owned(),
+            serde_json::json!({
+                "exchanges": stats.exchanges,
+                "errors": stats.errors,
+                "bytes_up": stats.bytes_up,
+                "bytes_down": stats.bytes_down,
+                "connections": stats.connections,
+            })
+            .to_string(),
+        ));
+    }
     let ended = Ended {
         start_wall_ns: start.wall_ns,
         failed_programs: loaded.failed_programs,
@@ -265,6 +295,44 @@ pub fn run(
         watched,
     };
     finish(opts, &target, writer, tracker, reading, ended, notify)
+}
+
+/// With `--wire`: the relay started, and the command and its `--env` with
+/// every knob pointed at it (routes stored in the capture's meta); without:
+/// the command and environment as given.
+fn start_wire(
+    opts: &RecordOptions,
+    target: &target::Target,
+    writer: &crate::store::Writer,
+    notify: &mut dyn FnMut(Notice),
+) -> Result<wire::Wired, RecordError> {
+    let (Some(user), true) = (&target.user, opts.wire) else {
+        return Ok((None, opts.command.clone(), opts.env.clone()));
+    };
+    let plan = {
+        // Codex's configuration is read as the user whose agent it is.
+        let _as_user = privileges::AsUser::maybe(target.creds.as_ref())?;
+        wire::WirePlan::new(&opts.command, &wire::command_env(user, &opts.env))?
+    };
+    let relay = wire::WireRelay::start(&plan, writer.sender())?;
+    let (env_set, args) = plan.apply(relay.addr());
+    let routes = plan.describe();
+    for r in &routes {
+        notify(Notice::Wire(format!("relaying {r}")));
+    }
+    let _ = writer.sender().send(StoreMsg::Meta(
+        key::WIRE_ROUTES.to_owned(),
+        serde_json::to_string(&routes).unwrap_or_default(),
+    ));
+    let _ = writer.sender().send(StoreMsg::Meta(
+        key::WIRE_RELAY.to_owned(),
+        relay.addr().to_string(),
+    ));
+    let mut command = opts.command.clone();
+    command.splice(1..1, args);
+    let mut env = opts.env.clone();
+    env.extend(env_set);
+    Ok((Some(relay), command, env))
 }
 
 /// The agent whose processes are looked for on the host (`--agent`, unless

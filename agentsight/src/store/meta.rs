@@ -39,6 +39,14 @@ pub mod key {
     pub const RING_BUFFER_BYTES: &str = "ring_buffer_bytes";
     /// `record --all-users`.
     pub const ALL_USERS: &str = "all_users";
+    /// `record --wire`: the relay's routes, a JSON array of "KNOB → upstream".
+    pub const WIRE_ROUTES: &str = "wire_routes";
+    /// `record --wire`: the relay's own address (`127.0.0.1:PORT`), which the
+    /// recorded agents connect to.
+    pub const WIRE_RELAY: &str = "wire_relay";
+    /// `record --wire`: the relay's counts at the end (JSON: exchanges,
+    /// errors, bytes each way, connections).
+    pub const WIRE_STATS: &str = "wire_stats";
     /// The recorded command's argv, a JSON array of strings.
     pub const COMMAND: &str = "command";
     /// `record --pid`, a JSON array.

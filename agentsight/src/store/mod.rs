@@ -23,6 +23,7 @@ pub mod run;
 pub mod sessions;
 #[cfg(test)]
 pub(crate) mod synthetic;
+pub mod wire;
 mod writer;
 
 use std::path::Path;
@@ -502,6 +503,7 @@ pub(crate) fn create(path: &Path) -> Result<Connection, StoreError> {
         conn.execute_batch(sessions::SCHEMA)?;
         conn.execute_batch(messages::SCHEMA)?;
         conn.execute_batch(mcp::SCHEMA)?;
+        conn.execute_batch(wire::SCHEMA)?;
         conn.execute(
             "INSERT INTO meta (key, value) VALUES (?1, ?2), (?3, ?4)",
             [

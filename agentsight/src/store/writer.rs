@@ -46,6 +46,10 @@ pub enum StoreMsg {
     /// events are no longer stored but counted, per kind, as loss
     /// `max_size:KIND`.
     MaxBytes(u64),
+    /// One model exchange of the wire layer (`record --wire`): decoded and
+    /// stored as it arrives; past `--max-size` or on a full disk it is
+    /// counted (`max_size:wire`, `disk_full:wire`), never silently dropped.
+    Wire(Box<agentsight_wire::RawExchange>),
 }
 
 /// Loss kinds of events the writer received but did not store because the
@@ -634,6 +638,7 @@ fn run(
                 st.containers = list.into_iter().map(|c| (c.cgroup_id, c)).collect();
                 Ok(())
             }
+            StoreMsg::Wire(raw) => store_wire(&conn, &mut st, &raw),
         };
         if let Err(e) = r {
             fail(&mut st, e);
@@ -684,6 +689,7 @@ fn after_disk_full(st: &mut State, held: &mut Held, msg: StoreMsg) {
         StoreMsg::Loss(counts) => st.pending.loss = counts,
         StoreMsg::Meta(k, v) => st.pending.meta.push((k, v)),
         StoreMsg::MaxBytes(n) => st.max_bytes = Some(n),
+        StoreMsg::Wire(_) => not_stored_disk_full(st, std::iter::once("wire")),
         StoreMsg::Anchor(_) | StoreMsg::Containers(_) => {}
     }
     for batch in batches {
@@ -691,6 +697,21 @@ fn after_disk_full(st: &mut State, held: &mut Held, msg: StoreMsg) {
         st.summary.decode_errors += errors.len() as u64;
         not_stored_disk_full(st, events.iter().map(|e| e.header.kind.name()));
     }
+}
+
+/// Stores one wire exchange with its decoding, or counts it as not stored
+/// once the capture reached `--max-size`.
+fn store_wire(
+    conn: &Connection,
+    st: &mut State,
+    raw: &agentsight_wire::RawExchange,
+) -> rusqlite::Result<()> {
+    if reached_max_size(conn, st) {
+        *st.summary.not_stored.entry("wire").or_default() += 1;
+        return Ok(());
+    }
+    let decoded = agentsight_wire::decode::decode(raw, &agentsight_wire::decode::Limits::default());
+    super::wire::insert(conn, raw, &decoded.exchange)
 }
 
 /// Decodes and stores every held batch, one transaction per batch (a write

@@ -696,7 +696,8 @@ function answerFailure(api, res, entry, p, body) {
   return true;
 }
 
-function handle(req, res, raw) {
+function handle(req, res, bytes) {
+  const raw = bytes.toString('utf8');
   const url = new URL(req.url, 'http://127.0.0.1');
   let body = {};
   try {
@@ -704,7 +705,9 @@ function handle(req, res, raw) {
   } catch {
     body = { unparsed: raw.slice(0, 2000) };
   }
-  const entry = { method: req.method, path: url.pathname, query: url.search, headers: { 'user-agent': req.headers['user-agent'] || null }, request: body };
+  // The body's size and digest as received: what a wire capture must hold byte for byte.
+  const digest = require('crypto').createHash('sha256').update(bytes).digest('hex');
+  const entry = { method: req.method, path: url.pathname, query: url.search, headers: { 'user-agent': req.headers['user-agent'] || null }, body_bytes: bytes.length, body_sha256: digest, request: body };
   try {
     if (req.method === 'POST' && url.pathname === '/v1/messages') {
       const p = plan('anthropic', body);
@@ -773,7 +776,7 @@ function handle(req, res, raw) {
 const server = http.createServer((req, res) => {
   const chunks = [];
   req.on('data', (c) => chunks.push(c));
-  req.on('end', () => handle(req, res, Buffer.concat(chunks).toString('utf8')));
+  req.on('end', () => handle(req, res, Buffer.concat(chunks)));
 });
 
 // The network scenario's destination: answers every GET with a fixed body and

@@ -112,6 +112,9 @@ fn judge(
                 let mut p = ctx.base(ev, &d.meta, message, access.clone());
                 p.finding.path = Some(path.to_string());
                 p.finding.evidence.matched = Some(m.to_string());
+                if !is_write && !failed {
+                    ctx.history.note_denied_read(path, ev);
+                }
                 ctx.complete_if_per_finding(&mut p)?;
                 out.add(p, Some(ev));
                 denied_found = true;
@@ -151,6 +154,9 @@ fn judge(
         let mut p = ctx.base(ev, &d.meta, message, access.clone());
         p.finding.path = Some(df.path.clone());
         p.finding.evidence.matched = Some(format!("{} (by inode)", df.path));
+        if *access == Access::Read {
+            ctx.history.note_denied_read(&df.path, ev);
+        }
         ctx.complete_if_per_finding(&mut p)?;
         out.add(p, Some(ev));
     }

@@ -10,6 +10,7 @@ pub(in crate::audit) mod mcp;
 pub(in crate::audit) mod messages;
 pub(in crate::audit) mod network;
 pub(in crate::audit) mod paths;
+pub(in crate::audit) mod wire;
 
 use super::{
     fold::{Collector, Pending},

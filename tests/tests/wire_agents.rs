@@ -1,0 +1,182 @@
+//! Real CLI runs under `agentsight record --wire` (issue 30): the relay sits
+//! between the pinned CLI and the scripted model server, and the capture
+//! must hold every request the server received byte for byte (the server
+//! logs each body's SHA-256), every streamed answer reassembled exactly
+//! (text and tool calls as the server sent them), joined to the
+//! transcript's turns by their ids with nothing left over, and no relay
+//! bypass.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use agentsight_tests::{
+    e2e::{Agent, Run},
+    e2e_check::*,
+};
+use agentsight_wire::{RawExchange, RawMessage, Via, decode};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// The stored exchanges, rebuilt from the capture's rows.
+fn exchanges(db: &Path) -> Vec<RawExchange> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut st = conn
+        .prepare(
+            "SELECT conn, seq, route, upstream, client_port, request_head, request_body,
+             request_body_dropped, response_head, response_body, response_body_dropped, error
+             FROM wire_exchanges ORDER BY id",
+        )
+        .unwrap();
+    st.query_map([], |r| {
+        let response = r.get::<_, Option<Vec<u8>>>(8)?.map(|head| RawMessage {
+            head,
+            body: r.get::<_, Option<Vec<u8>>>(9).unwrap().unwrap_or_default(),
+            body_dropped: r.get::<_, Option<i64>>(10).unwrap().unwrap_or(0) as u64,
+            ..Default::default()
+        });
+        Ok(RawExchange {
+            via: Via::Relay,
+            conn: r.get::<_, i64>(0)? as u64,
+            seq: r.get(1)?,
+            route: r.get(2)?,
+            upstream: r.get(3)?,
+            client_port: r.get(4)?,
+            request: RawMessage {
+                head: r.get(5)?,
+                body: r.get(6)?,
+                body_dropped: r.get::<_, i64>(7)? as u64,
+                ..Default::default()
+            },
+            response,
+            error: r.get(11)?,
+        })
+    })
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The server's log entries of requests it answered (not its own target
+/// server's), by body digest.
+fn server_requests(run: &Run) -> Vec<Value> {
+    std::fs::read_to_string(&run.server_log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["body_sha256"].is_string())
+        .collect()
+}
+
+fn check_wire(agent: Agent, scenario: &str) {
+    agentsight_tests::require_root();
+    let run = Run::prepare(agent, scenario);
+    let (out, db) = run.run_recorded_wire();
+    let id = verify(&run, out);
+    assert_no_loss(&db);
+    let stored = exchanges(&db);
+    let log = server_requests(&run);
+    let ctx = format!("{} {scenario}", agent.name());
+    // Every request byte for byte, nothing more, nothing less.
+    let mut by_digest: BTreeMap<String, Vec<&Value>> = BTreeMap::new();
+    for e in &log {
+        by_digest
+            .entry(e["body_sha256"].as_str().unwrap().to_string())
+            .or_default()
+            .push(e);
+    }
+    assert_eq!(
+        stored.len(),
+        log.len(),
+        "{ctx}: exchanges stored vs requests the server got"
+    );
+    for x in &stored {
+        assert_eq!(x.error, None, "{ctx}: exchange {}/{} failed", x.conn, x.seq);
+        let (body, notes) = decode::request_body(x, &decode::Limits::default());
+        assert!(notes.is_empty(), "{ctx}: request body notes {notes:?}");
+        let digest = hex(&Sha256::digest(&body));
+        let entry = by_digest
+            .get_mut(&digest)
+            .and_then(|v| v.pop())
+            .unwrap_or_else(|| {
+                panic!(
+                    "{ctx}: a stored request the server did not get ({} bytes)",
+                    body.len()
+                )
+            });
+        let d = decode::decode(x, &decode::Limits::default()).exchange;
+        assert_eq!(d.notes, Vec::<String>::new(), "{ctx}: decoding notes");
+        // The streamed answer, reassembled: the text and the calls the server sent.
+        if entry["kind"] == "main" && entry["fail"].is_null() {
+            assert_eq!(
+                d.response_text,
+                entry["text"].as_str().unwrap_or(""),
+                "{ctx}: answer text"
+            );
+            let names: Vec<&str> = d.tool_calls.iter().map(|c| c.name.as_str()).collect();
+            let sent: Vec<&str> = entry["calls"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|c| c["name"].as_str()).collect())
+                .unwrap_or_default();
+            assert_eq!(names, sent, "{ctx}: tool calls requested");
+        }
+    }
+    assert!(
+        by_digest.values().all(Vec::is_empty),
+        "{ctx}: requests the capture lacks"
+    );
+    // Joined to the transcript, side by side.
+    let c = run.correlate(&id, &db);
+    let w = &c["wire"];
+    assert_eq!(w["exchanges_in_capture"], stored.len(), "{ctx}: {w}");
+    let mains = log.iter().filter(|e| e["kind"] == "main").count();
+    assert_eq!(
+        w["turns"].as_array().unwrap().len(),
+        mains,
+        "{ctx}: joined turns {w}"
+    );
+    for k in [
+        "calls_requested_not_in_transcript",
+        "calls_not_requested_on_wire",
+        "transcript_turns_without_exchange",
+        "usage_differences",
+    ] {
+        assert_eq!(w[k], serde_json::json!([]), "{ctx}: {k}: {w}");
+    }
+    // The default audit passes: no model traffic went around the relay, no
+    // denied content reached the model, the relay's port is declared.
+    audit_default_policy_passes(&run, &db);
+}
+
+#[test]
+fn claude_edit_over_the_wire() {
+    check_wire(Agent::Claude, "edit");
+}
+
+#[test]
+fn codex_edit_over_the_wire() {
+    check_wire(Agent::Codex, "edit");
+}
+
+#[test]
+fn gemini_edit_over_the_wire() {
+    check_wire(Agent::Gemini, "edit");
+}
+
+#[test]
+fn qwen_edit_over_the_wire() {
+    check_wire(Agent::Qwen, "edit_qwen");
+}
+
+#[test]
+fn opencode_edit_over_the_wire() {
+    check_wire(Agent::Opencode, "edit");
+}
+
+#[test]
+fn copilot_edit_over_the_wire() {
+    check_wire(Agent::Copilot, "edit");
+}
