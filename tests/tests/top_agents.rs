@@ -1,6 +1,7 @@
-//! Live states of real CLI sessions (issue 15): the pinned Claude Code,
-//! Codex and Gemini CLI are driven by the scripted model server to each
-//! state — working, then your turn (a normal scenario), rate-limited (429
+//! Live states of real CLI sessions (issues 15 and 29): the pinned Claude
+//! Code, Codex, Gemini CLI, Copilot CLI, opencode and Qwen Code are driven by
+//! the scripted model server to each state — working, then your turn (a
+//! normal scenario), rate-limited (429
 //! with the provider's own rate-limit body), auth required (401), stalled
 //! (headers and the first stream events, then silence) — and the state is
 //! read from `agentsight top --json --home <run home>`, run as the test user
@@ -83,8 +84,9 @@ fn session_id(run: &Run) -> Option<String> {
     match run.agent {
         Agent::Claude | Agent::Qwen => Some(f.file_stem()?.to_str()?.to_string()),
         Agent::Copilot => Some(f.parent()?.file_name()?.to_str()?.to_string()),
-        // Its sessions are rows of one database: no top test plays it yet.
-        Agent::Opencode => None,
+        // Its sessions are rows of one database (top's row: `path` the
+        // database, `session_id` the row's id): the run's one session.
+        Agent::Opencode => opencode_session_id(f),
         Agent::Codex | Agent::Gemini => {
             let text = std::fs::read_to_string(f).ok()?;
             let first: Value = serde_json::from_str(text.lines().next()?).ok()?;
@@ -93,6 +95,25 @@ fn session_id(run: &Run) -> Option<String> {
                 _ => first["sessionId"].as_str().map(str::to_string),
             }
         }
+    }
+}
+
+/// The one session of an opencode database, read-only (a reader never
+/// blocks opencode's WAL writes); None until opencode has written it.
+fn opencode_session_id(db: &std::path::Path) -> Option<String> {
+    let conn =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .ok()?;
+    let ids: Vec<String> = conn
+        .prepare("SELECT id FROM session")
+        .ok()?
+        .query_map([], |r| r.get(0))
+        .ok()?
+        .collect::<Result<_, _>>()
+        .ok()?;
+    match ids.as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
     }
 }
 
@@ -170,6 +191,21 @@ fn codex_working_then_your_turn() {
 #[test]
 fn gemini_working_then_your_turn() {
     working_then_your_turn(Agent::Gemini);
+}
+
+#[test]
+fn copilot_working_then_your_turn() {
+    working_then_your_turn(Agent::Copilot);
+}
+
+#[test]
+fn opencode_working_then_your_turn() {
+    working_then_your_turn(Agent::Opencode);
+}
+
+#[test]
+fn qwen_working_then_your_turn() {
+    working_then_your_turn(Agent::Qwen);
 }
 
 /// A run whose first model call fails with `scenario`'s error; the CLI is
@@ -325,8 +361,14 @@ fn stalled(agent: Agent) {
     let _ = top.kill();
     let _ = top.wait();
     running.kill();
+    // opencode 1.18.33 writes the session row ~1.5 s before its first
+    // message: a session without messages has no turn and reads unknown.
+    let first = match (agent, states.as_slice()) {
+        (Agent::Opencode, [(s, _), rest @ ..]) if s == "unknown" => rest.first(),
+        _ => states.first(),
+    };
     assert_eq!(
-        states.first().map(|(s, _)| s.as_str()),
+        first.map(|(s, _)| s.as_str()),
         Some("working"),
         "{states:?}"
     );
@@ -388,4 +430,82 @@ fn codex_stalled() {
 #[test]
 fn gemini_stalled() {
     stalled(Agent::Gemini);
+}
+
+#[test]
+fn copilot_rate_limited() {
+    require_root();
+    let run = failed_run(Agent::Copilot, "ratelimited");
+    let row = wait_state(&run, "rate_limited", Duration::from_secs(10));
+    assert_row_is(&run, &row);
+}
+
+#[test]
+fn copilot_auth_required() {
+    require_root();
+    let run = failed_run(Agent::Copilot, "unauthorized");
+    let row = wait_state(&run, "auth_required", Duration::from_secs(10));
+    assert_row_is(&run, &row);
+}
+
+/// Qwen Code 0.24.4 retries a 429 (honouring the server's `retry-after:
+/// 20`) and, once one request's retries are used up (~60 s), writes a
+/// `ui_telemetry` `qwen-code.api_error` record (status 429,
+/// `RateLimitError`) — then starts over without exiting: the state is read
+/// while it runs.
+#[test]
+fn qwen_rate_limited() {
+    require_root();
+    let run = Run::prepare(Agent::Qwen, "ratelimited");
+    let running = run.start(as_test_user);
+    let row = wait_state(&run, "rate_limited", STATE_TIMEOUT);
+    assert_row_is(&run, &row);
+    let text = std::fs::read_to_string(&run.transcripts()[0]).unwrap();
+    assert!(
+        text.contains(r#""error_type":"RateLimitError","status_code":429"#),
+        "transcript:\n{text}"
+    );
+    running.kill();
+}
+
+#[test]
+fn qwen_auth_required() {
+    require_root();
+    let run = failed_run(Agent::Qwen, "unauthorized");
+    let row = wait_state(&run, "auth_required", Duration::from_secs(10));
+    assert_row_is(&run, &row);
+}
+
+/// opencode 1.18.33 honours `retry-after: 20` through six requests (~100
+/// s), then stores the assistant message's `error` (`APIError`,
+/// `statusCode: 429`) and exits 1.
+#[test]
+fn opencode_rate_limited() {
+    require_root();
+    let run = failed_run(Agent::Opencode, "ratelimited");
+    let row = wait_state(&run, "rate_limited", Duration::from_secs(10));
+    assert_row_is(&run, &row);
+}
+
+#[test]
+fn opencode_auth_required() {
+    require_root();
+    let run = failed_run(Agent::Opencode, "unauthorized");
+    let row = wait_state(&run, "auth_required", Duration::from_secs(10));
+    assert_row_is(&run, &row);
+}
+
+#[test]
+fn copilot_stalled() {
+    stalled(Agent::Copilot);
+}
+
+#[test]
+fn opencode_stalled() {
+    stalled(Agent::Opencode);
+}
+
+#[test]
+fn qwen_stalled() {
+    stalled(Agent::Qwen);
 }
