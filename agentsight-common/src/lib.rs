@@ -36,6 +36,8 @@ pub enum EventKind {
     Io = 6,
     /// A TCP state change of a socket a tracked process connected ([`TcpStateEvent`]).
     TcpState = 7,
+    /// TLS plaintext of one library call ([`TlsHead`] + data).
+    Tls = 8,
 }
 
 /// Number of slots in the loss array (kinds are 1-based; slot 0 unused).
@@ -55,6 +57,7 @@ impl EventKind {
             5 => Some(Self::Sys),
             6 => Some(Self::Io),
             7 => Some(Self::TcpState),
+            8 => Some(Self::Tls),
             _ => None,
         }
     }
@@ -68,6 +71,7 @@ impl EventKind {
             Self::Sys => "syscall",
             Self::Io => "io",
             Self::TcpState => "tcp_state",
+            Self::Tls => "tls",
         }
     }
 }
@@ -106,8 +110,12 @@ pub const SEQ_STREAM_TASK: u32 = 0;
 /// and so interrupt a task-context program between its number and its
 /// submit; its own counter keeps each stream's numbers free of interleaving.
 pub const SEQ_STREAM_TCP: u32 = 1;
+/// Sequence counter of the TLS uprobes: they run in the traced task's
+/// context, where (unlike a tracepoint) preemption may be on, so they keep
+/// their numbers apart from the task stream's.
+pub const SEQ_STREAM_TLS: u32 = 2;
 /// Entries of the kernel's SEQ map.
-pub const SEQ_STREAMS: u32 = 2;
+pub const SEQ_STREAMS: u32 = 3;
 
 /// A recorded container's pid namespace (`stat` of `/proc/PID/ns/pid` of its
 /// init: `st_dev`, `st_ino`), the value of `TRACKED_CGROUPS`.
@@ -479,3 +487,92 @@ impl Offsets {
 unsafe impl aya::Pod for Offsets {}
 #[cfg(feature = "user")]
 unsafe impl aya::Pod for IoAgg {}
+
+/// TLS library functions whose plaintext is captured: the uprobe's attach
+/// cookie, so one entry and one return program serve them all.
+pub mod tls_fn {
+    /// `int SSL_write(SSL *, const void *buf, int num)`: returns bytes written.
+    pub const SSL_WRITE: u32 = 1;
+    /// `int SSL_read(SSL *, void *buf, int num)`: returns bytes read.
+    pub const SSL_READ: u32 = 2;
+    /// `int SSL_write_ex(SSL *, const void *buf, size_t num, size_t *written)`:
+    /// returns 1 on success, the count in `*written`.
+    pub const SSL_WRITE_EX: u32 = 3;
+    /// `int SSL_read_ex(SSL *, void *buf, size_t num, size_t *readbytes)`.
+    pub const SSL_READ_EX: u32 = 4;
+    /// `ssize_t gnutls_record_send(gnutls_session_t, const void *, size_t)`.
+    pub const GNUTLS_SEND: u32 = 5;
+    /// `ssize_t gnutls_record_recv(gnutls_session_t, void *, size_t)`.
+    pub const GNUTLS_RECV: u32 = 6;
+
+    /// Whether the function sends (else it receives).
+    pub const fn is_send(f: u32) -> bool {
+        matches!(f, SSL_WRITE | SSL_WRITE_EX | GNUTLS_SEND)
+    }
+
+    /// The exported symbol of each function, by its number.
+    pub const SYMBOLS: [(u32, &str); 6] = [
+        (SSL_WRITE, "SSL_write"),
+        (SSL_READ, "SSL_read"),
+        (SSL_WRITE_EX, "SSL_write_ex"),
+        (SSL_READ_EX, "SSL_read_ex"),
+        (GNUTLS_SEND, "gnutls_record_send"),
+        (GNUTLS_RECV, "gnutls_record_recv"),
+    ];
+}
+
+/// Bytes of plaintext kept per TLS call; the rest is counted (`len` >
+/// `data_len`), never silently dropped.
+pub const TLS_DATA_MAX: usize = 16384;
+/// A call of at most this many bytes takes the small record (ring space).
+pub const TLS_DATA_SMALL: usize = 1024;
+
+/// A TLS call in flight on one thread, noted at entry, read at return.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct TlsCall {
+    /// The connection object (`SSL *` / `gnutls_session_t`).
+    pub conn: u64,
+    pub buf: u64,
+    /// For the `_ex` functions: where the library writes the count.
+    pub count_ptr: u64,
+    pub entry_ns: u64,
+    /// [`tls_fn`] number.
+    pub func: u32,
+    /// The socket fd of the first read/write syscall the thread made inside
+    /// the call; -1 when it made none (buffered data, a memory BIO).
+    pub fd: i32,
+    /// Nested calls of the functions inside the outer one (only the outer
+    /// one is recorded).
+    pub depth: u32,
+    pub _pad: u32,
+}
+
+/// The fixed part of a TLS record; `data_len` bytes of plaintext follow.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct TlsHead {
+    pub header: Header,
+    pub conn: u64,
+    pub entry_ns: u64,
+    /// Bytes the call moved (its result).
+    pub len: u64,
+    pub func: u32,
+    pub fd: i32,
+    /// Bytes of plaintext in the record (≤ [`TLS_DATA_MAX`]); 0 with a
+    /// nonzero `len` when reading the caller's buffer failed.
+    pub data_len: u32,
+    /// `TLS_*` flags.
+    pub flags: u32,
+}
+
+/// Reading the caller's buffer failed.
+pub const TLS_READ_FAILED: u32 = 1;
+
+/// A TLS record with room for `N` bytes of plaintext.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct TlsRecord<const N: usize> {
+    pub head: TlsHead,
+    pub data: [u8; N],
+}

@@ -35,8 +35,15 @@ pub const MAP_TCP_SOCKS: &str = "TCP_SOCKS";
 /// `TRACKED` at its first fork or exec (user space fills it before attaching).
 pub const MAP_TRACKED_CGROUPS: &str = "TRACKED_CGROUPS";
 
+/// TLS calls in flight, per thread (`TlsCall`).
+pub const MAP_TLS_CALLS: &str = "TLS_CALLS";
+
+/// Socket fds of tracked processes (tgid << 32 | fd), from socket/accept
+/// results until close: the fds a TLS call's syscall may name.
+pub const MAP_TLS_SOCK_FDS: &str = "TLS_SOCK_FDS";
+
 /// Every map of the kernel object.
-pub const MAP_NAMES: [&str; 13] = [
+pub const MAP_NAMES: [&str; 15] = [
     MAP_TRACKED,
     MAP_EVENTS,
     MAP_LOSS,
@@ -50,6 +57,8 @@ pub const MAP_NAMES: [&str; 13] = [
     MAP_DNS_FDS,
     MAP_TCP_SOCKS,
     MAP_TRACKED_CGROUPS,
+    MAP_TLS_CALLS,
+    MAP_TLS_SOCK_FDS,
 ];
 
 /// The global holding the kernel struct offsets ([`crate::Offsets`]) user
@@ -74,11 +83,28 @@ pub const PROG_INET_SOCK_SET_STATE: &str = "inet_sock_set_state";
 /// Category of the `inet_sock_set_state` tracepoint.
 pub const TRACEPOINT_CATEGORY_SOCK: &str = "sock";
 
-/// Every program of the kernel object.
-pub const PROGRAM_NAMES: [&str; 5] = [
+/// Uprobe at the entry of every captured TLS function (attached per library
+/// file by user space; the attach cookie says which function).
+pub const PROG_TLS_ENTER: &str = "tls_enter";
+/// Uretprobe at the return of the same functions.
+pub const PROG_TLS_RETURN: &str = "tls_return";
+
+/// Programs attached once at load, to kernel hooks.
+pub const KERNEL_PROGRAM_NAMES: [&str; 5] = [
     PROG_SCHED_PROCESS_FORK,
     PROG_SCHED_PROCESS_EXEC,
     PROG_SCHED_PROCESS_EXIT,
     PROG_SYS_EXIT,
     PROG_INET_SOCK_SET_STATE,
+];
+
+/// Every program of the kernel object.
+pub const PROGRAM_NAMES: [&str; 7] = [
+    PROG_SCHED_PROCESS_FORK,
+    PROG_SCHED_PROCESS_EXEC,
+    PROG_SCHED_PROCESS_EXIT,
+    PROG_SYS_EXIT,
+    PROG_INET_SOCK_SET_STATE,
+    PROG_TLS_ENTER,
+    PROG_TLS_RETURN,
 ];

@@ -7,7 +7,8 @@
 //!
 //! The programs live with their hook family: `process` (sched_process_fork,
 //! sched_process_exec, sched_process_exit), `sys_exit` (the raw sys_exit
-//! dispatcher) and `net` (sock:inet_sock_set_state). Each is `#[no_mangle]`,
+//! dispatcher), `net` (sock:inet_sock_set_state) and `tls` (uprobes on TLS
+//! libraries, attached per file by user space). Each is `#[no_mangle]`,
 //! so it lands in the object under its own name and section wherever its
 //! module is.
 #![no_std]
@@ -21,6 +22,7 @@ mod path;
 mod process;
 mod read;
 mod sys_exit;
+mod tls;
 
 #[cfg(not(test))]
 #[panic_handler]

@@ -9,9 +9,9 @@
 use agentsight_common::{
     ArgvStage, ContainerNs, GLOBAL_OFFSETS, GLOBAL_TRACKED_CGROUP_COUNT, IoAgg, IoFdList,
     KIND_SLOTS, MAP_DNS_FDS, MAP_EVENTS, MAP_IO, MAP_IO_FDS, MAP_LOSS, MAP_PACKED_SCRATCH,
-    MAP_PATH_SCRATCH, MAP_SCRATCH, MAP_SEQ, MAP_SYS_SCRATCH, MAP_TCP_SOCKS, MAP_TRACKED,
-    MAP_TRACKED_CGROUPS, Offsets, PATH_PACKED_MAX, PATH_PACKED_NAME, PathRecord, SEQ_STREAMS,
-    SysEvent,
+    MAP_PATH_SCRATCH, MAP_SCRATCH, MAP_SEQ, MAP_SYS_SCRATCH, MAP_TCP_SOCKS, MAP_TLS_CALLS,
+    MAP_TLS_SOCK_FDS, MAP_TRACKED, MAP_TRACKED_CGROUPS, Offsets, PATH_PACKED_MAX, PATH_PACKED_NAME,
+    PathRecord, SEQ_STREAMS, SysEvent, TlsCall,
 };
 use aya_ebpf::{
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid},
@@ -132,6 +132,21 @@ named!(DNS_FDS, MAP_DNS_FDS);
 #[map]
 pub(crate) static TCP_SOCKS: LruHashMap<u64, u32> = LruHashMap::with_max_entries(16384, 0);
 named!(TCP_SOCKS, MAP_TCP_SOCKS);
+
+/// TLS calls in flight, per thread (pid_tgid): noted at entry, taken at
+/// return. LRU: a call whose return never came (its thread died in it)
+/// cannot fill the map.
+#[map]
+pub(crate) static TLS_CALLS: LruHashMap<u64, TlsCall> = LruHashMap::with_max_entries(16384, 0);
+named!(TLS_CALLS, MAP_TLS_CALLS);
+
+/// Socket fds (tgid << 32 | fd) of tracked processes, from the results of
+/// socket/accept until close: only these name a TLS call's connection (a
+/// library also reads other files inside a call, e.g. the time zone).
+/// LRU: sockets never closed cannot fill it.
+#[map]
+pub(crate) static TLS_SOCK_FDS: LruHashMap<u64, u8> = LruHashMap::with_max_entries(16384, 0);
+named!(TLS_SOCK_FDS, MAP_TLS_SOCK_FDS);
 
 #[inline(always)]
 pub(crate) fn offsets() -> &'static Offsets {

@@ -29,6 +29,7 @@ use crate::{
     path::{fd_file, file_identity, walk_file_packed},
     process::exec_failed,
     read::{read_u32, user_bytes, user_str},
+    tls::{forget_socket, is_socket_io, note_socket, note_tls_fd},
 };
 
 /// `sys_exit(struct pt_regs *regs, long ret)` (include/trace/events/syscalls.h):
@@ -94,7 +95,9 @@ pub fn sys_exit(ctx: RawTracePointContext) -> i32 {
         let word = |offset: u32| words[(offset as usize / 8) & (PT_REGS_WORDS - 1)];
         let nr = word(off.regs_nr);
         let op = op_of_syscall(nr);
-        if op.is_none() && nr != NR_EXECVE && nr != NR_EXECVEAT {
+        let exec = nr == NR_EXECVE || nr == NR_EXECVEAT;
+        let socket_io = is_socket_io(nr);
+        if op.is_none() && !exec && !socket_io {
             return 0;
         }
         // A 32-bit (compat) syscall numbers its calls differently.
@@ -106,11 +109,14 @@ pub fn sys_exit(ctx: RawTracePointContext) -> i32 {
         for (i, slot) in a.iter_mut().enumerate() {
             *slot = word(off.regs_args[i]);
         }
+        if socket_io {
+            note_tls_fd(tgid, a[0]);
+        }
         match op {
             Some(op) => finish(tgid, op, a, ret),
             // A successful exec is recorded by sched_process_exec.
             None if ret < 0 && nr == NR_EXECVE => exec_failed(a[0], a[1], ret),
-            None if ret < 0 => exec_failed(a[1], a[2], ret),
+            None if ret < 0 && nr == NR_EXECVEAT => exec_failed(a[1], a[2], ret),
             None => {}
         }
     }
@@ -227,6 +233,7 @@ fn account(tgid: u32, op: u32, a: &[u64; 6], ret: i64, dns_key: u64) -> bool {
             if ret == 0 {
                 io_flush(tgid, a[0]);
                 forget_dns_fd(dns_key);
+                forget_socket(tgid, a[0]);
             }
             true
         }
@@ -235,7 +242,12 @@ fn account(tgid: u32, op: u32, a: &[u64; 6], ret: i64, dns_key: u64) -> bool {
             if ret >= 0 && a[0] != a[1] {
                 io_flush(tgid, a[1]);
                 forget_dns_fd(fd_key(tgid, a[1]));
+                forget_socket(tgid, a[1]);
             }
+            true
+        }
+        op::SOCKET | op::ACCEPT | op::ACCEPT4 => {
+            note_socket(tgid, ret);
             true
         }
         // Only the fcntl commands that make a new fd matter to the fd table.

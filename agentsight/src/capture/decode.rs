@@ -4,7 +4,8 @@
 use agentsight_common::{
     ARGV_READ_FAILED, ARGV_TRUNCATED, EventKind, ExecEvent, ExitEvent, ForkEvent, Header, IoAgg,
     IoEvent, PATH_COMPLETE, PATH_DETACHED, PATH_NAME_CUT, PATH_READ_FAILED, PATH_TOO_DEEP,
-    PathRecord, SYS_BUF, SYS_EVENT_BARE, SysEvent, TcpStateEvent,
+    PathRecord, SYS_BUF, SYS_EVENT_BARE, SysEvent, TLS_DATA_MAX, TLS_READ_FAILED, TcpStateEvent,
+    TlsHead,
 };
 
 /// Fields every record carries.
@@ -99,6 +100,29 @@ pub enum Detail {
         saddr: [u8; 16],
         daddr: [u8; 16],
     },
+    /// Plaintext of one TLS library call.
+    Tls(TlsData),
+}
+
+/// One TLS call's plaintext as the return uprobe copied it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsData {
+    /// The library's connection object (`SSL *`, `gnutls_session_t`): tells
+    /// connections apart within a process.
+    pub conn: u64,
+    /// When the call was entered (the header's time is its return).
+    pub entry_ns: u64,
+    /// `agentsight_common::tls_fn` number.
+    pub func: u32,
+    /// The socket fd of the syscall the thread made inside the call; None
+    /// when it made none (data already buffered, or a memory BIO as in node).
+    pub fd: Option<i32>,
+    /// Bytes the call moved; `data` holds the first of them (at most
+    /// `TLS_DATA_MAX`), so `len - data.len()` were cut.
+    pub len: u64,
+    pub data: Vec<u8>,
+    /// Reading the caller's buffer failed: `data` is empty.
+    pub read_failed: bool,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -196,6 +220,13 @@ pub fn used_len(bytes: &[u8]) -> usize {
     let Ok(h) = raw_header(bytes) else {
         return bytes.len();
     };
+    if h.kind == EventKind::Tls as u32 {
+        // Only the plaintext the record says it holds.
+        return read_record::<TlsHead>(bytes, "tls").map_or(bytes.len(), |t| {
+            (std::mem::size_of::<TlsHead>() + (t.data_len as usize).min(TLS_DATA_MAX))
+                .min(bytes.len())
+        });
+    }
     if h.kind != EventKind::Sys as u32 || bytes.len() < SYS_EVENT_BARE {
         return bytes.len();
     }
@@ -389,6 +420,7 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
                 daddr: ev.daddr,
             }
         }
+        EventKind::Tls => Detail::Tls(tls_data(bytes)?),
         EventKind::Exit => {
             let ev: ExitEvent = read_record(bytes, "exit")?;
             let code = ev.exit_code;
@@ -409,6 +441,28 @@ pub fn decode(bytes: &[u8]) -> Result<Event, DecodeError> {
         }
     };
     Ok(Event { header, detail })
+}
+
+/// A TLS record: its fixed part, then `data_len` bytes of plaintext (a
+/// record shorter than it says is an error, never read past).
+fn tls_data(bytes: &[u8]) -> Result<TlsData, DecodeError> {
+    let t: TlsHead = read_record(bytes, "tls")?;
+    let start = std::mem::size_of::<TlsHead>();
+    let need = start + (t.data_len as usize).min(TLS_DATA_MAX);
+    let data = bytes.get(start..need).ok_or(DecodeError::Short {
+        kind: "tls data",
+        len: bytes.len(),
+        need,
+    })?;
+    Ok(TlsData {
+        conn: t.conn,
+        entry_ns: t.entry_ns,
+        func: t.func,
+        fd: (t.fd >= 0).then_some(t.fd),
+        len: t.len,
+        data: data.to_vec(),
+        read_failed: t.flags & TLS_READ_FAILED != 0,
+    })
 }
 
 /// Errno number → symbolic name (`ENOENT`), via nix's table of names.
@@ -434,6 +488,67 @@ pub fn errno_name(errno: i32) -> String {
 mod tests {
     use super::*;
     use agentsight_common::{PATH_DEPTH, PATH_NAME_MAX};
+
+    /// A TLS record of the small class carrying `data` (of a call that
+    /// moved `len` bytes), as the ring holds it.
+    fn tls_record(data: &[u8], len: u64, fd: i32) -> Vec<u8> {
+        use agentsight_common::{TLS_DATA_SMALL, TlsRecord};
+        // Safety: TlsRecord is a repr(C) POD record; all zeroes is valid.
+        let mut ev: TlsRecord<TLS_DATA_SMALL> = unsafe { std::mem::zeroed() };
+        ev.head.header.kind = EventKind::Tls as u32;
+        ev.head.conn = 0xdead_beef;
+        ev.head.entry_ns = 5;
+        ev.head.len = len;
+        ev.head.func = agentsight_common::tls_fn::SSL_WRITE_EX;
+        ev.head.fd = fd;
+        ev.head.data_len = data.len() as u32;
+        ev.data[..data.len()].copy_from_slice(data);
+        // Safety: a repr(C) record viewed as its bytes.
+        unsafe {
+            std::slice::from_raw_parts(
+                &ev as *const TlsRecord<TLS_DATA_SMALL> as *const u8,
+                std::mem::size_of::<TlsRecord<TLS_DATA_SMALL>>(),
+            )
+        }
+        .to_vec()
+    }
+
+    #[test]
+    fn tls_records_keep_only_their_data_and_say_what_is_unknown() {
+        let rec = tls_record(b"POST / HTTP/1.1\r\n", 18, 7);
+        let used = used_len(&rec);
+        assert_eq!(used, std::mem::size_of::<TlsHead>() + 18);
+        let ev = decode(&rec[..used]).unwrap();
+        assert_eq!(
+            ev.detail,
+            Detail::Tls(TlsData {
+                conn: 0xdead_beef,
+                entry_ns: 5,
+                func: agentsight_common::tls_fn::SSL_WRITE_EX,
+                fd: Some(7),
+                len: 18,
+                data: b"POST / HTTP/1.1\r\n".to_vec(),
+                read_failed: false,
+            })
+        );
+        // No syscall inside the call (a memory BIO): the fd is unknown.
+        let rec = tls_record(b"x", 1, -1);
+        let Detail::Tls(d) = decode(&rec).unwrap().detail else {
+            panic!("not a TLS record");
+        };
+        assert_eq!(d.fd, None);
+        // A record shorter than the data it announces is an error.
+        let rec = tls_record(b"abcdef", 6, 3);
+        let short = std::mem::size_of::<TlsHead>() + 3;
+        assert_eq!(
+            decode(&rec[..short]),
+            Err(DecodeError::Short {
+                kind: "tls data",
+                len: short,
+                need: std::mem::size_of::<TlsHead>() + 6
+            })
+        );
+    }
 
     /// A syscall record with `p1` in buf1 and `p2` in buf2, as bytes.
     fn sys_record(p1: &[u8], p2: &[u8]) -> Vec<u8> {

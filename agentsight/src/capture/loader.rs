@@ -6,12 +6,16 @@ use agentsight_common::{
     ContainerNs, EventKind, GLOBAL_OFFSETS, GLOBAL_TRACKED_CGROUP_COUNT, IoAgg, KIND_SLOTS,
     LOSS_SLOT_IO_FULL, LOSS_SLOT_TRACK_FULL, MAP_EVENTS, MAP_IO, MAP_LOSS, MAP_SEQ, MAP_TRACKED,
     MAP_TRACKED_CGROUPS, PROG_INET_SOCK_SET_STATE, PROG_SCHED_PROCESS_EXEC,
-    PROG_SCHED_PROCESS_EXIT, PROG_SCHED_PROCESS_FORK, PROG_SYS_EXIT, TRACEPOINT_CATEGORY_SOCK,
+    PROG_SCHED_PROCESS_EXIT, PROG_SCHED_PROCESS_FORK, PROG_SYS_EXIT, PROG_TLS_ENTER,
+    PROG_TLS_RETURN, TRACEPOINT_CATEGORY_SOCK,
 };
 use aya::{
     Btf, Ebpf, EbpfLoader,
     maps::{HashMap, MapData, PerCpuArray, RingBuf},
-    programs::{BtfTracePoint, RawTracePoint, TracePoint},
+    programs::{
+        BtfTracePoint, RawTracePoint, TracePoint, UProbe,
+        uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope},
+    },
 };
 
 use super::btf::{BtfError, VMLINUX_BTF, kernel_offsets};
@@ -156,8 +160,22 @@ impl Probes {
                 error,
             });
         }
+        let kernel_failed = statuses.iter().all(|p| p.error.is_some());
+        // The TLS uprobes are loaded now and attached per library file
+        // later (`capture::tls`); one that does not load leaves TLS undecrypted.
+        for name in [PROG_TLS_ENTER, PROG_TLS_RETURN] {
+            let error = load_uprobe(&mut ebpf, name).err();
+            if let Some(e) = &error {
+                tracing::warn!(program = %name, "not loaded: {e}");
+            }
+            statuses.push(ProgramStatus {
+                name: name.to_owned(),
+                hook: "uprobe/<TLS library>".to_owned(),
+                error,
+            });
+        }
         let programs = statuses;
-        if programs.iter().all(|p| p.error.is_some()) {
+        if kernel_failed {
             let why = programs
                 .iter()
                 .filter_map(|p| p.error.as_deref().map(|e| format!("{}: {e}", p.name)))
@@ -208,6 +226,28 @@ impl Probes {
             name: MAP_EVENTS,
             reason: e.to_string(),
         })
+    }
+
+    /// Attaches the TLS entry and return probes to each `(tls_fn number,
+    /// file offset)` of `target`, for every process that maps it (the
+    /// programs keep to tracked ones). Stops at the first failure.
+    pub fn attach_tls(&mut self, target: &Path, funcs: &[(u32, u64)]) -> Result<(), String> {
+        for name in [PROG_TLS_ENTER, PROG_TLS_RETURN] {
+            let program = self
+                .ebpf
+                .program_mut(name)
+                .ok_or_else(|| format!("program {name} missing from the kernel object"))?;
+            let p: &mut UProbe = program.try_into().map_err(|e| error_chain(&e))?;
+            for &(func, offset) in funcs {
+                let point = UProbeAttachPoint {
+                    location: UProbeAttachLocation::AbsoluteOffset(offset),
+                    cookie: Some(u64::from(func)),
+                };
+                p.attach(point, target, UProbeScope::AllProcesses)
+                    .map_err(|e| format!("{name} at {offset:#x}: {}", error_chain(&e)))?;
+            }
+        }
+        Ok(())
     }
 
     pub fn track(&mut self, pid: u32) -> Result<(), LoadError> {
@@ -283,6 +323,14 @@ fn take_map(ebpf: &mut Ebpf, name: &'static str) -> Result<aya::maps::Map, LoadE
     ebpf.take_map(name).ok_or(LoadError::MissingMap(name))
 }
 
+fn load_uprobe(ebpf: &mut Ebpf, name: &str) -> Result<(), String> {
+    let program = ebpf
+        .program_mut(name)
+        .ok_or_else(|| format!("program {name} missing from the kernel object"))?;
+    let p: &mut UProbe = program.try_into().map_err(|e| error_chain(&e))?;
+    p.load().map_err(|e| error_chain(&e))
+}
+
 fn attach(
     ebpf: &mut Ebpf,
     btf: &Btf,
@@ -348,7 +396,10 @@ mod tests {
         path::Path,
     };
 
-    use agentsight_common::{MAP_NAMES, PROGRAM_NAMES, inet_sock_set_state_format};
+    use agentsight_common::{
+        KERNEL_PROGRAM_NAMES, MAP_NAMES, PROG_TLS_ENTER, PROG_TLS_RETURN, PROGRAM_NAMES,
+        inet_sock_set_state_format,
+    };
     use aya_obj::ProgramSection;
 
     use super::{Hook, OBJECT, TRACEFS, programs};
@@ -361,7 +412,7 @@ mod tests {
     fn object_holds_exactly_the_named_maps_and_programs() {
         let hooked = programs();
         let attached: BTreeSet<&str> = hooked.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(attached, BTreeSet::from(PROGRAM_NAMES));
+        assert_eq!(attached, BTreeSet::from(KERNEL_PROGRAM_NAMES));
         if OBJECT.is_empty() {
             eprintln!("object check skipped: built without the kernel programs (AYA_BUILD_SKIP)");
             return;
@@ -386,6 +437,10 @@ mod tests {
             };
             assert!(kind_matches, "{name}: hook {hook:?}, section {section:?}");
         }
+        let enter = &object.programs[PROG_TLS_ENTER].section;
+        assert!(matches!(enter, ProgramSection::UProbe { .. }), "{enter:?}");
+        let ret = &object.programs[PROG_TLS_RETURN].section;
+        assert!(matches!(ret, ProgramSection::URetProbe { .. }), "{ret:?}");
     }
 
     /// The offsets the TCP program reads must be the ones this machine's

@@ -10,6 +10,7 @@ pub mod loader;
 pub mod model;
 pub mod reader;
 pub mod syscalls;
+pub mod tls;
 
 pub use model::{ProcessOrigin, ProcessSeed};
 

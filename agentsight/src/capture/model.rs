@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use super::{
-    decode::{Detail, Event, EventHeader, IoAggregate, WalkStatus, errno_name},
+    decode::{Detail, Event, EventHeader, IoAggregate, TlsData, WalkStatus, errno_name},
     syscalls::{FdInfo, FsState, PathStatus, SockAddr, SysRecord},
 };
 
@@ -173,6 +173,13 @@ pub struct EventRow<'a> {
 pub enum Step<'a> {
     Process(ProcessChange),
     Event(EventRow<'a>),
+    /// A TLS call's plaintext, for the process's row (`tls_records`, not
+    /// `events`: the wire layer is kept beside the kernel's, never in it).
+    Tls {
+        process_id: ProcessId,
+        header: &'a EventHeader,
+        data: &'a TlsData,
+    },
 }
 
 /// Live state of one process, to attach events to its row.
@@ -342,6 +349,15 @@ impl ProcessModel {
         let mut out = Vec::with_capacity(events.len() + events.len() / 8);
         let mut held: HashMap<u32, Repeat> = HashMap::new();
         for ev in events {
+            if let Detail::Tls(data) = &ev.detail {
+                let process_id = self.process_of(&ev.header, &mut out);
+                out.push(Step::Tls {
+                    process_id,
+                    header: &ev.header,
+                    data,
+                });
+                continue;
+            }
             let pid = ev.header.pid;
             let key = repeat_key(ev);
             if let (Some(k), Some(r)) = (&key, held.get_mut(&pid))
@@ -437,6 +453,8 @@ impl ProcessModel {
                 }
             }
             Detail::Io { fd, agg } => self.io(h.pid, *fd, *agg),
+            // `steps` hands TLS records to their own table before this.
+            Detail::Tls(_) => EventFields::default(),
             Detail::TcpState {
                 newstate,
                 family,

@@ -39,11 +39,12 @@ pub(super) fn finish(
     opts: &RecordOptions,
     target: &Target,
     writer: Writer,
-    tracker: Tracker,
+    mut tracker: Tracker,
     reading: Reading,
     ended: Ended,
     notify: &mut dyn FnMut(Notice),
 ) -> Result<RecordOutcome, RecordError> {
+    tracker.tls_finish();
     let Tracker {
         probes,
         tx,

@@ -234,7 +234,11 @@ pub fn run(
         known: BTreeSet::new(),
         tmpdirs: Vec::new(),
         skipped: Skipped::new(target.only_uid),
+        tls: None,
     };
+    if opts.wire {
+        tracker.start_tls(notify);
+    }
     tracker.adopt_targets(opts, notify);
     tracker.adopt_containers(&target.containers);
     let (relay, command, env) = match start_wire(opts, &target, &writer, notify) {

@@ -37,9 +37,47 @@ pub(super) struct Tracker {
     /// The recorded commands' TMPDIRs, stored as meta `tmpdirs`.
     pub(super) tmpdirs: Vec<String>,
     pub(super) skipped: Skipped,
+    /// With `--wire`: the TLS probes' attach state (`capture::tls`).
+    pub(super) tls: Option<crate::capture::tls::TlsTracker>,
 }
 
 impl Tracker {
+    /// With `--wire`: the TLS probes on the system's TLS libraries before
+    /// the command starts (a short command would finish its TLS before a
+    /// scan of its maps found them); the rest is found per process.
+    pub(super) fn start_tls(&mut self, notify: &mut dyn FnMut(Notice)) {
+        let mut tls = crate::capture::tls::TlsTracker::default();
+        let path = std::env::var("PATH").ok();
+        for lib in crate::capture::tls::system_candidates(path.as_deref()) {
+            let shown = lib.display().to_string();
+            tls.consider(&mut self.probes, &lib, &shown);
+        }
+        for e in &tls.errors {
+            notify(Notice::Warning(format!("TLS probes not attached: {e}")));
+        }
+        self.tls = Some(tls);
+    }
+
+    /// Scans the tracked processes for TLS libraries; stores the note of
+    /// each process that ended.
+    pub(super) fn tls_tick(&mut self, tracked: &[u32]) {
+        let Some(tls) = self.tls.as_mut() else {
+            return;
+        };
+        for n in tls.tick(&mut self.probes, tracked) {
+            let _ = self.tx.send(StoreMsg::TlsProcess(n));
+        }
+    }
+
+    /// The notes of the processes still known at the end.
+    pub(super) fn tls_finish(&mut self) {
+        if let Some(tls) = self.tls.take() {
+            for n in tls.finish() {
+                let _ = self.tx.send(StoreMsg::TlsProcess(n));
+            }
+        }
+    }
+
     /// The `--pid` trees and the agents already running.
     pub(super) fn adopt_targets(&mut self, opts: &RecordOptions, notify: &mut dyn FnMut(Notice)) {
         if !opts.pids.is_empty() {

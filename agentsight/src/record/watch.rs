@@ -109,6 +109,7 @@ pub(super) struct Periodic {
     pub(super) anchor: Instant,
     pub(super) scan: Instant,
     pub(super) fd_scan: Instant,
+    pub(super) tls_scan: Instant,
 }
 
 impl Periodic {
@@ -120,6 +121,7 @@ impl Periodic {
             anchor: now,
             scan: now,
             fd_scan: now,
+            tls_scan: now,
         }
     }
 
@@ -149,6 +151,17 @@ impl Periodic {
                 lost,
             });
             self.status = Instant::now();
+        }
+        if w.tracker.tls.is_some() && self.tls_scan.elapsed() >= Duration::from_millis(10) {
+            let pids: Vec<u32> = w
+                .tracker
+                .probes
+                .tracked
+                .keys()
+                .filter_map(|k| k.ok())
+                .collect();
+            w.tracker.tls_tick(&pids);
+            self.tls_scan = Instant::now();
         }
         if self.fd_scan.elapsed() >= Duration::from_secs(1) {
             let pids: Vec<u32> = w

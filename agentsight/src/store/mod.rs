@@ -23,6 +23,7 @@ pub mod run;
 pub mod sessions;
 #[cfg(test)]
 pub(crate) mod synthetic;
+pub mod tls;
 pub mod wire;
 mod writer;
 

@@ -50,6 +50,9 @@ pub enum StoreMsg {
     /// stored as it arrives; past `--max-size` or on a full disk it is
     /// counted (`max_size:wire`, `disk_full:wire`), never silently dropped.
     Wire(Box<agentsight_wire::RawExchange>),
+    /// What the TLS probes could decrypt of one recorded process
+    /// (`store::tls`).
+    TlsProcess(super::tls::TlsProcessNote),
 }
 
 /// Loss kinds of events the writer received but did not store because the
@@ -493,6 +496,9 @@ struct State {
     /// whose process rows stay as they always were).
     containers: std::collections::HashMap<u64, ContainerInfo>,
     pending: Pending,
+    /// TLS notes per process, stored at the end: a process's TLS rows may
+    /// still be held when its note arrives, and they decide the note.
+    tls_notes: Vec<super::tls::TlsProcessNote>,
 }
 
 /// Event batches received but not yet stored. While the traced tree is busy
@@ -564,6 +570,7 @@ fn run(
             meta: Vec::new(),
             reserve,
         },
+        tls_notes: Vec::new(),
     };
     if st.pending.reserve.keep().is_err() {
         stop_storing(&mut st);
@@ -639,12 +646,23 @@ fn run(
                 Ok(())
             }
             StoreMsg::Wire(raw) => store_wire(&conn, &mut st, &raw),
+            StoreMsg::TlsProcess(note) => {
+                st.tls_notes.push(note);
+                Ok(())
+            }
         };
         if let Err(e) = r {
             fail(&mut st, e);
         }
     }
     store_held(&mut conn, &mut st, &mut held);
+    if st.summary.error.is_none()
+        && st.summary.disk_full.is_none()
+        && !st.tls_notes.is_empty()
+        && let Err(e) = super::tls::insert_processes(&conn, &st.tls_notes)
+    {
+        fail(&mut st, e);
+    }
     (conn, st.summary, st.pending)
 }
 
@@ -690,6 +708,7 @@ fn after_disk_full(st: &mut State, held: &mut Held, msg: StoreMsg) {
         StoreMsg::Meta(k, v) => st.pending.meta.push((k, v)),
         StoreMsg::MaxBytes(n) => st.max_bytes = Some(n),
         StoreMsg::Wire(_) => not_stored_disk_full(st, std::iter::once("wire")),
+        StoreMsg::TlsProcess(_) => not_stored_disk_full(st, std::iter::once("tls_process")),
         StoreMsg::Anchor(_) | StoreMsg::Containers(_) => {}
     }
     for batch in batches {
@@ -980,10 +999,19 @@ fn write_steps(t: &Transaction, st: &mut State, steps: &[Step]) -> rusqlite::Res
         row: t.prepare_cached(&st.insert_row)?,
         string: t.prepare_cached(INSERT_STRING)?,
     };
+    if steps.iter().any(|s| matches!(s, Step::Tls { .. })) {
+        // The table exists only in captures that have TLS rows.
+        t.execute_batch(super::tls::SCHEMA)?;
+    }
     for step in steps {
         match step {
             Step::Process(c) => write_process(t, st, c)?,
             Step::Event(row) => write_event(&mut stmts, st, row)?,
+            Step::Tls {
+                process_id,
+                header,
+                data,
+            } => super::tls::insert_record(t, *process_id, st.anchor_row, header, data)?,
         }
     }
     Ok(())
