@@ -1,5 +1,5 @@
 //! TLS plaintext by symbol (`record --wire`): real clients (curl, python's
-//! urllib, node's https) send a known body over TLS to a loopback server
+//! urllib, node's https; git's https helper on GnuTLS) send a known body over TLS to a loopback server
 //! with a test CA; the capture holds exactly the bytes the server received
 //! and sent, per client connection. A static program without the TLS
 //! functions gets the "not decrypted" row.
@@ -122,8 +122,8 @@ fn static_sleeper(dir: &Path) -> String {
 }
 
 const NODE_CLIENT: &str = "const https = require('https'); const fs = require('fs');
-const body = fs.readFileSync(process.argv[1]);
-const req = https.request({host: '127.0.0.1', port: +process.argv[2], method: 'POST', path: '/node',
+const body = fs.readFileSync(process.argv[2]);
+const req = https.request({host: '127.0.0.1', port: +process.argv[3], method: 'POST', path: '/node',
   headers: {'Content-Type': 'text/plain', 'Content-Length': body.length}}, (res) => {
   res.on('data', () => {}); res.on('end', () => process.exit(0)); });
 req.on('error', (e) => { console.error(e); process.exit(3); });
@@ -168,7 +168,7 @@ fn streams(conn: &rusqlite::Connection) -> Streams {
 }
 
 #[test]
-fn curl_python_and_node_plaintext_is_captured_exactly() {
+fn curl_python_node_and_git_plaintext_is_captured_exactly() {
     require_root();
     let dir = scratch("tls");
     make_certs(&dir);
@@ -176,31 +176,36 @@ fn curl_python_and_node_plaintext_is_captured_exactly() {
     let body: Vec<u8> = (0..5000).map(|i| b'a' + (i % 26) as u8).collect();
     std::fs::write(dir.join("body.txt"), &body).unwrap();
     let sleeper = static_sleeper(&dir);
+    // The recorded command gets sudo's reset environment: the clients are files.
+    std::fs::write(dir.join("client.py"), PY_CLIENT).unwrap();
+    std::fs::write(dir.join("client.js"), NODE_CLIENT).unwrap();
     let db = dir.join("tls.db");
     let script = format!(
         "set -e; curl -sS --cacert ca.pem -H 'Expect:' -H 'Content-Type: text/plain' --data-binary @body.txt https://127.0.0.1:{port}/curl > /dev/null
-/usr/bin/python3 -c \"$PY\" body.txt {port} ca.pem
-NODE_EXTRA_CA_CERTS=ca.pem /usr/bin/node -e \"$NODE\" body.txt {port}
+/usr/bin/python3 client.py body.txt {port} ca.pem
+NODE_EXTRA_CA_CERTS=ca.pem /usr/bin/node client.js body.txt {port}
+GIT_SSL_CAINFO=ca.pem git ls-remote https://127.0.0.1:{port}/git > /dev/null 2>&1 || true
 {sleeper}"
     );
-    let out = record_env(
-        &db,
-        &["--wire"],
-        &["/bin/sh", "-c", &script],
-        &[("PY", PY_CLIENT), ("NODE", NODE_CLIENT)],
-    );
+    let out = record(&db, &["--wire"], &["/bin/sh", "-c", &script]);
     assert_exit_0(&out);
     let conn = open(&db);
     let streams = streams(&conn);
     let logs = dir.join("server");
-    for (i, client) in ["curl", "python3", "node"].iter().enumerate() {
+    // git's https helper (GnuTLS; its comm is cut to 15 bytes) sends a GET.
+    let clients = ["curl", "python3", "node", "git-remote-http"];
+    for (i, client) in clients.iter().enumerate() {
         let n = i + 1;
         let request = std::fs::read(logs.join(format!("request-{n}"))).unwrap();
         let response = std::fs::read(logs.join(format!("response-{n}"))).unwrap();
-        assert!(
-            request.ends_with(&body),
-            "{client}: the server got {request:?}"
-        );
+        if *client == "git-remote-http" {
+            assert!(request.starts_with(b"GET /git/info/refs"), "{request:?}");
+        } else {
+            assert!(
+                request.ends_with(&body),
+                "{client}: the server got {request:?}"
+            );
+        }
         let sent: Vec<_> = streams
             .iter()
             .filter(|((comm, _, d), (bytes, _))| comm == client && d == "send" && *bytes == request)
