@@ -515,9 +515,9 @@ mod tests {
 
     #[test]
     fn tls_records_keep_only_their_data_and_say_what_is_unknown() {
-        let rec = tls_record(b"POST / HTTP/1.1\r\n", 18, 7);
+        let rec = tls_record(b"POST / HTTP/1.1\r\n", 17, 7);
         let used = used_len(&rec);
-        assert_eq!(used, std::mem::size_of::<TlsHead>() + 18);
+        assert_eq!(used, std::mem::size_of::<TlsHead>() + 17);
         let ev = decode(&rec[..used]).unwrap();
         assert_eq!(
             ev.detail,
@@ -526,7 +526,7 @@ mod tests {
                 entry_ns: 5,
                 func: agentsight_common::tls_fn::SSL_WRITE_EX,
                 fd: Some(7),
-                len: 18,
+                len: 17,
                 data: b"POST / HTTP/1.1\r\n".to_vec(),
                 read_failed: false,
             })

@@ -746,7 +746,7 @@ mod tests {
             .iter()
             .filter_map(|s| match s {
                 Step::Event(r) => Some((r.process_id, r.fields.clone())),
-                Step::Process(_) => None,
+                Step::Process(_) | Step::Tls { .. } => None,
             })
             .collect()
     }
@@ -756,7 +756,7 @@ mod tests {
             .iter()
             .filter_map(|s| match s {
                 Step::Process(c) => Some(c.clone()),
-                Step::Event(_) => None,
+                Step::Event(_) | Step::Tls { .. } => None,
             })
             .collect()
     }
@@ -1065,7 +1065,7 @@ mod tests {
             .iter()
             .filter_map(|s| match s {
                 Step::Event(r) => Some(r.kind),
-                Step::Process(_) => None,
+                Step::Process(_) | Step::Tls { .. } => None,
             })
             .collect();
         assert_eq!(
@@ -1100,7 +1100,7 @@ mod tests {
             .iter()
             .filter_map(|s| match s {
                 Step::Event(r) => Some((r.header.mono_ns, r.repeat)),
-                Step::Process(_) => None,
+                Step::Process(_) | Step::Tls { .. } => None,
             })
             .collect();
         assert_eq!(repeats, vec![(1, Some(3)), (4, None)]);
