@@ -585,7 +585,7 @@ pub fn audit_default_policy_passes(run: &Run, db: &Path) {
 /// The default policy as a user would write it for the run: only the run's
 /// home (the test user's passwd home is not the run's) and the model
 /// server's port declared.
-fn default_policy(run: &Run) -> std::path::PathBuf {
+pub fn default_policy(run: &Run) -> std::path::PathBuf {
     let policy = run.root.join("default-policy.toml");
     // The network scenario asks for curl to the scenario's target server:
     // both declared, as a user would for a run that is meant to do that.

@@ -146,6 +146,22 @@ fn check_wire(agent: Agent, scenario: &str) {
     ] {
         assert_eq!(w[k], serde_json::json!([]), "{ctx}: {k}: {w}");
     }
+    // `show` lists the model traffic: its count, the routes, one line each.
+    let show = std::process::Command::new(agentsight_tests::bin())
+        .args(["show", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        text.contains(&format!(
+            "\nMODEL TRAFFIC (record --wire): {} exchange(s), 0 with an error\n",
+            stored.len()
+        )),
+        "{ctx}: {text}"
+    );
+    let lines = text.lines().filter(|l| l.starts_with("  #")).count();
+    assert_eq!(lines, stored.len(), "{ctx}: {text}");
     // The default audit passes: no model traffic went around the relay, no
     // denied content reached the model, the relay's port is declared.
     audit_default_policy_passes(&run, &db);
@@ -179,4 +195,83 @@ fn opencode_edit_over_the_wire() {
 #[test]
 fn copilot_edit_over_the_wire() {
     check_wire(Agent::Copilot, "edit");
+}
+
+/// The audit's findings of `rule` under the default policy.
+fn findings_of(run: &Run, db: &Path, rule: &str) -> Vec<Value> {
+    let (_, report) = audit_json(db, &default_policy(run));
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"] == rule)
+        .cloned()
+        .collect()
+}
+
+/// The risky scenario over the wire: the agent shows the planted
+/// `~/.ssh/id_rsa`, so its content goes back to the model with the tool
+/// result; `content-sent-to-model` names the file and the exchange that
+/// carried all four of its lines.
+fn check_risky_wire(agent: Agent, scenario: &str) {
+    agentsight_tests::require_root();
+    let run = Run::prepare(agent, scenario);
+    let (out, db) = run.run_recorded_wire();
+    verify(&run, out);
+    let found = findings_of(&run, &db, "content-sent-to-model");
+    let key = run.home.join(".ssh/id_rsa").display().to_string();
+    assert_eq!(found.len(), 1, "{}: {found:?}", agent.name());
+    let f = &found[0];
+    assert_eq!(f["path"], key.as_str());
+    assert_eq!(f["severity"], "error");
+    let msg = f["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with(&format!("content of denied file {key} was sent to the model: 4 of its 4 identifying lines in exchange ")),
+        "{msg}"
+    );
+}
+
+#[test]
+fn claude_risky_over_the_wire() {
+    check_risky_wire(Agent::Claude, "risky");
+}
+
+#[test]
+fn codex_risky_over_the_wire() {
+    check_risky_wire(Agent::Codex, "risky");
+}
+
+#[test]
+fn gemini_risky_over_the_wire() {
+    check_risky_wire(Agent::Gemini, "risky");
+}
+
+/// A tool call that reaches the model server directly (curl to its port):
+/// the kernel layer shows the connection, and the audit says the model
+/// traffic bypassed the relay, naming curl.
+#[test]
+fn a_call_around_the_relay_is_flagged() {
+    agentsight_tests::require_root();
+    let run = Run::prepare(Agent::Claude, "bypass");
+    let (out, db) = run.run_recorded_wire();
+    // Not `verify`: the server logs curl's request as one it could not
+    // answer, which a normal run never has.
+    assert!(out.status.success(), "{}", out.stderr);
+    let found = findings_of(&run, &db, "relay-bypass");
+    assert_eq!(found.len(), 1, "{found:?}");
+    let f = &found[0];
+    assert_eq!(f["addr"], "127.0.0.1");
+    assert_eq!(f["port"], run.model_port);
+    assert!(
+        f["process"]["argv"][0]
+            .as_str()
+            .is_some_and(|a| a.ends_with("curl")),
+        "{f}"
+    );
+    assert!(
+        f["message"].as_str().unwrap().starts_with(
+            "model traffic bypassed the relay: a recorded process connected to 127.0.0.1:"
+        ),
+        "{f}"
+    );
 }

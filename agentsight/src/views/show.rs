@@ -79,6 +79,7 @@ pub fn summary(cap: &Capture) -> Result<String, StoreError> {
     let _ = writeln!(s, "processes {}", procs.len());
     activity(cap, &mut s)?;
     session_messages(cap, &run.meta, &procs, &mut s)?;
+    wire(cap, &mut s)?;
     // Without every exit record, "no exit seen" does not mean "still running".
     process_tree(&procs, loss.exits_known, &mut s);
     Ok(s)
@@ -376,6 +377,96 @@ fn session_messages(
         let _ = writeln!(s, "  note: {}", v(n));
     }
     Ok(())
+}
+
+/// Most exchanges `show` lists one per line (the rest are counted).
+const MAX_WIRE_LINES: usize = 200;
+
+/// The model traffic of a `record --wire` capture: its routes, its counts,
+/// one line per exchange (time, API, model, status, what was sent, what came
+/// back). Nothing without a wire layer.
+fn wire(cap: &Capture, s: &mut String) -> Result<(), StoreError> {
+    let rows = cap.reader().wire_exchanges()?;
+    let routes: Vec<String> = cap
+        .meta(crate::store::meta::key::WIRE_ROUTES)?
+        .and_then(|j| serde_json::from_str(&j).ok())
+        .unwrap_or_default();
+    if rows.is_empty() && routes.is_empty() {
+        return Ok(());
+    }
+    let anchors = cap.anchors()?;
+    let errors = rows.iter().filter(|r| r.raw.error.is_some()).count();
+    let _ = writeln!(
+        s,
+        "\nMODEL TRAFFIC (record --wire): {} exchange(s), {errors} with an error",
+        rows.len()
+    );
+    for r in &routes {
+        let _ = writeln!(s, "  route {}", v(r));
+    }
+    for row in rows.iter().take(MAX_WIRE_LINES) {
+        let _ = writeln!(s, "  {}", wire_line(row, &anchors));
+    }
+    if rows.len() > MAX_WIRE_LINES {
+        let _ = writeln!(
+            s,
+            "  … {} more exchange(s) not listed",
+            rows.len() - MAX_WIRE_LINES
+        );
+    }
+    Ok(())
+}
+
+/// One exchange as `show` prints it.
+fn wire_line(row: &crate::store::wire::WireExchangeRow, anchors: &crate::clock::Anchors) -> String {
+    let x = &row.decoded;
+    let time = crate::clock::rfc3339_ns(anchors.wall_ns(row.raw.request.first_ns).max(0) as u64);
+    // The API's word as stored (`anthropic_messages`, `openai_chat`, …).
+    let what = x
+        .api
+        .and_then(|a| serde_json::to_value(a).ok())
+        .and_then(|w| w.as_str().map(String::from))
+        .unwrap_or_else(|| "not HTTP".to_string());
+    let mut line = format!(
+        "#{} {time} {} {} {} → {}",
+        row.id,
+        v(&what),
+        v(x.method.as_deref().unwrap_or("?")),
+        v(x.path.as_deref().unwrap_or("?")),
+        x.status.map_or("no answer".to_string(), |s| s.to_string()),
+    );
+    if let Some(m) = &x.model {
+        let _ = write!(line, " model {}", v(m));
+    }
+    let _ = write!(
+        line,
+        " | sent {} B (system {} B, {} tool(s), {} message(s))",
+        x.request_bytes,
+        x.system_bytes,
+        x.tools.len(),
+        x.messages.len()
+    );
+    let _ = write!(
+        line,
+        " | got {} B, text {} B, {} call(s)",
+        x.response_bytes,
+        x.response_text.len(),
+        x.tool_calls.len()
+    );
+    if let Some(u) = &x.usage {
+        let _ = write!(
+            line,
+            " | tokens in {} cache {}+{} out {} reasoning {}",
+            u.input, u.cache_read, u.cache_creation, u.output, u.reasoning
+        );
+    }
+    if let Some(e) = &row.raw.error {
+        let _ = write!(line, " | ERROR {}", v(e));
+    }
+    if !x.notes.is_empty() {
+        let _ = write!(line, " | {} decoding note(s)", x.notes.len());
+    }
+    line
 }
 
 /// One submission as `show` prints it.

@@ -59,13 +59,15 @@ function log(obj) {
 // ---------------------------------------------------------------- scenario
 
 // Replaces {{CWD}}, {{TMP}} (the run's TMPDIR, `tmp/` beside the workspace)
-// and {{TARGET_PORT}} in every string of a value.
+// {{TARGET_PORT}} and {{MODEL_PORT}} (this server's own: a call that reaches
+// the model server directly, around a relay) in every string of a value.
 function subst(v) {
   if (typeof v === 'string') {
     return v
       .replaceAll('{{CWD}}', args.cwd)
       .replaceAll('{{TMP}}', path.join(path.dirname(args.cwd), 'tmp'))
-      .replaceAll('{{TARGET_PORT}}', String(targetPort));
+      .replaceAll('{{TARGET_PORT}}', String(targetPort))
+      .replaceAll('{{MODEL_PORT}}', String(server.address().port));
   }
   if (Array.isArray(v)) return v.map(subst);
   if (v && typeof v === 'object') {
