@@ -95,6 +95,9 @@ pub struct Probes {
     pub programs: Vec<ProgramStatus>,
     /// A note about tracefs, when we had to mount it.
     pub tracefs_note: Option<String>,
+    /// Whether the TLS uprobes (loaded always) were attached to a library
+    /// file (`record --wire`): until then they are not running programs.
+    pub tls_attached: bool,
 }
 
 pub const TRACEFS: &str = "/sys/kernel/tracing";
@@ -206,6 +209,7 @@ impl Probes {
             loss,
             programs,
             tracefs_note: tracefs.ok().flatten(),
+            tls_attached: false,
         })
     }
 
@@ -247,6 +251,7 @@ impl Probes {
                     .map_err(|e| format!("{name} at {offset:#x}: {}", error_chain(&e)))?;
             }
         }
+        self.tls_attached = true;
         Ok(())
     }
 

@@ -26,6 +26,12 @@ pub(super) struct Loaded {
     pub(super) failed_programs: Vec<String>,
 }
 
+/// The TLS uprobe programs (`capture::tls`), attached only with `--wire`.
+const TLS_PROGRAMS: [&str; 2] = [
+    agentsight_common::PROG_TLS_ENTER,
+    agentsight_common::PROG_TLS_RETURN,
+];
+
 /// Loads and attaches the programs; notes each one's state in the capture.
 pub(super) fn load_programs(
     opts: &RecordOptions,
@@ -36,7 +42,14 @@ pub(super) fn load_programs(
     let meta = |k: &str, v: String| {
         let _ = tx.send(StoreMsg::Meta(k.to_owned(), v));
     };
-    let probes = Probes::load(opts.ring_bytes, cgroups)?;
+    let mut probes = Probes::load(opts.ring_bytes, cgroups)?;
+    // The TLS uprobes are loaded always but attached only with --wire:
+    // without it they are not among the recording's programs.
+    if !opts.wire {
+        probes
+            .programs
+            .retain(|p| !TLS_PROGRAMS.contains(&p.name.as_str()));
+    }
     // Loading parsed the kernel's BTF (tens of MiB of small allocations, all
     // freed by now); give those pages back to the system, or they stay
     // resident under everything held later. glibc only returns them on request.
@@ -127,6 +140,9 @@ pub(super) fn program_stats(probes: &Probes) -> (String, (u64, Duration)) {
     let mut items = Vec::new();
     let (mut runs, mut time) = (0u64, Duration::ZERO);
     for (name, program) in probes.ebpf.programs() {
+        if !probes.tls_attached && TLS_PROGRAMS.contains(&name) {
+            continue;
+        }
         match program.info() {
             Ok(info) => {
                 runs += info.run_count();
