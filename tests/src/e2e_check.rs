@@ -209,24 +209,10 @@ pub fn native_session_id(agent: Agent, run: &Run) -> (String, String) {
 /// opencode's one session in its database (`ses_…`), and its parts' JSON
 /// (text, tool input and output), read-only.
 fn opencode_session(db: &Path) -> (String, String) {
-    let conn =
-        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .unwrap_or_else(|e| panic!("{}: {e}", db.display()));
-    let ids: Vec<String> = conn
-        .prepare("SELECT id FROM session")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    use agentsight_sessions::opencode::store;
+    let ids = store::session_ids(db).unwrap_or_else(|e| panic!("{}: {e}", db.display()));
     assert_eq!(ids.len(), 1, "one opencode session expected: {ids:?}");
-    let parts: Vec<String> = conn
-        .prepare("SELECT data FROM part WHERE session_id = ?1 ORDER BY id")
-        .unwrap()
-        .query_map([&ids[0]], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let parts = store::part_data(db, &ids[0]).unwrap();
     (ids[0].clone(), parts.join("\n"))
 }
 

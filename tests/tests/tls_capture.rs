@@ -140,29 +140,20 @@ urllib.request.urlopen(req, context=ctx).read()";
 /// fds the records carried.
 type Streams = BTreeMap<(String, i64, String), (Vec<u8>, Vec<Option<i64>>)>;
 
-fn streams(conn: &rusqlite::Connection) -> Streams {
-    let mut st = conn
-        .prepare("SELECT comm, conn, direction, fd, data, cut FROM tls_records ORDER BY id")
-        .unwrap();
+fn streams(cap: &agentsight::store::Capture) -> Streams {
+    let comm: BTreeMap<i64, String> = cap
+        .processes()
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.id, p.comm.unwrap_or_default()))
+        .collect();
     let mut out = Streams::new();
-    let rows = st
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, Option<i64>>(3)?,
-                r.get::<_, Vec<u8>>(4)?,
-                r.get::<_, i64>(5)?,
-            ))
-        })
-        .unwrap();
-    for row in rows {
-        let (comm, c, dir, fd, data, cut) = row.unwrap();
-        assert_eq!(cut, 0, "a record under the 16 KiB bound was cut");
-        let e = out.entry((comm, c, dir)).or_default();
-        e.0.extend_from_slice(&data);
-        e.1.push(fd);
+    for r in cap.reader().tls_records().unwrap() {
+        assert_eq!(r.cut, 0, "a record under the 16 KiB bound was cut");
+        let name = comm.get(&r.process_id).cloned().unwrap_or_default();
+        let e = out.entry((name, r.conn as i64, r.direction)).or_default();
+        e.0.extend_from_slice(&r.data);
+        e.1.push(r.fd.map(i64::from));
     }
     out
 }
@@ -189,8 +180,8 @@ GIT_SSL_CAINFO=ca.pem git ls-remote https://127.0.0.1:{port}/git > /dev/null 2>&
     );
     let out = record(&db, &["--wire"], &["/bin/sh", "-c", &script]);
     assert_exit_0(&out);
-    let conn = open(&db);
-    let streams = streams(&conn);
+    let cap = agentsight::store::Capture::open(&db).unwrap();
+    let streams = streams(&cap);
     let logs = dir.join("server");
     // git's https helper (GnuTLS; its comm is cut to 15 bytes) sends a GET.
     let clients = ["curl", "python3", "node", "git-remote-http"];
@@ -234,12 +225,12 @@ GIT_SSL_CAINFO=ca.pem git ls-remote https://127.0.0.1:{port}/git > /dev/null 2>&
             );
         }
     }
-    let notes: Vec<(Option<String>, bool, String)> = conn
-        .prepare("SELECT exe, decrypted, note FROM tls_processes ORDER BY id")
+    let notes: Vec<(Option<String>, bool, String)> = cap
+        .reader()
+        .tls_processes()
         .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .map(Result::unwrap)
+        .into_iter()
+        .map(|n| (n.exe, !n.libraries.is_empty(), n.note))
         .collect();
     assert!(
         notes.contains(&(

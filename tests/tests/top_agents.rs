@@ -101,16 +101,7 @@ fn session_id(run: &Run) -> Option<String> {
 /// The one session of an opencode database, read-only (a reader never
 /// blocks opencode's WAL writes); None until opencode has written it.
 fn opencode_session_id(db: &std::path::Path) -> Option<String> {
-    let conn =
-        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .ok()?;
-    let ids: Vec<String> = conn
-        .prepare("SELECT id FROM session")
-        .ok()?
-        .query_map([], |r| r.get(0))
-        .ok()?
-        .collect::<Result<_, _>>()
-        .ok()?;
+    let ids = agentsight_sessions::opencode::store::session_ids(db).ok()?;
     match ids.as_slice() {
         [one] => Some(one.clone()),
         _ => None,

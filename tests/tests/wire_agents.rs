@@ -13,47 +13,15 @@ use agentsight_tests::{
     e2e::{Agent, Run},
     e2e_check::*,
 };
-use agentsight_wire::{RawExchange, RawMessage, Via, decode};
+use agentsight_wire::{RawExchange, decode};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-/// The stored exchanges, rebuilt from the capture's rows.
+/// The stored exchanges, through the store's typed read.
 fn exchanges(db: &Path) -> Vec<RawExchange> {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    let mut st = conn
-        .prepare(
-            "SELECT conn, seq, route, upstream, client_port, request_head, request_body,
-             request_body_dropped, response_head, response_body, response_body_dropped, error
-             FROM wire_exchanges ORDER BY id",
-        )
-        .unwrap();
-    st.query_map([], |r| {
-        let response = r.get::<_, Option<Vec<u8>>>(8)?.map(|head| RawMessage {
-            head,
-            body: r.get::<_, Option<Vec<u8>>>(9).unwrap().unwrap_or_default(),
-            body_dropped: r.get::<_, Option<i64>>(10).unwrap().unwrap_or(0) as u64,
-            ..Default::default()
-        });
-        Ok(RawExchange {
-            via: Via::Relay,
-            conn: r.get::<_, i64>(0)? as u64,
-            seq: r.get(1)?,
-            route: r.get(2)?,
-            upstream: r.get(3)?,
-            client_port: r.get(4)?,
-            request: RawMessage {
-                head: r.get(5)?,
-                body: r.get(6)?,
-                body_dropped: r.get::<_, i64>(7)? as u64,
-                ..Default::default()
-            },
-            response,
-            error: r.get(11)?,
-        })
-    })
-    .unwrap()
-    .map(Result::unwrap)
-    .collect()
+    let cap = agentsight::store::Capture::open(db).unwrap();
+    let rows = cap.reader().wire_exchanges().unwrap();
+    rows.into_iter().map(|r| r.raw).collect()
 }
 
 fn hex(b: &[u8]) -> String {

@@ -74,6 +74,25 @@ pub fn session_ids(db: &Path) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// The `data` JSON of every part of session `id`, in id order (what the
+/// tests compare their scenario's texts with).
+pub fn part_data(db: &Path, id: &str) -> Result<Vec<String>> {
+    let c = open(db)?;
+    require_session_table(&c, db)?;
+    let err = sql_err(db);
+    let mut st = c
+        .prepare("SELECT data FROM part WHERE session_id = ?1 ORDER BY id")
+        .map_err(err)?;
+    let mut rows = st.query([id]).map_err(err)?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next().map_err(err)? {
+        if let Some(d) = text(r, 0) {
+            out.push(d);
+        }
+    }
+    Ok(out)
+}
+
 /// `db` holds a session `id`.
 pub fn has_session(db: &Path, id: &str) -> bool {
     let Ok(c) = open(db) else { return false };
