@@ -100,17 +100,7 @@ pub fn database_touches(
         e.1 = e.1.min(o.mono_ns);
         e.2 += 1;
     }
-    // A process seen writing the database is named by that write; its fd
-    // seen open as well adds nothing.
-    let written: std::collections::BTreeSet<(usize, PathBuf)> = agg
-        .keys()
-        .filter(|(_, _, k)| *k == Evidence::DatabaseWrite)
-        .map(|(p, db, _)| (*p, db.clone()))
-        .collect();
-    agg.retain(|(p, db, k), _| {
-        *k == Evidence::DatabaseWrite || !written.contains(&(*p, db.clone()))
-    });
-    Ok(agg
+    let touches = agg
         .into_iter()
         .map(|((proc, db, kind), (provider, mono_ns, count))| DbTouch {
             proc,
@@ -120,7 +110,29 @@ pub fn database_touches(
             count,
             kind,
         })
-        .collect())
+        .collect();
+    Ok(without_inherited_fds(procs, touches))
+}
+
+/// Drops the fd observations a write already explains: a process seen
+/// writing the database is named by that write, and so is its tree — a
+/// child caught between fork and exec still holds the writer's descriptor
+/// (opencode's `git` children), which is no evidence of its own.
+pub(super) fn without_inherited_fds(procs: &ProcTable, touches: Vec<DbTouch>) -> Vec<DbTouch> {
+    let writers: Vec<(usize, PathBuf)> = touches
+        .iter()
+        .filter(|t| t.kind == Evidence::DatabaseWrite)
+        .map(|t| (t.proc, t.db.clone()))
+        .collect();
+    touches
+        .into_iter()
+        .filter(|t| {
+            t.kind == Evidence::DatabaseWrite
+                || !writers
+                    .iter()
+                    .any(|(w, db)| *db == t.db && related(procs, *w, t.proc))
+        })
+        .collect()
 }
 
 /// Session evidence from database touches: each touching process gets the

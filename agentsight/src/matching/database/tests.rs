@@ -228,3 +228,37 @@ fn one_writer_two_sessions_in_turn() {
     );
     assert_eq!(TreeStatus::Bound, "bound");
 }
+
+/// opencode writes the database; its `git` child, caught by a `/proc` scan
+/// between fork and exec, still holds the descriptor: the tree is bound by
+/// the write, never by the child's inherited fd. An unrelated process that
+/// only holds the database open keeps its own fd evidence.
+#[test]
+fn a_childs_inherited_descriptor_adds_nothing_to_the_write() {
+    let t = table(vec![
+        proc(1, None, 10, Some(60), "/w"),
+        proc(2, Some(0), 20, Some(21), "/w"),
+        proc(3, None, 70, Some(80), "/w"),
+    ]);
+    let fd = |proc: usize, at_s: u64| DbTouch {
+        kind: Evidence::ProcFd,
+        count: 1,
+        ..touch(proc, at_s)
+    };
+    let kept = without_inherited_fds(&t, vec![touch(0, 11), fd(0, 12), fd(1, 20), fd(2, 71)]);
+    let kinds: Vec<(usize, &str)> = kept.iter().map(|k| (k.proc, k.kind.as_str())).collect();
+    assert_eq!(kinds, vec![(0, "database_write"), (2, "proc_fd")]);
+    let listed = vec![
+        row("ses_a", "/w", None, 12, 58),
+        row("ses_b", "/w", None, 71, 79),
+    ];
+    let resolve = |_: Provider, _: &Path, _: i64, _: i64| listed.clone();
+    let ev = database_evidence(&t, &anchors(), &kept, &resolve);
+    assert_eq!(
+        bound(&t, &ev),
+        vec![
+            (101, "bound", vec![("ses_a".into(), "database_write", 10)]),
+            (103, "bound", vec![("ses_b".into(), "proc_fd", 70)]),
+        ]
+    );
+}
