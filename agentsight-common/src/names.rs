@@ -42,8 +42,14 @@ pub const MAP_TLS_CALLS: &str = "TLS_CALLS";
 /// results until close: the fds a TLS call's syscall may name.
 pub const MAP_TLS_SOCK_FDS: &str = "TLS_SOCK_FDS";
 
+/// The probed library files each tracked process called the TLS functions
+/// of (tgid << 32 | file index, the attach cookie's high half): user space
+/// names a short-lived process's libraries from it, even when no scan of
+/// its maps caught them.
+pub const MAP_TLS_SEEN: &str = "TLS_SEEN";
+
 /// Every map of the kernel object.
-pub const MAP_NAMES: [&str; 15] = [
+pub const MAP_NAMES: [&str; 16] = [
     MAP_TRACKED,
     MAP_EVENTS,
     MAP_LOSS,
@@ -59,6 +65,7 @@ pub const MAP_NAMES: [&str; 15] = [
     MAP_TRACKED_CGROUPS,
     MAP_TLS_CALLS,
     MAP_TLS_SOCK_FDS,
+    MAP_TLS_SEEN,
 ];
 
 /// The global holding the kernel struct offsets ([`crate::Offsets`]) user

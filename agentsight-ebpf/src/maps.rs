@@ -10,8 +10,8 @@ use agentsight_common::{
     ArgvStage, ContainerNs, GLOBAL_OFFSETS, GLOBAL_TRACKED_CGROUP_COUNT, IoAgg, IoFdList,
     KIND_SLOTS, MAP_DNS_FDS, MAP_EVENTS, MAP_IO, MAP_IO_FDS, MAP_LOSS, MAP_PACKED_SCRATCH,
     MAP_PATH_SCRATCH, MAP_SCRATCH, MAP_SEQ, MAP_SYS_SCRATCH, MAP_TCP_SOCKS, MAP_TLS_CALLS,
-    MAP_TLS_SOCK_FDS, MAP_TRACKED, MAP_TRACKED_CGROUPS, Offsets, PATH_PACKED_MAX, PATH_PACKED_NAME,
-    PathRecord, SEQ_STREAMS, SysEvent, TlsCall,
+    MAP_TLS_SEEN, MAP_TLS_SOCK_FDS, MAP_TRACKED, MAP_TRACKED_CGROUPS, Offsets, PATH_PACKED_MAX,
+    PATH_PACKED_NAME, PathRecord, SEQ_STREAMS, SysEvent, TlsCall,
 };
 use aya_ebpf::{
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_pid_tgid},
@@ -147,6 +147,14 @@ named!(TLS_CALLS, MAP_TLS_CALLS);
 #[map]
 pub(crate) static TLS_SOCK_FDS: LruHashMap<u64, u8> = LruHashMap::with_max_entries(16384, 0);
 named!(TLS_SOCK_FDS, MAP_TLS_SOCK_FDS);
+
+/// (tgid << 32 | probed file index) of each tracked process that called a
+/// TLS function of that file; user space takes a process's entries when
+/// it writes the process's note. LRU: entries of processes whose note was
+/// never written (a recorder killed) cannot fill it.
+#[map]
+pub(crate) static TLS_SEEN: LruHashMap<u64, u8> = LruHashMap::with_max_entries(16384, 0);
+named!(TLS_SEEN, MAP_TLS_SEEN);
 
 #[inline(always)]
 pub(crate) fn offsets() -> &'static Offsets {

@@ -1,6 +1,7 @@
 //! TLS plaintext by symbol: an entry uprobe and a return uprobe on the TLS
 //! libraries' exported read/write functions (user space attaches them per
-//! library file, the attach cookie naming the function, `tls_fn`).
+//! library file, the attach cookie naming the function, `tls_fn`, and the
+//! file's index, which `TLS_SEEN` keeps per process).
 //!
 //! The entry notes the call per thread (`TLS_CALLS`); the `sys_exit`
 //! dispatcher notes the fd of the first socket read/write the thread makes
@@ -25,7 +26,7 @@ use aya_ebpf::{
 use crate::{
     emit::{RB_NO_WAKEUP, fill_header, lose_record, next_seq},
     io::fd_key,
-    maps::{EVENTS, TLS_CALLS, TLS_SOCK_FDS, is_tracked, named, offsets},
+    maps::{EVENTS, TLS_CALLS, TLS_SEEN, TLS_SOCK_FDS, is_tracked, named, offsets},
 };
 
 /// Entry of a TLS function of a tracked process: note the call. A call
@@ -41,7 +42,14 @@ pub fn tls_enter(ctx: ProbeContext) -> u32 {
         unsafe { (*c).depth += 1 };
         return 0;
     }
-    let func = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) } as u32;
+    // The cookie: the probed file's index (high half), the function (low).
+    let cookie = unsafe { bpf_get_attach_cookie(ctx.as_ptr()) };
+    let func = cookie as u32;
+    let seen = (pid_tgid & 0xffff_ffff_0000_0000) | (cookie >> 32);
+    // Looked up first: a lookup is lockless, an update is not.
+    if unsafe { TLS_SEEN.get(&seen) }.is_none() {
+        let _ = TLS_SEEN.insert(&seen, &1, 0);
+    }
     let count_ptr = if func == tls_fn::SSL_WRITE_EX || func == tls_fn::SSL_READ_EX {
         ctx.arg::<u64>(3).unwrap_or(0)
     } else {

@@ -1,11 +1,11 @@
 //! Loading and attaching the kernel programs, and the maps user space drives.
 
-use std::path::Path;
+use std::{collections::BTreeMap, path::Path};
 
 use agentsight_common::{
     ContainerNs, EventKind, GLOBAL_OFFSETS, GLOBAL_TRACKED_CGROUP_COUNT, IoAgg, KIND_SLOTS,
-    LOSS_SLOT_IO_FULL, LOSS_SLOT_TRACK_FULL, MAP_EVENTS, MAP_IO, MAP_LOSS, MAP_SEQ, MAP_TRACKED,
-    MAP_TRACKED_CGROUPS, PROG_INET_SOCK_SET_STATE, PROG_SCHED_PROCESS_EXEC,
+    LOSS_SLOT_IO_FULL, LOSS_SLOT_TRACK_FULL, MAP_EVENTS, MAP_IO, MAP_LOSS, MAP_SEQ, MAP_TLS_SEEN,
+    MAP_TRACKED, MAP_TRACKED_CGROUPS, PROG_INET_SOCK_SET_STATE, PROG_SCHED_PROCESS_EXEC,
     PROG_SCHED_PROCESS_EXIT, PROG_SCHED_PROCESS_FORK, PROG_SYS_EXIT, PROG_TLS_ENTER,
     PROG_TLS_RETURN, TRACEPOINT_CATEGORY_SOCK,
 };
@@ -234,8 +234,15 @@ impl Probes {
 
     /// Attaches the TLS entry and return probes to each `(tls_fn number,
     /// file offset)` of `target`, for every process that maps it (the
-    /// programs keep to tracked ones). Stops at the first failure.
-    pub fn attach_tls(&mut self, target: &Path, funcs: &[(u32, u64)]) -> Result<(), String> {
+    /// programs keep to tracked ones); `file` is the index the calls of a
+    /// process are noted under ([`Probes::take_tls_seen`]). Stops at the
+    /// first failure.
+    pub fn attach_tls(
+        &mut self,
+        target: &Path,
+        funcs: &[(u32, u64)],
+        file: u32,
+    ) -> Result<(), String> {
         for name in [PROG_TLS_ENTER, PROG_TLS_RETURN] {
             let program = self
                 .ebpf
@@ -245,7 +252,7 @@ impl Probes {
             for &(func, offset) in funcs {
                 let point = UProbeAttachPoint {
                     location: UProbeAttachLocation::AbsoluteOffset(offset),
-                    cookie: Some(u64::from(func)),
+                    cookie: Some(u64::from(file) << 32 | u64::from(func)),
                 };
                 p.attach(point, target, UProbeScope::AllProcesses)
                     .map_err(|e| format!("{name} at {offset:#x}: {}", error_chain(&e)))?;
@@ -253,6 +260,57 @@ impl Probes {
         }
         self.tls_attached = true;
         Ok(())
+    }
+
+    /// The indexes (below `files`) of the probed files whose TLS functions
+    /// process `pid` called, taken out of the kernel's note.
+    pub fn take_tls_seen(&mut self, pid: u32, files: u32) -> Result<Vec<u32>, LoadError> {
+        let map_err = |reason: String| LoadError::Map {
+            name: MAP_TLS_SEEN,
+            reason,
+        };
+        let map = self
+            .ebpf
+            .map_mut(MAP_TLS_SEEN)
+            .ok_or(LoadError::MissingMap(MAP_TLS_SEEN))?;
+        let mut seen: HashMap<&mut MapData, u64, u8> =
+            HashMap::try_from(map).map_err(|e| map_err(e.to_string()))?;
+        let mut out = Vec::new();
+        for file in 0..files {
+            let key = u64::from(pid) << 32 | u64::from(file);
+            if seen.get(&key, 0).is_ok() {
+                out.push(file);
+                seen.remove(&key)
+                    .map_err(|e| map_err(format!("remove {pid}/{file}: {e}")))?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every process still in the kernel's note → the indexes of the files
+    /// it called (processes that ended before any scan named them), taken.
+    pub fn drain_tls_seen(&mut self) -> Result<BTreeMap<u32, Vec<u32>>, LoadError> {
+        let map_err = |reason: String| LoadError::Map {
+            name: MAP_TLS_SEEN,
+            reason,
+        };
+        let map = self
+            .ebpf
+            .map_mut(MAP_TLS_SEEN)
+            .ok_or(LoadError::MissingMap(MAP_TLS_SEEN))?;
+        let mut seen: HashMap<&mut MapData, u64, u8> =
+            HashMap::try_from(map).map_err(|e| map_err(e.to_string()))?;
+        let keys: Vec<u64> = seen.keys().filter_map(Result::ok).collect();
+        let mut out: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        for key in keys {
+            out.entry((key >> 32) as u32).or_default().push(key as u32);
+            seen.remove(&key)
+                .map_err(|e| map_err(format!("remove {key:#x}: {e}")))?;
+        }
+        for files in out.values_mut() {
+            files.sort_unstable();
+        }
+        Ok(out)
     }
 
     pub fn track(&mut self, pid: u32) -> Result<(), LoadError> {

@@ -136,15 +136,19 @@ pub fn system_candidates(path_var: Option<&str>) -> Vec<PathBuf> {
     out
 }
 
-/// A file that exports the functions: whether the probes are on it.
+/// A file that exports the functions: its index among the probed files
+/// when the probes are on it.
 struct FileState {
-    attached: bool,
+    index: Option<u32>,
 }
 
 /// What one recorded process maps, as far as the scans saw.
 struct ProcTls {
     exe: Option<String>,
     libraries: BTreeSet<String>,
+    /// A scan saw the process past its dynamic loader's work (libraries
+    /// mapped, or no loader at all): an empty `libraries` then means none.
+    loaded: bool,
     born: Instant,
     last_scan: Instant,
 }
@@ -161,6 +165,8 @@ pub struct TlsTracker {
     /// (dev, ino) → the file, when it exports something; None: it exports
     /// nothing (or cannot be read), looked at once.
     files: HashMap<(u64, u64), Option<FileState>>,
+    /// The probed files by index (the attach cookie's high half), as shown.
+    probed: Vec<String>,
     procs: HashMap<u32, ProcTls>,
     /// Attach failures, said once per file.
     pub errors: Vec<String>,
@@ -175,30 +181,32 @@ impl TlsTracker {
         };
         let key = (meta.dev(), meta.ino());
         if let Some(known) = self.files.get(&key) {
-            return known.as_ref().is_some_and(|f| f.attached);
+            return known.as_ref().is_some_and(|f| f.index.is_some());
         }
         let state = match exports(path) {
             Ok(funcs) if funcs.is_empty() => None,
             Ok(funcs) => {
-                let attached = match probes.attach_tls(path, &funcs) {
+                let next = u32::try_from(self.probed.len()).unwrap_or(u32::MAX);
+                let index = match probes.attach_tls(path, &funcs, next) {
                     Ok(()) => {
                         tracing::info!("TLS probes on {shown} ({} functions)", funcs.len());
-                        true
+                        self.probed.push(shown.to_owned());
+                        Some(next)
                     }
                     Err(e) => {
                         tracing::warn!("TLS probes on {shown}: {e}");
                         self.errors.push(format!("{shown}: {e}"));
-                        false
+                        None
                     }
                 };
-                Some(FileState { attached })
+                Some(FileState { index })
             }
             Err(e) => {
                 tracing::debug!("not a TLS library: {e}");
                 None
             }
         };
-        let attached = state.as_ref().is_some_and(|f| f.attached);
+        let attached = state.as_ref().is_some_and(|f| f.index.is_some());
         self.files.insert(key, state);
         attached
     }
@@ -230,22 +238,55 @@ impl TlsTracker {
             .copied()
             .filter(|p| !tracked.contains(p))
             .collect();
-        out.extend(
-            gone.into_iter()
-                .filter_map(|pid| self.procs.remove(&pid).map(|p| note(pid, p))),
-        );
+        for pid in gone {
+            if let Some(p) = self.procs.remove(&pid) {
+                out.push(self.ended(probes, pid, p));
+            }
+        }
         out
     }
 
-    /// The notes of every process still known (at the end of the run).
-    pub fn finish(self) -> Vec<TlsProcessNote> {
-        let mut out: Vec<TlsProcessNote> = self
-            .procs
+    /// The notes of every process still known (at the end of the run), and
+    /// of those that called a probed library but ended before any scan.
+    pub fn finish(mut self, probes: &mut Probes) -> Vec<TlsProcessNote> {
+        let procs = std::mem::take(&mut self.procs);
+        let mut out: Vec<TlsProcessNote> = procs
             .into_iter()
-            .map(|(pid, p)| note(pid, p))
+            .map(|(pid, p)| self.ended(probes, pid, p))
             .collect();
+        match probes.drain_tls_seen() {
+            Ok(unscanned) => out.extend(unscanned.into_iter().map(|(pid, files)| {
+                let p = ProcTls {
+                    exe: None,
+                    libraries: self.named(&files),
+                    loaded: false,
+                    born: Instant::now(),
+                    last_scan: Instant::now(),
+                };
+                note(pid, p)
+            })),
+            Err(e) => tracing::warn!("TLS calls of unscanned processes not read: {e}"),
+        }
         out.sort_by_key(|n| n.pid);
         out
+    }
+
+    /// A process's note: the libraries its scans found and those the kernel
+    /// saw it call (a short process can finish its TLS between two scans).
+    fn ended(&self, probes: &mut Probes, pid: u32, mut p: ProcTls) -> TlsProcessNote {
+        let files = u32::try_from(self.probed.len()).unwrap_or(u32::MAX);
+        match probes.take_tls_seen(pid, files) {
+            Ok(seen) => p.libraries.extend(self.named(&seen)),
+            Err(e) => tracing::warn!(pid, "TLS calls of the process not read: {e}"),
+        }
+        note(pid, p)
+    }
+
+    fn named(&self, files: &[u32]) -> BTreeSet<String> {
+        files
+            .iter()
+            .filter_map(|&i| self.probed.get(i as usize).cloned())
+            .collect()
     }
 
     /// Reads the process's executable and mapped files; an exec since the
@@ -261,9 +302,12 @@ impl TlsTracker {
             && p.exe != exe
             && let Some(old) = self.procs.remove(&pid)
         {
-            ended = Some(note(pid, old));
+            // The kernel's note is per process: calls of the new image made
+            // before this scan are credited to the old one.
+            ended = Some(self.ended(probes, pid, old));
         }
         let files = mapped_files(pid);
+        let loaded = past_loader(&files, exe.as_deref());
         let mut found = Vec::new();
         for f in files.iter().chain(exe.iter()) {
             // The process's own view of the path (its mount namespace).
@@ -275,9 +319,11 @@ impl TlsTracker {
         let p = self.procs.entry(pid).or_insert_with(|| ProcTls {
             exe: None,
             libraries: BTreeSet::new(),
+            loaded: false,
             born: now,
             last_scan: now,
         });
+        p.loaded |= loaded;
         if p.exe.is_none() {
             p.exe = exe;
         }
@@ -285,6 +331,23 @@ impl TlsTracker {
         p.last_scan = now;
         ended
     }
+}
+
+/// Whether a process's executable mappings show its dynamic loader done: a
+/// dynamic executable maps the loader (`ld-linux…`) at exec and its
+/// libraries after; a static one never maps a loader. A process seen only
+/// with its executable and the loader may yet have loaded anything.
+fn past_loader(files: &[String], exe: Option<&str>) -> bool {
+    let is_loader = |f: &str| {
+        Path::new(f)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("ld-linux") || n.starts_with("ld-musl"))
+    };
+    !files.iter().any(|f| is_loader(f))
+        || files
+            .iter()
+            .any(|f| !is_loader(f) && Some(f.as_str()) != exe)
 }
 
 /// The distinct files a process maps executable (its code: the executable
@@ -321,7 +384,9 @@ fn note(pid: u32, p: ProcTls) -> TlsProcessNote {
         .exe
         .clone()
         .unwrap_or_else(|| format!("pid {pid} (executable not read)"));
-    let note = if libraries.is_empty() {
+    let note = if libraries.is_empty() && !p.loaded {
+        format!("TLS not decrypted: {exe_shown} ended before its libraries were listed")
+    } else if libraries.is_empty() {
         format!("TLS not decrypted: no supported library in {exe_shown}")
     } else {
         format!("TLS decrypted through {}", libraries.join(", "))
@@ -398,6 +463,7 @@ mod tests {
             ProcTls {
                 exe: Some("/usr/local/bin/bun".into()),
                 libraries: BTreeSet::new(),
+                loaded: true,
                 born: now,
                 last_scan: now,
             },
@@ -407,5 +473,40 @@ mod tests {
             "TLS not decrypted: no supported library in /usr/local/bin/bun"
         );
         assert!(n.libraries.is_empty());
+    }
+
+    /// A dynamic executable seen with only itself and its loader mapped has
+    /// not loaded its libraries yet: no verdict on them; a static one (no
+    /// loader) and one with libraries mapped are past that point.
+    #[test]
+    fn a_process_caught_before_its_libraries_gets_no_false_verdict() {
+        let exe = "/usr/bin/curl";
+        let early = vec![
+            exe.to_owned(),
+            "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2".to_owned(),
+        ];
+        assert!(!past_loader(&early, Some(exe)));
+        let mut later = early.clone();
+        later.push("/usr/lib/x86_64-linux-gnu/libc.so.6".to_owned());
+        assert!(past_loader(&later, Some(exe)));
+        assert!(past_loader(
+            &["/tmp/sleeper".to_owned()],
+            Some("/tmp/sleeper")
+        ));
+        let now = Instant::now();
+        let n = note(
+            7,
+            ProcTls {
+                exe: Some(exe.into()),
+                libraries: BTreeSet::new(),
+                loaded: false,
+                born: now,
+                last_scan: now,
+            },
+        );
+        assert_eq!(
+            n.note,
+            "TLS not decrypted: /usr/bin/curl ended before its libraries were listed"
+        );
     }
 }

@@ -72,7 +72,7 @@ impl Tracker {
     /// The notes of the processes still known at the end.
     pub(super) fn tls_finish(&mut self) {
         if let Some(tls) = self.tls.take() {
-            for n in tls.finish() {
+            for n in tls.finish(&mut self.probes) {
                 let _ = self.tx.send(StoreMsg::TlsProcess(n));
             }
         }
