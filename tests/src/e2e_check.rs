@@ -601,10 +601,9 @@ pub fn default_policy(run: &Run) -> std::path::PathBuf {
 /// four opens: two before the command runs, two after), a second finding of
 /// the same rule; the other CLIs leave the `cat` alone.
 ///
-/// Audit names a finding's tool call only for an event that has a stored
-/// correlation row; `record` stores one row per process (its exec), not per
-/// open, so the finding's `session` is null and the call is checked on the
-/// capture's row for the `cat` process instead.
+/// `record` stores a correlation row per process (its exec), not per open:
+/// the `cat` finding names the shell call through its process (reason
+/// `process`); the CLI's own opens name no call.
 pub fn audit_flags_the_risky_read(run: &Run, db: &Path, session_id: &str) {
     let key = run.home.join(".ssh/id_rsa").display().to_string();
     let (out, report) = audit_json(db, &default_policy(run));
@@ -627,7 +626,6 @@ pub fn audit_flags_the_risky_read(run: &Run, db: &Path, session_id: &str) {
         assert_eq!(f["path"], key.as_str(), "{ctx}");
         assert_eq!(f["message"], format!("read of denied path {key}"), "{ctx}");
         assert_eq!(f["evidence"]["matched"], "~/.ssh/**", "{ctx}");
-        assert_eq!(f["session"], Value::Null, "{ctx}");
     }
     let by_cat = errors
         .iter()
@@ -641,6 +639,7 @@ pub fn audit_flags_the_risky_read(run: &Run, db: &Path, session_id: &str) {
             .unwrap_or_else(|| panic!("no read by the CLI's own process: {ctx}"));
         assert_eq!(own["process"]["argv"][0], "claude", "{ctx}");
         assert_eq!(own["evidence"]["count"], n, "{ctx}");
+        assert_eq!(own["session"], Value::Null, "{ctx}");
     }
     // The call that asked for it, as `session show` lists it, is the one
     // the capture attributes the `cat` process to.
@@ -651,15 +650,16 @@ pub fn audit_flags_the_risky_read(run: &Run, db: &Path, session_id: &str) {
         .find(|t| t["category"] == "shell")
         .unwrap_or_else(|| panic!("no shell call: {tools:#?}"));
     let index = tools.iter().position(|t| std::ptr::eq(t, shell)).unwrap();
-    let pid = by_cat["process"]["process_id"].as_i64().unwrap();
     assert_eq!(
-        process_attributions(db, pid),
-        vec![(
-            session_id.to_string(),
-            i64::try_from(index).unwrap(),
-            shell["call_id"].as_str().unwrap().to_string(),
-            "attributed".to_string()
-        )],
+        by_cat["session"],
+        serde_json::json!({
+            "provider": run.agent.name(),
+            "session_id": session_id,
+            "tool_index": index,
+            "call_id": shell["call_id"],
+            "role": "attributed",
+            "reason": "process",
+        }),
         "{ctx}"
     );
     assert_eq!(report["counts"]["error"], errors.len(), "{ctx}");
@@ -669,26 +669,6 @@ pub fn audit_flags_the_risky_read(run: &Run, db: &Path, session_id: &str) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// The capture's correlation rows of process `process_id` (one per exec
-/// of it: a shell that execs its command in place has two), distinct:
-/// (session id, tool index, call id, role).
-fn process_attributions(db: &Path, process_id: i64) -> Vec<(String, i64, String, String)> {
-    let conn = crate::open(db);
-    let mut stmt = conn
-        .prepare(
-            "SELECT DISTINCT s.session_id, c.tool_index, c.call_id, c.role \
-             FROM correlations c JOIN sessions s ON s.id = c.session_row \
-             WHERE c.process_id = ?1 ORDER BY 1, 2, 3, 4",
-        )
-        .unwrap();
-    stmt.query_map([process_id], |r| {
-        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-    })
-    .unwrap()
-    .map(Result::unwrap)
-    .collect()
 }
 
 /// `agentsight audit --format json` of `db` with `policy`: the run and its report.

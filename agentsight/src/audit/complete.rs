@@ -33,7 +33,11 @@ impl Ctx<'_> {
                 // Known now (not only on completion): folding keeps a
                 // container's findings apart from the host's.
                 container: self.container_of(ev.process_id).cloned(),
-                session: self.tool_of.get(&ev.id).cloned(),
+                session: self
+                    .tool_of
+                    .get(&ev.id)
+                    .or_else(|| ev.process_id.and_then(|p| self.tool_of_process.get(&p)))
+                    .cloned(),
                 evidence: Evidence {
                     event_ids: vec![ev.id],
                     result: ev.result,

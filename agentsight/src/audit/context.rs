@@ -26,6 +26,8 @@ pub(in crate::audit) struct Context {
     pub flagged_events: HashMap<i64, Ev>,
     /// Per event, the tool call that names it.
     pub tool_of: HashMap<i64, ToolRef>,
+    /// Per process row, the one tool call its attributed rows name.
+    pub tool_of_process: HashMap<i64, ToolRef>,
 }
 
 impl Context {
@@ -40,6 +42,7 @@ impl Context {
             flagged_events,
             tool_of,
         } = load_correlations(cap)?;
+        let tool_of_process = calls_of_processes(&corr_rows);
         Ok(Context {
             procs,
             workspace: policy.workspace.clone().or(root_cwd),
@@ -49,8 +52,46 @@ impl Context {
             corr_rows,
             flagged_events,
             tool_of,
+            tool_of_process,
         })
     }
+}
+
+/// Per process row, the tool call its attributed correlation rows name, when
+/// they name exactly one: `record` stores a row per exec, not per open, so
+/// the read of `~/.ssh/id_rsa` by the `cat` a shell call ran is that call's
+/// through its process (reason `process`). A process whose rows name two
+/// calls (an MCP server serving several) names none.
+fn calls_of_processes(rows: &[CorrRow]) -> HashMap<i64, ToolRef> {
+    let mut out: HashMap<i64, Option<ToolRef>> = HashMap::new();
+    for r in rows.iter().filter(|r| r.tool.role == Role::Attributed) {
+        let Some(pid) = r.process_id else { continue };
+        let same = |t: &ToolRef| {
+            (&t.provider, &t.session_id, t.tool_index, &t.call_id)
+                == (
+                    &r.tool.provider,
+                    &r.tool.session_id,
+                    r.tool.tool_index,
+                    &r.tool.call_id,
+                )
+        };
+        match out.get(&pid) {
+            None => {
+                out.insert(
+                    pid,
+                    Some(ToolRef {
+                        reason: Some("process".to_owned()),
+                        ..r.tool.clone()
+                    }),
+                );
+            }
+            Some(Some(t)) if !same(t) => {
+                out.insert(pid, None);
+            }
+            Some(_) => {}
+        }
+    }
+    out.into_iter().filter_map(|(p, t)| Some((p, t?))).collect()
 }
 
 pub(in crate::audit) struct Proc {
@@ -93,6 +134,8 @@ pub(in crate::audit) struct Ctx<'a> {
     pub strategy: Strategy,
     pub procs: HashMap<i64, Proc>,
     pub tool_of: HashMap<i64, ToolRef>,
+    /// [`Context::tool_of_process`]: the fallback of an event without a row.
+    pub tool_of_process: HashMap<i64, ToolRef>,
     pub history: History,
 }
 
@@ -253,4 +296,46 @@ fn load_correlations(cap: &Capture) -> Result<Correlations, AuditError> {
         flagged_events: stored.flagged_events,
         tool_of,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(process_id: i64, call: &str, role: Role) -> CorrRow {
+        CorrRow {
+            event_id: None,
+            process_id: Some(process_id),
+            tool: ToolRef {
+                provider: "claude".into(),
+                session_id: "s1".into(),
+                tool_index: Some(if call == "c1" { 0 } else { 1 }),
+                tool: None,
+                call_id: Some(call.into()),
+                role,
+                reason: Some("argv_match".into()),
+            },
+        }
+    }
+
+    /// A process whose attributed rows name one call (its two execs, say)
+    /// names it through the process; one naming two calls, or only flagged
+    /// rows, names none.
+    #[test]
+    fn a_process_names_its_one_attributed_call() {
+        let rows = vec![
+            row(1, "c1", Role::Attributed),
+            row(1, "c1", Role::Attributed),
+            row(2, "c1", Role::Attributed),
+            row(2, "c2", Role::Attributed),
+            row(3, "c2", Role::ObservedNotClaimed),
+        ];
+        let got = calls_of_processes(&rows);
+        let mut keys: Vec<_> = got
+            .iter()
+            .map(|(p, t)| (*p, t.call_id.clone(), t.reason.clone()))
+            .collect();
+        keys.sort();
+        assert_eq!(keys, vec![(1, Some("c1".into()), Some("process".into()))]);
+    }
 }

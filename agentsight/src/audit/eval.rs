@@ -55,6 +55,7 @@ pub fn audit_with(
         corr_rows,
         flagged_events,
         tool_of,
+        tool_of_process,
     } = Context::load(cap, policy)?;
     let rules = Rules::new(policy);
     let mut out = Collector::new(strategy == Strategy::Streaming);
@@ -74,6 +75,7 @@ pub fn audit_with(
         strategy,
         procs,
         tool_of,
+        tool_of_process,
         history: History::default(),
     };
     scan::events(&mut ctx, policy, &rules, &sets, &mut out)?;
