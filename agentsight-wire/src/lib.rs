@@ -14,12 +14,16 @@
 //!   Responses and Chat Completions, Gemini generateContent) into one
 //!   [`Exchange`]. Nothing is dropped: what cannot be decoded stays raw with a
 //!   note.
+//! - [`tls`]: the two plaintext streams of one TLS connection (as the TLS
+//!   probes stored them, one library call at a time) split into the same
+//!   [`RawExchange`]s (`via: Tls`); what is not HTTP/1.1 becomes a note.
 
 pub mod decode;
 pub mod exchange;
 pub mod raw;
 pub mod relay;
 pub mod routes;
+pub mod tls;
 
 pub use exchange::{Api, ApiError, Exchange, RequestedCall, SentMessage, Usage};
 pub use raw::{RawExchange, RawMessage, Via};

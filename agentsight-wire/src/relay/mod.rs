@@ -10,7 +10,7 @@
 //! than an event loop and cost little.
 
 mod conn;
-mod framing;
+pub(crate) mod framing;
 mod upstream;
 
 use std::collections::HashMap;
