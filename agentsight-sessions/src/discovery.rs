@@ -211,19 +211,19 @@ impl Scanner<'_> {
     }
 
     /// A transcript named by a directory entry: taken when it is a regular
-    /// file.
-    pub(crate) fn push_file(&mut self, e: &std::fs::DirEntry, empty_window: bool) {
+    /// file. Returns whether it was taken.
+    pub(crate) fn push_file(&mut self, e: &std::fs::DirEntry, empty_window: bool) -> bool {
         // Only regular files: a transcript is never opened through a link, and
         // a directory or FIFO named like one is counted, not silently dropped.
         match e.file_type() {
             Ok(t) if t.is_file() => {}
             Ok(_) => {
                 self.st.not_files += 1;
-                return;
+                return false;
             }
             Err(_) => {
                 self.st.unreadable += 1;
-                return;
+                return false;
             }
         }
         // The id index needs names only: a regular file known from the
@@ -237,25 +237,36 @@ impl Scanner<'_> {
                 size: 0,
                 empty_window,
             });
-            return;
+            return true;
         }
-        if let Some(m) = self.file_meta(e)
-            && m.is_file()
-        {
-            self.st.files += 1;
-            self.out.push(Candidate {
-                provider: self.provider,
-                path: e.path(),
-                updated_ms: mtime_ms(&m),
-                size: m.len(),
-                empty_window,
-            });
+        // Stat'ed through the open directory (one name to look up, not the
+        // whole path: the listing's main cost) and not through a link, as
+        // the entry is a regular file.
+        match e.metadata() {
+            Ok(m) if m.is_file() => {
+                self.st.files += 1;
+                self.out.push(Candidate {
+                    provider: self.provider,
+                    path: e.path(),
+                    updated_ms: mtime_ms(&m),
+                    size: m.len(),
+                    empty_window,
+                });
+                true
+            }
+            Ok(_) => false,
+            Err(err) => {
+                self.st.unreadable += 1;
+                tracing::debug!(path = %e.path().display(), error = %err, "cannot stat");
+                false
+            }
         }
     }
 
     /// A transcript inside a scanned directory (Cursor's nested layout):
     /// stat'ed, taken when it is a file; a missing one is not counted.
-    pub(crate) fn push_nested(&mut self, path: PathBuf, empty_window: bool) {
+    /// Returns whether it was taken.
+    pub(crate) fn push_nested(&mut self, path: PathBuf, empty_window: bool) -> bool {
         if let Ok(m) = std::fs::metadata(&path)
             && m.is_file()
         {
@@ -267,6 +278,24 @@ impl Scanner<'_> {
                 size: m.len(),
                 empty_window,
             });
+            return true;
+        }
+        false
+    }
+
+    /// The transcript taken last is as fresh as the newest of the files
+    /// `files_of` its path names (Cursor: a parent and its subagents), when
+    /// update times are wanted; files that cannot be stat'ed are passed over.
+    pub(crate) fn freshen_last(&mut self, files_of: impl FnOnce(&Path) -> Vec<PathBuf>) {
+        if !self.stat {
+            return;
+        }
+        if let Some(c) = self.out.last_mut() {
+            for f in files_of(&c.path) {
+                if let Ok(m) = std::fs::metadata(&f) {
+                    c.updated_ms = c.updated_ms.max(mtime_ms(&m));
+                }
+            }
         }
     }
 }
@@ -285,15 +314,29 @@ pub fn scan(roots: &[(Provider, PathBuf)], st: &mut ScanStats) -> Vec<Candidate>
 /// [`scan`] with `stat = false`: names only (update time and size are 0),
 /// for the id index.
 fn scan_with(roots: &[(Provider, PathBuf)], st: &mut ScanStats, stat: bool) -> Vec<Candidate> {
-    let mut out = Vec::new();
-    for (p, root) in roots {
+    // The roots are scanned on two threads (the scan is bound by stat
+    // syscalls, 10,000 of them over a large home); their candidates are
+    // joined in root order, as one thread would have found them.
+    let per_root = on_two_threads(roots.len(), |i| {
+        let (p, root) = &roots[i];
+        let mut out = Vec::new();
+        let mut root_st = ScanStats::default();
         let mut scanner = Scanner {
             provider: *p,
             out: &mut out,
-            st: &mut *st,
+            st: &mut root_st,
             stat,
         };
         (spec(*p).scan_root)(root, &mut scanner);
+        (out, root_st)
+    });
+    let mut out = Vec::with_capacity(per_root.iter().map(|(c, _)| c.len()).sum());
+    for (cands, s) in per_root {
+        out.extend(cands);
+        st.dirs += s.dirs;
+        st.files += s.files;
+        st.unreadable += s.unreadable;
+        st.not_files += s.not_files;
     }
     for s in PROVIDERS {
         if let Some(after) = s.after_scan {
@@ -301,6 +344,38 @@ fn scan_with(roots: &[(Provider, PathBuf)], st: &mut ScanStats, stat: bool) -> V
         }
     }
     out
+}
+
+/// `f(0)`, …, `f(n - 1)` on two threads (the listing's work is syscall and
+/// JSON bound; more threads would fight the capture daemon for cores),
+/// returned in index order. A panic in `f` is a panic of the caller.
+fn on_two_threads<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    if n <= 1 {
+        return (0..n).map(f).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || {
+        let mut v = Vec::new();
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if i >= n {
+                break;
+            }
+            v.push((i, f(i)));
+        }
+        v
+    };
+    let mut done = std::thread::scope(|sc| {
+        let other = sc.spawn(work);
+        let mut done = work();
+        match other.join() {
+            Ok(v) => done.extend(v),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+        done
+    });
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, t)| t).collect()
 }
 
 /// Session id of a candidate: the file stem (Claude, Cursor) or a bounded

@@ -107,6 +107,40 @@ fn list_is_sorted_deduplicated_and_preferring() {
     );
 }
 
+/// The file's modification time in ms since the epoch.
+fn mtime_ms(path: &Path) -> i64 {
+    let m = std::fs::metadata(path)
+        .expect("stat")
+        .modified()
+        .expect("mtime");
+    let d = m.duration_since(std::time::UNIX_EPOCH).expect("after 1970");
+    i64::try_from(d.as_millis()).expect("ms")
+}
+
+#[test]
+fn a_cursor_parent_is_as_fresh_as_its_subagents_in_both_layouts() {
+    let h = home();
+    age_fixtures(h.path());
+    // The flat parent (5,000 s old) takes its subagent's time (10 s).
+    let rows = discover(&opts(h.path())).expect("discover");
+    assert_eq!(rows[0].session_id, "c0ffee00-1111-4222-8333-444455556666");
+    assert_eq!(rows[0].updated_ms, mtime_ms(&h.path().join(CU_SUB)));
+    // A nested parent's subagents live beside it, in `<id>/subagents/`.
+    let nested_sub = Path::new(CU_NESTED)
+        .parent()
+        .expect("dir")
+        .join("subagents/5ab00000-aaaa-4bbb-8ccc-eeeeeeeeeeee.jsonl");
+    let sub = h.path().join(&nested_sub);
+    std::fs::create_dir_all(sub.parent().expect("dir")).expect("mkdir");
+    std::fs::copy(h.path().join(CU_SUB), &sub).expect("copy");
+    set_mtime(&sub, 5);
+    let rows = discover(&opts(h.path())).expect("discover");
+    assert_eq!(rows[0].session_id, "d00d0000-1111-4222-8333-444455556666");
+    assert_eq!(rows[0].updated_ms, mtime_ms(&sub));
+    assert_eq!(rows[1].session_id, "c0ffee00-1111-4222-8333-444455556666");
+    assert_eq!(rows[1].updated_ms, mtime_ms(&h.path().join(CU_SUB)));
+}
+
 #[test]
 fn limit_provider_and_max_age() {
     let h = home();

@@ -2,10 +2,11 @@
 //! `~/.cursor/projects/<project>/agent-transcripts/<id>.jsonl` or
 //! `…/<id>/<id>.jsonl`, subagents in `…/<id>/subagents/<x>.jsonl`.
 
+use std::collections::HashSet;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::Provider;
-use crate::discovery::{Candidate, Scanner, mtime_ms};
+use crate::discovery::Scanner;
 use crate::provider::WatchLayout;
 
 pub(crate) fn roots(home: &Path, _use_env: bool) -> Vec<PathBuf> {
@@ -14,6 +15,9 @@ pub(crate) fn roots(home: &Path, _use_env: bool) -> Vec<PathBuf> {
 
 /// Both layouts under each project's `agent-transcripts/`; a project named
 /// like the empty window is marked (a session there has a twin elsewhere).
+/// A parent is as fresh as its newest subagent transcript, in
+/// `<id>/subagents/`: looked for only where the listing holds `<id>` (a
+/// thousand flat sessions are a thousand failed opens otherwise).
 pub(crate) fn scan_root(root: &Path, scan: &mut Scanner) {
     for proj in scan.read_dir(root) {
         if !scan.is_dir(&proj) {
@@ -21,29 +25,24 @@ pub(crate) fn scan_root(root: &Path, scan: &mut Scanner) {
         }
         let empty = proj.file_name().to_string_lossy().contains("empty-window");
         let at = proj.path().join("agent-transcripts");
-        for e in scan.read_dir(&at) {
+        let entries = scan.read_dir(&at);
+        let names: HashSet<OsString> = entries.iter().map(|e| e.file_name()).collect();
+        for e in &entries {
             let n = e.file_name();
             let n = n.to_string_lossy().to_string();
-            if n.ends_with(".jsonl") {
-                scan.push_file(&e, empty);
-            } else if scan.is_dir(&e) {
-                scan.push_nested(e.path().join(format!("{n}.jsonl")), empty);
-            }
-        }
-    }
-}
-
-/// A Cursor parent is as fresh as its newest subagent transcript.
-// The table's signature: Codex's fix-up removes candidates.
-#[allow(clippy::ptr_arg)]
-pub(crate) fn after_scan(cands: &mut Vec<Candidate>, stat: bool) {
-    for c in cands
-        .iter_mut()
-        .filter(|c| stat && c.provider == Provider::Cursor)
-    {
-        for f in super::subagent_files(&c.path) {
-            if let Ok(m) = std::fs::metadata(&f) {
-                c.updated_ms = c.updated_ms.max(mtime_ms(&m));
+            // Taken, and `<id>/` may hold subagents.
+            let may_have_subagents = if n.ends_with(".jsonl") {
+                scan.push_file(e, empty)
+                    && Path::new(&e.file_name())
+                        .file_stem()
+                        .is_some_and(|stem| names.contains(stem))
+            } else if scan.is_dir(e) {
+                scan.push_nested(e.path().join(format!("{n}.jsonl")), empty)
+            } else {
+                false
+            };
+            if may_have_subagents {
+                scan.freshen_last(super::subagent_files);
             }
         }
     }

@@ -44,7 +44,7 @@ pub(crate) const SPEC: ProviderSpec = ProviderSpec {
     cli_name: "cursor-agent",
     roots: layout::roots,
     scan_root: layout::scan_root,
-    after_scan: Some(layout::after_scan),
+    after_scan: None,
     path_rank: 0,
     id_for_path: layout::id_for_path,
     candidate_id: crate::provider::stem_id,
