@@ -28,10 +28,12 @@ use crate::{
 
 mod mcp;
 mod messages;
+mod tls;
 pub use mcp::McpStored;
 pub use messages::{
     MessagesStored, NOTE_META as SESSION_MESSAGES_NOTE_META, store_session_messages,
 };
+pub use tls::{TlsStored, store_tls_exchanges};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EnrichError {
@@ -106,6 +108,9 @@ pub struct BindSummary {
     /// The MCP servers stored (`None` when storing them failed: a note says
     /// why).
     pub mcp: Option<McpStored>,
+    /// The exchanges derived from TLS plaintext (`None` when storing them
+    /// failed: a note says why).
+    pub tls: Option<TlsStored>,
 }
 
 /// The main transcript of a session among the paths that named it.
@@ -193,6 +198,11 @@ pub fn bind_and_store<E: std::fmt::Display>(
     match mcp::store_mcp_servers(&rw, &procs, &trees, &evidence, &host) {
         Ok(stored) => summary.mcp = Some(stored),
         Err(e) => summary.notes.push(format!("MCP servers not stored: {e}")),
+    }
+    // The TLS plaintext as exchanges, before the correlations that read them.
+    match tls::store_tls_exchanges(&rw) {
+        Ok(stored) => summary.tls = Some(stored),
+        Err(e) => summary.notes.push(format!("TLS exchanges not stored: {e}")),
     }
     // Derived data (correlations): computed from what was just stored, in
     // its own transaction, so a failure here leaves the bindings intact.

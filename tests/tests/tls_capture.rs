@@ -158,6 +158,87 @@ fn streams(cap: &agentsight::store::Capture) -> Streams {
     out
 }
 
+/// The capture's `via tls` exchanges with their process's comm.
+fn tls_exchanges(
+    cap: &agentsight::store::Capture,
+) -> Vec<(String, agentsight::store::wire::WireExchangeRow)> {
+    let comm: BTreeMap<i64, String> = cap
+        .processes()
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.id, p.comm.unwrap_or_default()))
+        .collect();
+    cap.reader()
+        .wire_exchanges()
+        .unwrap()
+        .into_iter()
+        .filter(|x| x.raw.via == agentsight_wire::Via::Tls)
+        .map(|x| {
+            let name = x.process_id.and_then(|p| comm.get(&p).cloned());
+            (name.unwrap_or_default(), x)
+        })
+        .collect()
+}
+
+/// The client's one TLS exchange is exactly what the server logged: the
+/// request (head and body) it got, the response it sent, decoded.
+fn check_exchange(
+    tls: &[(String, agentsight::store::wire::WireExchangeRow)],
+    client: &str,
+    request: &[u8],
+    response: &[u8],
+    body: &[u8],
+    port: u16,
+) {
+    let mine: Vec<_> = tls.iter().filter(|(c, _)| c == client).collect();
+    assert_eq!(mine.len(), 1, "{client}: its TLS exchanges");
+    let x = &mine[0].1;
+    let raw = &x.raw;
+    assert_eq!(raw.error, None, "{client}");
+    assert_eq!(
+        (raw.route.as_str(), raw.client_port, raw.seq),
+        ("tls", 0, 0),
+        "{client}"
+    );
+    assert_eq!(
+        [&raw.request.head[..], &raw.request.body].concat(),
+        request,
+        "{client}"
+    );
+    let resp = raw.response.as_ref().expect("a response");
+    assert_eq!([&resp.head[..], &resp.body].concat(), response, "{client}");
+    assert_eq!(
+        (resp.body_dropped, raw.request.body_dropped),
+        (0, 0),
+        "{client}"
+    );
+    let d = &x.decoded;
+    assert_eq!(d.status, Some(200), "{client}");
+    if client == "git-remote-http" {
+        assert_eq!(d.method.as_deref(), Some("GET"));
+        assert_eq!(
+            d.path.as_deref(),
+            Some("/git/info/refs?service=git-upload-pack")
+        );
+        assert!(raw.request.body.is_empty());
+    } else {
+        assert_eq!(d.method.as_deref(), Some("POST"), "{client}");
+        let path = if client == "python3" {
+            "/python"
+        } else {
+            &format!("/{client}")
+        };
+        assert_eq!(d.path.as_deref(), Some(path), "{client}");
+        assert_eq!(raw.request.body, body, "{client}");
+    }
+    // Every client names the server's 127.0.0.1:PORT in Host.
+    assert_eq!(
+        raw.upstream,
+        format!("https://127.0.0.1:{port}"),
+        "{client}"
+    );
+}
+
 #[test]
 fn curl_python_node_and_git_plaintext_is_captured_exactly() {
     require_root();
@@ -182,6 +263,27 @@ GIT_SSL_CAINFO=ca.pem git ls-remote https://127.0.0.1:{port}/git > /dev/null 2>&
     assert_exit_0(&out);
     let cap = agentsight::store::Capture::open(&db).unwrap();
     let streams = streams(&cap);
+    let tls = tls_exchanges(&cap);
+    assert_eq!(
+        tls.len(),
+        4,
+        "one TLS exchange per client: {:?}",
+        tls.iter()
+            .map(|(c, x)| (c, &x.raw.request.head))
+            .collect::<Vec<_>>()
+    );
+    let shown = std::process::Command::new(bin())
+        .args(["show", "--db"])
+        .arg(&db)
+        .output()
+        .expect("show");
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    let via: Vec<&str> = shown
+        .lines()
+        .filter(|l| l.contains(" via tls (pid "))
+        .collect();
+    assert_eq!(via.len(), 4, "show's TLS lines:\n{shown}");
+    eprintln!("{}", via.join("\n"));
     let logs = dir.join("server");
     // git's https helper (GnuTLS; its comm is cut to 15 bytes) sends a GET.
     let clients = ["curl", "python3", "node", "git-remote-http"];
@@ -207,6 +309,7 @@ GIT_SSL_CAINFO=ca.pem git ls-remote https://127.0.0.1:{port}/git > /dev/null 2>&
             "{client}: no captured stream equals the request; streams: {:?}",
             streams.keys().collect::<Vec<_>>()
         );
+        check_exchange(&tls, client, &request, &response, &body, port);
         let ((_, c, _), (_, fds)) = sent[0];
         let (received, _) = streams
             .get(&((*client).to_owned(), *c, "recv".to_owned()))

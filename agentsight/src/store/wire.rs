@@ -35,7 +35,14 @@ CREATE TABLE IF NOT EXISTS wire_exchanges (
     response_last_ns INTEGER,
     response_reads TEXT,
     error TEXT,
-    decoded TEXT NOT NULL
+    decoded TEXT NOT NULL,
+    process_id INTEGER
+);
+CREATE TABLE IF NOT EXISTS wire_notes (
+    id INTEGER PRIMARY KEY,
+    process_id INTEGER,
+    conn INTEGER NOT NULL,
+    note TEXT NOT NULL
 );
 "#;
 
@@ -46,6 +53,27 @@ pub struct WireExchangeRow {
     pub id: i64,
     pub raw: RawExchange,
     pub decoded: Exchange,
+    /// The `processes` row that sent it: known for TLS exchanges (their
+    /// calls' process); `None` for the relay's (its kernel rows name the
+    /// agent by `client_port`) and in captures older than the column.
+    pub process_id: Option<i64>,
+}
+
+/// A TLS stream (one connection of one process) that held no HTTP/1.1, or
+/// bytes after its last exchange: what `agentsight_wire::tls::split` noted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireNote {
+    pub process_id: Option<i64>,
+    /// The TLS library's connection object of those calls (`tls_records.conn`).
+    pub conn: u64,
+    pub note: String,
+}
+
+/// A TLS exchange to store: the raw exchange, its decoding, its process.
+pub struct TlsExchange {
+    pub process_id: i64,
+    pub raw: RawExchange,
+    pub decoded: Exchange,
 }
 
 /// Stores one exchange (the writer's thread calls this).
@@ -54,16 +82,34 @@ pub(crate) fn insert(
     raw: &RawExchange,
     decoded: &Exchange,
 ) -> rusqlite::Result<()> {
+    ensure_schema(conn)?;
+    insert_row(conn, raw, decoded, None)
+}
+
+/// The tables, and `process_id` in a `wire_exchanges` made before it.
+fn ensure_schema(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(SCHEMA)?;
+    if !has_process_id(conn)? {
+        conn.execute_batch("ALTER TABLE wire_exchanges ADD COLUMN process_id INTEGER")?;
+    }
+    Ok(())
+}
+
+fn insert_row(
+    conn: &Connection,
+    raw: &RawExchange,
+    decoded: &Exchange,
+    process_id: Option<i64>,
+) -> rusqlite::Result<()> {
     let reads = |m: &RawMessage| serde_json::to_string(&m.reads).unwrap_or_default();
     let resp = raw.response.as_ref();
     conn.execute(
         "INSERT INTO wire_exchanges (via, conn, seq, route, upstream, client_port,
          request_head, request_body, request_body_dropped, request_first_ns, request_last_ns,
          request_reads, response_head, response_body, response_body_dropped, response_first_ns,
-         response_last_ns, response_reads, error, decoded)
+         response_last_ns, response_reads, error, decoded, process_id)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-         ?18, ?19, ?20)",
+         ?18, ?19, ?20, ?21)",
         params![
             via_word(raw.via),
             raw.conn as i64,
@@ -85,6 +131,7 @@ pub(crate) fn insert(
             resp.map(reads),
             raw.error,
             serde_json::to_string(decoded).unwrap_or_default(),
+            process_id,
         ],
     )?;
     Ok(())
@@ -98,12 +145,93 @@ fn via_word(v: Via) -> &'static str {
 }
 
 fn table_exists(conn: &Connection) -> rusqlite::Result<bool> {
+    named_table_exists(conn, "wire_exchanges")
+}
+
+fn named_table_exists(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
     conn.query_row(
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'wire_exchanges'",
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+        [name],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
+}
+
+/// Whether `wire_exchanges` has `process_id` (captures before it do not).
+fn has_process_id(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT count(*) FROM pragma_table_info('wire_exchanges') WHERE name = 'process_id'",
         [],
         |r| r.get::<_, i64>(0),
     )
     .map(|n| n > 0)
+}
+
+impl super::CaptureRw {
+    /// Stores one TLS call as the recorder would (tests of what derives
+    /// from `tls_records`, outside the store, need no capture types).
+    #[cfg(test)]
+    pub(crate) fn tls_call_for_tests(
+        &self,
+        process_id: i64,
+        mono_ns: u64,
+        conn: u64,
+        func: u32,
+        data: &[u8],
+    ) {
+        use crate::capture::decode::{EventHeader, TlsData};
+        self.conn().execute_batch(super::tls::SCHEMA).unwrap();
+        let h = EventHeader {
+            kind: agentsight_common::EventKind::Tls,
+            cpu: 0,
+            seq: 0,
+            mono_ns,
+            tid: 70,
+            pid: 70,
+            ppid: 1,
+            uid: 0,
+            gid: 0,
+            comm: "curl".into(),
+        };
+        let d = TlsData {
+            conn,
+            entry_ns: mono_ns - 1,
+            func,
+            fd: Some(5),
+            len: data.len() as u64,
+            data: data.to_vec(),
+            read_failed: false,
+        };
+        super::tls::insert_record(self.conn(), process_id, 1, &h, &d).unwrap();
+    }
+
+    /// Replaces the capture's TLS exchanges and notes (enrichment derives
+    /// them from `tls_records`; run again, it leaves one set), in one
+    /// transaction. An older capture gets the `process_id` column first.
+    pub fn replace_tls_exchanges(
+        &self,
+        exchanges: &[TlsExchange],
+        notes: &[WireNote],
+    ) -> Result<(), StoreError> {
+        let qe = |e| self.query_err(e);
+        let conn = self.conn();
+        ensure_schema(conn).map_err(qe)?;
+        let t = conn.unchecked_transaction().map_err(qe)?;
+        t.execute("DELETE FROM wire_exchanges WHERE via = 'tls'", [])
+            .map_err(qe)?;
+        t.execute("DELETE FROM wire_notes", []).map_err(qe)?;
+        for x in exchanges {
+            insert_row(&t, &x.raw, &x.decoded, Some(x.process_id)).map_err(qe)?;
+        }
+        for n in notes {
+            t.execute(
+                "INSERT INTO wire_notes (process_id, conn, note) VALUES (?1, ?2, ?3)",
+                params![n.process_id, n.conn as i64, n.note],
+            )
+            .map_err(qe)?;
+        }
+        t.commit().map_err(qe)
+    }
 }
 
 impl super::CaptureReader<'_> {
@@ -115,17 +243,61 @@ impl super::CaptureReader<'_> {
         if !table_exists(self.conn).map_err(qe)? {
             return Ok(Vec::new());
         }
+        let process_id = if has_process_id(self.conn).map_err(qe)? {
+            "process_id"
+        } else {
+            "NULL"
+        };
         let mut st = self
             .conn
-            .prepare(
+            .prepare(&format!(
                 "SELECT id, via, conn, seq, route, upstream, client_port, request_head,
                  request_body, request_body_dropped, request_first_ns, request_last_ns,
                  request_reads, response_head, response_body, response_body_dropped,
-                 response_first_ns, response_last_ns, response_reads, error, decoded
-                 FROM wire_exchanges ORDER BY id",
-            )
+                 response_first_ns, response_last_ns, response_reads, error, decoded,
+                 {process_id} FROM wire_exchanges ORDER BY id"
+            ))
             .map_err(qe)?;
         let rows = st.query_map([], row_of).map_err(qe)?;
+        rows.map(|r| r.map_err(qe)).collect()
+    }
+
+    /// The largest connection number of the relay's exchanges (0 when none):
+    /// TLS connections are numbered after it, so `conn` stays unique.
+    pub fn wire_relay_max_conn(&self) -> Result<u64, StoreError> {
+        let qe = |e| self.query_err(e);
+        if !table_exists(self.conn).map_err(qe)? {
+            return Ok(0);
+        }
+        self.conn
+            .query_row(
+                "SELECT coalesce(max(conn), 0) FROM wire_exchanges WHERE via = 'relay'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n as u64)
+            .map_err(qe)
+    }
+
+    /// The notes of TLS streams not read as HTTP/1.1, in the order stored.
+    pub fn wire_notes(&self) -> Result<Vec<WireNote>, StoreError> {
+        let qe = |e| self.query_err(e);
+        if !named_table_exists(self.conn, "wire_notes").map_err(qe)? {
+            return Ok(Vec::new());
+        }
+        let mut st = self
+            .conn
+            .prepare("SELECT process_id, conn, note FROM wire_notes ORDER BY id")
+            .map_err(qe)?;
+        let rows = st
+            .query_map([], |r| {
+                Ok(WireNote {
+                    process_id: r.get(0)?,
+                    conn: r.get::<_, i64>(1)? as u64,
+                    note: r.get(2)?,
+                })
+            })
+            .map_err(qe)?;
         rows.map(|r| r.map_err(qe)).collect()
     }
 
@@ -189,5 +361,97 @@ fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<WireExchangeRow> {
         id: r.get(0)?,
         raw,
         decoded,
+        process_id: r.get(21)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use agentsight_wire::{RawMessage, Via};
+
+    use super::*;
+    use crate::store::CaptureRw;
+
+    fn raw(via: Via, conn: u64) -> RawExchange {
+        RawExchange {
+            via,
+            conn,
+            seq: 0,
+            route: "r".into(),
+            upstream: String::new(),
+            client_port: 0,
+            request: RawMessage {
+                head: b"GET / HTTP/1.1\r\n\r\n".to_vec(),
+                ..RawMessage::default()
+            },
+            response: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn a_capture_without_the_process_column_is_read_and_extended() {
+        let dir = tempfile::tempdir().unwrap();
+        let rw = CaptureRw::create(&dir.path().join("cap.db")).unwrap();
+        // The table as captures before `process_id` have it, without `wire_notes`.
+        let old = SCHEMA[..SCHEMA
+            .find("CREATE TABLE IF NOT EXISTS wire_notes")
+            .unwrap()]
+            .replace(",\n    process_id INTEGER\n);", "\n);");
+        rw.conn()
+            .execute_batch(&format!(
+                "DROP TABLE wire_exchanges; DROP TABLE wire_notes; {old}"
+            ))
+            .unwrap();
+        assert!(!has_process_id(rw.conn()).unwrap());
+        let x = Exchange::default();
+        rw.conn()
+            .execute(
+                "INSERT INTO wire_exchanges (via, conn, seq, route, upstream, client_port,
+                 request_head, request_body, request_body_dropped, request_first_ns,
+                 request_last_ns, request_reads, decoded)
+                 VALUES ('relay', 3, 0, 'r', '', 0, x'', x'', 0, 0, 0, '[]', '{}')",
+                [],
+            )
+            .unwrap();
+        let reader = rw.reader();
+        let rows = reader.wire_exchanges().unwrap();
+        assert_eq!((rows.len(), rows[0].process_id), (1, None));
+        assert_eq!(reader.wire_notes().unwrap(), vec![]);
+        assert_eq!(reader.wire_relay_max_conn().unwrap(), 3);
+        let tls = TlsExchange {
+            process_id: 7,
+            raw: raw(Via::Tls, 4),
+            decoded: x.clone(),
+        };
+        let note = WireNote {
+            process_id: Some(7),
+            conn: 9,
+            note: "n".into(),
+        };
+        rw.replace_tls_exchanges(&[tls], std::slice::from_ref(&note))
+            .unwrap();
+        // Again: replaced, not added.
+        let tls = TlsExchange {
+            process_id: 7,
+            raw: raw(Via::Tls, 4),
+            decoded: x.clone(),
+        };
+        rw.replace_tls_exchanges(&[tls], std::slice::from_ref(&note))
+            .unwrap();
+        insert(rw.conn(), &raw(Via::Relay, 5), &x).unwrap();
+        let reader = rw.reader();
+        let rows = reader.wire_exchanges().unwrap();
+        assert_eq!(
+            rows.iter()
+                .map(|r| (r.raw.via, r.raw.conn, r.process_id))
+                .collect::<Vec<_>>(),
+            vec![
+                (Via::Relay, 3, None),
+                (Via::Tls, 4, Some(7)),
+                (Via::Relay, 5, None)
+            ]
+        );
+        assert_eq!(reader.wire_notes().unwrap(), vec![note]);
+    }
 }

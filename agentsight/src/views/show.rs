@@ -387,14 +387,37 @@ const MAX_WIRE_LINES: usize = 200;
 /// back). Nothing without a wire layer.
 fn wire(cap: &Capture, s: &mut String) -> Result<(), StoreError> {
     let rows = cap.reader().wire_exchanges()?;
+    let notes = cap.reader().wire_notes()?;
     let routes: Vec<String> = cap
         .meta(crate::store::meta::key::WIRE_ROUTES)?
         .and_then(|j| serde_json::from_str(&j).ok())
         .unwrap_or_default();
-    if rows.is_empty() && routes.is_empty() {
+    if rows.is_empty() && routes.is_empty() && notes.is_empty() {
         return Ok(());
     }
     let anchors = cap.anchors()?;
+    // TLS exchanges and notes name their process: `pid N comm`.
+    let procs: HashMap<i64, String> =
+        if rows.iter().any(|r| r.process_id.is_some()) || !notes.is_empty() {
+            cap.processes()?
+                .into_iter()
+                .map(|p| {
+                    (
+                        p.id,
+                        format!("pid {} {}", p.pid, v(p.comm.as_deref().unwrap_or("?"))),
+                    )
+                })
+                .collect()
+        } else {
+            HashMap::new()
+        };
+    let who = |id: Option<i64>| match id {
+        Some(id) => procs
+            .get(&id)
+            .cloned()
+            .unwrap_or_else(|| format!("process row {id}")),
+        None => "process unknown".to_string(),
+    };
     let errors = rows.iter().filter(|r| r.raw.error.is_some()).count();
     let _ = writeln!(
         s,
@@ -405,7 +428,7 @@ fn wire(cap: &Capture, s: &mut String) -> Result<(), StoreError> {
         let _ = writeln!(s, "  route {}", v(r));
     }
     for row in rows.iter().take(MAX_WIRE_LINES) {
-        let _ = writeln!(s, "  {}", wire_line(row, &anchors));
+        let _ = writeln!(s, "  {}", wire_line(row, &anchors, &who(row.process_id)));
     }
     if rows.len() > MAX_WIRE_LINES {
         let _ = writeln!(
@@ -414,11 +437,26 @@ fn wire(cap: &Capture, s: &mut String) -> Result<(), StoreError> {
             rows.len() - MAX_WIRE_LINES
         );
     }
+    // TLS streams that held no HTTP/1.1 exchange (HTTP/2, other bytes).
+    for n in notes.iter().take(MAX_WIRE_LINES) {
+        let _ = writeln!(s, "  tls stream of {}: {}", who(n.process_id), v(&n.note));
+    }
+    if notes.len() > MAX_WIRE_LINES {
+        let _ = writeln!(
+            s,
+            "  … {} more TLS stream note(s) not listed",
+            notes.len() - MAX_WIRE_LINES
+        );
+    }
     Ok(())
 }
 
 /// One exchange as `show` prints it.
-fn wire_line(row: &crate::store::wire::WireExchangeRow, anchors: &crate::clock::Anchors) -> String {
+fn wire_line(
+    row: &crate::store::wire::WireExchangeRow,
+    anchors: &crate::clock::Anchors,
+    process: &str,
+) -> String {
     let x = &row.decoded;
     let time = crate::clock::rfc3339_ns(anchors.wall_ns(row.raw.request.first_ns).max(0) as u64);
     // The API's word as stored (`anthropic_messages`, `openai_chat`, …).
@@ -427,8 +465,14 @@ fn wire_line(row: &crate::store::wire::WireExchangeRow, anchors: &crate::clock::
         .and_then(|a| serde_json::to_value(a).ok())
         .and_then(|w| w.as_str().map(String::from))
         .unwrap_or_else(|| "not HTTP".to_string());
+    // The relay's lines stay as they were; a TLS line says how it was
+    // captured and by which process.
+    let via = match row.raw.via {
+        agentsight_wire::Via::Relay => String::new(),
+        agentsight_wire::Via::Tls => format!(" via tls ({process})"),
+    };
     let mut line = format!(
-        "#{} {time} {} {} {} → {}",
+        "#{}{via} {time} {} {} {} → {}",
         row.id,
         v(&what),
         v(x.method.as_deref().unwrap_or("?")),
