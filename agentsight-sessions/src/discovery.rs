@@ -366,11 +366,13 @@ fn on_two_threads<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
         v
     };
     let mut done = std::thread::scope(|sc| {
-        let other = sc.spawn(work);
+        // Without a second thread (none to be had) this one does it all.
+        let other = std::thread::Builder::new().spawn_scoped(sc, work);
         let mut done = work();
-        match other.join() {
-            Ok(v) => done.extend(v),
-            Err(panic) => std::panic::resume_unwind(panic),
+        match other.map(|h| h.join()) {
+            Ok(Ok(v)) => done.extend(v),
+            Ok(Err(panic)) => std::panic::resume_unwind(panic),
+            Err(e) => tracing::debug!(error = %e, "no second thread"),
         }
         done
     });
@@ -869,4 +871,23 @@ fn parse_many(
         }
     });
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::on_two_threads;
+
+    #[test]
+    fn work_on_two_threads_comes_back_in_index_order() {
+        assert_eq!(on_two_threads(0, |i| i), Vec::<usize>::new());
+        assert_eq!(on_two_threads(1, |i| i + 7), [7]);
+        // Uneven work, so the threads finish out of order.
+        let v = on_two_threads(9, |i| {
+            if i % 2 == 0 {
+                std::thread::sleep(std::time::Duration::from_millis(3));
+            }
+            i * 10
+        });
+        assert_eq!(v, [0, 10, 20, 30, 40, 50, 60, 70, 80]);
+    }
 }
