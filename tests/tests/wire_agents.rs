@@ -197,6 +197,38 @@ fn check_risky_wire(agent: Agent, scenario: &str) {
         msg.starts_with(&format!("content of denied file {key} was sent to the model: 4 of its 4 identifying lines in exchange ")),
         "{msg}"
     );
+    never_send_names_an_allowed_read(&run, &db, &key, msg);
+}
+
+/// The same capture under a policy that allows reading the key but lists
+/// it in `[wire] never_send`: no denied-path finding, the same
+/// content-sent-to-model finding with the file said to be never_send.
+fn never_send_names_an_allowed_read(run: &Run, db: &Path, key: &str, denied_msg: &str) {
+    let policy = run.root.join("never-send-policy.toml");
+    let base = std::fs::read_to_string(default_policy(run)).unwrap();
+    std::fs::write(
+        &policy,
+        format!("{base}[denied_paths]\nread = []\n[wire]\nnever_send = [\"~/.ssh/id_rsa\"]\n"),
+    )
+    .unwrap();
+    let (_, report) = audit_json(db, &policy);
+    let rules: Vec<&str> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["severity"] == "error")
+        .map(|f| f["rule"].as_str().unwrap())
+        .collect();
+    assert_eq!(rules, vec!["content-sent-to-model"], "{report:#}");
+    let f = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "content-sent-to-model")
+        .unwrap();
+    assert_eq!(f["path"], key);
+    let expected = denied_msg.replacen("content of denied file", "content of never_send file", 1);
+    assert_eq!(f["message"].as_str().unwrap(), expected);
 }
 
 #[test]

@@ -112,19 +112,53 @@ pub type Ev = FullEvent;
 pub(in crate::audit) struct History {
     pub execs: HashMap<i64, Vec<(i64, String)>>,
     pub tcp: HashMap<(i64, String, i64), Vec<(i64, String)>>,
-    /// Each denied file read successfully (its policy path → the first
-    /// reading process row and time): whose content the wire rules look for
-    /// in what was sent to the model. A cell: the file rules judge through `&Ctx`.
-    pub denied_reads: std::cell::RefCell<std::collections::BTreeMap<String, (Option<i64>, i64)>>,
+    /// Each denied or `never_send` file read successfully (its policy path
+    /// → the first reading process row and time, and why it counts): whose
+    /// content the wire rules look for in what was sent to the model. A
+    /// cell: the file rules judge through `&Ctx`.
+    pub sensitive_reads: std::cell::RefCell<std::collections::BTreeMap<String, SensitiveRead>>,
+}
+
+/// Why a read file's content must not reach the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::audit) enum ReadKind {
+    /// The policy denies reading it (`[denied_paths]`).
+    Denied,
+    /// `[wire] never_send` names it.
+    NeverSend,
+}
+
+impl ReadKind {
+    /// The file's description in a finding ("content of denied file …").
+    pub fn label(self) -> &'static str {
+        match self {
+            ReadKind::Denied => "denied",
+            ReadKind::NeverSend => "never_send",
+        }
+    }
+}
+
+/// The first successful read of a sensitive file.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::audit) struct SensitiveRead {
+    pub process_id: Option<i64>,
+    pub mono_ns: i64,
+    pub kind: ReadKind,
 }
 
 impl History {
-    /// Notes a successful read of a denied file (first one kept).
-    pub fn note_denied_read(&self, path: &str, ev: &Ev) {
-        self.denied_reads
-            .borrow_mut()
-            .entry(path.to_string())
-            .or_insert((ev.process_id, ev.mono_ns));
+    /// Notes a successful read of a sensitive file (the first one kept; a
+    /// denied file stays denied when `never_send` names it too).
+    pub fn note_sensitive_read(&self, path: &str, ev: &Ev, kind: ReadKind) {
+        let mut reads = self.sensitive_reads.borrow_mut();
+        let e = reads.entry(path.to_string()).or_insert(SensitiveRead {
+            process_id: ev.process_id,
+            mono_ns: ev.mono_ns,
+            kind,
+        });
+        if kind == ReadKind::Denied {
+            e.kind = kind;
+        }
     }
 }
 

@@ -204,6 +204,10 @@ pub struct WireRule {
     /// The shortest line of a file that counts as its content when found in
     /// a request body (shorter lines are too common to mean anything).
     pub min_line_bytes: usize,
+    /// Files whose content must never reach the model even where reading
+    /// them is allowed (`.env`, a project's secrets): read ones are checked
+    /// against the request bodies like denied files.
+    pub never_send: Vec<PathPattern>,
 }
 
 /// `[mcp]`: a stored stdio server must be allowed by name or command
@@ -271,6 +275,7 @@ struct RawWire {
     enabled: Option<bool>,
     allowed_endpoints: Option<Vec<String>>,
     min_line_bytes: Option<usize>,
+    never_send: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -554,6 +559,7 @@ impl Policy {
                     .unwrap_or_else(|| "model-endpoint".to_string()),
                 allowed_endpoints: wr.allowed_endpoints,
                 min_line_bytes: wr.min_line_bytes.unwrap_or(20),
+                never_send: paths(wr.never_send, &[])?,
             },
         })
     }

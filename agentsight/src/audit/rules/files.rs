@@ -5,7 +5,7 @@
 use super::paths::PathSets;
 use crate::audit::{
     AuditError,
-    context::{Ctx, Ev},
+    context::{Ctx, Ev, ReadKind},
     fold::Collector,
     policy::{DeniedPathsRule, Policy, WritesRule},
     report::Access,
@@ -101,6 +101,10 @@ fn judge(
         }
         let is_write = *access != Access::Read;
         let verb = if failed { "attempted " } else { "" };
+        if !is_write && !failed && sets.never_send.first_match(path).is_some() {
+            ctx.history
+                .note_sensitive_read(path, ev, ReadKind::NeverSend);
+        }
         if d.meta.enabled && (!failed || d.include_failed) {
             let hit = if is_write {
                 sets.deny_write.first_match(path)
@@ -113,7 +117,7 @@ fn judge(
                 p.finding.path = Some(path.to_string());
                 p.finding.evidence.matched = Some(m.to_string());
                 if !is_write && !failed {
-                    ctx.history.note_denied_read(path, ev);
+                    ctx.history.note_sensitive_read(path, ev, ReadKind::Denied);
                 }
                 ctx.complete_if_per_finding(&mut p)?;
                 out.add(p, Some(ev));
@@ -155,7 +159,8 @@ fn judge(
         p.finding.path = Some(df.path.clone());
         p.finding.evidence.matched = Some(format!("{} (by inode)", df.path));
         if *access == Access::Read {
-            ctx.history.note_denied_read(&df.path, ev);
+            ctx.history
+                .note_sensitive_read(&df.path, ev, ReadKind::Denied);
         }
         ctx.complete_if_per_finding(&mut p)?;
         out.add(p, Some(ev));

@@ -133,6 +133,8 @@ pub(in crate::audit) struct PathSets {
     pub write_roots: PathSet,
     pub deny_read: PathSet,
     pub deny_write: PathSet,
+    /// `[wire] never_send`: reads noted for the wire rules, no finding.
+    pub never_send: PathSet,
     /// (dev, ino) → path of the denied files `record --audit` found when
     /// recording started (meta `denied_inodes`): an open of the same file
     /// under any other name is a denied-path finding.
@@ -163,7 +165,8 @@ impl PathSets {
         let (write_roots, _) = PathSet::new(&w.allow, &at, true)?;
         let (deny_read, s2) = PathSet::new(&d.read, &at, false)?;
         let (deny_write, s3) = PathSet::new(&d.write, &at, false)?;
-        let skipped: Vec<String> = s1.into_iter().chain(s2).chain(s3).collect();
+        let (never_send, s4) = PathSet::new(&policy.wire.never_send, &at, false)?;
+        let skipped: Vec<String> = s1.into_iter().chain(s2).chain(s3).chain(s4).collect();
         if !skipped.is_empty() {
             note(
                 out,
@@ -185,6 +188,7 @@ impl PathSets {
             write_roots,
             deny_read,
             deny_write,
+            never_send,
             denied_inodes: Default::default(),
             denied_exe_inodes: Default::default(),
             container,
@@ -204,6 +208,9 @@ impl PathSets {
             write_roots: PathSet::new(&w.allow, &at, true)?.0,
             deny_read: PathSet::new(&d.read, &at, false)?.0,
             deny_write: PathSet::new(&d.write, &at, false)?.0,
+            // The wire rules read host paths: a container's reads are
+            // checked through its own denied lists only.
+            never_send: PathSet::new(&[], &at, false)?.0,
             denied_inodes: Default::default(),
             denied_exe_inodes: Default::default(),
             container: None,

@@ -94,7 +94,8 @@ fn content_sent(
         .enumerate()
         .map(|(i, r)| (i, request_body(&r.raw, &Limits::default()).0))
         .collect();
-    for (path, (process_id, read_ns)) in ctx.history.denied_reads.borrow().iter() {
+    for (path, read) in ctx.history.sensitive_reads.borrow().iter() {
+        let (process_id, read_ns, kind) = (&read.process_id, &read.mono_ns, read.kind.label());
         let text = match crate::safefs::read_small(std::path::Path::new(path), MAX_FILE_BYTES) {
             Ok(t) => t,
             Err(e) => {
@@ -102,7 +103,7 @@ fn content_sent(
                     out,
                     &rule.meta.id,
                     format!(
-                        "content of denied file {path} not checked against the model traffic: {e}"
+                        "content of {kind} file {path} not checked against the model traffic: {e}"
                     ),
                 );
                 continue;
@@ -114,7 +115,7 @@ fn content_sent(
                 out,
                 &rule.meta.id,
                 format!(
-                    "content of denied file {path} not checked against the model traffic: no line of {} bytes or more",
+                    "content of {kind} file {path} not checked against the model traffic: no line of {} bytes or more",
                     rule.min_line_bytes
                 ),
             );
@@ -142,7 +143,7 @@ fn content_sent(
             rule.meta.severity,
             FindingKind::WireExchange,
             format!(
-                "content of denied file {path} was sent to the model: {lines} of its {} identifying lines in exchange {} ({} {}), {} exchange(s) in all",
+                "content of {kind} file {path} was sent to the model: {lines} of its {} identifying lines in exchange {} ({} {}), {} exchange(s) in all",
                 needles.len(),
                 row.id,
                 row.raw.route,
