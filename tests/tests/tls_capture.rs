@@ -353,5 +353,49 @@ GIT_SSL_CAINFO=ca.pem git ls-remote https://127.0.0.1:{port}/git > /dev/null 2>&
         curl.1 && curl.2.starts_with("TLS decrypted through ") && curl.2.contains("libssl.so.3"),
         "{notes:#?}"
     );
+    tool_https_is_not_model_traffic(&db, &dir, &tls, port);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The clients' HTTPS is no model API's: no model call, so no
+/// `model-endpoint` finding though no endpoint of theirs is allowed; the
+/// body (a `never_send` file) that curl, python and node sent is found in
+/// their exchanges, said to go to the server, not to the model.
+fn tool_https_is_not_model_traffic(
+    db: &Path,
+    dir: &Path,
+    tls: &[(String, agentsight::store::wire::WireExchangeRow)],
+    port: u16,
+) {
+    assert!(tls.iter().all(|(_, x)| !x.is_model_call()));
+    let body = dir.join("body.txt");
+    let policy = dir.join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[wire]\nallowed_endpoints = [\"https://api.anthropic.com\"]\nnever_send = [{:?}]\n",
+            body.display().to_string()
+        ),
+    )
+    .unwrap();
+    let (_, report) = agentsight_tests::e2e_check::audit_json(db, &policy);
+    let wire: Vec<(&str, &str)> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| {
+            ["model-endpoint", "content-sent-to-model"].contains(&f["rule"].as_str().unwrap())
+        })
+        .map(|f| (f["rule"].as_str().unwrap(), f["message"].as_str().unwrap()))
+        .collect();
+    let curl = tls.iter().find(|(c, _)| c == "curl").unwrap().1.id;
+    let expected = format!(
+        "content of never_send file {} was sent to https://127.0.0.1:{port}: 1 of its 1 identifying lines in exchange {curl} (tls, not a model API: POST /curl), 3 exchange(s) in all",
+        body.display()
+    );
+    assert_eq!(
+        wire,
+        vec![("content-sent-to-model", expected.as_str())],
+        "{report:#}"
+    );
 }

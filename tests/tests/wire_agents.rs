@@ -132,7 +132,89 @@ fn check_wire(agent: Agent, scenario: &str) {
     assert_eq!(lines, stored.len(), "{ctx}: {text}");
     // The default audit passes: no model traffic went around the relay, no
     // denied content reached the model, the relay's port is declared.
+    otlp_wire_spans_are_the_joined_turns(&run, &db, w, &ctx);
     audit_default_policy_passes(&run, &db);
+}
+
+/// The attributes of each span of an OTLP/JSON export marked
+/// `agentsight.evidence` = `wire`, keyed by name (values as the JSON has
+/// them: strings, integers as strings, arrays).
+fn wire_spans(export: &str) -> Vec<BTreeMap<String, Value>> {
+    let mut out = Vec::new();
+    for line in export.lines() {
+        let req: Value = serde_json::from_str(line).unwrap();
+        for rs in req["resourceSpans"].as_array().unwrap() {
+            for ss in rs["scopeSpans"].as_array().unwrap() {
+                for span in ss["spans"].as_array().unwrap() {
+                    let attrs: BTreeMap<String, Value> = span["attributes"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|a| {
+                            let v = a["value"].as_object().unwrap();
+                            let (_, inner) = v.iter().next().unwrap();
+                            (a["key"].as_str().unwrap().to_owned(), inner.clone())
+                        })
+                        .collect();
+                    if attrs.get("agentsight.evidence") == Some(&Value::from("wire")) {
+                        out.push(attrs);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `export --format otlp-json` has one wire `chat` span per model call of
+/// the session (joined or not), with the exchange's model, response id and
+/// usage in the convention's terms (input counts the cache).
+fn otlp_wire_spans_are_the_joined_turns(run: &Run, db: &Path, w: &Value, ctx: &str) {
+    let out = run.root.join("wire.otlp.jsonl");
+    let o = std::process::Command::new(agentsight_tests::bin())
+        .args(["export", "--db"])
+        .arg(db)
+        .args(["--format", "otlp-json", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{ctx}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let spans = wire_spans(&std::fs::read_to_string(&out).unwrap());
+    let turns: Vec<&Value> = w["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(w["not_in_transcript"].as_array().unwrap())
+        .collect();
+    assert_eq!(spans.len(), turns.len(), "{ctx}: wire spans {spans:?}");
+    for t in turns {
+        let id = t["exchange"].to_string();
+        let span = spans
+            .iter()
+            .find(|s| s["agentsight.wire.exchange"] == Value::from(id.clone()))
+            .unwrap_or_else(|| panic!("{ctx}: no wire span of exchange {id}"));
+        let text = |k: &str| span.get(k).and_then(Value::as_str).map(str::to_owned);
+        assert_eq!(
+            (text("gen_ai.request.model"), text("gen_ai.response.id")),
+            (
+                t["model"].as_str().map(str::to_owned),
+                t["response_id"].as_str().map(str::to_owned)
+            ),
+            "{ctx}: exchange {id}"
+        );
+        if let Some(u) = t["usage"].as_object() {
+            let n = |k: &str| u[k].as_u64().unwrap();
+            assert_eq!(
+                text("gen_ai.usage.input_tokens"),
+                Some((n("input") + n("cache_read") + n("cache_creation")).to_string()),
+                "{ctx}: exchange {id}"
+            );
+        }
+    }
 }
 
 #[test]

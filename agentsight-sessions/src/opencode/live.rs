@@ -1,7 +1,7 @@
 //! Live states of one opencode session from its newest rows. The database
 //! is no line tail (`live::read_tail` reads nothing for it): a caller that
-//! knows the session id asks [`facts`], which reads the newest few
-//! messages and their parts in one read transaction.
+//! knows the session id asks [`facts`], which judges the newest few
+//! messages and their parts (`store::newest_rows`: one read transaction).
 //!
 //! Working: the newest assistant message has no `time.completed`, or one
 //! of its tool parts is `pending`/`running`, or a user message is newer
@@ -18,45 +18,25 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use crate::Provider;
-use crate::error::{Result, SessionError};
+use crate::error::Result;
 use crate::live::{Signal, TailFacts, TurnStatus};
 use crate::util::jstr;
 
 /// How many of the newest messages are read.
-const NEWEST: i64 = 8;
+const NEWEST: usize = 8;
 
 /// What the newest rows of session `id` in `db` say.
 pub fn facts(db: &Path, id: &str) -> Result<TailFacts> {
-    let c = super::store::open(db)?;
-    let err = |e| SessionError::Sqlite {
-        path: db.to_path_buf(),
-        source: e,
-    };
-    c.execute_batch("BEGIN").map_err(err)?;
+    let rows = super::store::newest_rows(db, id, NEWEST)?;
     let mut f = TailFacts::empty(Provider::Opencode);
     f.session_id = Some(id.to_string());
-    f.cwd = c
-        .query_row("SELECT directory FROM session WHERE id = ?1", [id], |r| {
-            r.get::<_, String>(0)
-        })
-        .ok();
-    let mut st = c
-        .prepare(
-            "SELECT id, data FROM message WHERE session_id = ?1 \
-             ORDER BY time_created DESC, id DESC LIMIT ?2",
-        )
-        .map_err(err)?;
-    let mut rows = st.query(rusqlite::params![id, NEWEST]).map_err(err)?;
+    f.cwd = rows.directory;
     // Newest first.
     let mut msgs: Vec<(String, Value)> = Vec::new();
-    while let Some(r) = rows.next().map_err(err)? {
-        let (Ok(mid), Ok(data)) = (r.get::<_, String>(0), r.get::<_, String>(1)) else {
-            f.skipped_lines += 1;
-            continue;
-        };
-        match serde_json::from_str(&data) {
-            Ok(v) => msgs.push((mid, v)),
-            Err(_) => f.skipped_lines += 1,
+    for row in rows.messages {
+        match row.and_then(|(mid, data)| Some((mid, serde_json::from_str(&data).ok()?))) {
+            Some(m) => msgs.push(m),
+            None => f.skipped_lines += 1,
         }
     }
     let Some((newest_id, newest)) = msgs.first() else {
@@ -70,18 +50,7 @@ pub fn facts(db: &Path, id: &str) -> Result<TailFacts> {
         f.turn = TurnStatus::Open;
         return Ok(f);
     }
-    let open_tool = {
-        let mut st = c
-            .prepare(
-                "SELECT count(*) FROM part WHERE message_id = ?1 \
-                 AND json_extract(data, '$.type') = 'tool' \
-                 AND json_extract(data, '$.state.status') IN ('pending', 'running')",
-            )
-            .map_err(err)?;
-        st.query_row([newest_id], |r| r.get::<_, i64>(0))
-            .map_err(err)?
-            > 0
-    };
+    let open_tool = rows.open_tools_of_newest > 0;
     f.signal = signal(newest);
     let completed = newest
         .get("time")

@@ -93,6 +93,58 @@ pub fn part_data(db: &Path, id: &str) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// The newest rows of one session, read in one transaction (what the live
+/// view judges: a consistent snapshot while opencode writes).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NewestRows {
+    /// `session.directory`.
+    pub directory: Option<String>,
+    /// The newest messages, newest first: `(id, data)`; `None` for a row
+    /// whose columns are not text.
+    pub messages: Vec<Option<(String, String)>>,
+    /// Tool parts of the newest message that are `pending` or `running`.
+    pub open_tools_of_newest: u64,
+}
+
+/// The `limit` newest messages of session `id` and what [`NewestRows`] says.
+pub fn newest_rows(db: &Path, id: &str, limit: usize) -> Result<NewestRows> {
+    let c = open(db)?;
+    let err = sql_err(db);
+    c.execute_batch("BEGIN").map_err(err)?;
+    let mut out = NewestRows {
+        directory: c
+            .query_row("SELECT directory FROM session WHERE id = ?1", [id], |r| {
+                r.get::<_, String>(0)
+            })
+            .ok(),
+        ..NewestRows::default()
+    };
+    let mut st = c
+        .prepare(
+            "SELECT id, data FROM message WHERE session_id = ?1 \
+             ORDER BY time_created DESC, id DESC LIMIT ?2",
+        )
+        .map_err(err)?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut rows = st.query(params![id, limit]).map_err(err)?;
+    while let Some(r) = rows.next().map_err(err)? {
+        out.messages.push(text(r, 0).zip(text(r, 1)));
+    }
+    if let Some(Some((newest, _))) = out.messages.first() {
+        let n: i64 = c
+            .query_row(
+                "SELECT count(*) FROM part WHERE message_id = ?1 \
+                 AND json_extract(data, '$.type') = 'tool' \
+                 AND json_extract(data, '$.state.status') IN ('pending', 'running')",
+                [newest],
+                |r| r.get(0),
+            )
+            .map_err(err)?;
+        out.open_tools_of_newest = u64::try_from(n).unwrap_or(0);
+    }
+    Ok(out)
+}
+
 /// `db` holds a session `id`.
 pub fn has_session(db: &Path, id: &str) -> bool {
     let Ok(c) = open(db) else { return false };

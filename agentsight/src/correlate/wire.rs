@@ -26,6 +26,10 @@ pub struct WireReport {
     /// Exchanges inside the session's time span that share no id with any
     /// turn or call of it: model calls the transcript does not show.
     pub not_in_transcript: Vec<WireTurn>,
+    /// TLS exchanges inside the session's time span whose request is no
+    /// model API's (a tool's `curl` or `git`): kept apart, never counted as
+    /// model calls.
+    pub not_model_calls: Vec<WireTurn>,
     /// Transcript responses (native ids) inside the wire's time span that no
     /// exchange answered with.
     pub transcript_turns_without_exchange: Vec<String>,
@@ -59,6 +63,10 @@ pub struct WireTurn {
     pub usage: Option<agentsight_wire::Usage>,
     pub stop_reason: Option<String>,
     pub error: Option<String>,
+    /// CLOCK_MONOTONIC ns of the request's first byte and of the
+    /// exchange's last (the response's, else the request's): spans' times.
+    #[serde(skip)]
+    pub mono_ns: (u64, u64),
 }
 
 /// Usage of one response as the wire and the transcript give it.
@@ -120,6 +128,13 @@ fn turn_of(row: &WireExchangeRow, anchors: &Anchors, joined_by: &str) -> WireTur
             .as_ref()
             .map(|e| e.message.clone().or(e.kind.clone()).unwrap_or_default())
             .or(row.raw.error.clone()),
+        mono_ns: (
+            row.raw.request.first_ns,
+            row.raw
+                .response
+                .as_ref()
+                .map_or(row.raw.request.last_ns, |r| r.last_ns),
+        ),
     }
 }
 
@@ -213,6 +228,12 @@ pub fn report(
     let mut span = (i64::MAX, i64::MIN);
     let mut unjoined: Vec<&WireExchangeRow> = Vec::new();
     for row in rows {
+        if !row.is_model_call() {
+            if (lo..=hi).contains(&wall_ms(row.raw.request.first_ns)) {
+                out.not_model_calls.push(turn_of(row, anchors, ""));
+            }
+            continue;
+        }
         let x = &row.decoded;
         let ids = ids_of(x);
         let by_response = x

@@ -59,6 +59,21 @@ pub struct WireExchangeRow {
     pub process_id: Option<i64>,
 }
 
+impl WireExchangeRow {
+    /// Whether this exchange is a call to a model: every relayed one (the
+    /// relay forwards only to model upstreams), and a TLS one whose request
+    /// is a model API's (Messages, Responses, Chat Completions,
+    /// generateContent). Any other HTTPS of a tracked process (a tool's
+    /// `curl`, `git`) is kept and shown, but is not model traffic.
+    pub fn is_model_call(&self) -> bool {
+        self.raw.via != Via::Tls
+            || self
+                .decoded
+                .api
+                .is_some_and(|a| a != agentsight_wire::Api::Other)
+    }
+}
+
 /// A TLS stream (one connection of one process) that held no HTTP/1.1, or
 /// bytes after its last exchange: what `agentsight_wire::tls::split` noted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -367,7 +382,7 @@ fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<WireExchangeRow> {
 
 #[cfg(test)]
 mod tests {
-    use agentsight_wire::{RawMessage, Via};
+    use agentsight_wire::{Api, RawMessage, Via};
 
     use super::*;
     use crate::store::CaptureRw;
@@ -453,5 +468,30 @@ mod tests {
             ]
         );
         assert_eq!(reader.wire_notes().unwrap(), vec![note]);
+    }
+
+    #[test]
+    fn a_relayed_exchange_is_a_model_call_a_tls_one_only_by_its_api() {
+        let row = |via, api| WireExchangeRow {
+            id: 1,
+            raw: raw(via, 1),
+            decoded: Exchange {
+                api,
+                ..Exchange::default()
+            },
+            process_id: None,
+        };
+        let judged: Vec<bool> = [
+            (Via::Relay, None),
+            (Via::Relay, Some(Api::Other)),
+            (Via::Tls, Some(Api::AnthropicMessages)),
+            (Via::Tls, Some(Api::OpenaiChat)),
+            (Via::Tls, Some(Api::Other)),
+            (Via::Tls, None),
+        ]
+        .into_iter()
+        .map(|(via, api)| row(via, api).is_model_call())
+        .collect();
+        assert_eq!(judged, vec![true, true, true, true, false, false]);
     }
 }

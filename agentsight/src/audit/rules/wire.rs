@@ -138,16 +138,31 @@ fn content_sent(
             continue;
         };
         let row = &rows[first];
+        // A tool's HTTPS (`curl -d @file`, cut from TLS) carried it, not a
+        // model call: said as such.
+        let (to, what) = if row.is_model_call() {
+            (
+                "the model".to_string(),
+                format!(
+                    "{} {}",
+                    row.raw.route,
+                    row.decoded.model.as_deref().unwrap_or("model not named")
+                ),
+            )
+        } else {
+            (
+                row.raw.upstream.clone(),
+                format!("tls, not a model API: {}", request_line(row)),
+            )
+        };
         let mut f = plain(
             &rule.meta.id,
             rule.meta.severity,
             FindingKind::WireExchange,
             format!(
-                "content of {kind} file {path} was sent to the model: {lines} of its {} identifying lines in exchange {} ({} {}), {} exchange(s) in all",
+                "content of {kind} file {path} was sent to {to}: {lines} of its {} identifying lines in exchange {} ({what}), {} exchange(s) in all",
                 needles.len(),
                 row.id,
-                row.raw.route,
-                row.decoded.model.as_deref().unwrap_or("model not named"),
                 hits.len()
             ),
         );
@@ -168,13 +183,24 @@ fn content_sent(
     }
 }
 
+/// `METHOD PATH` of an exchange's request, as decoded.
+fn request_line(row: &WireExchangeRow) -> String {
+    format!(
+        "{} {}",
+        row.decoded.method.as_deref().unwrap_or("?"),
+        row.decoded.path.as_deref().unwrap_or("?")
+    )
+}
+
 fn endpoints(policy: &Policy, rows: &[WireExchangeRow], anchors: &Anchors, out: &mut Collector) {
     let rule = &policy.wire;
     let Some(allowed) = &rule.allowed_endpoints else {
         return;
     };
     let mut seen: Vec<&str> = Vec::new();
-    for row in rows {
+    // A tool's HTTPS (TLS, no model API) is not model traffic: the network
+    // rules judge its destination.
+    for row in rows.iter().filter(|r| r.is_model_call()) {
         let up = row.raw.upstream.as_str();
         if allowed.iter().any(|a| a.trim_end_matches('/') == up) || seen.contains(&up) {
             continue;

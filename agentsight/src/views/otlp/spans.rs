@@ -18,7 +18,7 @@ use super::{
     attrs::{Attrs, ms_to_ns, span_id, trace_id},
 };
 use crate::{
-    correlate::{Activity, By, CaptureView, Op, Reason, ToolReport},
+    correlate::{Activity, By, CaptureView, Op, Reason, ToolReport, wire::WireTurn},
     sessions::{AgentSession, LlmResponse, Provider, TokenUsage, ToolEvent, ToolStatus},
     views::{
         mcp::McpView,
@@ -174,6 +174,11 @@ pub fn session_trace<'m>(m: &'m Source<'m>, run: &SessionRun, opts: Options) -> 
     let times = Timeline::of(s);
     for (i, r) in s.responses.iter().enumerate() {
         chat_span(&mut t, &root, s, s.cut.responses_dropped + i, r, &times);
+    }
+    if let Some(w) = &run.report.wire {
+        for turn in w.turns.iter().chain(&w.not_in_transcript) {
+            wire_chat_span(&mut t, &root, s, turn);
+        }
     }
     for p in &run.report.prompts {
         for tr in &p.tools {
@@ -495,6 +500,81 @@ fn chat_span(
         events: Vec::new(),
         error: false,
     });
+}
+
+/// `gen_ai.provider.name` of a model API as the wire saw it.
+fn provider_of_api(api: Option<agentsight_wire::Api>) -> Option<&'static str> {
+    use agentsight_wire::Api;
+    match api? {
+        Api::AnthropicMessages => Some("anthropic"),
+        Api::OpenaiResponses | Api::OpenaiChat => Some("openai"),
+        Api::GeminiGenerate => Some("gcp.gemini"),
+        Api::Other => None,
+    }
+}
+
+/// A model call as the wire layer (`record --wire`) saw it: beside the
+/// transcript's `chat` spans, never merged with them
+/// (`agentsight.evidence` = `wire`); `agentsight.wire.joined_by` says how
+/// it lines up with the transcript (empty: a call the transcript does not
+/// show). No content is exported from the wire.
+fn wire_chat_span(t: &mut Trace, root: &[u8], s: &AgentSession, w: &WireTurn) {
+    let mut a = Attrs::default();
+    a.str("gen_ai.operation.name", "chat")
+        .opt_str("gen_ai.provider.name", provider_of_api(w.api))
+        .opt_str("gen_ai.request.model", w.model.as_deref())
+        .opt_str("gen_ai.response.id", w.response_id.as_deref())
+        .opt_str("gen_ai.conversation.id", s.conversation_id.as_deref())
+        .str("agentsight.evidence", "wire")
+        .int("agentsight.wire.exchange", w.exchange)
+        .str("agentsight.wire.joined_by", w.joined_by.clone())
+        .count("agentsight.wire.system_bytes", w.system_bytes)
+        .count("agentsight.wire.tools_offered", w.tools_offered as u64)
+        .count("agentsight.wire.messages", w.messages as u64)
+        .count("agentsight.wire.request_bytes", w.request_bytes)
+        .count("agentsight.wire.response_bytes", w.response_bytes);
+    if let Some(status) = w.status {
+        a.int("http.response.status_code", i64::from(status));
+    }
+    if let Some(reason) = &w.stop_reason {
+        a.strs(
+            "gen_ai.response.finish_reasons",
+            std::slice::from_ref(reason),
+        );
+    }
+    if !w.tool_calls.is_empty() {
+        a.strs("agentsight.wire.tool_calls", &w.tool_calls);
+    }
+    if let Some(u) = &w.usage {
+        // The wire's output excludes reasoning; the convention's includes it.
+        let usage = TokenUsage::new(
+            u.input,
+            u.output.saturating_add(u.reasoning),
+            u.cache_read,
+            u.cache_creation,
+            u.reasoning,
+        );
+        usage_attrs(&mut a, &usage);
+    }
+    if let Some(e) = &w.error {
+        a.str("error.type", e.clone());
+    }
+    let (start, end) = w.mono_ns;
+    let span = SpanSpec {
+        key: format!("wire:{}", w.exchange),
+        parent: Some(root.to_vec()),
+        name: match &w.model {
+            Some(m) => format!("chat {m}"),
+            None => "chat".into(),
+        },
+        kind: SpanKind::Client,
+        start_ns: t.wall_ns(start),
+        end_ns: t.wall_ns(end),
+        attrs: a,
+        events: Vec::new(),
+        error: w.error.is_some() || w.status.is_some_and(|c| c >= 400),
+    };
+    t.add(span);
 }
 
 fn tool_span(
