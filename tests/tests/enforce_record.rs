@@ -112,6 +112,8 @@ fn denied_reads_are_refused_for_the_tree_only() {
     std::fs::hard_link(&key, &hard).unwrap();
     std::os::unix::fs::symlink(&key, &sym).unwrap();
     let (ready, gate) = (dir.join("ready"), dir.join("gate"));
+    // Created during the run in the marked directory: denied as its child.
+    let later = ssh.join("later");
     let policy = dir.join("policy.toml");
     std::fs::write(
         &policy,
@@ -124,7 +126,8 @@ fn denied_reads_are_refused_for_the_tree_only() {
     let db = dir.join("run.db");
     let script = format!(
         "cat {k}; echo direct=$?; cat {h}; echo hard=$?; cat {s}; echo sym=$?; : > {r}; \
-         while [ ! -e {g} ]; do sleep 0.02; done",
+         while [ ! -e {g} ]; do sleep 0.02; done; cat {l}; echo later=$?",
+        l = later.display(),
         k = key.display(),
         h = hard.display(),
         s = sym.display(),
@@ -135,20 +138,22 @@ fn denied_reads_are_refused_for_the_tree_only() {
     wait_for(&ready, &mut child);
     // A process outside the tree reads the same file during the run.
     let outside = Command::new("cat").arg(&key).output().unwrap();
+    std::fs::write(&later, "made later\n").unwrap();
+    nix::unistd::chown(later.as_path(), Some(uid.into()), Some(gid.into())).unwrap();
     std::fs::write(&gate, "").unwrap();
     let out = finish(child);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}"); // the audit failed
     assert_eq!(text(&outside.stdout), "not a real key\n");
     assert_eq!(outside.status.code(), Some(0));
-    assert_eq!(text(&out.stdout), "direct=1\nhard=1\nsym=1\n");
-    for p in [&key, &hard, &sym] {
+    assert_eq!(text(&out.stdout), "direct=1\nhard=1\nsym=1\nlater=1\n");
+    for p in [&key, &hard, &sym, &later] {
         let line = format!("cat: {}: Operation not permitted", p.display());
         assert!(stderr.lines().any(|l| l == line), "{line} in {stderr}");
     }
     assert!(
         stderr.lines().any(|l| l.starts_with(
-            "agentsight: enforce: 3 accesses blocked (3 reads, 0 execs); audited, not enforced: "
+            "agentsight: enforce: 4 accesses blocked (4 reads, 0 execs); audited, not enforced: "
         )),
         "{stderr}"
     );
@@ -156,7 +161,8 @@ fn denied_reads_are_refused_for_the_tree_only() {
     let m = std::fs::metadata(&key).unwrap();
     let dev = agentsight::enforce::kernel_dev(m.dev());
     let cats = procs_named(&db, "cat");
-    assert_eq!(cats.len(), 3, "{cats:?}");
+    assert_eq!(cats.len(), 4, "{cats:?}");
+    let ml = std::fs::metadata(&later).unwrap();
     let rows = denials(&db);
     let got: Vec<_> = rows
         .iter()
@@ -175,12 +181,18 @@ fn denied_reads_are_refused_for_the_tree_only() {
         .collect();
     let want: Vec<_> = cats
         .iter()
-        .map(|&(pid, id)| {
+        .enumerate()
+        .map(|(i, &(pid, id))| {
+            let (path, ino) = if i < 3 {
+                (&key, m.ino())
+            } else {
+                (&later, ml.ino())
+            };
             (
                 DenialKind::Read,
-                key.display().to_string(),
+                path.display().to_string(),
                 dev,
-                m.ino() as i64,
+                ino as i64,
                 pid,
                 Some(id),
                 "denied-path",
@@ -208,7 +220,11 @@ fn denied_reads_are_refused_for_the_tree_only() {
     findings.sort_by_key(|f| f.2);
     let want: Vec<_> = cats
         .iter()
-        .map(|&(pid, _)| (key.display().to_string(), true, pid))
+        .enumerate()
+        .map(|(i, &(pid, _))| {
+            let path = if i < 3 { &key } else { &later };
+            (path.display().to_string(), true, pid)
+        })
         .collect();
     assert_eq!(findings, want);
     let _ = std::fs::remove_dir_all(&dir);

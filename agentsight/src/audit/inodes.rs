@@ -228,6 +228,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn denied_dirs_are_the_existing_directories_covered_entirely() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        std::fs::create_dir_all(home.join(".aws")).unwrap();
+        let policy = Policy::parse(
+            "[denied_paths]\nread = [\"~/.ssh/**\", \"~/.aws/cred*\", \"~/.gnupg/**\"]\n",
+            "p.toml",
+        )
+        .unwrap();
+        let h = home.display().to_string();
+        assert_eq!(
+            denied_dirs(&policy, Some(&h), None).unwrap(),
+            vec![format!("{h}/.ssh")]
+        );
+    }
+
+    #[test]
     fn walk_roots_are_the_literal_directories() {
         assert_eq!(walk_root("/home/u/.ssh/**"), "/home/u/.ssh");
         assert_eq!(walk_root("/etc/shadow"), "/etc/shadow");
