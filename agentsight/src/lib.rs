@@ -29,6 +29,7 @@ pub mod capture;
 pub mod clock;
 pub mod correlate;
 pub mod docker;
+pub mod enforce;
 pub mod enrich;
 pub mod envreset;
 pub mod livecap;

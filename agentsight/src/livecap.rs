@@ -410,6 +410,7 @@ fn record_options(opts: &KernelWatchOptions, output: &Path, live: LiveLink) -> R
         max_bytes: None,
         start_meta: vec![(crate::store::meta::key::STARTED_BY.into(), "top".into())],
         live: Some(live),
+        enforce: None,
     }
 }
 
@@ -436,7 +437,7 @@ fn spawn_recording(
                             "other users' processes left out: {n} (--all-users watches them)"
                         ));
                     }
-                    Notice::Stopped | Notice::Wire(_) => {}
+                    Notice::Stopped | Notice::Wire(_) | Notice::Enforced(_) => {}
                 }
             })
         })

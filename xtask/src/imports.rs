@@ -34,6 +34,8 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     // Files written for the user, with the user's credentials.
     ("output files", &["outfile"]),
     ("capture", &["capture"]),
+    // `record --enforce`: fanotify marks and the decider (knows no capture).
+    ("enforcement", &["enforce"]),
     ("live processes", &["procinfo"]),
     ("container sessions", &["bridge"]),
     ("store", &["store"]),

@@ -46,6 +46,7 @@ impl Ctx<'_> {
                     ..Evidence::default()
                 },
                 folded: None,
+                blocked: false,
             },
             process: ev.process_id.map(|id| (id, Some(ev.mono_ns))),
             tcp: None,

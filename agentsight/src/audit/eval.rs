@@ -91,6 +91,7 @@ pub fn audit_with(
     mcp::servers(&ctx, policy, &mut out)?;
     super::rules::wire::exchanges(&ctx, policy, &mut out)?;
     let mut findings = out.finish(|p| ctx.complete(p))?;
+    super::blocked::denials(&ctx, policy, &mut findings)?;
     // Most severe first, then by time; notes last.
     findings.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.time.cmp(&b.time)));
     Ok(Report {

@@ -63,6 +63,34 @@ pub fn denied_files(
     Ok(out)
 }
 
+/// The existing directories a denied-read pattern covers entirely (`D/**`
+/// with a literal `D`): `record --enforce` marks them so a file created in
+/// one later is denied too.
+pub fn denied_dirs(
+    policy: &Policy,
+    home: Option<&str>,
+    workspace: Option<&str>,
+) -> Result<Vec<String>, AuditError> {
+    let at = Places {
+        workspace,
+        home,
+        tmpdirs: &[],
+    };
+    let (read, _) = PathSet::new(&policy.denied_paths.read, &at, false)?;
+    let mut out: Vec<String> = read
+        .globs
+        .iter()
+        .filter_map(|g| {
+            let dir = g.strip_suffix("/**")?;
+            (walk_root(g) == dir.replace('\\', "")).then(|| walk_root(g))
+        })
+        .filter(|d| std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir()))
+        .collect();
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
 /// The longest directory of `glob` without glob characters (the glob
 /// itself when it has none).
 fn walk_root(glob: &str) -> String {
@@ -198,6 +226,24 @@ pub fn from_capture(cap: &Capture) -> Result<HashMap<(i64, i64), DeniedFile>, Au
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn denied_dirs_are_the_existing_directories_covered_entirely() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        std::fs::create_dir_all(home.join(".aws")).unwrap();
+        let policy = Policy::parse(
+            "[denied_paths]\nread = [\"~/.ssh/**\", \"~/.aws/cred*\", \"~/.gnupg/**\"]\n",
+            "p.toml",
+        )
+        .unwrap();
+        let h = home.display().to_string();
+        assert_eq!(
+            denied_dirs(&policy, Some(&h), None).unwrap(),
+            vec![format!("{h}/.ssh")]
+        );
+    }
 
     #[test]
     fn walk_roots_are_the_literal_directories() {

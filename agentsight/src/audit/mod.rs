@@ -5,6 +5,7 @@
 //! `complete`, `fold`) and the findings (`report`) are rendered as text,
 //! JSON, SARIF 2.1.0 or JUnit XML (`render`). See `docs/audit.md`.
 
+mod blocked;
 mod complete;
 mod context;
 pub mod eval;

@@ -131,10 +131,11 @@ pub fn text(r: &Report) -> String {
     );
     for f in &r.findings {
         s += &format!(
-            "{} [{}] {}\n",
+            "{} [{}] {}{}\n",
             f.severity.as_str().to_uppercase(),
             v(&f.rule),
-            v(&f.message)
+            v(&f.message),
+            if f.blocked { " (blocked)" } else { "" }
         );
         if let Some(t) = &f.time {
             s += &format!("    when     {}\n", v(t));
@@ -387,7 +388,12 @@ pub fn junit(r: &Report) -> String {
 }
 
 fn finding_block(f: &Finding) -> String {
-    let mut b = format!("{}: {}", f.severity.as_str(), f.message);
+    let mut b = format!(
+        "{}: {}{}",
+        f.severity.as_str(),
+        f.message,
+        if f.blocked { " (blocked)" } else { "" }
+    );
     if let Some(t) = &f.time {
         b += &format!("\n  when: {t}");
     }

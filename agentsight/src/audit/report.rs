@@ -154,6 +154,9 @@ pub struct Finding {
     pub evidence: Evidence,
     /// Set when this finding stands for a group of many (see `fold`).
     pub folded: Option<Folded>,
+    /// `record --enforce` refused the access before it happened (a row of
+    /// `enforcement_denials`).
+    pub blocked: bool,
 }
 
 /// Many findings of one rule, access and pattern, reported as one (see

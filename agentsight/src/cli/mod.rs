@@ -186,9 +186,37 @@ pub struct RecordArgs {
     /// secret-looking values are shown as ‹redacted›.
     #[arg(long, requires = "report")]
     pub no_redact: bool,
+    /// Enforce the policy (--audit's, else the default policy) for the
+    /// recorded tree only, before each access happens: reads of
+    /// `[denied_paths] read` files and execs of `[executables] deny` ones are
+    /// refused with EPERM (fanotify permission marks on their inodes; needs
+    /// root). Every denial is stored and `audit` marks its finding blocked.
+    /// Not enforced yet (audited only, listed in the capture and the summary):
+    /// writes outside the allowed roots, denied writes, the network rules.
+    /// If a mark cannot be placed, recording refuses to start (exit 2);
+    /// `--enforce=best-effort` records anyway and lists the rule as audited
+    /// only. See docs/enforce.md (a crash of the recorder lets the tree go on).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "MODE",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "on"
+    )]
+    pub enforce: Option<EnforceMode>,
     /// The command to run and record.
     #[arg(last = true)]
     pub command: Vec<OsString>,
+}
+
+/// `--enforce` or `--enforce=best-effort`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum EnforceMode {
+    /// Refuse to start when a rule cannot be enforced.
+    On,
+    /// Record anyway; the rules that could not be enforced are audited only.
+    BestEffort,
 }
 
 #[derive(clap::Args, Debug)]
@@ -553,6 +581,7 @@ fn say_notice(n: &record::Notice, quiet: bool, tty: bool) {
         Notice::Stopped if tty => agentsight::say!("\r\x1b[K"),
         Notice::CleanupFailed(w) => agentsight::sayln!("agentsight: warning: {w}"),
         Notice::Wire(w) if !quiet => agentsight::sayln!("agentsight: wire: {w}"),
+        Notice::Enforced(line) => agentsight::sayln!("agentsight: {line}"),
         _ => {}
     }
 }
@@ -579,6 +608,7 @@ fn record_request(a: RecordArgs) -> record::RecordRequest {
             start_meta: Vec::new(),
             transcript_budget: a.transcript_max_mib.saturating_mul(1024 * 1024),
             live: None,
+            enforce: None,
         },
         audit: a.audit,
         audit_format: a.audit_format.into(),
@@ -586,6 +616,7 @@ fn record_request(a: RecordArgs) -> record::RecordRequest {
         report: a.report,
         redact: !a.no_redact,
         docker_containers: a.docker_containers,
+        enforce: a.enforce.map(|m| m == EnforceMode::BestEffort),
     }
 }
 

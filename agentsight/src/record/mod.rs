@@ -8,6 +8,7 @@
 //! it runs), `watch` (until the run ends), `finish` (drain, complete, bind),
 //! `outcome` (how it ended, the summary).
 
+mod enforce;
 mod finish;
 mod load;
 mod meta;
@@ -89,6 +90,8 @@ pub enum RecordError {
     Report(#[from] crate::report::file::ReportFileError),
     #[error("cannot start {program}: {reason}")]
     Spawn { program: String, reason: String },
+    #[error(transparent)]
+    Enforce(#[from] crate::enforce::EnforceError),
     #[error("{0}")]
     Other(String),
 }
@@ -131,6 +134,21 @@ pub struct RecordOptions {
     /// Set by a caller that reads the capture while it is being recorded
     /// (`livecap::KernelWatch`, under `agentsight top`).
     pub live: Option<LiveLink>,
+    /// `--enforce`: the denied reads and executables refused for the
+    /// recorded tree (`crate::enforce`, `docs/enforce.md`).
+    pub enforce: Option<EnforceOptions>,
+}
+
+/// What `--enforce` marks, resolved from the policy before recording.
+#[derive(Clone, Debug, Default)]
+pub struct EnforceOptions {
+    /// `--enforce=best-effort`: a mark the kernel refuses leaves its rule
+    /// audited only (said in meta `enforcement`) instead of refusing to start.
+    pub best_effort: bool,
+    pub plan: crate::enforce::Plan,
+    /// Rules of the policy this build does not enforce (judged afterwards
+    /// by `audit` only), each with why.
+    pub audited_not_enforced: Vec<String>,
 }
 
 /// What a caller reading the capture live shares with the recording.
@@ -175,6 +193,9 @@ pub enum Notice {
     Wire(String),
     /// A start that failed left a file it could not remove (never silenced).
     CleanupFailed(String),
+    /// `--enforce`: the one-line summary at the end ("enforce: 3 accesses
+    /// blocked (2 reads, 1 exec)…").
+    Enforced(String),
 }
 
 pub fn run(
@@ -239,6 +260,17 @@ pub fn run(
     if opts.wire {
         tracker.start_tls(notify);
     }
+    // Before anything of the tree runs: a refused start runs nothing.
+    let enforcer = match enforce::start(opts, &tracker, &writer) {
+        Ok(e) => e,
+        Err(e) => {
+            reading.stop.store(true, Ordering::Release);
+            let _ = reading.thread.join();
+            drop(tracker);
+            abandon(writer, &opts.output, target.creds.as_ref(), notify);
+            return Err(e);
+        }
+    };
     tracker.adopt_targets(opts, notify);
     tracker.adopt_containers(&target.containers);
     let (relay, command, env) = match start_wire(opts, &target, &writer, notify) {
@@ -247,6 +279,7 @@ pub fn run(
             reading.stop.store(true, Ordering::Release);
             let _ = reading.thread.join();
             drop(tracker);
+            drop(enforcer);
             abandon(writer, &opts.output, target.creds.as_ref(), notify);
             return Err(e);
         }
@@ -260,6 +293,7 @@ pub fn run(
                 reading.stop.store(true, Ordering::Release);
                 let _ = reading.thread.join();
                 drop(tracker);
+                drop(enforcer);
                 abandon(writer, &opts.output, target.creds.as_ref(), notify);
                 return Err(e);
             }
@@ -278,6 +312,9 @@ pub fn run(
         containers,
         notify,
     );
+    if let Some(e) = enforcer {
+        enforce::stop(opts, e, &writer, notify);
+    }
     if let Some(relay) = relay {
         let stats = relay.stop();
         let _ = writer.sender().send(StoreMsg::Meta(

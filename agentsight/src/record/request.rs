@@ -33,6 +33,10 @@ pub struct RecordRequest {
     /// `--docker-container` names: the caller builds their session sources
     /// once [`RecordRequest::check_and_open`] has allowed them.
     pub docker_containers: Vec<String>,
+    /// `--enforce` (`Some(false)`) or `--enforce=best-effort`
+    /// (`Some(true)`): the policy (`--audit`'s, else the default one) is
+    /// enforced for the recorded tree (`crate::enforce`).
+    pub enforce: Option<bool>,
 }
 
 /// A request checked and its files opened: ready to record.
@@ -64,6 +68,18 @@ impl RecordRequest {
             let start = denied_inodes_meta(p, self.options.user.as_deref())?;
             self.options.start_meta.extend(start);
         }
+        if let Some(best_effort) = self.enforce {
+            let default;
+            let p = match &policy {
+                Some(p) => p,
+                None => {
+                    default = Policy::parse("", "(default policy)")?;
+                    &default
+                }
+            };
+            let user = self.options.user.as_deref();
+            self.options.enforce = Some(enforce_plan(p, user, best_effort)?);
+        }
         let audit_out = self
             .audit_output
             .as_deref()
@@ -92,14 +108,9 @@ impl RecordRequest {
     }
 }
 
-/// `--audit`: the (device, inode) of the denied files that exist as
-/// recording starts, as meta `denied_inodes` (an open of the same file under
-/// another name, a hard link, is then a finding), and of the denied
-/// executables, as `denied_exe_inodes`.
-fn denied_inodes_meta(
-    policy: &Policy,
-    user: Option<&str>,
-) -> Result<Vec<(String, String)>, RecordError> {
+/// Where `~` and `${workspace}` point for `policy`: its own values, else
+/// the recorded user's home and the current directory.
+fn places(policy: &Policy, user: Option<&str>) -> (Option<String>, Option<String>) {
     let home = policy
         .home
         .clone()
@@ -109,6 +120,80 @@ fn denied_inodes_meta(
             .ok()
             .map(|d| d.display().to_string())
     });
+    (home, workspace)
+}
+
+/// `--enforce`: what to mark, resolved as `audit` resolves the denied files
+/// and executables (`audit::inodes`), and the rules left to the audit.
+fn enforce_plan(
+    policy: &Policy,
+    user: Option<&str>,
+    best_effort: bool,
+) -> Result<super::EnforceOptions, RecordError> {
+    use crate::enforce::{DenialKind, Plan, Target};
+    let (home, workspace) = places(policy, user);
+    let (home, workspace) = (home.as_deref(), workspace.as_deref());
+    let err = |e: audit::AuditError| RecordError::Other(format!("--enforce: {e}"));
+    let mut plan = Plan::default();
+    let d = &policy.denied_paths;
+    if d.meta.enabled {
+        let files = audit::inodes::denied_files(policy, home, workspace).map_err(err)?;
+        plan.files
+            .extend(files.into_iter().filter(|f| f.read).map(|f| Target {
+                kind: DenialKind::Read,
+                path: f.path,
+                dev: f.dev,
+                ino: f.ino,
+                rule: d.meta.id.clone(),
+            }));
+        let dirs = audit::inodes::denied_dirs(policy, home, workspace).map_err(err)?;
+        plan.dirs
+            .extend(dirs.into_iter().map(|dir| (dir, d.meta.id.clone())));
+    }
+    let x = &policy.executables;
+    if x.meta.enabled {
+        plan.files.extend(
+            audit::inodes::denied_executables(policy)
+                .into_iter()
+                .map(|f| Target {
+                    kind: DenialKind::Exec,
+                    path: f.path,
+                    dev: f.dev,
+                    ino: f.ino,
+                    rule: x.meta.id.clone(),
+                }),
+        );
+    }
+    let not_built = "(not built yet)";
+    let mut audited = Vec::new();
+    if d.meta.enabled && !d.write.is_empty() {
+        audited.push(format!("{} writes {not_built}", d.meta.id));
+    }
+    if policy.writes.meta.enabled {
+        audited.push(format!("{} {not_built}", policy.writes.meta.id));
+    }
+    if x.meta.enabled && !x.allow.is_empty() {
+        audited.push(format!("{} allow list {not_built}", x.meta.id));
+    }
+    if policy.network.meta.enabled {
+        audited.push(format!("{} {not_built}", policy.network.meta.id));
+    }
+    Ok(super::EnforceOptions {
+        best_effort,
+        plan,
+        audited_not_enforced: audited,
+    })
+}
+
+/// `--audit`: the (device, inode) of the denied files that exist as
+/// recording starts, as meta `denied_inodes` (an open of the same file under
+/// another name, a hard link, is then a finding), and of the denied
+/// executables, as `denied_exe_inodes`.
+fn denied_inodes_meta(
+    policy: &Policy,
+    user: Option<&str>,
+) -> Result<Vec<(String, String)>, RecordError> {
+    let (home, workspace) = places(policy, user);
     let files = audit::inodes::denied_files(policy, home.as_deref(), workspace.as_deref())
         .map_err(|e| RecordError::Other(format!("noting the denied files' inodes: {e}")))?;
     let json = |v: Result<String, serde_json::Error>| {

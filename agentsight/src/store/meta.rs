@@ -90,9 +90,12 @@ pub mod key {
     /// How many problems reading the sessions' MCP configuration had
     /// (absent when none).
     pub const MCP_CONFIG_PROBLEMS: &str = "mcp_config_problems";
+    /// `record --enforce`: the mode, the counts and the rules audited but
+    /// not enforced, JSON (`store::enforcement::EnforcementMeta`).
+    pub const ENFORCEMENT: &str = "enforcement";
 
     /// Every key above.
-    pub const ALL: [&str; 34] = [
+    pub const ALL: [&str; 35] = [
         FORMAT,
         SCHEMA_VERSION,
         TOOL_VERSION,
@@ -127,6 +130,7 @@ pub mod key {
         DENIED_INODES,
         DENIED_EXE_INODES,
         MCP_CONFIG_PROBLEMS,
+        ENFORCEMENT,
     ];
 }
 

@@ -7,6 +7,7 @@
 //! Columns are documented in `docs/capture-schema.md`.
 
 pub mod audit_reads;
+pub mod enforcement;
 pub mod events;
 #[cfg(test)]
 pub(crate) mod foreign_for_tests;

@@ -53,6 +53,10 @@ pub enum StoreMsg {
     /// What the TLS probes could decrypt of one recorded process
     /// (`store::tls`).
     TlsProcess(super::tls::TlsProcessNote),
+    /// One access `record --enforce` refused (`store::enforcement`):
+    /// stored at once; past `--max-size` or on a full disk counted
+    /// (`max_size:denial`, `disk_full:denial`).
+    Denial(crate::enforce::Denial),
 }
 
 /// Loss kinds of events the writer received but did not store because the
@@ -650,6 +654,7 @@ fn run(
                 st.tls_notes.push(note);
                 Ok(())
             }
+            StoreMsg::Denial(d) => store_denial(&conn, &mut st, &d),
         };
         if let Err(e) = r {
             fail(&mut st, e);
@@ -709,6 +714,7 @@ fn after_disk_full(st: &mut State, held: &mut Held, msg: StoreMsg) {
         StoreMsg::MaxBytes(n) => st.max_bytes = Some(n),
         StoreMsg::Wire(_) => not_stored_disk_full(st, std::iter::once("wire")),
         StoreMsg::TlsProcess(_) => not_stored_disk_full(st, std::iter::once("tls_process")),
+        StoreMsg::Denial(_) => not_stored_disk_full(st, std::iter::once("denial")),
         StoreMsg::Anchor(_) | StoreMsg::Containers(_) => {}
     }
     for batch in batches {
@@ -716,6 +722,20 @@ fn after_disk_full(st: &mut State, held: &mut Held, msg: StoreMsg) {
         st.summary.decode_errors += errors.len() as u64;
         not_stored_disk_full(st, events.iter().map(|e| e.header.kind.name()));
     }
+}
+
+/// Stores one enforcement denial, or counts it once the capture reached
+/// `--max-size`.
+fn store_denial(
+    conn: &Connection,
+    st: &mut State,
+    d: &crate::enforce::Denial,
+) -> rusqlite::Result<()> {
+    if reached_max_size(conn, st) {
+        *st.summary.not_stored.entry("denial").or_default() += 1;
+        return Ok(());
+    }
+    super::enforcement::insert(conn, d)
 }
 
 /// Stores one wire exchange with its decoding, or counts it as not stored

@@ -5,6 +5,7 @@ use std::{collections::HashMap, fmt::Write as _};
 
 // Every recorded string is shown through `v` (control, bidi and format
 // characters escaped): a file name must not be able to start a line of ours.
+use crate::enforce::DenialKind;
 use crate::rawtext::visible as v;
 pub use crate::store::run::{ActivitySection, CountRow};
 use crate::{
@@ -80,6 +81,7 @@ pub fn summary(cap: &Capture) -> Result<String, StoreError> {
     activity(cap, &mut s)?;
     session_messages(cap, &run.meta, &procs, &mut s)?;
     wire(cap, &mut s)?;
+    enforcement(cap, &procs, &mut s)?;
     // Without every exit record, "no exit seen" does not mean "still running".
     process_tree(&procs, loss.exits_known, &mut s);
     Ok(s)
@@ -381,6 +383,61 @@ fn session_messages(
 
 /// Most exchanges `show` lists one per line (the rest are counted).
 const MAX_WIRE_LINES: usize = 200;
+
+/// `record --enforce`: the mode, the counts, the rules only audited, and
+/// one line per access refused. Nothing for a capture recorded without it.
+fn enforcement(cap: &Capture, procs: &[ProcessRecord], s: &mut String) -> Result<(), StoreError> {
+    let reader = cap.reader();
+    let meta = reader.enforcement_meta()?;
+    let rows = reader.enforcement_denials()?;
+    if meta.is_none() && rows.is_empty() {
+        return Ok(());
+    }
+    let meta = meta.unwrap_or_default();
+    let reads = rows.iter().filter(|r| r.kind == DenialKind::Read).count();
+    let _ = writeln!(
+        s,
+        "\nENFORCEMENT (record --enforce, mode {}): {} blocked ({reads} read(s), {} exec(s)), {} not stored",
+        v(&meta.mode),
+        rows.len(),
+        rows.len() - reads,
+        meta.lost
+    );
+    if !meta.audited_not_enforced.is_empty() {
+        let _ = writeln!(
+            s,
+            "  audited, not enforced: {}",
+            v(&meta.audited_not_enforced.join(", "))
+        );
+    }
+    let anchors = cap.anchors()?;
+    let comm: HashMap<i64, &str> = procs
+        .iter()
+        .map(|p| (p.id, p.comm.as_deref().unwrap_or("?")))
+        .collect();
+    for r in rows.iter().take(MAX_WIRE_LINES) {
+        let who = r
+            .process_id
+            .and_then(|id| comm.get(&id))
+            .map_or_else(String::new, |c| format!(" {}", v(c)));
+        let _ = writeln!(
+            s,
+            "  {} {} {} pid {}{who} {} ({}, device {}, inode {})",
+            crate::clock::rfc3339_ns(anchors.wall_ns(r.mono_ns).max(0) as u64),
+            r.kind.as_str(),
+            v(&r.path),
+            r.pid,
+            v(&r.rule),
+            v(&r.mechanism),
+            r.dev,
+            r.ino
+        );
+    }
+    if rows.len() > MAX_WIRE_LINES {
+        let _ = writeln!(s, "  … {} more", rows.len() - MAX_WIRE_LINES);
+    }
+    Ok(())
+}
 
 /// The model traffic of a `record --wire` capture: its routes, its counts,
 /// one line per exchange (time, API, model, status, what was sent, what came

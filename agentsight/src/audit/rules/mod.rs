@@ -180,6 +180,7 @@ pub(in crate::audit) fn plain(
         session: None,
         evidence: Evidence::default(),
         folded: None,
+        blocked: false,
     }
 }
 

@@ -1,0 +1,302 @@
+//! `record --enforce`: denied reads and denied executables refused before
+//! they happen, for the recorded tree only, by fanotify permission events
+//! (see `docs/enforce.md`).
+//!
+//! At start every denied file's inode gets a `FAN_OPEN_PERM` mark, every
+//! directory a pattern covers entirely a `FAN_OPEN_PERM |
+//! FAN_EVENT_ON_CHILD` mark, and every denied executable's inode a
+//! `FAN_OPEN_EXEC_PERM` mark, in one `FAN_CLASS_CONTENT` group. The decider
+//! (`decider`) answers each permission event by one fact only: is the
+//! event's process in the kernel's tracked set (the `TRACKED` map, read
+//! with one `bpf(2)` lookup) — `FAN_DENY` if so, `FAN_ALLOW` otherwise —
+//! and hands the denial to its sink without ever waiting for it.
+//!
+//! This module knows nothing of captures: the recorder resolves the policy
+//! into a [`Plan`] and stores the [`Denial`]s the sink is given.
+
+mod decider;
+
+use std::{
+    os::fd::OwnedFd,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    thread::JoinHandle,
+};
+
+use nix::sys::fanotify::{EventFFlags, Fanotify, InitFlags, MarkFlags, MaskFlags};
+
+/// The rule id of a denied read (the policy's `[denied_paths]` rule).
+pub const RULE_DENIED_PATH: &str = "denied-path";
+/// The rule id of a denied exec (the policy's `[executables]` rule).
+pub const RULE_DENIED_EXECUTABLE: &str = "denied-executable";
+/// The mechanism every denial of this module names.
+pub const MECHANISM: &str = "fanotify";
+
+/// What a denial refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DenialKind {
+    Read,
+    Exec,
+}
+
+impl DenialKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Exec => "exec",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "read" => Some(Self::Read),
+            "exec" => Some(Self::Exec),
+            _ => None,
+        }
+    }
+}
+
+/// One file to mark, as resolved when recording starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub kind: DenialKind,
+    pub path: String,
+    /// The kernel's device encoding (`sb->s_dev`, the capture's `dev`).
+    pub dev: i64,
+    pub ino: i64,
+    /// The policy rule the mark enforces (`denied-path`, …).
+    pub rule: String,
+}
+
+/// Everything to mark.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub files: Vec<Target>,
+    /// Directories a read pattern covers entirely (`~/.ssh/**`): their
+    /// immediate children, existing or created later, are denied too.
+    pub dirs: Vec<(String, String)>,
+}
+
+/// One access refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    pub kind: DenialKind,
+    /// The path resolved at start; for a file created later in a marked
+    /// directory, the kernel's name for the event's file.
+    pub path: String,
+    pub dev: i64,
+    pub ino: i64,
+    pub pid: u32,
+    /// CLOCK_MONOTONIC ns of the decision.
+    pub mono_ns: u64,
+    pub rule: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EnforceError {
+    #[error("--enforce: cannot enforce {rule}: {reason}")]
+    Unavailable { rule: String, reason: String },
+    #[error("--enforce: cannot start the decider thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// Counts kept by the decider, read at the end.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub reads: AtomicU64,
+    pub execs: AtomicU64,
+    pub allowed: AtomicU64,
+    /// Denials the sink refused (its queue was full): counted, never silent.
+    pub lost: AtomicU64,
+    /// Events the decider could not read (queue overflow, bad version).
+    pub errors: AtomicU64,
+}
+
+/// The counts at the end.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub reads: u64,
+    pub execs: u64,
+    pub allowed: u64,
+    pub lost: u64,
+    pub errors: u64,
+}
+
+impl Totals {
+    /// "enforce: 3 accesses blocked (2 reads, 1 exec)".
+    pub fn summary(&self) -> String {
+        let n = self.reads + self.execs;
+        let plural =
+            |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        let mut s = format!(
+            "enforce: {} blocked ({}, {})",
+            plural(n, "access", "accesses"),
+            plural(self.reads, "read", "reads"),
+            plural(self.execs, "exec", "execs")
+        );
+        if self.lost > 0 {
+            s += &format!(", {} not stored (queue full)", self.lost);
+        }
+        s
+    }
+}
+
+/// A running enforcement: the group (its marks live as long as it does)
+/// and the decider thread.
+pub struct Enforcer {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    stats: Arc<Stats>,
+    /// Rules whose marks the kernel refused (`best_effort` only): audited,
+    /// not enforced.
+    pub refused: Vec<String>,
+}
+
+/// The fanotify group with its marks placed.
+fn marked(plan: &Plan, best_effort: bool) -> Result<(Fanotify, Vec<String>), EnforceError> {
+    let group = Fanotify::init(
+        InitFlags::FAN_CLASS_CONTENT | InitFlags::FAN_CLOEXEC,
+        EventFFlags::O_RDONLY | EventFFlags::O_LARGEFILE | EventFFlags::O_CLOEXEC,
+    )
+    .map_err(|e| EnforceError::Unavailable {
+        rule: plan
+            .files
+            .first()
+            .map_or(RULE_DENIED_PATH.to_owned(), |t| t.rule.clone()),
+        reason: format!(
+            "fanotify_init: {e}{}",
+            if e == nix::errno::Errno::EPERM {
+                " (needs CAP_SYS_ADMIN: run as root)"
+            } else {
+                ""
+            }
+        ),
+    })?;
+    let mut refused = Vec::new();
+    let mut place = |rule: &str, path: &str, mask: MaskFlags| -> Result<(), EnforceError> {
+        let r = group.mark(
+            MarkFlags::FAN_MARK_ADD | MarkFlags::FAN_MARK_DONT_FOLLOW,
+            mask,
+            nix::fcntl::AT_FDCWD,
+            Some(path),
+        );
+        match r {
+            Ok(()) => Ok(()),
+            Err(e) if best_effort => {
+                tracing::warn!("fanotify mark on {path} refused: {e}");
+                refused.push(format!("{rule} ({path}: fanotify_mark: {e})"));
+                Ok(())
+            }
+            Err(e) => Err(EnforceError::Unavailable {
+                rule: format!("{rule} for {path}"),
+                reason: format!("fanotify_mark: {e}"),
+            }),
+        }
+    };
+    for t in &plan.files {
+        let mask = match t.kind {
+            DenialKind::Read => MaskFlags::FAN_OPEN_PERM,
+            DenialKind::Exec => MaskFlags::FAN_OPEN_EXEC_PERM,
+        };
+        place(&t.rule, &t.path, mask)?;
+    }
+    for (dir, rule) in &plan.dirs {
+        place(
+            rule,
+            dir,
+            MaskFlags::FAN_OPEN_PERM | MaskFlags::FAN_EVENT_ON_CHILD,
+        )?;
+    }
+    Ok((group, refused))
+}
+
+impl Enforcer {
+    /// Places every mark of `plan` and starts the decider. `tracked` is a
+    /// descriptor of the kernel's tracked-tgid map; `sink` takes a denial
+    /// without blocking and says whether it took it. Without `best_effort`
+    /// a mark the kernel refuses fails the start (nothing is marked then:
+    /// the group goes with the error).
+    pub fn start(
+        plan: &Plan,
+        tracked: OwnedFd,
+        sink: Box<dyn FnMut(Denial) -> bool + Send>,
+        best_effort: bool,
+    ) -> Result<Self, EnforceError> {
+        let (group, refused) = marked(plan, best_effort)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stats = Arc::new(Stats::default());
+        let decider = decider::Decider::new(group, tracked, plan, sink, stats.clone());
+        let s = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("enforce".into())
+            .spawn(move || decider.run(&s))
+            .map_err(EnforceError::Thread)?;
+        Ok(Self {
+            stop,
+            thread: Some(thread),
+            stats,
+            refused,
+        })
+    }
+
+    /// Stops the decider (its group closes: the marks vanish) and returns
+    /// the counts.
+    pub fn stop(mut self) -> Totals {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take()
+            && t.join().is_err()
+        {
+            tracing::error!("the enforce decider panicked");
+        }
+        let n = |a: &AtomicU64| a.load(Ordering::Acquire);
+        Totals {
+            reads: n(&self.stats.reads),
+            execs: n(&self.stats.execs),
+            allowed: n(&self.stats.allowed),
+            lost: n(&self.stats.lost),
+            errors: n(&self.stats.errors),
+        }
+    }
+}
+
+impl Drop for Enforcer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A user-space `dev_t` as the kernel stores it in `sb->s_dev`
+/// (`MKDEV(major, minor)` = major << 20 | minor), the capture's encoding.
+pub fn kernel_dev(dev: u64) -> i64 {
+    let (major, minor) = (libc::major(dev) as i64, libc::minor(dev) as i64);
+    (major << 20) | minor
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_counts_reads_and_execs() {
+        let t = Totals {
+            reads: 2,
+            execs: 1,
+            ..Totals::default()
+        };
+        assert_eq!(t.summary(), "enforce: 3 accesses blocked (2 reads, 1 exec)");
+        let t = Totals {
+            reads: 1,
+            lost: 4,
+            ..Totals::default()
+        };
+        assert_eq!(
+            t.summary(),
+            "enforce: 1 access blocked (1 read, 0 execs), 4 not stored (queue full)"
+        );
+    }
+}

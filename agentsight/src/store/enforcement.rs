@@ -1,0 +1,143 @@
+//! `record --enforce`'s evidence: one `enforcement_denials` row per access
+//! the decider refused (`crate::enforce`), and meta `enforcement` (the mode,
+//! the counts, the rules only audited). A capture without the table was
+//! recorded without `--enforce`.
+
+use rusqlite::{Connection, params};
+use serde::{Deserialize, Serialize};
+
+use super::StoreError;
+use crate::enforce::{Denial, DenialKind};
+
+/// Created by the first denial (or at the start of an enforced recording).
+pub(crate) const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS enforcement_denials (
+    id INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    path TEXT NOT NULL,
+    dev INTEGER NOT NULL,
+    ino INTEGER NOT NULL,
+    pid INTEGER NOT NULL,
+    mono_ns INTEGER NOT NULL,
+    rule TEXT NOT NULL,
+    mechanism TEXT NOT NULL
+);
+"#;
+
+/// One stored denial, with the process row it belongs to where the
+/// capture knows it (the process of that pid alive at `mono_ns`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DenialRow {
+    pub id: i64,
+    pub kind: DenialKind,
+    pub path: String,
+    pub dev: i64,
+    pub ino: i64,
+    pub pid: u32,
+    pub process_id: Option<i64>,
+    pub mono_ns: u64,
+    pub rule: String,
+    pub mechanism: String,
+}
+
+/// Meta `enforcement`, as `record --enforce` stores it at the end.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnforcementMeta {
+    /// `enforce` or `best-effort`.
+    pub mode: String,
+    pub blocked_reads: u64,
+    pub blocked_execs: u64,
+    /// Denials the decider could not hand to the writer (queue full).
+    pub lost: u64,
+    /// Files and directories marked at start.
+    pub marked: u64,
+    /// Rules judged only afterwards by `audit`, each with why.
+    pub audited_not_enforced: Vec<String>,
+}
+
+pub(crate) fn insert(conn: &Connection, d: &Denial) -> rusqlite::Result<()> {
+    conn.execute_batch(SCHEMA)?;
+    let mut st = conn.prepare_cached(
+        "INSERT INTO enforcement_denials (kind, path, dev, ino, pid, mono_ns, rule, mechanism)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?;
+    st.execute(params![
+        d.kind.as_str(),
+        d.path,
+        d.dev,
+        d.ino,
+        d.pid,
+        d.mono_ns as i64,
+        d.rule,
+        crate::enforce::MECHANISM,
+    ])?;
+    Ok(())
+}
+
+fn has_table(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'enforcement_denials'",
+        [],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
+}
+
+impl super::CaptureReader<'_> {
+    /// Every access `record --enforce` refused, in order; empty for a
+    /// capture recorded without it.
+    pub fn enforcement_denials(&self) -> Result<Vec<DenialRow>, StoreError> {
+        let qe = |e| self.query_err(e);
+        if !has_table(self.conn).map_err(qe)? {
+            return Ok(Vec::new());
+        }
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT d.id, d.kind, d.path, d.dev, d.ino, d.pid, d.mono_ns, d.rule, d.mechanism,
+                 (SELECT p.id FROM processes p WHERE p.pid = d.pid
+                    AND p.start_mono_ns <= d.mono_ns
+                    AND (p.end_mono_ns IS NULL OR p.end_mono_ns >= d.mono_ns)
+                  ORDER BY p.start_mono_ns DESC, p.id DESC LIMIT 1)
+                 FROM enforcement_denials d ORDER BY d.id",
+            )
+            .map_err(qe)?;
+        let rows = st
+            .query_map([], |r| {
+                let kind: String = r.get(1)?;
+                Ok(DenialRow {
+                    id: r.get(0)?,
+                    kind: DenialKind::parse(&kind).unwrap_or(DenialKind::Read),
+                    path: r.get(2)?,
+                    dev: r.get(3)?,
+                    ino: r.get(4)?,
+                    pid: r.get(5)?,
+                    mono_ns: r.get::<_, i64>(6)?.max(0) as u64,
+                    rule: r.get(7)?,
+                    mechanism: r.get(8)?,
+                    process_id: r.get(9)?,
+                })
+            })
+            .map_err(qe)?;
+        rows.map(|r| r.map_err(qe)).collect()
+    }
+
+    /// Meta `enforcement`, when the capture was recorded with `--enforce`
+    /// (a value that does not parse is reported as absent).
+    pub fn enforcement_meta(&self) -> Result<Option<EnforcementMeta>, StoreError> {
+        let raw: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = ?1",
+                [super::meta::key::ENFORCEMENT],
+                |r| r.get(0),
+            )
+            .map(Some)
+            .or_else(|e| match e {
+                rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                e => Err(e),
+            })
+            .map_err(|e| self.query_err(e))?;
+        Ok(raw.and_then(|r| serde_json::from_str(&r).ok()))
+    }
+}

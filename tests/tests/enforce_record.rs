@@ -1,0 +1,341 @@
+//! Root tests of `record --enforce` (docs/enforce.md): a denied file read by
+//! the recorded tree directly, through a hard link and through a symlink is
+//! refused with EPERM while the test itself (outside the tree) reads it
+//! during the run; a denied executable run by its name and through a hard
+//! link is refused; a rule whose mark the kernel refuses stops the start
+//! (exit 2, nothing run, no capture) unless `--enforce=best-effort`.
+//!
+//! Not tested here: `record --enforce` as a non-root user. `record` itself
+//! refuses to run without root (it loads kernel programs) before the policy
+//! is even read, so the non-root case says nothing about enforcement; the
+//! refusal that names a rule is tested as root with a mark the kernel
+//! refuses (a permission mark on a /proc file: EINVAL).
+
+use std::{
+    os::unix::fs::MetadataExt,
+    path::Path,
+    process::{Command, Output, Stdio},
+};
+
+use agentsight::enforce::DenialKind;
+use agentsight::store::{Capture, enforcement::DenialRow};
+use agentsight_tests::*;
+use serde_json::Value;
+
+/// `record --enforce --audit POLICY` as the test user (through sudo's
+/// variables), the command's output piped.
+fn spawn_record(db: &Path, policy: &Path, mode: &str, command: &[&str]) -> std::process::Child {
+    let (uid, gid) = test_user();
+    Command::new(bin())
+        .arg("record")
+        .arg("--quiet")
+        .arg("-o")
+        .arg(db)
+        .arg(mode)
+        .arg("--audit")
+        .arg(policy)
+        .arg("--")
+        .args(command)
+        .env("SUDO_UID", uid.to_string())
+        .env("SUDO_GID", gid.to_string())
+        .env("SUDO_USER", TEST_USER)
+        .current_dir(db.parent().unwrap())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run agentsight record")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn denials(db: &Path) -> Vec<DenialRow> {
+    let cap = Capture::open(db).expect("open capture");
+    cap.reader().enforcement_denials().expect("denials")
+}
+
+fn audit_json(db: &Path, policy: &Path) -> Value {
+    let out = Command::new(bin())
+        .args(["audit", "--format", "json", "--db"])
+        .arg(db)
+        .arg("--policy")
+        .arg(policy)
+        .output()
+        .expect("run audit");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)))
+}
+
+/// (pid, process row id) of the recorded processes whose argv starts `argv0`, in order.
+fn procs_named(db: &Path, argv0: &str) -> Vec<(i64, i64)> {
+    processes(&open(db))
+        .into_iter()
+        .filter(|p| p.argv.first().map(String::as_str) == Some(argv0))
+        .map(|p| (p.pid, p.id))
+        .collect()
+}
+
+/// Waits (bounded by tries, not by a clock) for `p` to exist.
+fn wait_for(p: &Path, child: &mut std::process::Child) {
+    for _ in 0..600 {
+        if p.exists() {
+            return;
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!("record ended ({st}) before {} appeared", p.display());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("{} never appeared", p.display());
+}
+
+fn finish(child: std::process::Child) -> Output {
+    child.wait_with_output().expect("wait for record")
+}
+
+#[test]
+fn denied_reads_are_refused_for_the_tree_only() {
+    require_root();
+    let dir = scratch("enforce-read");
+    let (uid, gid) = test_user();
+    let ssh = dir.join("home/.ssh");
+    std::fs::create_dir_all(&ssh).unwrap();
+    let key = ssh.join("id_rsa");
+    std::fs::write(&key, "not a real key\n").unwrap();
+    // 0644 and the test user's own: only enforcement can refuse the read.
+    for p in [dir.join("home"), ssh.clone(), key.clone()] {
+        nix::unistd::chown(p.as_path(), Some(uid.into()), Some(gid.into())).unwrap();
+    }
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let hard = dir.join("hard");
+    let sym = dir.join("sym");
+    std::fs::hard_link(&key, &hard).unwrap();
+    std::os::unix::fs::symlink(&key, &sym).unwrap();
+    let (ready, gate) = (dir.join("ready"), dir.join("gate"));
+    // Created during the run in the marked directory: denied as its child.
+    let later = ssh.join("later");
+    let policy = dir.join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "home = \"{}\"\n[denied_paths]\nread = [\"~/.ssh/**\"]\n",
+            dir.join("home").display()
+        ),
+    )
+    .unwrap();
+    let db = dir.join("run.db");
+    let script = format!(
+        "cat {k}; echo direct=$?; cat {h}; echo hard=$?; cat {s}; echo sym=$?; : > {r}; \
+         while [ ! -e {g} ]; do sleep 0.02; done; cat {l}; echo later=$?",
+        l = later.display(),
+        k = key.display(),
+        h = hard.display(),
+        s = sym.display(),
+        r = ready.display(),
+        g = gate.display()
+    );
+    let mut child = spawn_record(&db, &policy, "--enforce", &["sh", "-c", &script]);
+    wait_for(&ready, &mut child);
+    // A process outside the tree reads the same file during the run.
+    let outside = Command::new("cat").arg(&key).output().unwrap();
+    std::fs::write(&later, "made later\n").unwrap();
+    nix::unistd::chown(later.as_path(), Some(uid.into()), Some(gid.into())).unwrap();
+    std::fs::write(&gate, "").unwrap();
+    let out = finish(child);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}"); // the audit failed
+    assert_eq!(text(&outside.stdout), "not a real key\n");
+    assert_eq!(outside.status.code(), Some(0));
+    assert_eq!(text(&out.stdout), "direct=1\nhard=1\nsym=1\nlater=1\n");
+    for p in [&key, &hard, &sym, &later] {
+        let line = format!("cat: {}: Operation not permitted", p.display());
+        assert!(stderr.lines().any(|l| l == line), "{line} in {stderr}");
+    }
+    assert!(
+        stderr.lines().any(|l| l.starts_with(
+            "agentsight: enforce: 4 accesses blocked (4 reads, 0 execs); audited, not enforced: "
+        )),
+        "{stderr}"
+    );
+    // The capture: one row per cat, by the file's identity.
+    let m = std::fs::metadata(&key).unwrap();
+    let dev = agentsight::enforce::kernel_dev(m.dev());
+    let cats = procs_named(&db, "cat");
+    assert_eq!(cats.len(), 4, "{cats:?}");
+    let ml = std::fs::metadata(&later).unwrap();
+    let rows = denials(&db);
+    let got: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.kind,
+                r.path.clone(),
+                r.dev,
+                r.ino,
+                i64::from(r.pid),
+                r.process_id,
+                r.rule.as_str(),
+                r.mechanism.as_str(),
+            )
+        })
+        .collect();
+    let want: Vec<_> = cats
+        .iter()
+        .enumerate()
+        .map(|(i, &(pid, id))| {
+            let (path, ino) = if i < 3 {
+                (&key, m.ino())
+            } else {
+                (&later, ml.ino())
+            };
+            (
+                DenialKind::Read,
+                path.display().to_string(),
+                dev,
+                ino as i64,
+                pid,
+                Some(id),
+                "denied-path",
+                "fanotify",
+            )
+        })
+        .collect();
+    assert_eq!(got, want);
+    // The audit: one blocked denied-path finding per cat.
+    let report = audit_json(&db, &policy);
+    let findings: Vec<(String, bool, i64)> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"] == "denied-path")
+        .map(|f| {
+            (
+                f["path"].as_str().unwrap().to_owned(),
+                f["blocked"].as_bool().unwrap(),
+                f["process"]["pid"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    let mut findings = findings;
+    findings.sort_by_key(|f| f.2);
+    let want: Vec<_> = cats
+        .iter()
+        .enumerate()
+        .map(|(i, &(pid, _))| {
+            let path = if i < 3 { &key } else { &later };
+            (path.display().to_string(), true, pid)
+        })
+        .collect();
+    assert_eq!(findings, want);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn denied_executables_are_refused_by_inode() {
+    require_root();
+    let dir = scratch("enforce-exec");
+    let tool = dir.join("forbidden");
+    let alias = dir.join("alias");
+    std::fs::copy("/usr/bin/true", &tool).unwrap();
+    std::fs::hard_link(&tool, &alias).unwrap();
+    let policy = dir.join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!("[executables]\ndeny = [\"{}\"]\n", tool.display()),
+    )
+    .unwrap();
+    let db = dir.join("run.db");
+    let script = format!(
+        "{t}; echo name=$?; {a}; echo link=$?",
+        t = tool.display(),
+        a = alias.display()
+    );
+    let out = finish(spawn_record(
+        &db,
+        &policy,
+        "--enforce",
+        &["sh", "-c", &script],
+    ));
+    let stderr = text(&out.stderr);
+    assert_eq!(text(&out.stdout), "name=126\nlink=126\n", "{stderr}");
+    for p in [&tool, &alias] {
+        let line = format!("sh: 1: {}: Operation not permitted", p.display());
+        assert!(stderr.lines().any(|l| l == line), "{line} in {stderr}");
+    }
+    let m = std::fs::metadata(&tool).unwrap();
+    let rows = denials(&db);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for r in &rows {
+        assert_eq!(
+            (r.kind, r.path.as_str(), r.ino, r.rule.as_str()),
+            (
+                DenialKind::Exec,
+                tool.to_str().unwrap(),
+                m.ino() as i64,
+                "denied-executable"
+            )
+        );
+        assert!(r.process_id.is_some(), "{r:?}");
+    }
+    assert_ne!(rows[0].pid, rows[1].pid);
+    let report = audit_json(&db, &policy);
+    let blocked: Vec<(bool, i64)> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"] == "denied-executable")
+        .map(|f| {
+            (
+                f["blocked"].as_bool().unwrap(),
+                f["process"]["pid"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    let mut blocked = blocked;
+    blocked.sort_by_key(|b| b.1);
+    let mut want: Vec<(bool, i64)> = rows.iter().map(|r| (true, i64::from(r.pid))).collect();
+    want.sort_by_key(|b| b.1);
+    assert_eq!(blocked, want);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_rule_that_cannot_be_enforced_refuses_the_start_unless_best_effort() {
+    require_root();
+    let dir = scratch("enforce-refused");
+    let policy = dir.join("policy.toml");
+    // procfs refuses permission marks (EINVAL).
+    std::fs::write(&policy, "[denied_paths]\nread = [\"/proc/version\"]\n").unwrap();
+    let ran = dir.join("ran");
+    let script = format!(": > {}", ran.display());
+    let db = dir.join("run.db");
+    let out = finish(spawn_record(
+        &db,
+        &policy,
+        "--enforce",
+        &["sh", "-c", &script],
+    ));
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        "agentsight: error: --enforce: cannot enforce denied-path for /proc/version: fanotify_mark: EINVAL: Invalid argument\n"
+    );
+    assert!(!ran.exists(), "the command ran");
+    assert!(!db.exists(), "a capture was left");
+    let out = finish(spawn_record(
+        &db,
+        &policy,
+        "--enforce=best-effort",
+        &["sh", "-c", &script],
+    ));
+    assert!(ran.exists(), "{}", text(&out.stderr));
+    let cap = Capture::open(&db).unwrap();
+    let meta = cap.reader().enforcement_meta().unwrap().unwrap();
+    assert_eq!(meta.mode, "best-effort");
+    assert_eq!(
+        meta.audited_not_enforced.last().map(String::as_str),
+        Some("denied-path (/proc/version: fanotify_mark: EINVAL: Invalid argument): mark refused")
+    );
+    assert!(cap.reader().enforcement_denials().unwrap().is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
