@@ -621,6 +621,45 @@ mod tests {
     }
 
     #[test]
+    fn show_reads_the_kept_summaries_as_it_read_the_scan() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("c.db");
+        crate::store::write_every_kind(&db);
+        let kept = super::summary(&Capture::open(&db).unwrap()).unwrap();
+        let scan = super::summary(&Capture::open(&db).unwrap().scan_only()).unwrap();
+        assert_eq!(kept, scan);
+        let section = |title: &str| -> Vec<String> {
+            kept.lines()
+                .skip_while(|l| !l.starts_with(title))
+                .take_while(|l| !l.is_empty())
+                .map(String::from)
+                .collect()
+        };
+        assert_eq!(
+            section("files written"),
+            [
+                "files written (bytes, writes)",
+                "  /w/f1  (830, 4)",
+                "  /w/f0  (420, 2)"
+            ]
+        );
+        assert_eq!(
+            section("network destinations"),
+            [
+                "network destinations (connects, failed)",
+                "  inet 10.0.0.1:443  (2, 0)",
+                "  inet 10.0.0.0  (1, 0)",
+                "  inet 10.0.0.0:443  (1, 0)"
+            ]
+        );
+        assert_eq!(
+            section("opened under another name")[1..],
+            ["  /w/f1 → /real/w/f1  (17, 0)"]
+        );
+        assert_eq!(section("files changed").len(), 16);
+    }
+
+    #[test]
     fn show_says_nothing_without_messages_and_prints_the_log_note() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("c.db");
