@@ -429,8 +429,8 @@ mod tests {
         assert_eq!(
             sections(&kept)[0].1,
             [
-                ("/w/f1".to_string(), Some(830), Some(4)),
-                ("/w/f0".to_string(), Some(420), Some(2))
+                ("/workspace/project/src/f1".to_string(), Some(830), Some(4)),
+                ("/workspace/project/src/f0".to_string(), Some(420), Some(2))
             ]
         );
         assert_eq!(

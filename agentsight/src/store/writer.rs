@@ -1126,7 +1126,8 @@ pub(crate) fn write_every_kind(path: &Path) {
         .enumerate()
         .map(|(i, (kind, header))| {
             let mut fields = EventFields::default();
-            let file = format!("/w/f{}", i % 3);
+            // Long enough (≥ 24 bytes with a `/`) to be stored as prefix + rest.
+            let file = format!("/workspace/project/src/f{}", i % 3);
             fields.result = Some(if i % 4 == 0 { -2 } else { 3 });
             fields.errno = (i % 4 == 0).then(|| ["ENOENT", "EINPROGRESS"][i % 8 / 4].to_string());
             fields.sys.path = Some(file.clone());

@@ -639,8 +639,8 @@ mod tests {
             section("files written"),
             [
                 "files written (bytes, writes)",
-                "  /w/f1  (830, 4)",
-                "  /w/f0  (420, 2)"
+                "  /workspace/project/src/f1  (830, 4)",
+                "  /workspace/project/src/f0  (420, 2)"
             ]
         );
         assert_eq!(
@@ -654,9 +654,23 @@ mod tests {
         );
         assert_eq!(
             section("opened under another name")[1..],
-            ["  /w/f1 → /real/w/f1  (17, 0)"]
+            ["  /workspace/project/src/f1 → /real/workspace/project/src/f1  (17, 0)"]
         );
         assert_eq!(section("files changed").len(), 16);
+        // The same capture (interned text, directory prefixes) exports the
+        // same bytes through the in-memory strings as through the view.
+        let cap = Capture::open(&db).unwrap();
+        let (mut fast, mut by_view) = (Vec::new(), Vec::new());
+        let n = crate::views::export::jsonl(&cap, &mut fast).unwrap();
+        assert_eq!(
+            crate::views::export::jsonl_by_view(&cap, &mut by_view).unwrap(),
+            n
+        );
+        assert_eq!(n, 50);
+        assert_eq!(
+            String::from_utf8(fast).unwrap(),
+            String::from_utf8(by_view).unwrap()
+        );
     }
 
     #[test]
