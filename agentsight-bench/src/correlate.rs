@@ -196,6 +196,9 @@ pub fn synthesize(path: &Path, events: u64, calls: usize) -> Result<u64, StoreEr
     session.tool_count = session.tools.len();
     store_binding(&cap, &session, &transcript, calls, duration)?;
     cap.create_indexes()?;
+    // The summaries a recorder keeps while storing (written through the
+    // view, these rows are counted once here).
+    agentsight::store::summary::rebuild(conn).map_err(&e)?;
     conn.execute(
         "INSERT OR REPLACE INTO meta (key, value) VALUES ('complete', 'true')",
         [],

@@ -44,7 +44,11 @@ pub fn bench_tool() -> Result<PathBuf> {
         "-p",
         "agentsight-bench",
     ]))?;
-    Ok(root.join("target/release/agentsight-bench"))
+    // Where cargo put it: CARGO_TARGET_DIR when set (a worktree's own).
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    Ok(target.join("release/agentsight-bench"))
 }
 
 pub fn run(bin: &Path) -> Result<()> {

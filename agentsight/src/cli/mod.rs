@@ -224,6 +224,10 @@ pub struct ShowArgs {
     /// The capture to read (opened read-only).
     #[arg(long)]
     pub db: PathBuf,
+    /// Count by scanning every event even where the writer kept the
+    /// summaries (the baseline of `cargo xtask bench export`).
+    #[arg(long, hide = true)]
+    pub scan: bool,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -263,6 +267,10 @@ pub struct ExportArgs {
     /// secret-looking values are written ‹redacted› (jsonl is always exact).
     #[arg(long)]
     pub no_redact: bool,
+    /// jsonl as it was written before (every text looked up per row through
+    /// the `events` view): the baseline of `cargo xtask bench export`.
+    #[arg(long, hide = true)]
+    pub by_view: bool,
 }
 
 /// The units `--duration`/`--max-age` take. humantime knows more (`M` is
@@ -449,6 +457,7 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Bridge(a) => bridge::run(&a),
         Cmd::Show(a) => {
             let cap = Capture::open(&a.db)?;
+            let cap = if a.scan { cap.scan_only() } else { cap };
             say_note(&cap);
             // Each recorded string is shown escaped by `summary`; the whole
             // is checked once more (everything but our newlines; see rawtext).
@@ -493,7 +502,12 @@ fn run(cli: Cli) -> Result<i32> {
 /// `export --format jsonl`: to stdout, or to `-o FILE`.
 fn export_jsonl(cap: &Capture, a: &ExportArgs) -> Result<i32> {
     otlp::to_output(a.output.as_deref(), |out| {
-        match views::export::jsonl(cap, out) {
+        let written = if a.by_view {
+            views::export::jsonl_by_view(cap, out)
+        } else {
+            views::export::jsonl(cap, out)
+        };
+        match written {
             Ok(_) => Ok(()),
             // A closed pipe (`| head`) is not an error.
             Err(views::export::ExportError::Io(e))

@@ -24,6 +24,10 @@ pub struct ReportArgs {
     /// keys, tokens, passwords, URL credentials) are shown as ‹redacted›.
     #[arg(long)]
     pub no_redact: bool,
+    /// Count by scanning every event even where the writer kept the
+    /// summaries (the baseline of `cargo xtask bench export`).
+    #[arg(long, hide = true)]
+    pub scan: bool,
 }
 
 /// Writes the report and says where it is, what it holds and what it
@@ -46,6 +50,17 @@ pub fn run(a: &ReportArgs) -> Result<i32> {
     // A policy that does not parse fails before anything is written.
     let policy = a.policy.as_deref().map(Policy::load).transpose()?;
     let out = super::UserFile::open(&a.output)?;
+    if a.scan {
+        let cap = agentsight::store::Capture::open(&a.db)?.scan_only();
+        let findings = policy
+            .as_ref()
+            .map(|p| agentsight::audit::audit(&cap, p))
+            .transpose()?;
+        let written =
+            agentsight::report::file::write_page(&cap, findings.as_ref(), !a.no_redact, out)?;
+        agentsight::sayln!("agentsight: {}", written.line());
+        return Ok(0);
+    }
     write(&a.db, policy.as_ref(), a.no_redact, out)?;
     Ok(0)
 }

@@ -274,6 +274,14 @@ fn recorder_columns() -> impl Iterator<Item = &'static Column> {
     COLUMNS.iter().filter(|c| c.get.is_some())
 }
 
+/// The summary field each parameter of the recorder's INSERT fills, by
+/// parameter number (from 1; index 0 is unused).
+pub(crate) fn summary_slots() -> Vec<Option<super::summary::Slot>> {
+    std::iter::once(None)
+        .chain(recorder_columns().map(|c| super::summary::Slot::of(c.name)))
+        .collect()
+}
+
 /// `INSERT INTO event_rows` with the columns the recorder writes, in
 /// storage order.
 pub(crate) fn insert_row_sql() -> String {
@@ -295,6 +303,16 @@ pub(crate) fn row_values<'r>(
         let get = c.get?;
         Some((i + 1, get(row)))
     })
+}
+
+/// A column of `event_rows` as stored, for readers that resolve text ids
+/// and clock anchors themselves (`export`): the view's expression, but a
+/// text column's raw value (a `strings` id or the text inline).
+pub(crate) fn raw_expr(c: &Column) -> String {
+    match c.name {
+        "tid" => "COALESCE(r.tid, r.pid)".into(),
+        n => format!("r.{n}"),
+    }
 }
 
 /// What a reader of `events` sees for one column.

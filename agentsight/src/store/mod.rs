@@ -22,6 +22,7 @@ pub mod read;
 mod reader;
 pub mod run;
 pub mod sessions;
+pub mod summary;
 #[cfg(test)]
 pub(crate) mod synthetic;
 pub mod tls;
@@ -38,6 +39,8 @@ pub use live::LiveCapture;
 pub use messages::NOTE_META as SESSION_MESSAGES_NOTE_META;
 pub use reader::CaptureReader;
 pub(crate) use writer::put_meta;
+#[cfg(test)]
+pub(crate) use writer::write_every_kind;
 pub use writer::{
     DISK_FULL_LOSS_PREFIX, DiskFull, EventSender, MAX_SIZE_LOSS_PREFIX, STORING_STOPPED_META,
     StoreMsg, Writer, WriterStopped, WriterSummary,
@@ -142,6 +145,9 @@ pub struct Capture {
     _file: Option<std::fs::File>,
     /// Detected once at open; readers query `events` either way.
     pub layout: EventsLayout,
+    /// Read every summary by scanning the events, even where the writer
+    /// kept them (`summary`): the baseline `show --scan` measures.
+    scan_only: bool,
 }
 
 /// A sidecar SQLite would need to read a capture that was not closed
@@ -301,7 +307,23 @@ impl Capture {
             note,
             _file: Some(file),
             layout,
+            scan_only: false,
         })
+    }
+
+    /// Ignores the kept summaries: every count is read by scanning the
+    /// events (older captures are always read that way).
+    pub fn scan_only(mut self) -> Self {
+        self.scan_only = true;
+        self
+    }
+
+    /// Whether the summaries the writer kept can be read instead of a scan.
+    pub(crate) fn use_summaries(&self) -> Result<bool, StoreError> {
+        if self.scan_only {
+            return Ok(false);
+        }
+        summary::valid(&self.conn).map_err(|e| self.query_err(e))
     }
 
     pub fn query_err(&self, e: rusqlite::Error) -> StoreError {

@@ -586,6 +586,9 @@ impl Capture {
 
     /// Events per kind, by kind.
     pub fn event_counts(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        if self.use_summaries()? {
+            return super::summary::kind_counts(&self.conn).map_err(|e| self.query_err(e));
+        }
         let mut st = self
             .conn
             .prepare("SELECT kind, COUNT(*) FROM events GROUP BY kind ORDER BY kind")

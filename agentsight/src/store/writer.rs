@@ -245,6 +245,12 @@ impl Writer {
         creds: Option<crate::privileges::FileCreds>,
     ) -> Result<Self, StoreError> {
         let conn = CaptureRw::create(path)?.into_conn();
+        // The summaries the writer keeps (a capture without them is scanned).
+        conn.execute_batch(super::summary::SCHEMA)
+            .map_err(|e| StoreError::Open {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            })?;
         // Opened by this thread (already under `creds`), before any event.
         let reserve = Reserve::open(path);
         let (tx, rx) = sync_channel(QUEUE);
@@ -496,6 +502,10 @@ struct State {
     strings: Interner,
     /// `insert_row_sql()`, built once.
     insert_row: String,
+    /// The summaries the open transaction adds (`summary`), and the field
+    /// each INSERT parameter fills.
+    kept: super::summary::SummaryDelta,
+    slots: Vec<Option<super::summary::Slot>>,
     /// The recorded containers by cgroup id (empty: a host-only capture,
     /// whose process rows stay as they always were).
     containers: std::collections::HashMap<u64, ContainerInfo>,
@@ -568,6 +578,8 @@ fn run(
         anchor_row: 0,
         strings: Interner::default(),
         insert_row: insert_row_sql(),
+        kept: Default::default(),
+        slots: super::layout::summary_slots(),
         containers: std::collections::HashMap::new(),
         pending: Pending {
             loss: Vec::new(),
@@ -1006,6 +1018,7 @@ fn write_events(conn: &mut Connection, st: &mut State, events: &[Event]) -> rusq
     if written.is_err() {
         // Ids handed out in a transaction that did not commit name no row.
         st.strings.clear();
+        st.kept = Default::default();
     }
     written?;
     st.summary.events += events.len() as u64;
@@ -1023,10 +1036,14 @@ fn write_steps(t: &Transaction, st: &mut State, steps: &[Step]) -> rusqlite::Res
         // The table exists only in captures that have TLS rows.
         t.execute_batch(super::tls::SCHEMA)?;
     }
+    let mut last_row = None;
     for step in steps {
         match step {
             Step::Process(c) => write_process(t, st, c)?,
-            Step::Event(row) => write_event(&mut stmts, st, row)?,
+            Step::Event(row) => {
+                write_event(&mut stmts, st, row)?;
+                last_row = Some(t.last_insert_rowid());
+            }
             Step::Tls {
                 process_id,
                 header,
@@ -1034,7 +1051,8 @@ fn write_steps(t: &Transaction, st: &mut State, steps: &[Step]) -> rusqlite::Res
             } => super::tls::insert_record(t, *process_id, st.anchor_row, header, data)?,
         }
     }
-    Ok(())
+    // In the rows' transaction: the summaries never disagree with them.
+    st.kept.store(t, last_row)
 }
 
 /// Binds a row's non-NULL values (unbound parameters are NULL, and binding
@@ -1046,7 +1064,15 @@ fn write_event(stmts: &mut Stmts, st: &mut State, row: &EventRow) -> rusqlite::R
         event: row,
     };
     stmts.row.clear_bindings();
+    let mut kept = super::summary::SummaryInput::default();
     for (i, v) in row_values(&stored) {
+        if let Some(Some(slot)) = st.slots.get(i) {
+            match v {
+                Value::Null => kept.set(*slot, None, None),
+                Value::Int(x) => kept.set(*slot, Some(x), None),
+                Value::Text(t) => kept.set(*slot, None, Some(t)),
+            }
+        }
         match v {
             Value::Null => {}
             Value::Int(x) => stmts.row.raw_bind_parameter(i, x)?,
@@ -1057,7 +1083,118 @@ fn write_event(stmts: &mut Stmts, st: &mut State, row: &EventRow) -> rusqlite::R
         }
     }
     stmts.row.raw_execute()?;
+    st.kept.add(&kept);
     Ok(())
+}
+
+/// A capture written by the writer's own path (one transaction per batch,
+/// summaries kept) with a row of every event kind, and rows for each
+/// activity section of `show`: written, read, changed (and failed), opened
+/// under another name, connected (failed, in progress), DNS names.
+#[cfg(test)]
+pub(crate) fn write_every_kind(path: &Path) {
+    use crate::capture::{decode::EventHeader, model::EventFields};
+    use crate::store::events::EventKind;
+    let mut conn = CaptureRw::create(path).unwrap().into_conn();
+    conn.execute_batch(super::summary::SCHEMA).unwrap();
+    let mut st = State {
+        model: ProcessModel::default(),
+        summary: WriterSummary::default(),
+        max_bytes: None,
+        capped: false,
+        anchor_row: 0,
+        strings: Interner::default(),
+        insert_row: insert_row_sql(),
+        kept: Default::default(),
+        slots: super::layout::summary_slots(),
+        containers: std::collections::HashMap::new(),
+        pending: Pending {
+            loss: Vec::new(),
+            meta: Vec::new(),
+            reserve: Reserve::open(path),
+        },
+        tls_notes: Vec::new(),
+    };
+    let anchor = Anchor {
+        label: "start",
+        mono_ns: 0,
+        wall_ns: 1_000_000_000_000,
+    };
+    st.anchor_row = store_anchor(&conn, &anchor).unwrap();
+    let mut kinds: Vec<&'static str> = EventKind::KNOWN.iter().map(|k| k.as_str()).collect();
+    // Every section more than once, in two transactions.
+    kinds.extend([
+        "io", "io", "openat", "unlink", "connect", "connect", "dns", "rename",
+    ]);
+    let headers: Vec<EventHeader> = (0..kinds.len() as u64)
+        .map(|i| EventHeader {
+            kind: agentsight_common::EventKind::Sys,
+            cpu: (i % 2) as u32,
+            seq: i,
+            mono_ns: 1_000 + 10 * (i % 7) + i,
+            tid: 100,
+            pid: 100,
+            ppid: 1,
+            uid: 0,
+            gid: 0,
+            comm: "tool".into(),
+        })
+        .collect();
+    let rows: Vec<EventRow> = kinds
+        .iter()
+        .zip(&headers)
+        .enumerate()
+        .map(|(i, (kind, header))| {
+            let mut fields = EventFields::default();
+            // Long enough (≥ 24 bytes with a `/`) to be stored as prefix + rest.
+            let file = format!("/workspace/project/src/f{}", i % 3);
+            fields.result = Some(if i % 4 == 0 { -2 } else { 3 });
+            fields.errno = (i % 4 == 0).then(|| ["ENOENT", "EINPROGRESS"][i % 8 / 4].to_string());
+            fields.sys.path = Some(file.clone());
+            fields.sys.flags = Some(
+                if i % 2 == 0 {
+                    "O_WRONLY|O_CREAT"
+                } else {
+                    "O_RDONLY"
+                }
+                .into(),
+            );
+            fields.sys.real_path = (i % 3 == 1).then(|| format!("/real{file}"));
+            if *kind == "io" {
+                fields.io = Some(crate::capture::decode::IoAggregate {
+                    write_bytes: 10 * i as u64,
+                    write_calls: 2,
+                    read_bytes: (i % 2) as u64 * 7,
+                    read_calls: 1,
+                    first_ns: 0,
+                    last_ns: 0,
+                });
+            }
+            if matches!(*kind, "connect" | "sendto") {
+                fields.sys.family = Some("inet");
+                fields.sys.addr = Some(format!("10.0.0.{}", i % 2));
+                fields.sys.port = (i % 3 != 0).then_some(443);
+            }
+            if *kind == "dns" {
+                fields.sys.query = Some(["a.example", "b.example"][i % 2].into());
+            }
+            EventRow {
+                header,
+                kind,
+                process_id: 1 + (i % 2) as i64,
+                repeat: None,
+                fields,
+            }
+        })
+        .collect();
+    let half = rows.len() / 2;
+    for part in [&rows[..half], &rows[half..]] {
+        let steps: Vec<Step> = part.iter().cloned().map(Step::Event).collect();
+        let t = conn.transaction().unwrap();
+        write_steps(&t, &mut st, &steps).unwrap();
+        t.commit().unwrap();
+    }
+    put_meta(&conn, "complete", "true").unwrap();
 }
 
 #[cfg(test)]

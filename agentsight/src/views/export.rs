@@ -75,9 +75,221 @@ fn write_line(out: &mut dyn Write, v: &Json) -> Result<(), ExportError> {
     Ok(())
 }
 
+/// A field of one line, borrowed from the row where it can be.
+enum Field<'r> {
+    Str(&'r str),
+    Owned(String),
+    Int(i64),
+    Bool(bool),
+    Real(f64),
+    Json(Json),
+}
+
+/// Every key a line can have, in the order a `serde_json::Map` writes
+/// them (lines were written through one before): each key's rank and its
+/// `"key":` bytes, computed once.
+struct Keys {
+    /// `"key":` by rank.
+    quoted: Vec<Vec<u8>>,
+    rank: HashMap<String, u16>,
+}
+
+impl Keys {
+    fn new(names: impl Iterator<Item = String>) -> Self {
+        let mut all: Vec<String> = names.collect();
+        all.sort();
+        all.dedup();
+        let quoted = all
+            .iter()
+            .map(|k| {
+                let mut q = serde_json::to_vec(k).unwrap_or_default();
+                q.push(b':');
+                q
+            })
+            .collect();
+        let rank = all
+            .into_iter()
+            .enumerate()
+            .map(|(i, k)| (k, i as u16))
+            .collect();
+        Self { quoted, rank }
+    }
+
+    fn of(&self, key: &str) -> u16 {
+        self.rank.get(key).copied().unwrap_or(u16::MAX)
+    }
+}
+
+/// Writes one line: its fields in key order, the last of equal keys.
+fn write_fields(
+    out: &mut dyn Write,
+    keys: &Keys,
+    fields: &mut [(u16, Field)],
+) -> Result<(), ExportError> {
+    // Nearly sorted already (columns are visited in key order).
+    fields.sort_by_key(|f| f.0);
+    out.write_all(b"{")?;
+    let mut first = true;
+    for (i, (rank, value)) in fields.iter().enumerate() {
+        if fields.get(i + 1).is_some_and(|next| next.0 == *rank) {
+            continue;
+        }
+        if !first {
+            out.write_all(b",")?;
+        }
+        first = false;
+        match keys.quoted.get(usize::from(*rank)) {
+            Some(q) => out.write_all(q)?,
+            None => out.write_all(b"\"?\":")?,
+        }
+        let w = &mut *out;
+        match value {
+            Field::Str(t) => serde_json::to_writer(w, t),
+            Field::Owned(t) => serde_json::to_writer(w, t),
+            Field::Int(x) => serde_json::to_writer(w, x),
+            Field::Bool(b) => serde_json::to_writer(w, b),
+            Field::Real(x) => serde_json::to_writer(w, x),
+            Field::Json(j) => serde_json::to_writer(w, j),
+        }
+        .map_err(std::io::Error::from)?;
+    }
+    out.write_all(b"}\n")?;
+    Ok(())
+}
+
+/// The identity fields a line can carry (see [`identity_fields`]).
+const IDENTITY_KEYS: [&str; 6] = [
+    "container_id",
+    "container_name",
+    "container_image",
+    "pid_ns",
+    "mnt_ns",
+    "ns_pid",
+];
+
+/// The process's container and namespace fields, each only when recorded.
+fn identity_fields<'r>(fields: &mut Vec<(u16, Field<'r>)>, keys: &Keys, id: &'r ProcessIdentity) {
+    let texts = [&id.container_id, &id.container_name, &id.container_image];
+    for (k, v) in IDENTITY_KEYS.iter().zip(texts) {
+        if let Some(v) = v {
+            fields.push((keys.of(k), Field::Str(v)));
+        }
+    }
+    let ints = [id.pid_ns, id.mnt_ns, id.ns_pid];
+    for (k, v) in IDENTITY_KEYS[3..].iter().zip(ints) {
+        if let Some(v) = v {
+            fields.push((keys.of(k), Field::Int(v)));
+        }
+    }
+}
+
 /// Writes every event as one JSON line, ordered by monotonic time, with
-/// the `external_message` records among them at their time.
+/// the `external_message` records among them at their time. Rows come from
+/// [`Capture::export_rows`] (text resolved in memory) and are written field
+/// by field through a buffer, without building a JSON value per line.
 pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
+    let columns: Vec<_> = exported_columns().collect();
+    let keys = Keys::new(
+        columns
+            .iter()
+            .flat_map(|c| [c.name.to_owned(), format!("{}_hex", c.name)])
+            .chain(["ts", "argv_hex", "agent"].map(String::from))
+            .chain(IDENTITY_KEYS.map(String::from)),
+    );
+    // Columns visited in key order, each with its rank and its `_hex`'s.
+    let mut visit: Vec<(usize, u16, u16)> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (i, keys.of(c.name), keys.of(&format!("{}_hex", c.name))))
+        .collect();
+    visit.sort_by_key(|v| v.1);
+    let (ts_key, argv_hex_key, agent_key) = (keys.of("ts"), keys.of("argv_hex"), keys.of("agent"));
+    let anchors = cap.anchors()?;
+    let mut messages = cap
+        .session_messages()?
+        .into_iter()
+        .map(|m| (anchors.mono_of_ms(m.time_ms), m))
+        .collect::<Vec<_>>();
+    messages.sort_by_key(|(mono, _)| *mono);
+    let mut messages = messages.into_iter().peekable();
+    let mut agents: HashMap<i64, String> = HashMap::new();
+    let mut identities: HashMap<i64, ProcessIdentity> = HashMap::new();
+    for p in cap.processes()? {
+        if let Some(a) = p.agent {
+            agents.insert(p.id, a);
+        }
+        if !p.identity.is_empty() {
+            identities.insert(p.id, p.identity);
+        }
+    }
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+    let mut n = 0u64;
+    cap.export_rows(|row| -> Result<(), ExportError> {
+        let wall = row.wall_ns()?;
+        let mono = row.mono_ns()?;
+        while let Some((at, m)) = messages.next_if(|(at, _)| (*at as i64) < mono) {
+            write_line(&mut out, &session_message_record(&m, at))?;
+            n += 1;
+        }
+        let mut fields: Vec<(u16, Field)> = Vec::with_capacity(24);
+        fields.push((ts_key, Field::Owned(rfc3339_ns(wall.max(0) as u64))));
+        for &(i, key, hex_key) in &visit {
+            let column = columns[i];
+            let f = match (column.name, row.value(i)?) {
+                (_, Cell::Null) => continue,
+                ("argv", Cell::Text(t)) => {
+                    let argv: Vec<String> = serde_json::from_str(t).unwrap_or_default();
+                    if argv.iter().any(|a| rawtext::has_raw(a)) {
+                        fields.push((
+                            argv_hex_key,
+                            Field::Json(json!(
+                                argv.iter().map(|a| rawtext::hex(a)).collect::<Vec<_>>()
+                            )),
+                        ));
+                        Field::Json(json!(
+                            argv.iter().map(|a| rawtext::escaped(a)).collect::<Vec<_>>()
+                        ))
+                    } else {
+                        Field::Json(serde_json::from_str(t).unwrap_or_else(|_| json!(t)))
+                    }
+                }
+                // Bytes that were not UTF-8: shown `\xNN`, exact in `NAME_hex`.
+                (_, Cell::Text(t)) if rawtext::has_raw(t) => {
+                    fields.push((hex_key, Field::Owned(rawtext::hex(t))));
+                    Field::Owned(rawtext::escaped(t))
+                }
+                (_, Cell::Integer(b)) if column.ty == ColumnType::Bool => Field::Bool(b != 0),
+                (_, Cell::Integer(x)) => Field::Int(x),
+                (_, Cell::Real(x)) => Field::Real(x),
+                (_, Cell::Text(t)) => Field::Str(t),
+                (_, Cell::Blob(b)) => Field::Owned(String::from_utf8_lossy(b).into_owned()),
+            };
+            fields.push((key, f));
+        }
+        if let Ok(Some(process)) = row.process_id() {
+            if let Some(id) = identities.get(&process) {
+                identity_fields(&mut fields, &keys, id);
+            }
+            if let Some(a) = agents.get(&process) {
+                fields.push((agent_key, Field::Str(a)));
+            }
+        }
+        write_fields(&mut out, &keys, &mut fields)?;
+        n += 1;
+        Ok(())
+    })?;
+    for (at, m) in messages {
+        write_line(&mut out, &session_message_record(&m, at))?;
+        n += 1;
+    }
+    out.flush()?;
+    Ok(n)
+}
+
+/// [`jsonl`] as it was written before: every text looked up per row by the
+/// `events` view, each line built as a `serde_json::Value`. The baseline of
+/// `cargo xtask bench export` (`export --by-view`); the same bytes.
+pub fn jsonl_by_view(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
     // Each row's `wall_ns` becomes `ts`; its `process_id` finds the
     // process's container (not exported itself), its `mono_ns` places the
     // external messages; the exported columns follow.
@@ -104,7 +316,7 @@ pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
         }
     }
     let mut n = 0u64;
-    cap.export_rows(|row| -> Result<(), ExportError> {
+    cap.export_rows_by_view(|row| -> Result<(), ExportError> {
         let mut obj = Map::new();
         let wall = row.wall_ns()?;
         let mono = row.mono_ns()?;

@@ -678,6 +678,59 @@ mod tests {
     }
 
     #[test]
+    fn show_reads_the_kept_summaries_as_it_read_the_scan() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("c.db");
+        crate::store::write_every_kind(&db);
+        let kept = super::summary(&Capture::open(&db).unwrap()).unwrap();
+        let scan = super::summary(&Capture::open(&db).unwrap().scan_only()).unwrap();
+        assert_eq!(kept, scan);
+        let section = |title: &str| -> Vec<String> {
+            kept.lines()
+                .skip_while(|l| !l.starts_with(title))
+                .take_while(|l| !l.is_empty())
+                .map(String::from)
+                .collect()
+        };
+        assert_eq!(
+            section("files written"),
+            [
+                "files written (bytes, writes)",
+                "  /workspace/project/src/f1  (830, 4)",
+                "  /workspace/project/src/f0  (420, 2)"
+            ]
+        );
+        assert_eq!(
+            section("network destinations"),
+            [
+                "network destinations (connects, failed)",
+                "  inet 10.0.0.1:443  (2, 0)",
+                "  inet 10.0.0.0  (1, 0)",
+                "  inet 10.0.0.0:443  (1, 0)"
+            ]
+        );
+        assert_eq!(
+            section("opened under another name")[1..],
+            ["  /workspace/project/src/f1 → /real/workspace/project/src/f1  (17, 0)"]
+        );
+        assert_eq!(section("files changed").len(), 16);
+        // The same capture (interned text, directory prefixes) exports the
+        // same bytes through the in-memory strings as through the view.
+        let cap = Capture::open(&db).unwrap();
+        let (mut fast, mut by_view) = (Vec::new(), Vec::new());
+        let n = crate::views::export::jsonl(&cap, &mut fast).unwrap();
+        assert_eq!(
+            crate::views::export::jsonl_by_view(&cap, &mut by_view).unwrap(),
+            n
+        );
+        assert_eq!(n, 50);
+        assert_eq!(
+            String::from_utf8(fast).unwrap(),
+            String::from_utf8(by_view).unwrap()
+        );
+    }
+
+    #[test]
     fn show_says_nothing_without_messages_and_prints_the_log_note() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("c.db");
