@@ -195,7 +195,7 @@ fn otlp_wire_spans_are_the_joined_turns(run: &Run, db: &Path, w: &Value, ctx: &s
         let id = t["exchange"].to_string();
         let span = spans
             .iter()
-            .find(|s| s["agentsight.wire.exchange"] == Value::from(id.clone()))
+            .find(|s| s["agentsight.wire.exchange"].as_str() == Some(id.as_str()))
             .unwrap_or_else(|| panic!("{ctx}: no wire span of exchange {id}"));
         let text = |k: &str| span.get(k).and_then(Value::as_str).map(str::to_owned);
         assert_eq!(
