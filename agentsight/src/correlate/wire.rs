@@ -327,6 +327,21 @@ pub fn report(
         .filter(|(id, r)| !answered.contains(*id) && inside(r.ts_ms) && kinds.contains(id_kind(id)))
         .map(|(id, _)| id.to_string())
         .collect();
+    call_differences(&mut out, session, &calls, &requested, unnamed, &inside);
+    Some(out)
+}
+
+/// Tool calls requested on the wire that the transcript lacks, and the
+/// transcript's calls inside the wire's span it never requested (calls
+/// requested without an id count by name).
+fn call_differences(
+    out: &mut WireReport,
+    session: &AgentSession,
+    calls: &BTreeSet<&str>,
+    requested: &BTreeSet<String>,
+    mut unnamed: BTreeMap<String, usize>,
+    inside: &dyn Fn(Option<i64>) -> bool,
+) {
     out.calls_requested_not_in_transcript = requested
         .iter()
         .filter(|id| !calls.contains(id.as_str()))
@@ -342,5 +357,4 @@ pub fn report(
             _ => out.calls_not_requested_on_wire.push(id.clone()),
         }
     }
-    Some(out)
 }
