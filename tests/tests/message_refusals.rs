@@ -469,6 +469,24 @@ fn gemini_live_outside_agentsight_is_refused() {
 }
 
 #[test]
+fn copilot_live_outside_agentsight_is_refused() {
+    // Copilot CLI's own marker: `inuse.PID.lock` in the session's directory.
+    refused_while_live(Agent::Copilot, "Copilot CLI pid ");
+}
+
+#[test]
+fn opencode_live_outside_agentsight_is_refused() {
+    // opencode's lock (`locks/HASH.lock/meta.json`) of a live process: any
+    // live opencode on the home's database is a writer to it.
+    refused_while_live(Agent::Opencode, "opencode pid ");
+}
+
+#[test]
+fn qwen_live_outside_agentsight_is_refused() {
+    refused_while_live(Agent::Qwen, "qwen pid ");
+}
+
+#[test]
 fn a_working_directory_the_user_cannot_enter_is_named_as_such() {
     require_root();
     let (uid, gid) = test_user();

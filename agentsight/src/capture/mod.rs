@@ -11,6 +11,7 @@ pub mod model;
 pub mod reader;
 pub mod syscalls;
 pub mod tls;
+pub mod tracked;
 
 pub use model::{ProcessOrigin, ProcessSeed};
 

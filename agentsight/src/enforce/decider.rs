@@ -165,33 +165,5 @@ impl Decider {
 /// Whether `pid` (a tgid) is in the kernel's tracked map: one
 /// `BPF_MAP_LOOKUP_ELEM`, no other I/O.
 fn is_tracked(map: &OwnedFd, pid: u32) -> bool {
-    #[repr(C)]
-    struct MapElemAttr {
-        map_fd: u32,
-        _pad: u32,
-        key: u64,
-        value: u64,
-        flags: u64,
-    }
-    const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
-    let key: u32 = pid;
-    let mut value: u8 = 0;
-    let attr = MapElemAttr {
-        map_fd: map.as_raw_fd() as u32,
-        _pad: 0,
-        key: &key as *const u32 as u64,
-        value: &mut value as *mut u8 as u64,
-        flags: 0,
-    };
-    // Safety: attr is a valid bpf_attr prefix for BPF_MAP_LOOKUP_ELEM, key
-    // and value point to live locals of the map's key and value sizes.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_MAP_LOOKUP_ELEM,
-            &attr as *const MapElemAttr,
-            std::mem::size_of::<MapElemAttr>(),
-        )
-    };
-    r == 0
+    crate::capture::tracked::contains(map.as_raw_fd(), pid)
 }

@@ -49,38 +49,8 @@ pub(super) fn command_as(
     (cmd, tmpdir)
 }
 
-/// Inserts the calling process into the tracked map with a raw bpf(2) call:
-/// it runs between fork and exec, where only async-signal-safe calls are allowed.
+/// Inserts the calling process into the tracked map: it runs between fork
+/// and exec, where only async-signal-safe calls are allowed.
 pub(super) fn track_self(map_fd: i32) -> std::io::Result<()> {
-    #[repr(C)]
-    struct MapElemAttr {
-        map_fd: u32,
-        _pad: u32,
-        key: u64,
-        value: u64,
-        flags: u64,
-    }
-    const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
-    let key: u32 = std::process::id();
-    let value: u8 = 1;
-    let attr = MapElemAttr {
-        map_fd: map_fd as u32,
-        _pad: 0,
-        key: &key as *const u32 as u64,
-        value: &value as *const u8 as u64,
-        flags: 0,
-    };
-    // Safety: attr is a valid bpf_attr prefix for BPF_MAP_UPDATE_ELEM.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_MAP_UPDATE_ELEM,
-            &attr as *const MapElemAttr,
-            std::mem::size_of::<MapElemAttr>(),
-        )
-    };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    crate::capture::tracked::insert(map_fd, std::process::id())
 }

@@ -563,6 +563,30 @@ impl Held {
     }
 }
 
+impl State {
+    /// A writer's state before its first batch.
+    fn new(reserve: Reserve) -> Self {
+        State {
+            model: ProcessModel::default(),
+            summary: WriterSummary::default(),
+            max_bytes: None,
+            capped: false,
+            anchor_row: 0,
+            strings: Interner::default(),
+            insert_row: insert_row_sql(),
+            kept: Default::default(),
+            slots: super::layout::summary_slots(),
+            containers: std::collections::HashMap::new(),
+            pending: Pending {
+                loss: Vec::new(),
+                meta: Vec::new(),
+                reserve,
+            },
+            tls_notes: Vec::new(),
+        }
+    }
+}
+
 fn run(
     mut conn: Connection,
     rx: Receiver<StoreMsg>,
@@ -570,24 +594,7 @@ fn run(
     backlog: &Backlog,
     reserve: Reserve,
 ) -> (Connection, WriterSummary, Pending) {
-    let mut st = State {
-        model: ProcessModel::default(),
-        summary: WriterSummary::default(),
-        max_bytes: None,
-        capped: false,
-        anchor_row: 0,
-        strings: Interner::default(),
-        insert_row: insert_row_sql(),
-        kept: Default::default(),
-        slots: super::layout::summary_slots(),
-        containers: std::collections::HashMap::new(),
-        pending: Pending {
-            loss: Vec::new(),
-            meta: Vec::new(),
-            reserve,
-        },
-        tls_notes: Vec::new(),
-    };
+    let mut st = State::new(reserve);
     if st.pending.reserve.keep().is_err() {
         stop_storing(&mut st);
     }
@@ -1097,24 +1104,7 @@ pub(crate) fn write_every_kind(path: &Path) {
     use crate::store::events::EventKind;
     let mut conn = CaptureRw::create(path).unwrap().into_conn();
     conn.execute_batch(super::summary::SCHEMA).unwrap();
-    let mut st = State {
-        model: ProcessModel::default(),
-        summary: WriterSummary::default(),
-        max_bytes: None,
-        capped: false,
-        anchor_row: 0,
-        strings: Interner::default(),
-        insert_row: insert_row_sql(),
-        kept: Default::default(),
-        slots: super::layout::summary_slots(),
-        containers: std::collections::HashMap::new(),
-        pending: Pending {
-            loss: Vec::new(),
-            meta: Vec::new(),
-            reserve: Reserve::open(path),
-        },
-        tls_notes: Vec::new(),
-    };
+    let mut st = State::new(Reserve::open(path));
     let anchor = Anchor {
         label: "start",
         mono_ns: 0,

@@ -157,15 +157,9 @@ fn write_fields(
     Ok(())
 }
 
-/// The identity fields a line can carry (see [`identity_fields`]).
-const IDENTITY_KEYS: [&str; 6] = [
-    "container_id",
-    "container_name",
-    "container_image",
-    "pid_ns",
-    "mnt_ns",
-    "ns_pid",
-];
+/// The identity fields a line can carry (see [`identity_fields`]): the
+/// `processes` columns' names.
+const IDENTITY_KEYS: [&str; 6] = ProcessIdentity::COLUMNS;
 
 /// The process's container and namespace fields, each only when recorded.
 fn identity_fields<'r>(fields: &mut Vec<(u16, Field<'r>)>, keys: &Keys, id: &'r ProcessIdentity) {
@@ -180,6 +174,43 @@ fn identity_fields<'r>(fields: &mut Vec<(u16, Field<'r>)>, keys: &Keys, id: &'r 
         if let Some(v) = v {
             fields.push((keys.of(k), Field::Int(v)));
         }
+    }
+}
+
+/// What both jsonl writers join to the rows: the external messages in
+/// monotonic order, and per process row the agent `record --agent`
+/// recognised and the container and namespaces, only for the processes that
+/// have any (a host-only capture exports as before).
+struct ExportContext {
+    messages: Vec<(u64, SessionMessage)>,
+    agents: HashMap<i64, String>,
+    identities: HashMap<i64, ProcessIdentity>,
+}
+
+impl ExportContext {
+    fn of(cap: &Capture) -> Result<Self, ExportError> {
+        let anchors = cap.anchors()?;
+        let mut messages = cap
+            .session_messages()?
+            .into_iter()
+            .map(|m| (anchors.mono_of_ms(m.time_ms), m))
+            .collect::<Vec<_>>();
+        messages.sort_by_key(|(mono, _)| *mono);
+        let mut agents = HashMap::new();
+        let mut identities = HashMap::new();
+        for p in cap.processes()? {
+            if let Some(a) = p.agent {
+                agents.insert(p.id, a);
+            }
+            if !p.identity.is_empty() {
+                identities.insert(p.id, p.identity);
+            }
+        }
+        Ok(Self {
+            messages,
+            agents,
+            identities,
+        })
     }
 }
 
@@ -204,24 +235,12 @@ pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
         .collect();
     visit.sort_by_key(|v| v.1);
     let (ts_key, argv_hex_key, agent_key) = (keys.of("ts"), keys.of("argv_hex"), keys.of("agent"));
-    let anchors = cap.anchors()?;
-    let mut messages = cap
-        .session_messages()?
-        .into_iter()
-        .map(|m| (anchors.mono_of_ms(m.time_ms), m))
-        .collect::<Vec<_>>();
-    messages.sort_by_key(|(mono, _)| *mono);
+    let ExportContext {
+        messages,
+        agents,
+        identities,
+    } = ExportContext::of(cap)?;
     let mut messages = messages.into_iter().peekable();
-    let mut agents: HashMap<i64, String> = HashMap::new();
-    let mut identities: HashMap<i64, ProcessIdentity> = HashMap::new();
-    for p in cap.processes()? {
-        if let Some(a) = p.agent {
-            agents.insert(p.id, a);
-        }
-        if !p.identity.is_empty() {
-            identities.insert(p.id, p.identity);
-        }
-    }
     let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
     let mut n = 0u64;
     cap.export_rows(|row| -> Result<(), ExportError> {
@@ -294,27 +313,12 @@ pub fn jsonl_by_view(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportEr
     // process's container (not exported itself), its `mono_ns` places the
     // external messages; the exported columns follow.
     let columns: Vec<_> = exported_columns().collect();
-    let anchors = cap.anchors()?;
-    let mut messages = cap
-        .session_messages()?
-        .into_iter()
-        .map(|m| (anchors.mono_of_ms(m.time_ms), m))
-        .collect::<Vec<_>>();
-    messages.sort_by_key(|(mono, _)| *mono);
+    let ExportContext {
+        messages,
+        agents,
+        identities,
+    } = ExportContext::of(cap)?;
     let mut messages = messages.into_iter().peekable();
-    // The container and namespaces of each event's process, only for the
-    // processes that have any: a host-only capture exports as before.
-    // And the agent `record --agent` recognised, for its processes.
-    let mut agents: HashMap<i64, String> = HashMap::new();
-    let mut identities: HashMap<i64, ProcessIdentity> = HashMap::new();
-    for p in cap.processes()? {
-        if let Some(a) = p.agent {
-            agents.insert(p.id, a);
-        }
-        if !p.identity.is_empty() {
-            identities.insert(p.id, p.identity);
-        }
-    }
     let mut n = 0u64;
     cap.export_rows_by_view(|row| -> Result<(), ExportError> {
         let mut obj = Map::new();
