@@ -1127,6 +1127,11 @@ remote_plugin = false
     /// DB --` (DB in the root-owned server directory); returns the outcome and
     /// the capture's path.
     pub fn run_recorded(&self) -> (Outcome, PathBuf) {
+        self.run_recorded_with(&[])
+    }
+
+    /// [`Run::run_recorded`] with more `record` options (`--enforce`).
+    pub fn run_recorded_with(&self, options: &[&str]) -> (Outcome, PathBuf) {
         let db = self.server_dir.join("capture.db");
         let out = self.launch(|cmd| {
             let mut v = vec![
@@ -1137,8 +1142,9 @@ remote_plugin = false
                 TEST_USER.into(),
                 "-o".into(),
                 db.display().to_string(),
-                "--".into(),
             ];
+            v.extend(options.iter().map(|o| o.to_string()));
+            v.push("--".into());
             v.extend(cmd);
             v
         });

@@ -597,9 +597,9 @@ pub fn default_policy(run: &Run) -> std::path::PathBuf {
 
 /// The risky scenario under record: the default policy flags the read of
 /// the planted `~/.ssh/id_rsa` by `cat` (rule `denied-path`) and the audit
-/// exits 1. Claude Code 2.1 also opens the file itself (its own process,
-/// four opens: two before the command runs, two after), a second finding of
-/// the same rule; the other CLIs leave the `cat` alone.
+/// exits 1, and nothing else. Claude Code 2.1 also opens the file itself
+/// (its own process, before and after the command runs), but only `O_PATH`
+/// (its realpath of the command's arguments): a name resolved, no read.
 ///
 /// `record` stores a correlation row per process (its exec), not per open:
 /// the `cat` finding names the shell call through its process (reason
@@ -614,12 +614,7 @@ pub fn audit_flags_the_risky_read(run: &Run, db: &Path, session_id: &str) {
         .filter(|f| f["severity"] == "error")
         .collect();
     let ctx = format!("{} {}: {errors:#?}", run.agent.name(), run.scenario.name);
-    let runtime_opens = (run.agent == Agent::Claude).then_some(4);
-    assert_eq!(
-        errors.len(),
-        1 + usize::from(runtime_opens.is_some()),
-        "{ctx}"
-    );
+    assert_eq!(errors.len(), 1, "{ctx}");
     for f in &errors {
         assert_eq!(f["rule"], "denied-path", "{ctx}");
         assert_eq!(f["access"], "read", "{ctx}");
@@ -632,15 +627,6 @@ pub fn audit_flags_the_risky_read(run: &Run, db: &Path, session_id: &str) {
         .find(|f| f["process"]["argv"] == serde_json::json!(["cat", key]))
         .unwrap_or_else(|| panic!("no read by cat: {ctx}"));
     assert_eq!(by_cat["evidence"]["count"], 1, "{ctx}");
-    if let Some(n) = runtime_opens {
-        let own = errors
-            .iter()
-            .find(|f| f["process"]["chain"].as_array().map(Vec::len) == Some(1))
-            .unwrap_or_else(|| panic!("no read by the CLI's own process: {ctx}"));
-        assert_eq!(own["process"]["argv"][0], "claude", "{ctx}");
-        assert_eq!(own["evidence"]["count"], n, "{ctx}");
-        assert_eq!(own["session"], Value::Null, "{ctx}");
-    }
     // The call that asked for it, as `session show` lists it, is the one
     // the capture attributes the `cat` process to.
     let s = run.session_show(session_id);

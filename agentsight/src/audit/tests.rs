@@ -815,6 +815,38 @@ fn opens_are_judged_by_their_kernel_path_too() {
     );
 }
 
+/// An `O_PATH` open (Claude Code's realpath of every path it is given
+/// opens each name that way) resolves a name and accesses nothing: no read
+/// of a denied file, no write outside the roots. A real read of the same
+/// file after it is still one.
+#[test]
+fn a_path_only_open_is_no_access() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = file_capture(
+        dir.path(),
+        None,
+        &[
+            ("openat", "/home/u/.ssh/id_rsa", Some("path,cloexec"), 3),
+            ("openat", "/srv/data.txt", Some("path"), 3),
+            ("openat", "/home/u/.ssh/id_rsa", Some("read,cloexec"), 3),
+        ],
+    );
+    let r = audit_file(&db, HOME, super::Strategy::default());
+    let found: Vec<(String, String, Vec<i64>, u64)> = brief(&r)
+        .into_iter()
+        .filter(|f| f.0 != "unexplained-activity" && !f.1.starts_with("the capture holds"))
+        .collect();
+    assert_eq!(
+        found,
+        vec![b(
+            "denied-path",
+            "read of denied path /home/u/.ssh/id_rsa",
+            &[3],
+            1
+        )]
+    );
+}
+
 /// The agents' own service names are allowed DNS names by default (a Codex
 /// run asks for `ab.chatgpt.com` with a local model server); other names
 /// are not, and `allow_agent_services = false` turns the list off.

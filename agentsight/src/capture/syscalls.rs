@@ -135,8 +135,14 @@ pub fn op_name(op: u32) -> &'static str {
 }
 
 /// `O_*` open flags → `read,write,create,truncate,append,directory,…`.
+/// An `O_PATH` open is `path`, without `read` or `write`: the kernel ignores
+/// the access mode then, and the descriptor gives no access to the content
+/// (Bun's and Zig's realpath open every component this way; fanotify
+/// raises no open event for it).
 pub fn open_flags(flags: u64) -> String {
+    const O_PATH: u64 = 0o10000000;
     let mut parts: Vec<&str> = match flags & 3 {
+        _ if flags & O_PATH != 0 => vec!["path"],
         0 => vec!["read"],
         1 => vec!["write"],
         _ => vec!["read", "write"],
@@ -876,5 +882,8 @@ mod tests {
         assert_eq!(open_flags(0), "read");
         assert_eq!(open_flags(0o2101), "write,create,append");
         assert_eq!(open_flags(0o2000002), "read,write,cloexec");
+        // Zig's realpath: O_PATH|O_NONBLOCK|O_CLOEXEC (the access mode ignored).
+        assert_eq!(open_flags(0o12004000), "path,cloexec");
+        assert_eq!(open_flags(0o10200002), "path,directory");
     }
 }

@@ -154,10 +154,18 @@ impl EventKind {
     /// words (split on `,`) and any of `write`, `create`, `truncate`,
     /// `append` makes it a write. Missing flags (an old or damaged capture;
     /// the kernel always stores them) make it a write too: an access that
-    /// cannot be shown to be a read is judged as the stronger one.
+    /// cannot be shown to be a read is judged as the stronger one. An
+    /// `O_PATH` open (word `path`) accesses nothing: like a `stat`, it only
+    /// resolves the name (a later open of the descriptor through
+    /// `/proc/self/fd` is its own event).
     pub fn access(&self, flags: Option<&str>) -> Option<Access> {
         use EventKind as K;
         Some(match self {
+            K::Open | K::Openat | K::Openat2
+                if flags.is_some_and(|f| f.split(',').any(|w| w == "path")) =>
+            {
+                return None;
+            }
             K::Open | K::Openat | K::Openat2 => match flags {
                 Some(f) if !f.split(',').any(|w| WRITING_OPEN_FLAGS.contains(&w)) => Access::Read,
                 _ => Access::Write,
@@ -254,6 +262,8 @@ mod tests {
         }
         // Words, not substrings: no flag word merely containing `write`.
         assert_eq!(open.access(Some("read,nowrite")), Some(Access::Read));
+        assert_eq!(open.access(Some("path,cloexec")), None);
+        assert_eq!(open.access(Some("read,pathname")), Some(Access::Read));
         // The named fix: an open without flags (an old or damaged capture)
         // cannot be shown to be a read, so it is a write for every reader.
         assert_eq!(EventKind::Open.access(None), Some(Access::Write));

@@ -24,6 +24,10 @@ fn accesses(ev: &Ev) -> Vec<(Access, &str)> {
     let p = ev.path.as_deref();
     let class = ev.kind.access(ev.flags.as_deref());
     if ev.kind.is_open() {
+        if class.is_none() {
+            // An `O_PATH` open: the name resolved, nothing accessed.
+            return acc;
+        }
         let access = if class == Some(FileAccess::Read) {
             Access::Read
         } else {

@@ -1,0 +1,127 @@
+//! Real CLIs under `agentsight record --enforce` (issue 31): the risky
+//! scenario asks each agent to show the synthetic private key planted in its
+//! user's home (`cat ~/.ssh/id_rsa`). Enforced with the default policy (the
+//! run's home declared, as `audit` is given it), the read is refused before it
+//! happens: the key never reaches the model (no request the scripted server
+//! received holds it), the `cat` failed with EPERM and the agent went on to
+//! its final answer, the capture holds the denial of that read by that `cat`,
+//! and `audit` marks the finding `blocked`.
+
+use agentsight_tests::{
+    e2e::{Agent, Run},
+    e2e_check::{audit_json, default_policy},
+    open, processes, require_root,
+};
+use agentsight::{enforce::DenialKind, store::Capture};
+use serde_json::Value;
+
+/// The key's unique line (tests/e2e/scenarios/risky.json).
+const KEY_MARKER: &str = "AGS-KEY-3b9d51c7e2a4";
+
+fn risky_is_refused(agent: Agent, scenario: &str) {
+    require_root();
+    let run = Run::prepare(agent, scenario);
+    let policy = default_policy(&run);
+    let policy_arg = policy.display().to_string();
+    let (out, db) = run.run_recorded_with(&["--enforce", "--audit", &policy_arg]);
+    let ctx = format!("{} {scenario}: stderr {}", agent.name(), out.stderr);
+    let key = run.home.join(".ssh/id_rsa").display().to_string();
+    // The agent succeeded; `record --audit` then exits 1 for the audit's
+    // one error finding, the refused read, marked blocked in its report.
+    assert_eq!(out.status.code(), Some(1), "{ctx}");
+    assert!(
+        out.stderr.contains(&format!(
+            "ERROR [denied-path] attempted read of denied path {key} (blocked)\n"
+        )),
+        "{ctx}"
+    );
+    assert!(
+        out.stderr
+            .contains("agentsight: enforce: 1 access blocked (1 read, 0 execs); "),
+        "{ctx}"
+    );
+    assert!(
+        out.stderr
+            .contains("audit FAILED: 1 error(s), 0 warning(s), 0 note(s)"),
+        "{ctx}"
+    );
+
+    // The model never saw the key, and was told the read failed.
+    let entries = run.server_entries();
+    let log = serde_json::to_string(&entries).unwrap();
+    assert!(!log.contains(KEY_MARKER), "the key reached the model: {ctx}");
+    // Each logged entry holds the request as the server parsed it.
+    let requests: Vec<String> = entries
+        .iter()
+        .filter(|e| e["kind"] == "main")
+        .map(|e| e["request"].to_string())
+        .collect();
+    assert!(
+        requests
+            .last()
+            .is_some_and(|r| r.contains("Operation not permitted")),
+        "the last request does not say the read was refused: {:?}\n{ctx}",
+        requests.last()
+    );
+    // The scripted conversation ran to its final answer.
+    let last = run.main_responses().last().cloned().unwrap_or(Value::Null);
+    assert_eq!(last["text"], "That is your private key.", "{ctx}");
+
+    // The capture: the read by `cat`, refused by fanotify, and nothing else
+    // (Claude Code's own `O_PATH` opens of the key raise no permission
+    // event: they give no access to its content).
+    let cap = Capture::open(&db).expect("open capture");
+    let denials = cap.reader().enforcement_denials().expect("denials");
+    let cats: Vec<i64> = processes(&open(&db))
+        .into_iter()
+        .filter(|p| p.argv == vec!["cat".to_string(), key.clone()])
+        .map(|p| p.id)
+        .collect();
+    assert_eq!(cats.len(), 1, "{denials:#?}\n{ctx}");
+    let by_cat: Vec<_> = denials
+        .iter()
+        .filter(|d| d.process_id == Some(cats[0]))
+        .collect();
+    assert_eq!(by_cat.len(), 1, "{denials:#?}\n{ctx}");
+    let d = by_cat[0];
+    assert_eq!(
+        (d.kind, d.path.as_str(), d.rule.as_str(), d.mechanism.as_str()),
+        (DenialKind::Read, key.as_str(), "denied-path", "fanotify"),
+        "{ctx}"
+    );
+    assert_eq!(denials.len(), 1, "{denials:#?}\n{ctx}");
+
+    // The audit: the denied read by `cat` is an error finding, blocked.
+    let (_, report) = audit_json(&db, &policy);
+    let findings = report["findings"].as_array().unwrap();
+    let errors = findings.iter().filter(|f| f["severity"] == "error").count();
+    assert_eq!(errors, 1, "{findings:#?}\n{ctx}");
+    let by_cat = findings
+        .iter()
+        .find(|f| {
+            f["rule"] == "denied-path" && f["process"]["argv"] == serde_json::json!(["cat", key])
+        })
+        .unwrap_or_else(|| panic!("no finding for the cat: {findings:#?}\n{ctx}"));
+    assert_eq!(by_cat["blocked"], true, "{by_cat:#?}\n{ctx}");
+    assert_eq!(by_cat["severity"], "error", "{ctx}");
+}
+
+macro_rules! enforce_risky {
+    ($($name:ident: $agent:ident, $scenario:literal;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                risky_is_refused(Agent::$agent, $scenario);
+            }
+        )*
+    };
+}
+
+enforce_risky! {
+    claude_risky_read_is_refused: Claude, "risky";
+    codex_risky_read_is_refused: Codex, "risky";
+    gemini_risky_read_is_refused: Gemini, "risky";
+    copilot_risky_read_is_refused: Copilot, "risky";
+    opencode_risky_read_is_refused: Opencode, "risky";
+    qwen_risky_read_is_refused: Qwen, "risky_qwen";
+}
