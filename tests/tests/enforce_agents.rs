@@ -7,12 +7,12 @@
 //! its final answer, the capture holds the denial of that read by that `cat`,
 //! and `audit` marks the finding `blocked`.
 
+use agentsight::{enforce::DenialKind, store::Capture};
 use agentsight_tests::{
     e2e::{Agent, Run},
     e2e_check::{audit_json, default_policy},
     open, processes, require_root,
 };
-use agentsight::{enforce::DenialKind, store::Capture};
 use serde_json::Value;
 
 /// The key's unique line (tests/e2e/scenarios/risky.json).
@@ -49,7 +49,10 @@ fn risky_is_refused(agent: Agent, scenario: &str) {
     // The model never saw the key, and was told the read failed.
     let entries = run.server_entries();
     let log = serde_json::to_string(&entries).unwrap();
-    assert!(!log.contains(KEY_MARKER), "the key reached the model: {ctx}");
+    assert!(
+        !log.contains(KEY_MARKER),
+        "the key reached the model: {ctx}"
+    );
     // Each logged entry holds the request as the server parsed it.
     let requests: Vec<String> = entries
         .iter()
@@ -85,7 +88,12 @@ fn risky_is_refused(agent: Agent, scenario: &str) {
     assert_eq!(by_cat.len(), 1, "{denials:#?}\n{ctx}");
     let d = by_cat[0];
     assert_eq!(
-        (d.kind, d.path.as_str(), d.rule.as_str(), d.mechanism.as_str()),
+        (
+            d.kind,
+            d.path.as_str(),
+            d.rule.as_str(),
+            d.mechanism.as_str()
+        ),
         (DenialKind::Read, key.as_str(), "denied-path", "fanotify"),
         "{ctx}"
     );

@@ -262,26 +262,26 @@ impl Probes {
         Ok(())
     }
 
-    /// The indexes (below `files`) of the probed files whose TLS functions
-    /// process `pid` called, taken out of the kernel's note.
-    pub fn take_tls_seen(&mut self, pid: u32, files: u32) -> Result<Vec<u32>, LoadError> {
-        let map_err = |reason: String| LoadError::Map {
-            name: MAP_TLS_SEEN,
-            reason,
-        };
+    /// The kernel's note of (pid, probed file) pairs whose TLS functions ran.
+    fn tls_seen_map(&mut self) -> Result<HashMap<&mut MapData, u64, u8>, LoadError> {
         let map = self
             .ebpf
             .map_mut(MAP_TLS_SEEN)
             .ok_or(LoadError::MissingMap(MAP_TLS_SEEN))?;
-        let mut seen: HashMap<&mut MapData, u64, u8> =
-            HashMap::try_from(map).map_err(|e| map_err(e.to_string()))?;
+        HashMap::try_from(map).map_err(|e| tls_seen_err(e.to_string()))
+    }
+
+    /// The indexes (below `files`) of the probed files whose TLS functions
+    /// process `pid` called, taken out of the kernel's note.
+    pub fn take_tls_seen(&mut self, pid: u32, files: u32) -> Result<Vec<u32>, LoadError> {
+        let mut seen = self.tls_seen_map()?;
         let mut out = Vec::new();
         for file in 0..files {
             let key = u64::from(pid) << 32 | u64::from(file);
             if seen.get(&key, 0).is_ok() {
                 out.push(file);
                 seen.remove(&key)
-                    .map_err(|e| map_err(format!("remove {pid}/{file}: {e}")))?;
+                    .map_err(|e| tls_seen_err(format!("remove {pid}/{file}: {e}")))?;
             }
         }
         Ok(out)
@@ -290,22 +290,13 @@ impl Probes {
     /// Every process still in the kernel's note → the indexes of the files
     /// it called (processes that ended before any scan named them), taken.
     pub fn drain_tls_seen(&mut self) -> Result<BTreeMap<u32, Vec<u32>>, LoadError> {
-        let map_err = |reason: String| LoadError::Map {
-            name: MAP_TLS_SEEN,
-            reason,
-        };
-        let map = self
-            .ebpf
-            .map_mut(MAP_TLS_SEEN)
-            .ok_or(LoadError::MissingMap(MAP_TLS_SEEN))?;
-        let mut seen: HashMap<&mut MapData, u64, u8> =
-            HashMap::try_from(map).map_err(|e| map_err(e.to_string()))?;
+        let mut seen = self.tls_seen_map()?;
         let keys: Vec<u64> = seen.keys().filter_map(Result::ok).collect();
         let mut out: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
         for key in keys {
             out.entry((key >> 32) as u32).or_default().push(key as u32);
             seen.remove(&key)
-                .map_err(|e| map_err(format!("remove {key:#x}: {e}")))?;
+                .map_err(|e| tls_seen_err(format!("remove {key:#x}: {e}")))?;
         }
         for files in out.values_mut() {
             files.sort_unstable();
@@ -450,6 +441,13 @@ fn full_chain(e: &dyn std::error::Error) -> String {
         cur = src.source();
     }
     s
+}
+
+fn tls_seen_err(reason: String) -> LoadError {
+    LoadError::Map {
+        name: MAP_TLS_SEEN,
+        reason,
+    }
 }
 
 #[cfg(test)]
