@@ -99,6 +99,37 @@ fn risky_is_refused(agent: Agent, scenario: &str) {
     );
     assert_eq!(denials.len(), 1, "{denials:#?}\n{ctx}");
 
+    // correlate: the refused read is the shell call's, marked blocked by
+    // the denial's row (the agent's own tool call, whatever its name).
+    let id = run.sessions()[0]["session_id"]
+        .as_str()
+        .expect("one session")
+        .to_string();
+    let c = run.correlate(&id, &db);
+    let blocked: Vec<(Value, Value, Value)> = c["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["tools"].as_array().unwrap().iter())
+        .flat_map(|t| {
+            let call = t["call_id"].clone();
+            t["activity"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|a| !a["blocked"].is_null())
+                .map(move |a| (call.clone(), a["path"].clone(), a["blocked"].clone()))
+        })
+        .collect();
+    assert_eq!(blocked.len(), 1, "{blocked:#?}\n{ctx}");
+    assert!(blocked[0].0.is_string(), "{blocked:#?}\n{ctx}");
+    assert_eq!(blocked[0].1, key.as_str(), "{ctx}");
+    assert_eq!(
+        blocked[0].2,
+        serde_json::json!({"denial_id": d.id, "rule": "denied-path", "mechanism": "fanotify"}),
+        "{ctx}"
+    );
+
     // The audit: the denied read by `cat` is an error finding, blocked.
     let (_, report) = audit_json(&db, &policy);
     let findings = report["findings"].as_array().unwrap();

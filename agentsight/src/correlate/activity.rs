@@ -6,9 +6,11 @@ use std::collections::{HashMap, HashSet};
 
 use super::{
     CorrelateError,
-    report::{Activity, Op},
+    report::{Activity, Blocked, Op},
     view::{BoundTree, CaptureView},
 };
+use crate::enforce::DenialKind;
+use crate::store::enforcement::DenialRow;
 use crate::{
     clock::rfc3339_ns,
     matching::ProcTable,
@@ -20,8 +22,10 @@ use crate::{
 
 /// Event kinds correlate looks at; everything else (io, close, dup…) is
 /// detail that `export` still shows.
-const KINDS: [EventKind; 22] = [
+const KINDS: [EventKind; 23] = [
     EventKind::Exec,
+    // Only the execs `record --enforce` refused (see `Denials`).
+    EventKind::ExecFailed,
     EventKind::Open,
     EventKind::Openat,
     EventKind::Openat2,
@@ -72,9 +76,10 @@ impl Spans {
 
 /// The op of an event of one of [`KINDS`], by the store's access class
 /// (an open without flags is a write: it cannot be shown to be a read).
+/// A failed exec ran nothing: it is no op unless a denial names it.
 fn op_of(kind: &str, flags: Option<&str>) -> Option<Op> {
     let kind = EventKind::from_word(kind);
-    if !KINDS.contains(&kind) {
+    if !KINDS.contains(&kind) || kind == EventKind::ExecFailed {
         return None;
     }
     Some(match kind.access(flags)? {
@@ -111,6 +116,52 @@ fn skip_system_reads(claimed: &HashSet<&str>) -> &'static [&'static str] {
     }
 }
 
+/// How far apart a denial (timed by the decider, after its verdict) and
+/// the failed call it refused (timed at the syscall's exit) may be.
+const DENIAL_SLACK_NS: u64 = 100_000_000;
+
+/// The accesses `record --enforce` refused, per process row, each matched
+/// once to the failed call it stands for (the nearest in time of the same
+/// process, an open for a read, a failed exec for an exec, `EPERM`).
+struct Denials(HashMap<i64, Vec<DenialRow>>);
+
+impl Denials {
+    fn of(rows: Vec<DenialRow>) -> Self {
+        let mut by: HashMap<i64, Vec<DenialRow>> = HashMap::new();
+        for d in rows {
+            if let Some(p) = d.process_id {
+                by.entry(p).or_default().push(d);
+            }
+        }
+        Denials(by)
+    }
+
+    /// Takes the denial `ev` (a failed call) stands for, if any.
+    fn take(&mut self, ev: &EventRecord) -> Option<Blocked> {
+        if ev.errno.as_deref() != Some("EPERM") {
+            return None;
+        }
+        let kind = match EventKind::from_word(&ev.kind) {
+            EventKind::ExecFailed => DenialKind::Exec,
+            k if k.is_open() => DenialKind::Read,
+            _ => return None,
+        };
+        let list = self.0.get_mut(&ev.process_id?)?;
+        let mono = ev.mono_ns.max(0) as u64;
+        let (i, _) = list
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.kind == kind && d.mono_ns.abs_diff(mono) <= DENIAL_SLACK_NS)
+            .min_by_key(|(_, d)| d.mono_ns.abs_diff(mono))?;
+        let d = list.swap_remove(i);
+        Some(Blocked {
+            denial_id: d.id,
+            rule: d.rule,
+            mechanism: d.mechanism,
+        })
+    }
+}
+
 /// The activity of the bound trees inside their spans, in time order.
 pub(super) fn load(
     view: &CaptureView,
@@ -128,8 +179,10 @@ pub(super) fn load(
         kinds: &kinds,
         skip_reads_under: skip_system_reads(claimed),
     };
+    let mut denials = Denials::of(view.cap.enforcement_denials()?);
     view.cap.events_in_window(lo, hi, &filter, |ev| {
-        if let Some(mut a) = activity_of(ev, &view.procs, spans, claimed) {
+        let blocked = denials.take(&ev);
+        if let Some(mut a) = activity_of(ev, &view.procs, spans, claimed, blocked) {
             a.container = view.containers.get(&a.process_id).cloned();
             acts.push(a);
         }
@@ -140,12 +193,14 @@ pub(super) fn load(
 
 /// The activity an event stands for, if it is one: a process of a bound
 /// tree inside its span, an op correlate looks at, and not noise (a unix
-/// socket, a failed file call, a pseudo-file, a read no call names).
+/// socket, a failed file call, a pseudo-file, a read no call names) — or
+/// an access `record --enforce` refused (`blocked`), always kept.
 fn activity_of(
     ev: EventRecord,
     procs: &ProcTable,
     spans: &Spans,
     claimed: &HashSet<&str>,
+    blocked: Option<Blocked>,
 ) -> Option<Activity> {
     let pid_row = ev.process_id?;
     let &pi = procs.by_id.get(&pid_row)?;
@@ -154,8 +209,14 @@ fn activity_of(
     if mono < from || mono > to {
         return None;
     }
-    let op = op_of(&ev.kind, ev.flags.as_deref())?;
-    if op.is_network() {
+    let op = match &blocked {
+        Some(_) if ev.kind == EventKind::ExecFailed.as_str() => Op::Exec,
+        Some(_) => Op::Read,
+        None => op_of(&ev.kind, ev.flags.as_deref())?,
+    };
+    if blocked.is_some() {
+        // Refused before it happened: shown whatever its path.
+    } else if op.is_network() {
         if ev.family.as_deref() == Some("unix") || ev.family.is_none() {
             return None;
         }
@@ -193,6 +254,7 @@ fn activity_of(
         late: false,
         by: None,
         container: None,
+        blocked,
         wall_ms: ev.wall_ns.div_euclid(1_000_000),
         proc_ix: pi,
     })

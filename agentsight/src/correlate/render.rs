@@ -75,6 +75,10 @@ fn activity_line(st: &Style, a: &Activity) -> String {
     if let Some(r) = a.reason {
         line.push_str(&format!("  {}", st.dim(&format!("[{r}]"))));
     }
+    if let Some(b) = &a.blocked {
+        let what = format!("BLOCKED ({}, {})", v(&b.rule), v(&b.mechanism));
+        line.push_str(&format!("  {}", st.yellow(&what)));
+    }
     if a.late {
         line.push_str(&format!("  {}", st.yellow("LATE")));
     }

@@ -170,6 +170,9 @@ pub struct Activity {
     /// The container its process ran in; absent for a host process.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub container: Option<ContainerRef>,
+    /// Refused by `record --enforce` before it happened: the denial's row.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocked: Option<Blocked>,
     #[serde(skip)]
     pub(super) wall_ms: i64,
     /// The process's index in the capture view's process table.
@@ -397,6 +400,15 @@ pub struct Report {
     /// this session's turns; absent without a wire layer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wire: Option<super::wire::WireReport>,
+}
+
+/// What refused an access (`record --enforce`): the `enforcement_denials`
+/// row, the policy rule and the mechanism.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Blocked {
+    pub denial_id: i64,
+    pub rule: String,
+    pub mechanism: String,
 }
 
 /// One line describing an activity (for text output and flag details).
