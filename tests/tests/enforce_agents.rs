@@ -130,6 +130,69 @@ fn risky_is_refused(agent: Agent, scenario: &str) {
         "{ctx}"
     );
 
+    // export: one enforcement_denial record, the row's fields.
+    let jsonl = std::process::Command::new(agentsight_tests::bin())
+        .args(["export", "--format", "jsonl", "--db"])
+        .arg(&db)
+        .output()
+        .expect("export");
+    assert!(jsonl.status.success(), "{ctx}");
+    let records: Vec<Value> = String::from_utf8(jsonl.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["kind"] == "enforcement_denial")
+        .collect();
+    assert_eq!(records.len(), 1, "{records:#?}\n{ctx}");
+    let r = &records[0];
+    assert_eq!(
+        (
+            &r["denial_id"],
+            &r["access"],
+            &r["path"],
+            &r["pid"],
+            &r["process_id"],
+            &r["rule"],
+            &r["mechanism"],
+            &r["mono_ns"]
+        ),
+        (
+            &Value::from(d.id),
+            &Value::from("read"),
+            &Value::from(key.as_str()),
+            &Value::from(d.pid),
+            &Value::from(cats[0]),
+            &Value::from("denied-path"),
+            &Value::from("fanotify"),
+            &Value::from(d.mono_ns)
+        ),
+        "{ctx}"
+    );
+    assert!(r["ts"].as_str().is_some_and(|t| t.ends_with('Z')), "{ctx}");
+
+    // report: the ENFORCEMENT section lists the denial, and the shell
+    // call's refused read links to it.
+    let page = run.root.join("report.html");
+    let rep = std::process::Command::new(agentsight_tests::bin())
+        .args(["report", "--db"])
+        .arg(&db)
+        .arg("-o")
+        .arg(&page)
+        .output()
+        .expect("report");
+    assert!(rep.status.success(), "{ctx}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    for want in [
+        "<section id=\"enforcement\"><h2>Enforcement: 1 blocked</h2>".to_string(),
+        format!("<tr id=\"denial-{}\">", d.id),
+        format!(
+            "href=\"#denial-{}\">blocked: denied-path (fanotify)</a>",
+            d.id
+        ),
+    ] {
+        assert!(html.contains(&want), "{want} not in the report\n{ctx}");
+    }
+
     // The audit: the denied read by `cat` is an error finding, blocked.
     let (_, report) = audit_json(&db, &policy);
     let findings = report["findings"].as_array().unwrap();

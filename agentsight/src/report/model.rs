@@ -11,6 +11,7 @@ use crate::{
     correlate::{self, TreeInfo},
     store::{
         Capture,
+        enforcement::{DenialRow, EnforcementMeta},
         meta::{Completeness, RunMeta},
         read::{DnsQuery, ProcessRecord},
         run::ActivitySection,
@@ -45,6 +46,9 @@ pub struct ReportModel {
     /// The arguments an MCP call's transcript recorded (compact JSON), by
     /// (session index, tool index): correlate's report does not carry them.
     pub mcp_arguments: HashMap<(usize, usize), String>,
+    /// `record --enforce`: its meta and the accesses it refused; None for
+    /// a capture recorded without it.
+    pub enforcement: Option<(EnforcementMeta, Vec<DenialRow>)>,
 }
 
 impl ReportModel {
@@ -79,7 +83,12 @@ impl ReportModel {
         for q in cap.dns_queries()? {
             dns.entry(q.process_id).or_default().push(q);
         }
+        let reader = cap.reader();
+        let (meta, denials) = (reader.enforcement_meta()?, reader.enforcement_denials()?);
+        let enforcement =
+            (meta.is_some() || !denials.is_empty()).then(|| (meta.unwrap_or_default(), denials));
         Ok(Self {
+            enforcement,
             capture: cap.path.clone(),
             completeness: run.completeness(),
             loss,

@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use super::{MAX_FINDINGS, MAX_TREE, ReportModel, Summary, esc, esc_clip, session, writing::Page};
 use crate::{
     audit,
+    enforce::DenialKind,
     store::read::ProcessRecord,
     views::show::{command_line, count_word},
 };
@@ -46,6 +47,7 @@ pub(super) fn render(m: &ReportModel, findings: Option<&audit::Report>) -> (Stri
     let sessions = session::sessions(&mut p);
     let tree = tree_section(&mut p);
     let activity = activity_section(m);
+    let enforcement = enforcement_section(m);
     let unbound = unbound_section(&mut p);
     let findings = findings.map(|f| findings_section(&mut p, f));
     if p.calls_cut.0 > 0 {
@@ -69,6 +71,7 @@ pub(super) fn render(m: &ReportModel, findings: Option<&audit::Report>) -> (Stri
     out.push_str(&loss);
     out.push_str(&facts);
     out.push_str(&aggregated_section(&p.aggregated));
+    out.push_str(&enforcement);
     if let Some(f) = findings {
         out.push_str(&f);
     }
@@ -277,6 +280,72 @@ fn activity_section(m: &ReportModel) -> String {
             );
         }
         s.push_str("</table>");
+    }
+    s.push_str("</section>");
+    s
+}
+
+/// Most denials the report lists one per row (the rest are counted).
+const MAX_DENIAL_ROWS: usize = 200;
+
+/// `record --enforce`: the mode, the counts, the rules only audited, one
+/// row per access refused (time, process, access, file, rule, mechanism).
+/// Nothing for a capture recorded without it.
+fn enforcement_section(m: &ReportModel) -> String {
+    let Some((meta, rows)) = &m.enforcement else {
+        return String::new();
+    };
+    let reads = rows.iter().filter(|r| r.kind == DenialKind::Read).count();
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "<section id=\"enforcement\"><h2>Enforcement: {} blocked</h2>\
+         <p class=\"note\">record --enforce, mode <code>{}</code>: {reads} read(s), {} exec(s) refused; {} not stored</p>",
+        rows.len(),
+        esc(&meta.mode),
+        rows.len() - reads,
+        meta.lost
+    );
+    if !meta.audited_not_enforced.is_empty() {
+        let _ = write!(
+            s,
+            "<p class=\"note\">audited, not enforced: {}</p>",
+            esc(&meta.audited_not_enforced.join(", "))
+        );
+    }
+    if !rows.is_empty() {
+        s.push_str("<table>");
+        for r in rows.iter().take(MAX_DENIAL_ROWS) {
+            let who = r
+                .process_id
+                .and_then(|id| m.process(id))
+                .map(|q| {
+                    let argv = crate::sessions::util::join_argv(&q.argv);
+                    format!(" {}", esc_clip(&argv))
+                })
+                .unwrap_or_default();
+            let _ = write!(
+                s,
+                "<tr id=\"denial-{}\"><td>{}</td><td>pid {}{who}</td><td>{}</td><td><code>{}</code></td><td>{} ({})</td></tr>",
+                r.id,
+                esc(&crate::clock::rfc3339_ns(
+                    m.anchors.wall_ns(r.mono_ns).max(0) as u64
+                )),
+                r.pid,
+                r.kind.as_str(),
+                esc_clip(&r.path),
+                esc(&r.rule),
+                esc(&r.mechanism)
+            );
+        }
+        s.push_str("</table>");
+        if rows.len() > MAX_DENIAL_ROWS {
+            let _ = write!(
+                s,
+                "<p class=\"note\">… {} more</p>",
+                rows.len() - MAX_DENIAL_ROWS
+            );
+        }
     }
     s.push_str("</section>");
     s

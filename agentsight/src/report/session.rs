@@ -396,6 +396,15 @@ fn activity_tables(p: &mut Page, t: &ToolReport, s: &mut String) {
 
 fn reason_cell(a: &Activity) -> String {
     let mut c = a.reason.map(|r| r.as_str().to_owned()).unwrap_or_default();
+    if let Some(b) = &a.blocked {
+        let _ = write!(
+            c,
+            " <a class=\"badge late\" href=\"#denial-{}\">blocked: {} ({})</a>",
+            b.denial_id,
+            esc(&b.rule),
+            esc(&b.mechanism)
+        );
+    }
     if a.late {
         c.push_str(" <span class=\"badge late\">late</span>");
     }

@@ -9,7 +9,9 @@ use crate::{
     clock::rfc3339_ns,
     rawtext,
     store::{
-        Capture, ColumnType, StoreError, exported_columns,
+        Capture, ColumnType, StoreError,
+        enforcement::DenialRow,
+        exported_columns,
         read::{ProcessIdentity, SessionMessage, ms_to_ns},
         run::Cell,
     },
@@ -177,12 +179,13 @@ fn identity_fields<'r>(fields: &mut Vec<(u16, Field<'r>)>, keys: &Keys, id: &'r 
     }
 }
 
-/// What both jsonl writers join to the rows: the external messages in
-/// monotonic order, and per process row the agent `record --agent`
-/// recognised and the container and namespaces, only for the processes that
-/// have any (a host-only capture exports as before).
+/// What both jsonl writers join to the rows: the records that are not
+/// events (`external_message`, `enforcement_denial`) in monotonic order, and
+/// per process row the agent `record --agent` recognised and the container
+/// and namespaces, only for the processes that have any (a host-only capture
+/// exports as before).
 struct ExportContext {
-    messages: Vec<(u64, SessionMessage)>,
+    records: Vec<(u64, Json)>,
     agents: HashMap<i64, String>,
     identities: HashMap<i64, ProcessIdentity>,
 }
@@ -190,12 +193,20 @@ struct ExportContext {
 impl ExportContext {
     fn of(cap: &Capture) -> Result<Self, ExportError> {
         let anchors = cap.anchors()?;
-        let mut messages = cap
+        let mut records: Vec<(u64, Json)> = cap
             .session_messages()?
             .into_iter()
-            .map(|m| (anchors.mono_of_ms(m.time_ms), m))
-            .collect::<Vec<_>>();
-        messages.sort_by_key(|(mono, _)| *mono);
+            .map(|m| {
+                let at = anchors.mono_of_ms(m.time_ms);
+                (at, session_message_record(&m, at))
+            })
+            .collect();
+        for d in cap.reader().enforcement_denials()? {
+            let wall = (!anchors.0.is_empty()).then(|| anchors.wall_ns(d.mono_ns).max(0) as u64);
+            records.push((d.mono_ns, denial_record(&d, wall)));
+        }
+        // Stable: two records at one time keep the order above.
+        records.sort_by_key(|(mono, _)| *mono);
         let mut agents = HashMap::new();
         let mut identities = HashMap::new();
         for p in cap.processes()? {
@@ -207,11 +218,35 @@ impl ExportContext {
             }
         }
         Ok(Self {
-            messages,
+            records,
             agents,
             identities,
         })
     }
+}
+
+/// One `enforcement_denial` record (an access `record --enforce` refused):
+/// the `enforcement_denials` row's fields, its time as `ts` from the
+/// capture's anchors.
+fn denial_record(d: &DenialRow, wall_ns: Option<u64>) -> Json {
+    let mut obj = Map::new();
+    if let Some(w) = wall_ns {
+        obj.insert("ts".into(), json!(rfc3339_ns(w)));
+    }
+    obj.insert("mono_ns".into(), json!(d.mono_ns));
+    obj.insert("kind".into(), json!("enforcement_denial"));
+    obj.insert("denial_id".into(), json!(d.id));
+    obj.insert("access".into(), json!(d.kind.as_str()));
+    obj.insert("path".into(), json!(d.path));
+    obj.insert("dev".into(), json!(d.dev));
+    obj.insert("ino".into(), json!(d.ino));
+    obj.insert("pid".into(), json!(d.pid));
+    if let Some(p) = d.process_id {
+        obj.insert("process_id".into(), json!(p));
+    }
+    obj.insert("rule".into(), json!(d.rule));
+    obj.insert("mechanism".into(), json!(d.mechanism));
+    Json::Object(obj)
 }
 
 /// Writes every event as one JSON line, ordered by monotonic time, with
@@ -236,18 +271,18 @@ pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
     visit.sort_by_key(|v| v.1);
     let (ts_key, argv_hex_key, agent_key) = (keys.of("ts"), keys.of("argv_hex"), keys.of("agent"));
     let ExportContext {
-        messages,
+        records,
         agents,
         identities,
     } = ExportContext::of(cap)?;
-    let mut messages = messages.into_iter().peekable();
+    let mut records = records.into_iter().peekable();
     let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
     let mut n = 0u64;
     cap.export_rows(|row| -> Result<(), ExportError> {
         let wall = row.wall_ns()?;
         let mono = row.mono_ns()?;
-        while let Some((at, m)) = messages.next_if(|(at, _)| (*at as i64) < mono) {
-            write_line(&mut out, &session_message_record(&m, at))?;
+        while let Some((_, r)) = records.next_if(|(at, _)| (*at as i64) < mono) {
+            write_line(&mut out, &r)?;
             n += 1;
         }
         let mut fields: Vec<(u16, Field)> = Vec::with_capacity(24);
@@ -297,8 +332,8 @@ pub fn jsonl(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportError> {
         n += 1;
         Ok(())
     })?;
-    for (at, m) in messages {
-        write_line(&mut out, &session_message_record(&m, at))?;
+    for (_, r) in records {
+        write_line(&mut out, &r)?;
         n += 1;
     }
     out.flush()?;
@@ -314,18 +349,18 @@ pub fn jsonl_by_view(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportEr
     // external messages; the exported columns follow.
     let columns: Vec<_> = exported_columns().collect();
     let ExportContext {
-        messages,
+        records,
         agents,
         identities,
     } = ExportContext::of(cap)?;
-    let mut messages = messages.into_iter().peekable();
+    let mut records = records.into_iter().peekable();
     let mut n = 0u64;
     cap.export_rows_by_view(|row| -> Result<(), ExportError> {
         let mut obj = Map::new();
         let wall = row.wall_ns()?;
         let mono = row.mono_ns()?;
-        while let Some((at, m)) = messages.next_if(|(at, _)| (*at as i64) < mono) {
-            write_line(out, &session_message_record(&m, at))?;
+        while let Some((_, r)) = records.next_if(|(at, _)| (*at as i64) < mono) {
+            write_line(out, &r)?;
             n += 1;
         }
         obj.insert("ts".into(), json!(rfc3339_ns(wall.max(0) as u64)));
@@ -370,8 +405,8 @@ pub fn jsonl_by_view(cap: &Capture, out: &mut dyn Write) -> Result<u64, ExportEr
         n += 1;
         Ok(())
     })?;
-    for (at, m) in messages {
-        write_line(out, &session_message_record(&m, at))?;
+    for (_, r) in records {
+        write_line(out, &r)?;
         n += 1;
     }
     out.flush()?;
