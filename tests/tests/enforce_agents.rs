@@ -7,7 +7,12 @@
 //! its final answer, the capture holds the denial of that read by that `cat`,
 //! and `audit` marks the finding `blocked`.
 
-use agentsight::{enforce::DenialKind, store::Capture};
+use std::path::Path;
+
+use agentsight::{
+    enforce::DenialKind,
+    store::{Capture, enforcement::DenialRow},
+};
 use agentsight_tests::{
     e2e::{Agent, Run},
     e2e_check::{audit_json, default_policy},
@@ -46,7 +51,16 @@ fn risky_is_refused(agent: Agent, scenario: &str) {
         "{ctx}"
     );
 
-    // The model never saw the key, and was told the read failed.
+    model_never_saw_the_key(&run, &ctx);
+    let d = the_denial(&db, &key, &ctx);
+    correlate_marks_it(&run, &db, &key, &d, &ctx);
+    exported(&db, &key, &d, &ctx);
+    reported(&run, &db, &d, &ctx);
+    audited(&db, &policy, &key, &ctx);
+}
+
+/// The model never saw the key, and was told the read failed.
+fn model_never_saw_the_key(run: &Run, ctx: &str) {
     let entries = run.server_entries();
     let log = serde_json::to_string(&entries).unwrap();
     assert!(
@@ -69,15 +83,17 @@ fn risky_is_refused(agent: Agent, scenario: &str) {
     // The scripted conversation ran to its final answer.
     let last = run.main_responses().last().cloned().unwrap_or(Value::Null);
     assert_eq!(last["text"], "That is your private key.", "{ctx}");
+}
 
-    // The capture: the read by `cat`, refused by fanotify, and nothing else
-    // (Claude Code's own `O_PATH` opens of the key raise no permission
-    // event: they give no access to its content).
-    let cap = Capture::open(&db).expect("open capture");
+/// The capture: the read by `cat`, refused by fanotify, and nothing else
+/// (Claude Code's own `O_PATH` opens of the key raise no permission
+/// event: they give no access to its content).
+fn the_denial(db: &Path, key: &str, ctx: &str) -> DenialRow {
+    let cap = Capture::open(db).expect("open capture");
     let denials = cap.reader().enforcement_denials().expect("denials");
-    let cats: Vec<i64> = processes(&open(&db))
+    let cats: Vec<i64> = processes(&open(db))
         .into_iter()
-        .filter(|p| p.argv == vec!["cat".to_string(), key.clone()])
+        .filter(|p| p.argv == vec!["cat".to_string(), key.to_string()])
         .map(|p| p.id)
         .collect();
     assert_eq!(cats.len(), 1, "{denials:#?}\n{ctx}");
@@ -86,7 +102,7 @@ fn risky_is_refused(agent: Agent, scenario: &str) {
         .filter(|d| d.process_id == Some(cats[0]))
         .collect();
     assert_eq!(by_cat.len(), 1, "{denials:#?}\n{ctx}");
-    let d = by_cat[0];
+    let d = by_cat[0].clone();
     assert_eq!(
         (
             d.kind,
@@ -94,18 +110,21 @@ fn risky_is_refused(agent: Agent, scenario: &str) {
             d.rule.as_str(),
             d.mechanism.as_str()
         ),
-        (DenialKind::Read, key.as_str(), "denied-path", "fanotify"),
+        (DenialKind::Read, key, "denied-path", "fanotify"),
         "{ctx}"
     );
     assert_eq!(denials.len(), 1, "{denials:#?}\n{ctx}");
+    d
+}
 
-    // correlate: the refused read is the shell call's, marked blocked by
-    // the denial's row (the agent's own tool call, whatever its name).
+/// correlate: the refused read is the shell call's, marked blocked by the
+/// denial's row (the agent's own tool call, whatever its name).
+fn correlate_marks_it(run: &Run, db: &Path, key: &str, d: &DenialRow, ctx: &str) {
     let id = run.sessions()[0]["session_id"]
         .as_str()
         .expect("one session")
         .to_string();
-    let c = run.correlate(&id, &db);
+    let c = run.correlate(&id, db);
     let blocked: Vec<(Value, Value, Value)> = c["prompts"]
         .as_array()
         .unwrap()
@@ -123,17 +142,19 @@ fn risky_is_refused(agent: Agent, scenario: &str) {
         .collect();
     assert_eq!(blocked.len(), 1, "{blocked:#?}\n{ctx}");
     assert!(blocked[0].0.is_string(), "{blocked:#?}\n{ctx}");
-    assert_eq!(blocked[0].1, key.as_str(), "{ctx}");
+    assert_eq!(blocked[0].1, key, "{ctx}");
     assert_eq!(
         blocked[0].2,
         serde_json::json!({"denial_id": d.id, "rule": "denied-path", "mechanism": "fanotify"}),
         "{ctx}"
     );
+}
 
-    // export: one enforcement_denial record, the row's fields.
+/// export: one enforcement_denial record, the row's fields.
+fn exported(db: &Path, key: &str, d: &DenialRow, ctx: &str) {
     let jsonl = std::process::Command::new(agentsight_tests::bin())
         .args(["export", "--format", "jsonl", "--db"])
-        .arg(&db)
+        .arg(db)
         .output()
         .expect("export");
     assert!(jsonl.status.success(), "{ctx}");
@@ -159,9 +180,9 @@ fn risky_is_refused(agent: Agent, scenario: &str) {
         (
             &Value::from(d.id),
             &Value::from("read"),
-            &Value::from(key.as_str()),
+            &Value::from(key),
             &Value::from(d.pid),
-            &Value::from(cats[0]),
+            &Value::from(d.process_id),
             &Value::from("denied-path"),
             &Value::from("fanotify"),
             &Value::from(d.mono_ns)
@@ -169,13 +190,15 @@ fn risky_is_refused(agent: Agent, scenario: &str) {
         "{ctx}"
     );
     assert!(r["ts"].as_str().is_some_and(|t| t.ends_with('Z')), "{ctx}");
+}
 
-    // report: the ENFORCEMENT section lists the denial, and the shell
-    // call's refused read links to it.
+/// report: the Enforcement section lists the denial, and the shell call's
+/// refused read links to it.
+fn reported(run: &Run, db: &Path, d: &DenialRow, ctx: &str) {
     let page = run.root.join("report.html");
     let rep = std::process::Command::new(agentsight_tests::bin())
         .args(["report", "--db"])
-        .arg(&db)
+        .arg(db)
         .arg("-o")
         .arg(&page)
         .output()
@@ -192,9 +215,11 @@ fn risky_is_refused(agent: Agent, scenario: &str) {
     ] {
         assert!(html.contains(&want), "{want} not in the report\n{ctx}");
     }
+}
 
-    // The audit: the denied read by `cat` is an error finding, blocked.
-    let (_, report) = audit_json(&db, &policy);
+/// The audit: the denied read by `cat` is its one error finding, blocked.
+fn audited(db: &Path, policy: &Path, key: &str, ctx: &str) {
+    let (_, report) = audit_json(db, policy);
     let findings = report["findings"].as_array().unwrap();
     let errors = findings.iter().filter(|f| f["severity"] == "error").count();
     assert_eq!(errors, 1, "{findings:#?}\n{ctx}");
