@@ -97,6 +97,11 @@ impl Decider {
         }
         let pid = ev.pid().max(0) as u32;
         let deny = is_tracked(&self.tracked, pid);
+        // Timed before the answer, while the process waits on it: a time
+        // taken after could fall after the refused process ended (it exits
+        // at once on EPERM while this thread is descheduled), and the
+        // denial would name no process.
+        let mono_ns = crate::clock::mono_now_ns();
         let verdict = if deny {
             Response::FAN_DENY
         } else {
@@ -113,7 +118,6 @@ impl Decider {
             self.stats.allowed.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let mono_ns = crate::clock::mono_now_ns();
         let kind = if ev.mask().contains(MaskFlags::FAN_OPEN_EXEC_PERM) {
             DenialKind::Exec
         } else {
