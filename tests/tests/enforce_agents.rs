@@ -56,6 +56,7 @@ fn risky_is_refused(agent: Agent, scenario: &str) {
     correlate_marks_it(&run, &db, &key, &d, &ctx);
     exported(&db, &key, &d, &ctx);
     reported(&run, &db, &d, &ctx);
+    otlp_event_says_blocked(&run, &db, &d, &ctx);
     audited(&db, &policy, &key, &ctx);
 }
 
@@ -215,6 +216,65 @@ fn reported(run: &Run, db: &Path, d: &DenialRow, ctx: &str) {
     ] {
         assert!(html.contains(&want), "{want} not in the report\n{ctx}");
     }
+}
+
+/// OTLP: the refused read is one span event, with the denial's attributes.
+fn otlp_event_says_blocked(run: &Run, db: &Path, d: &DenialRow, ctx: &str) {
+    let out = run.root.join("otlp.jsonl");
+    let o = std::process::Command::new(agentsight_tests::bin())
+        .args(["export", "--db"])
+        .arg(db)
+        .args(["--format", "otlp-json", "-o"])
+        .arg(&out)
+        .output()
+        .expect("export otlp-json");
+    assert!(o.status.success(), "{ctx}");
+    let mut blocked = Vec::new();
+    for line in std::fs::read_to_string(&out).unwrap().lines() {
+        let req: Value = serde_json::from_str(line).unwrap();
+        let spans = req["resourceSpans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|rs| rs["scopeSpans"].as_array().unwrap())
+            .flat_map(|ss| ss["spans"].as_array().unwrap());
+        for ev in spans.flat_map(|s| s["events"].as_array().unwrap()) {
+            let attrs: Vec<(String, Value)> = ev["attributes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|a| {
+                    a["key"]
+                        .as_str()
+                        .is_some_and(|k| k.starts_with("agentsight.enforcement."))
+                })
+                .map(|a| (a["key"].as_str().unwrap().to_owned(), a["value"].clone()))
+                .collect();
+            if !attrs.is_empty() {
+                blocked.push(attrs);
+            }
+        }
+    }
+    // intValue is a string in OTLP JSON.
+    let want = vec![vec![
+        (
+            "agentsight.enforcement.blocked".to_string(),
+            serde_json::json!({"boolValue": true}),
+        ),
+        (
+            "agentsight.enforcement.denial_id".to_string(),
+            serde_json::json!({"intValue": d.id.to_string()}),
+        ),
+        (
+            "agentsight.enforcement.rule".to_string(),
+            serde_json::json!({"stringValue": "denied-path"}),
+        ),
+        (
+            "agentsight.enforcement.mechanism".to_string(),
+            serde_json::json!({"stringValue": "fanotify"}),
+        ),
+    ]];
+    assert_eq!(blocked, want, "{ctx}");
 }
 
 /// The audit: the denied read by `cat` is its one error finding, blocked.

@@ -935,6 +935,13 @@ pub(super) fn activity_event(t: &Trace, act: &Activity, with_pid: bool) -> Event
     if let Some(r) = act.reason {
         a.str("agentsight.attribution.reason", r.as_str());
     }
+    if let Some(b) = &act.blocked {
+        // Refused by `record --enforce` before it happened.
+        a.bool("agentsight.enforcement.blocked", true)
+            .int("agentsight.enforcement.denial_id", b.denial_id)
+            .str("agentsight.enforcement.rule", &b.rule)
+            .str("agentsight.enforcement.mechanism", &b.mechanism);
+    }
     if act.late {
         a.bool("agentsight.late", true);
     }

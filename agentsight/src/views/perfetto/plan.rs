@@ -420,6 +420,14 @@ fn tool_call(
                     .anns
                     .push(("late", Value::Bool(true)));
             }
+            if let Some(b) = &a.blocked {
+                let what = format!("{} ({}), denial {}", b.rule, b.mechanism, b.denial_id);
+                plan.notes
+                    .entry(a.event_id)
+                    .or_default()
+                    .anns
+                    .push(("blocked", Value::Str(what)));
+            }
             let f = if started.contains(&a.process_id) {
                 if !seen.insert(a.process_id) {
                     continue;
