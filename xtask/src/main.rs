@@ -14,6 +14,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 mod bench_audit;
 mod bench_capture;
 mod bench_correlate;
+mod bench_enforce;
 mod bench_export;
 mod bench_flood;
 mod bench_sessions;
@@ -82,6 +83,9 @@ enum BenchWhat {
     /// `top`: append-to-screen latency, start-up, idle CPU and RSS over the
     /// 10,001-transcript home, inotify beside polling.
     Top,
+    /// `record --enforce`: the time an open takes with the marks (refused in
+    /// the tree, allowed outside it) beside an unmarked file (root).
+    Enforce,
     /// The wire relay: per-chunk SSE latency and body throughput through it
     /// vs direct, its peak RSS (`agentsight-wire`'s `relay_bench` example).
     Relay,
@@ -152,6 +156,7 @@ fn main() -> Result<()> {
                 BenchWhat::Audit => bench_audit::run(&bin),
                 BenchWhat::Export => bench_export::run(&bin),
                 BenchWhat::Top => bench_top::run(&bin),
+                BenchWhat::Enforce => bench_enforce::run(&bin),
                 BenchWhat::Relay => run(cargo().current_dir(workspace_root()).args([
                     "run",
                     "--release",

@@ -55,22 +55,24 @@ pub struct EnforcementMeta {
     pub audited_not_enforced: Vec<String>,
 }
 
-pub(crate) fn insert(conn: &Connection, d: &Denial) -> rusqlite::Result<()> {
+pub(crate) fn insert(conn: &Connection, denials: &[Denial]) -> rusqlite::Result<()> {
     conn.execute_batch(SCHEMA)?;
     let mut st = conn.prepare_cached(
         "INSERT INTO enforcement_denials (kind, path, dev, ino, pid, mono_ns, rule, mechanism)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?;
-    st.execute(params![
-        d.kind.as_str(),
-        d.path,
-        d.dev,
-        d.ino,
-        d.pid,
-        d.mono_ns as i64,
-        d.rule,
-        crate::enforce::MECHANISM,
-    ])?;
+    for d in denials {
+        st.execute(params![
+            d.kind.as_str(),
+            d.path,
+            d.dev,
+            d.ino,
+            d.pid,
+            d.mono_ns as i64,
+            d.rule,
+            crate::enforce::MECHANISM,
+        ])?;
+    }
     Ok(())
 }
 

@@ -56,7 +56,8 @@ pub enum StoreMsg {
     /// One access `record --enforce` refused (`store::enforcement`):
     /// stored at once; past `--max-size` or on a full disk counted
     /// (`max_size:denial`, `disk_full:denial`).
-    Denial(crate::enforce::Denial),
+    /// Accesses `record --enforce` refused, handed over in batches.
+    Denials(Vec<crate::enforce::Denial>),
 }
 
 /// Loss kinds of events the writer received but did not store because the
@@ -673,7 +674,7 @@ fn run(
                 st.tls_notes.push(note);
                 Ok(())
             }
-            StoreMsg::Denial(d) => store_denial(&conn, &mut st, &d),
+            StoreMsg::Denials(d) => store_denials(&mut conn, &mut st, &d),
         };
         if let Err(e) = r {
             fail(&mut st, e);
@@ -733,7 +734,7 @@ fn after_disk_full(st: &mut State, held: &mut Held, msg: StoreMsg) {
         StoreMsg::MaxBytes(n) => st.max_bytes = Some(n),
         StoreMsg::Wire(_) => not_stored_disk_full(st, std::iter::once("wire")),
         StoreMsg::TlsProcess(_) => not_stored_disk_full(st, std::iter::once("tls_process")),
-        StoreMsg::Denial(_) => not_stored_disk_full(st, std::iter::once("denial")),
+        StoreMsg::Denials(d) => not_stored_disk_full(st, d.iter().map(|_| "denial")),
         StoreMsg::Anchor(_) | StoreMsg::Containers(_) => {}
     }
     for batch in batches {
@@ -743,18 +744,20 @@ fn after_disk_full(st: &mut State, held: &mut Held, msg: StoreMsg) {
     }
 }
 
-/// Stores one enforcement denial, or counts it once the capture reached
-/// `--max-size`.
-fn store_denial(
-    conn: &Connection,
+/// Stores a batch of enforcement denials in one transaction, or counts
+/// them once the capture reached `--max-size`.
+fn store_denials(
+    conn: &mut Connection,
     st: &mut State,
-    d: &crate::enforce::Denial,
+    denials: &[crate::enforce::Denial],
 ) -> rusqlite::Result<()> {
     if reached_max_size(conn, st) {
-        *st.summary.not_stored.entry("denial").or_default() += 1;
+        *st.summary.not_stored.entry("denial").or_default() += denials.len() as u64;
         return Ok(());
     }
-    super::enforcement::insert(conn, d)
+    let t = conn.transaction()?;
+    super::enforcement::insert(&t, denials)?;
+    t.commit()
 }
 
 /// Stores one wire exchange with its decoding, or counts it as not stored

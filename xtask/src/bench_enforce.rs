@@ -1,0 +1,178 @@
+//! `cargo xtask bench enforce`: what `record --enforce` adds to an open.
+//!
+//! One recording under `record --enforce` with a policy that denies
+//! `~/.ssh/**` of a bench home (the key file and its directory marked). The
+//! recorded command (python3, run as `nobody`) times N opens (open + close)
+//! of an unmarked file beside the key — the baseline: the same process, the
+//! kernel programs attached, no mark — then N opens of the key, each refused
+//! (a permission event decided `FAN_DENY`). While it waits, a process outside
+//! the tree times N opens of the key, each let through (`FAN_ALLOW`): the
+//! cost the marks put on everybody else. Figures: p50, p99 and max per open
+//! in µs for each, and the denials stored or counted as lost. The decision
+//! itself is one `bpf(2)` map lookup; what an open pays is the round trip
+//! through the decider thread.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+const OPENS: usize = 5_000;
+
+/// Times `N` opens of `PATH` (argv 1, 2) and writes the nanoseconds, one
+/// per line, to argv 3; a refused open counts like one let through.
+const TIMER: &str = r#"
+import os, sys, time
+path, n, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+ts = []
+for _ in range(n):
+    a = time.perf_counter_ns()
+    try:
+        os.close(os.open(path, os.O_RDONLY))
+    except PermissionError:
+        pass
+    ts.append(time.perf_counter_ns() - a)
+with open(out, "w") as f:
+    f.write("\n".join(map(str, ts)))
+"#;
+
+pub fn run(agentsight: &Path) -> Result<()> {
+    let base =
+        std::env::temp_dir().join(format!("agentsight-bench-enforce-{}", std::process::id()));
+    let r = bench(agentsight, &base);
+    let _ = std::fs::remove_dir_all(&base);
+    r
+}
+
+fn bench(agentsight: &Path, base: &Path) -> Result<()> {
+    let ssh = base.join("home/.ssh");
+    std::fs::create_dir_all(&ssh)?;
+    let key = ssh.join("id_rsa");
+    let plain = base.join("home/plain.txt");
+    std::fs::write(&key, "not a key\n")?;
+    std::fs::write(&plain, "plain\n")?;
+    let timer = base.join("timer.py");
+    std::fs::write(&timer, TIMER)?;
+    // `nobody` runs the command and writes its figures here.
+    let out = base.join("out");
+    std::fs::create_dir_all(&out)?;
+    for d in [base, &base.join("home"), &ssh, &out] {
+        chmod(d, 0o777)?;
+    }
+    for f in [&key, &plain, &timer] {
+        chmod(f, 0o644)?;
+    }
+    let policy = base.join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "home = \"{}\"\n[denied_paths]\nread = [\"~/.ssh/**\"]\n",
+            base.join("home").display()
+        ),
+    )?;
+    let (ready, done) = (out.join("ready"), out.join("done"));
+    let t = |path: &Path, name: &str| {
+        format!(
+            "python3 {} {} {OPENS} {}",
+            timer.display(),
+            path.display(),
+            out.join(name).display()
+        )
+    };
+    let script = format!(
+        "{} && {} && : > {} && while [ ! -e {} ]; do sleep 0.05; done",
+        t(&plain, "baseline"),
+        t(&key, "denied"),
+        ready.display(),
+        done.display()
+    );
+    let db = base.join("enforce.db");
+    let mut rec = Command::new(agentsight)
+        .args(["record", "--quiet", "--user", "nobody", "-o"])
+        .env_remove("SUDO_UID")
+        .env_remove("SUDO_GID")
+        .env_remove("SUDO_USER")
+        .arg(&db)
+        .args(["--enforce", "--audit"])
+        .arg(&policy)
+        .args(["--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("start record --enforce")?;
+    let started = Instant::now();
+    while !ready.exists() {
+        if let Some(st) = rec.try_wait()? {
+            bail!("record --enforce ended ({st}) before its command was ready");
+        }
+        if started.elapsed() > Duration::from_secs(300) {
+            let _ = rec.kill();
+            bail!("the recorded command was not ready after 300 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Outside the tree: every open of the marked key is allowed.
+    let outside = Command::new("python3")
+        .arg(&timer)
+        .arg(&key)
+        .arg(OPENS.to_string())
+        .arg(out.join("allowed"))
+        .status()
+        .context("run the outside timer")?;
+    std::fs::write(&done, "")?;
+    let rec = rec.wait_with_output()?;
+    if !outside.success() {
+        bail!("the outside timer failed: {outside}");
+    }
+    let summary = String::from_utf8_lossy(&rec.stderr);
+    println!(
+        "enforce bench: {OPENS} opens each, one recording (record --enforce, kernel programs attached); load average {}",
+        load_average()
+    );
+    let base_p = report(&out.join("baseline"), "unmarked file (baseline)", None)?;
+    report(
+        &out.join("denied"),
+        "marked, refused (tracked tree)",
+        Some(base_p),
+    )?;
+    report(
+        &out.join("allowed"),
+        "marked, allowed (outside the tree)",
+        Some(base_p),
+    )?;
+    for line in summary.lines().filter(|l| l.contains("enforce:")) {
+        println!("  {line}");
+    }
+    Ok(())
+}
+
+/// Prints p50/p99/max of one series (µs), and the added p50/p99 over the
+/// baseline; returns its (p50, p99).
+fn report(file: &Path, what: &str, base: Option<(f64, f64)>) -> Result<(f64, f64)> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("{}", file.display()))?;
+    let mut v: Vec<u64> = text.lines().filter_map(|l| l.parse().ok()).collect();
+    if v.len() != OPENS {
+        bail!("{}: {} timings, expected {OPENS}", file.display(), v.len());
+    }
+    v.sort_unstable();
+    let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize] as f64 / 1000.0;
+    let (p50, p99, max) = (q(0.5), q(0.99), q(1.0));
+    let added = base.map_or(String::new(), |(b50, b99)| {
+        format!("   (+{:.1} µs p50, +{:.1} µs p99)", p50 - b50, p99 - b99)
+    });
+    println!("  {what:<38} p50 {p50:>7.1} µs   p99 {p99:>7.1} µs   max {max:>8.1} µs{added}");
+    Ok((p50, p99))
+}
+
+fn chmod(p: &Path, mode: u32) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("chmod {}", p.display()))
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
