@@ -165,6 +165,9 @@ e2e! {
     qwen_mcp_refused: Qwen, "mcp_refused";
     qwen_mcp_liar: Qwen, "mcp_liar";
     qwen_mcp_edit: Qwen, "mcp_edit";
+    copilot_mcp_remote: Copilot, "mcp_remote";
+    opencode_mcp_remote: Opencode, "mcp_remote";
+    qwen_mcp_remote: Qwen, "mcp_remote";
 }
 
 e2e_recorded! {
@@ -218,4 +221,7 @@ e2e_recorded! {
     qwen_mcp_refused_under_record: Qwen, "mcp_refused";
     qwen_mcp_liar_under_record: Qwen, "mcp_liar";
     qwen_mcp_edit_under_record: Qwen, "mcp_edit";
+    copilot_mcp_remote_under_record: Copilot, "mcp_remote";
+    opencode_mcp_remote_under_record: Opencode, "mcp_remote";
+    qwen_mcp_remote_under_record: Qwen, "mcp_remote";
 }
