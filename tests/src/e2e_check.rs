@@ -309,7 +309,7 @@ fn verify_server_played_the_scenario(run: &Run, ctx: &str) -> Vec<Value> {
     assert!(bad.is_empty(), "server could not answer: {bad:?}\n{ctx}");
     let responses = run.main_responses();
     let turns = run.scenario.json["turns"].as_array().unwrap();
-    // Codex's deferred MCP tools cost a search round trip before a turn's
+    // Codex's and Qwen Code's deferred MCP tools cost a search round trip before a turn's
     // call: a response of its own, not a turn.
     let played: Vec<&Value> = responses.iter().filter(|r| !is_tool_search(r)).collect();
     assert_eq!(
@@ -948,7 +948,7 @@ pub fn assert_calls_explained(run: &Run, c: &Value, late_paths: &[String], ctx: 
     assert_eq!(tools.len(), intents.len(), "{ctx}");
     for (i, (t, intent)) in tools.iter().zip(&intents).enumerate() {
         let want = expected_tool(agent, run, intent);
-        // Its place among all calls (Codex's searches included).
+        // Its place among all calls (Codex's and Qwen Code's searches included).
         let index = all.iter().position(|x| std::ptr::eq(*x, *t)).unwrap();
         assert_eq!(t["tool_index"], index, "{ctx}");
         assert_eq!(t["name"], want.name.as_str(), "{ctx}");

@@ -369,7 +369,8 @@ pub fn verify_mcp(run: &Run, c: &Value, db: &Path, ctx: &str) {
         }
         tally_call(run, t, intent, &by_server, &mut tally);
     }
-    // Codex's searches: attributed activity there counts against precision.
+    // Codex's and Qwen Code's searches: attributed activity there counts
+    // against precision.
     for t in tools_of(c)
         .iter()
         .filter(|t| !calls.iter().any(|x| std::ptr::eq(*x, **t)))
