@@ -161,13 +161,13 @@ e2e! {
     opencode_mcp_refused: Opencode, "mcp_refused";
     opencode_mcp_liar: Opencode, "mcp_liar";
     opencode_mcp_edit: Opencode, "mcp_edit";
-    qwen_mcp: Qwen, "mcp";
+    qwen_mcp: Qwen, "mcp_qwen";
     qwen_mcp_refused: Qwen, "mcp_refused";
-    qwen_mcp_liar: Qwen, "mcp_liar";
-    qwen_mcp_edit: Qwen, "mcp_edit";
+    qwen_mcp_liar: Qwen, "mcp_liar_qwen";
+    qwen_mcp_edit: Qwen, "mcp_edit_qwen";
     copilot_mcp_remote: Copilot, "mcp_remote";
     opencode_mcp_remote: Opencode, "mcp_remote";
-    qwen_mcp_remote: Qwen, "mcp_remote";
+    qwen_mcp_remote: Qwen, "mcp_remote_qwen";
 }
 
 e2e_recorded! {
@@ -217,11 +217,11 @@ e2e_recorded! {
     opencode_mcp_refused_under_record: Opencode, "mcp_refused";
     opencode_mcp_liar_under_record: Opencode, "mcp_liar";
     opencode_mcp_edit_under_record: Opencode, "mcp_edit";
-    qwen_mcp_under_record: Qwen, "mcp";
+    qwen_mcp_under_record: Qwen, "mcp_qwen";
     qwen_mcp_refused_under_record: Qwen, "mcp_refused";
-    qwen_mcp_liar_under_record: Qwen, "mcp_liar";
-    qwen_mcp_edit_under_record: Qwen, "mcp_edit";
+    qwen_mcp_liar_under_record: Qwen, "mcp_liar_qwen";
+    qwen_mcp_edit_under_record: Qwen, "mcp_edit_qwen";
     copilot_mcp_remote_under_record: Copilot, "mcp_remote";
     opencode_mcp_remote_under_record: Opencode, "mcp_remote";
-    qwen_mcp_remote_under_record: Qwen, "mcp_remote";
+    qwen_mcp_remote_under_record: Qwen, "mcp_remote_qwen";
 }
