@@ -251,6 +251,35 @@ pub struct McpPlaces {
     /// The agent process's argv (Claude Code's `--mcp-config`, Codex's
     /// `-c mcp_servers.…` overrides).
     pub argv: Vec<String>,
+    /// Configuration the agent got from its environment, as recorded
+    /// (opencode's `OPENCODE_CONFIG_CONTENT`, reduced to its servers: meta
+    /// `opencode_config_content`). A variable absent here is read from the
+    /// reader's own environment.
+    pub env: Vec<(String, String)>,
+}
+
+/// The variable of an agent's environment that holds MCP configuration
+/// (opencode's `OPENCODE_CONFIG_CONTENT`): what a recording keeps of it
+/// for [`McpPlaces::env`].
+pub const CONFIG_CONTENT_VAR: &str = crate::opencode::mcp::CONTENT_VAR;
+
+/// What a recording keeps of [`CONFIG_CONTENT_VAR`]'s value: its MCP
+/// servers only (no provider keys, no server environment or headers);
+/// `None` when it declares none.
+pub fn config_content_to_keep(value: &str) -> Option<String> {
+    crate::opencode::mcp::servers_only(value)
+}
+
+impl McpPlaces {
+    /// Variable `name` of the agent's environment: as recorded, else the
+    /// reader's own.
+    pub(crate) fn env_var(&self, name: &str) -> Option<String> {
+        self.env
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var(name).ok())
+    }
 }
 
 /// The servers an agent's configuration declares, and what could not be
@@ -546,6 +575,7 @@ mod tests {
             home: fixture(home),
             project,
             argv: argv.iter().map(|s| s.to_string()).collect(),
+            env: Vec::new(),
         }
     }
 
@@ -751,6 +781,7 @@ mod tests {
                 home: dir.path().to_path_buf(),
                 project: Some(project),
                 argv: Vec::new(),
+                env: Vec::new(),
             },
         );
         let got: Vec<_> = c
@@ -819,6 +850,7 @@ mod tests {
                 home,
                 project: Some(trusted.clone()),
                 argv: argv.iter().map(|s| s.to_string()).collect(),
+                env: Vec::new(),
             },
         );
         let got: Vec<_> = c

@@ -432,6 +432,7 @@ fn mcp_calls_name_their_server_and_tool() {
                 r#"{"mcpServers":{"web":{"type":"http","url":"http://127.0.0.1:8790/mcp"}}}"#
                     .into(),
             ],
+            env: Vec::new(),
         },
     );
     assert!(cfg.problems.is_empty(), "{:?}", cfg.problems);

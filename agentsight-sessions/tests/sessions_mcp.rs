@@ -225,6 +225,7 @@ fn gemini_cli_mcp_calls_resolve_against_its_settings() {
             home: cfg_home,
             project: None,
             argv: Vec::new(),
+            env: Vec::new(),
         },
     );
     let names: Vec<&str> = configs.servers.iter().map(|c| c.name.as_str()).collect();

@@ -428,6 +428,7 @@ fn mcp_servers_from_the_config_and_tool_names() {
             home: home.clone(),
             project: None,
             argv: Vec::new(),
+            env: Vec::new(),
         },
     );
     let names: Vec<&str> = got.servers.iter().map(|s| s.name.as_str()).collect();

@@ -452,6 +452,7 @@ fn mcp_servers_from_settings() {
             home: home.path().to_path_buf(),
             project: Some(project.path().to_path_buf()),
             argv: Vec::new(),
+            env: Vec::new(),
         },
     );
     let got: Vec<(&str, Vec<&str>)> = configs

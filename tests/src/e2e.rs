@@ -635,7 +635,9 @@ remote_plugin = false
     /// `~/.claude.json` `projects.<workspace>.mcpServers` (its local scope,
     /// which needs no approval, unlike a project `.mcp.json`); Codex
     /// `[mcp_servers.NAME]` in `config.toml`, its tools approved without a
-    /// prompt; Gemini CLI `mcpServers.NAME` in `settings.json`, trusted.
+    /// prompt; Gemini CLI and Qwen Code `mcpServers.NAME` in
+    /// `settings.json`, trusted; Copilot CLI `$COPILOT_HOME/mcp-config.json`;
+    /// opencode the `mcp` key of its configuration (`opencode_config`).
     fn write_mcp_config(&self) {
         let servers = self.mcp_servers();
         if servers.is_empty() {
@@ -710,13 +712,71 @@ remote_plugin = false
                 }
                 fs::write(file, settings.to_string()).unwrap();
             }
-            Agent::Copilot | Agent::Opencode | Agent::Qwen => {
-                panic!(
-                    "MCP scenarios are not configured for {} yet",
-                    self.agent.name()
-                )
+            Agent::Copilot => {
+                // `$COPILOT_HOME/mcp-config.json`, every tool allowed (the
+                // run passes `--allow-all-tools`).
+                let entries: serde_json::Map<String, Value> = servers
+                    .iter()
+                    .map(|(name, s)| {
+                        let v = match s {
+                            McpServer::Stdio { command, args } => serde_json::json!({
+                                "type": "local", "command": command, "args": args,
+                                "tools": ["*"]
+                            }),
+                            McpServer::Http { url } => serde_json::json!({
+                                "type": "http", "url": url, "tools": ["*"]
+                            }),
+                        };
+                        (name.clone(), v)
+                    })
+                    .collect();
+                let dir = self.home.join(".copilot");
+                fs::create_dir_all(&dir).unwrap();
+                let config = serde_json::json!({ "mcpServers": entries });
+                fs::write(dir.join("mcp-config.json"), config.to_string()).unwrap();
+            }
+            // In its configuration (`opencode_config`).
+            Agent::Opencode => {}
+            Agent::Qwen => {
+                let file = self.home.join(".qwen/settings.json");
+                let mut settings: Value =
+                    serde_json::from_str(&fs::read_to_string(&file).unwrap()).unwrap();
+                for (name, s) in &servers {
+                    settings["mcpServers"][name] = match s {
+                        McpServer::Stdio { command, args } => serde_json::json!({
+                            "command": command, "args": args, "trust": true
+                        }),
+                        McpServer::Http { url } => {
+                            serde_json::json!({ "httpUrl": url, "trust": true })
+                        }
+                    };
+                }
+                fs::write(file, settings.to_string()).unwrap();
             }
         }
+    }
+
+    /// opencode's `mcp` configuration of the scenario's servers: a local
+    /// server's whole argv in `command`, a remote one by `url`.
+    fn opencode_mcp(&self) -> Value {
+        let entries: serde_json::Map<String, Value> = self
+            .mcp_servers()
+            .into_iter()
+            .map(|(name, s)| {
+                let v = match s {
+                    McpServer::Stdio { command, args } => {
+                        let mut argv = vec![command];
+                        argv.extend(args);
+                        serde_json::json!({ "type": "local", "command": argv, "enabled": true })
+                    }
+                    McpServer::Http { url } => {
+                        serde_json::json!({ "type": "remote", "url": url, "enabled": true })
+                    }
+                };
+                (name, v)
+            })
+            .collect();
+        Value::Object(entries)
     }
 
     /// What a CLI started by `agentsight session message` (a cleared
@@ -952,7 +1012,7 @@ remote_plugin = false
     /// `~/.ssh/id_rsa`: "permission requested: external_directory …;
     /// auto-rejecting").
     fn opencode_config(&self, base: &str) -> Value {
-        serde_json::json!({
+        let mut config = serde_json::json!({
             "autoupdate": false,
             "share": "disabled",
             "permission": { "external_directory": "allow" },
@@ -963,7 +1023,11 @@ remote_plugin = false
                 "options": { "baseURL": format!("{base}/v1"), "apiKey": OPENAI_KEY },
                 "models": { self.agent.model(): { "name": self.agent.model() } },
             } },
-        })
+        });
+        if !self.mcp_servers().is_empty() {
+            config["mcp"] = self.opencode_mcp();
+        }
+        config
     }
 
     /// Runs `wrap(cli_command())` inside a fresh network namespace with the

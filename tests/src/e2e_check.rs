@@ -309,7 +309,7 @@ fn verify_server_played_the_scenario(run: &Run, ctx: &str) -> Vec<Value> {
     assert!(bad.is_empty(), "server could not answer: {bad:?}\n{ctx}");
     let responses = run.main_responses();
     let turns = run.scenario.json["turns"].as_array().unwrap();
-    // Codex's deferred MCP tools cost a search round trip before a turn's
+    // Codex's and Qwen Code's deferred MCP tools cost a search round trip before a turn's
     // call: a response of its own, not a turn.
     let played: Vec<&Value> = responses.iter().filter(|r| !is_tool_search(r)).collect();
     assert_eq!(
@@ -324,7 +324,8 @@ fn verify_server_played_the_scenario(run: &Run, ctx: &str) -> Vec<Value> {
 }
 
 /// A model response that only searches the CLI's deferred tools (Codex's
-/// `tool_search`, `docs/mcp.md` §4) before a turn's MCP call.
+/// and Qwen Code's `tool_search`, `docs/mcp.md` §4) before a turn's MCP
+/// call.
 pub fn is_tool_search(response: &Value) -> bool {
     response["calls"]
         .as_array()
@@ -332,15 +333,15 @@ pub fn is_tool_search(response: &Value) -> bool {
 }
 
 /// The tool calls of a transcript that the scenario's intents map onto:
-/// all but Codex's `tool_search` calls (the search round trips, counted by
-/// [`is_tool_search`]).
+/// all but Codex's and Qwen Code's `tool_search` calls (the search round
+/// trips, counted by [`is_tool_search`]).
 pub fn intent_calls<'a>(
     agent: Agent,
     calls: impl IntoIterator<Item = &'a Value>,
 ) -> Vec<&'a Value> {
     calls
         .into_iter()
-        .filter(|t| !(agent == Agent::Codex && t["name"] == "tool_search"))
+        .filter(|t| !(matches!(agent, Agent::Codex | Agent::Qwen) && t["name"] == "tool_search"))
         .collect()
 }
 
@@ -452,11 +453,12 @@ fn verify_session_show(run: &Run, native_id: &str, model: &str, responses: &[Val
     assert_eq!(got, want, "tool calls");
     let searches = responses.iter().filter(|r| is_tool_search(r)).count();
     let searched: Vec<&Value> = all.iter().filter(|t| t["name"] == "tool_search").collect();
-    if agent == Agent::Codex {
+    if matches!(agent, Agent::Codex | Agent::Qwen) {
         assert_eq!(
             searched.len(),
             searches,
-            "Codex tool_search calls: {all:#?}"
+            "{} tool_search calls: {all:#?}",
+            agent.name()
         );
         for t in &searched {
             assert_eq!(t["category"], "search", "{t}");
@@ -949,7 +951,7 @@ pub fn assert_calls_explained(run: &Run, c: &Value, late_paths: &[String], ctx: 
     assert_eq!(tools.len(), intents.len(), "{ctx}");
     for (i, (t, intent)) in tools.iter().zip(&intents).enumerate() {
         let want = expected_tool(agent, run, intent);
-        // Its place among all calls (Codex's searches included).
+        // Its place among all calls (Codex's and Qwen Code's searches included).
         let index = all.iter().position(|x| std::ptr::eq(*x, *t)).unwrap();
         assert_eq!(t["tool_index"], index, "{ctx}");
         assert_eq!(t["name"], want.name.as_str(), "{ctx}");

@@ -137,9 +137,12 @@ fn on_path(a: &Value, path: &str) -> bool {
 
 /// The directories filesystem server `server` is allowed: those on its
 /// command line (after `{{MCP_FS}}`), and the workspace for a CLI that
-/// answers the server's MCP `roots/list` with it (Claude Code, Gemini CLI;
-/// the server then replaces its directories by the roots; Codex does not
-/// answer).
+/// answers the server's MCP `roots/list` with it (Claude Code, Gemini CLI,
+/// opencode, Qwen Code: each declares the `roots` capability and answers
+/// with the workspace alone, seen on the pins' `initialize` and
+/// `roots/list` traffic; the server then replaces its directories by the
+/// roots). Codex and Copilot CLI 1.0.102 declare no `roots`: the server
+/// keeps its arguments.
 fn server_roots(run: &Run, server: &str) -> Vec<String> {
     let args = run.scenario.json["mcp_servers"][server]["args"]
         .as_array()
@@ -153,7 +156,10 @@ fn server_roots(run: &Run, server: &str) -> Vec<String> {
         .filter(|a| !a.starts_with('-'))
         .map(|a| arg_path(run, a))
         .collect();
-    if matches!(run.agent, Agent::Claude | Agent::Gemini) {
+    if matches!(
+        run.agent,
+        Agent::Claude | Agent::Gemini | Agent::Opencode | Agent::Qwen
+    ) {
         roots.push(run.work.display().to_string());
     }
     roots
@@ -363,7 +369,8 @@ pub fn verify_mcp(run: &Run, c: &Value, db: &Path, ctx: &str) {
         }
         tally_call(run, t, intent, &by_server, &mut tally);
     }
-    // Codex's searches: attributed activity there counts against precision.
+    // Codex's and Qwen Code's searches: attributed activity there counts
+    // against precision.
     for t in tools_of(c)
         .iter()
         .filter(|t| !calls.iter().any(|x| std::ptr::eq(*x, **t)))

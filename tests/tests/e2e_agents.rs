@@ -153,6 +153,21 @@ e2e! {
     qwen_failing: Qwen, "failing";
     qwen_network: Qwen, "network";
     qwen_parallel: Qwen, "parallel_qwen";
+    copilot_mcp: Copilot, "mcp";
+    copilot_mcp_refused: Copilot, "mcp_refused";
+    copilot_mcp_liar: Copilot, "mcp_liar";
+    copilot_mcp_edit: Copilot, "mcp_edit";
+    opencode_mcp: Opencode, "mcp";
+    opencode_mcp_refused: Opencode, "mcp_refused";
+    opencode_mcp_liar: Opencode, "mcp_liar";
+    opencode_mcp_edit: Opencode, "mcp_edit";
+    qwen_mcp: Qwen, "mcp_qwen";
+    qwen_mcp_refused: Qwen, "mcp_refused";
+    qwen_mcp_liar: Qwen, "mcp_liar_qwen";
+    qwen_mcp_edit: Qwen, "mcp_edit_qwen";
+    copilot_mcp_remote: Copilot, "mcp_remote";
+    opencode_mcp_remote: Opencode, "mcp_remote";
+    qwen_mcp_remote: Qwen, "mcp_remote_qwen";
 }
 
 e2e_recorded! {
@@ -194,4 +209,19 @@ e2e_recorded! {
     qwen_edit_under_record: Qwen, "edit_qwen";
     qwen_network_under_record: Qwen, "network";
     qwen_failing_under_record: Qwen, "failing";
+    copilot_mcp_under_record: Copilot, "mcp";
+    copilot_mcp_refused_under_record: Copilot, "mcp_refused";
+    copilot_mcp_liar_under_record: Copilot, "mcp_liar";
+    copilot_mcp_edit_under_record: Copilot, "mcp_edit";
+    opencode_mcp_under_record: Opencode, "mcp";
+    opencode_mcp_refused_under_record: Opencode, "mcp_refused";
+    opencode_mcp_liar_under_record: Opencode, "mcp_liar";
+    opencode_mcp_edit_under_record: Opencode, "mcp_edit";
+    qwen_mcp_under_record: Qwen, "mcp_qwen";
+    qwen_mcp_refused_under_record: Qwen, "mcp_refused";
+    qwen_mcp_liar_under_record: Qwen, "mcp_liar_qwen";
+    qwen_mcp_edit_under_record: Qwen, "mcp_edit_qwen";
+    copilot_mcp_remote_under_record: Copilot, "mcp_remote";
+    opencode_mcp_remote_under_record: Opencode, "mcp_remote";
+    qwen_mcp_remote_under_record: Qwen, "mcp_remote_qwen";
 }

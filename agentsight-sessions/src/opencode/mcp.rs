@@ -1,7 +1,8 @@
 //! opencode's MCP configuration: the `mcp` object of the global config
 //! (`$XDG_CONFIG_HOME/opencode/opencode.json[c]`, `config.json`), the
-//! project's `opencode.json[c]`, and `OPENCODE_CONFIG_CONTENT` (read only
-//! from the reader's own environment: another process's is not known).
+//! project's `opencode.json[c]`, and `OPENCODE_CONFIG_CONTENT` (as the
+//! recording saw it in the agent's environment, `McpPlaces::env`, else the
+//! reader's own environment).
 //! Entries: `{type: "local", command: [argv…], enabled}` or `{type:
 //! "remote", url}`; `enabled: false` drops a server.
 
@@ -17,6 +18,37 @@ pub(crate) const SPEC: McpSpec = McpSpec {
     home,
     servers,
 };
+
+/// The variable holding a whole configuration document.
+pub(crate) const CONTENT_VAR: &str = "OPENCODE_CONFIG_CONTENT";
+
+/// The keys of an `mcp` entry kept by [`servers_only`].
+const KEPT: &[&str] = &["type", "command", "url", "enabled", "cwd"];
+
+/// An `OPENCODE_CONFIG_CONTENT` reduced to what finding its MCP servers
+/// needs: `{"mcp": {NAME: {type, command, url, enabled, cwd}}}` (no
+/// provider keys, no server `environment` or `headers`, which may hold
+/// secrets). `None` when it is not JSON or has no `mcp` object.
+pub(crate) fn servers_only(content: &str) -> Option<String> {
+    let doc: Value = serde_json::from_str(&strip_comments(content)).ok()?;
+    let mcp = doc.get("mcp")?.as_object()?;
+    let kept: serde_json::Map<String, Value> = mcp
+        .iter()
+        .map(|(name, e)| {
+            let e = match e.as_object() {
+                Some(o) => Value::Object(
+                    o.iter()
+                        .filter(|(k, _)| KEPT.contains(&k.as_str()))
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                ),
+                None => e.clone(),
+            };
+            (name.clone(), e)
+        })
+        .collect();
+    Some(serde_json::json!({ "mcp": kept }).to_string())
+}
 
 const DIALECT: JsonDialect = JsonDialect {
     url_without_type: McpTransport::Http,
@@ -112,9 +144,9 @@ fn servers(places: &McpPlaces, out: &mut McpConfigs) {
             Err(e) => out.problem(e),
         }
     }
-    if let Ok(text) = std::env::var("OPENCODE_CONFIG_CONTENT") {
+    if let Some(text) = places.env_var(CONTENT_VAR) {
         match serde_json::from_str::<Value>(&strip_comments(&text)) {
-            Ok(doc) => add(&doc, "OPENCODE_CONFIG_CONTENT", out),
+            Ok(doc) => add(&doc, CONTENT_VAR, out),
             Err(e) => out.problem(format!("OPENCODE_CONFIG_CONTENT: not valid JSON ({e})")),
         }
     }
@@ -145,6 +177,67 @@ mod tests {
             Some(PathBuf::from("/home/u"))
         );
         assert_eq!(home(Path::new("/tmp/x/opencode.db")), None);
+    }
+
+    /// The recorded environment's configuration is read (the reader's own
+    /// environment does not hold it), reduced to the servers without
+    /// secrets.
+    #[test]
+    fn recorded_config_content_declares_the_servers() {
+        let content = serde_json::json!({
+            "provider": {"local": {"options": {"apiKey": "sk-secret"}}},
+            "mcp": {
+                "fs": {"type": "local", "command": ["node", "/s/index.js", "/w"],
+                       "enabled": true, "environment": {"TOKEN": "sk-secret"}},
+                "off": {"type": "local", "command": ["x"], "enabled": false},
+                "notes": {"type": "remote", "url": "http://127.0.0.1:8790/mcp",
+                          "headers": {"Authorization": "Bearer sk-secret"}}
+            }
+        })
+        .to_string();
+        let reduced = servers_only(&content).unwrap();
+        assert!(!reduced.contains("sk-secret"), "{reduced}");
+        assert_eq!(servers_only("{\"provider\": {}}"), None);
+        assert_eq!(servers_only("not json"), None);
+        let dir = tempfile::tempdir().unwrap();
+        let places = McpPlaces {
+            home: dir.path().to_path_buf(),
+            project: None,
+            argv: Vec::new(),
+            env: vec![(CONTENT_VAR.into(), reduced)],
+        };
+        let mut out = McpConfigs::default();
+        servers(&places, &mut out);
+        let got: Vec<(String, String, Vec<String>, Option<String>)> = out
+            .servers
+            .iter()
+            .map(|s| {
+                (
+                    s.name.clone(),
+                    s.transport.as_str().to_string(),
+                    s.command.clone(),
+                    s.url.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "fs".to_string(),
+                    "stdio".to_string(),
+                    vec!["node".into(), "/s/index.js".into(), "/w".into()],
+                    None
+                ),
+                (
+                    "notes".to_string(),
+                    "http".to_string(),
+                    Vec::new(),
+                    Some("http://127.0.0.1:8790/mcp".into())
+                ),
+            ]
+        );
+        assert_eq!(out.problems, Vec::<String>::new());
     }
 
     #[test]

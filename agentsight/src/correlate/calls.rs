@@ -150,10 +150,12 @@ pub(super) fn claiming_call(
 
 /// Calls the agent never starts a process for, so a helper it starts
 /// during one (Claude Code's `git` probes and shell snapshot, Codex's git
-/// probes before each request) is not theirs: an MCP call (its server acts
-/// for it) and Codex's `tool_search`, which Codex answers in-process.
+/// probes before each request, Qwen Code's `git rev-parse` branch probe)
+/// is not theirs: an MCP call (its server acts for it) and the
+/// `tool_search` of Codex and Qwen Code, which they answer in-process.
 fn starts_no_process(provider: Provider, t: &ToolEvent) -> bool {
-    t.mcp.is_some() || (provider == Provider::Codex && t.name == "tool_search")
+    t.mcp.is_some()
+        || (matches!(provider, Provider::Codex | Provider::Qwen) && t.name == "tool_search")
 }
 
 /// The latest started call whose own window holds `mono`, among the calls
@@ -243,7 +245,7 @@ mod tests {
     }
 
     #[test]
-    fn codex_tool_search_and_mcp_calls_start_no_process() {
+    fn codex_and_qwen_tool_search_and_mcp_calls_start_no_process() {
         let tool = |name: &str, mcp: bool| -> ToolEvent {
             let mut v = serde_json::json!({"prompt_index": 0, "subagent": null, "name": name,
                 "category": "search", "call_id": null, "command": null, "cwd": null,
@@ -255,6 +257,10 @@ mod tests {
         };
         assert!(starts_no_process(
             Provider::Codex,
+            &tool("tool_search", false)
+        ));
+        assert!(starts_no_process(
+            Provider::Qwen,
             &tool("tool_search", false)
         ));
         assert!(!starts_no_process(

@@ -223,6 +223,12 @@ impl<'a> CaptureView<'a> {
             home,
             project: session.cwd.as_deref().map(PathBuf::from),
             argv: matching::mcp::config_argv(&self.procs, &roots, &writers),
+            env: self
+                .cap
+                .meta(crate::store::meta::key::OPENCODE_CONFIG_CONTENT)?
+                .map(|v| (sessions_mcp::CONFIG_CONTENT_VAR.to_string(), v))
+                .into_iter()
+                .collect(),
         };
         let configs = sessions_mcp::configured_servers(session.provider, &places);
         for p in &configs.problems {

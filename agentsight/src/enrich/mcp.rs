@@ -39,7 +39,9 @@ pub struct McpStored {
 
 /// Reads each host session's MCP configuration (its provider's
 /// configuration root for the transcript, the session's cwd as the
-/// project, the argv of the process that wrote it), identifies its stdio
+/// project, the argv of the process that wrote it, the configuration the
+/// recorded command's environment held: meta `opencode_config_content`),
+/// identifies its stdio
 /// servers' processes among its bound trees, and stores the rows (one
 /// transaction) and the problem count (meta, only when there were any).
 /// Runs as the invoking user, as all of enrichment does under `sudo`.
@@ -52,6 +54,13 @@ pub(super) fn store_mcp_servers(
 ) -> Result<McpStored, StoreError> {
     let mut rows = Vec::new();
     let mut problems = 0;
+    // The recorded command's `OPENCODE_CONFIG_CONTENT` (its servers).
+    let env: Vec<(String, String)> = rw
+        .reader()
+        .meta(meta::key::OPENCODE_CONFIG_CONTENT)?
+        .map(|v| (mcp::CONFIG_CONTENT_VAR.to_string(), v))
+        .into_iter()
+        .collect();
     for s in sessions {
         let Some(home) = mcp::config_home(s.key.0, &s.transcript) else {
             continue;
@@ -70,6 +79,7 @@ pub(super) fn store_mcp_servers(
             home,
             project: s.cwd.as_deref().map(PathBuf::from),
             argv: config_argv(procs, &roots, &writers),
+            env: env.clone(),
         };
         let McpConfigs {
             servers,

@@ -254,6 +254,7 @@ pub fn run(
         tx,
         known: BTreeSet::new(),
         tmpdirs: Vec::new(),
+        config_content: None,
         skipped: Skipped::new(target.only_uid),
         tls: None,
     };

@@ -12,6 +12,7 @@ use std::{
 
 use aya::maps::IterableMap;
 
+use crate::sessions::mcp::CONFIG_CONTENT_VAR;
 use crate::store::meta::key;
 use crate::{
     capture::{
@@ -36,6 +37,9 @@ pub(super) struct Tracker {
     pub(super) known: BTreeSet<u32>,
     /// The recorded commands' TMPDIRs, stored as meta `tmpdirs`.
     pub(super) tmpdirs: Vec<String>,
+    /// The kept `OPENCODE_CONFIG_CONTENT`, stored as meta
+    /// `opencode_config_content`.
+    pub(super) config_content: Option<String>,
     pub(super) skipped: Skipped,
     /// With `--wire`: the TLS probes' attach state (`capture::tls`).
     pub(super) tls: Option<crate::capture::tls::TlsTracker>,
@@ -122,6 +126,11 @@ impl Tracker {
             {
                 self.note_tmpdir(&t);
             }
+            if !self.known.contains(&p.pid)
+                && let Some(c) = procinfo::env_var(p.pid, CONFIG_CONTENT_VAR)
+            {
+                self.note_config_content(&c);
+            }
         }
         for p in procs {
             if !self.known.insert(p.pid) {
@@ -133,6 +142,24 @@ impl Tracker {
             }
             let _ = self.tx.send(StoreMsg::Seed(p.seed(origin)));
         }
+    }
+
+    /// Keeps a recorded command's `OPENCODE_CONFIG_CONTENT` (its MCP
+    /// servers only) in the capture's meta `opencode_config_content`, the
+    /// last value seen: enrichment reads the servers of its opencode
+    /// sessions there (the variable is in no file).
+    pub(super) fn note_config_content(&mut self, value: &str) {
+        let Some(kept) = crate::sessions::mcp::config_content_to_keep(value) else {
+            return;
+        };
+        if self.config_content.as_deref() == Some(kept.as_str()) {
+            return;
+        }
+        self.config_content = Some(kept.clone());
+        let _ = self.tx.send(StoreMsg::Meta(
+            key::OPENCODE_CONFIG_CONTENT.to_owned(),
+            kept,
+        ));
     }
 
     /// Adds a recorded command's TMPDIR to the capture's meta `tmpdirs` (a

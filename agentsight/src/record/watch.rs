@@ -249,9 +249,14 @@ pub(super) fn watch(
         // not reaped yet (try_wait above said so): its pid is still its own.
         if let Some(c) = child.as_ref()
             && started.elapsed() < TMPDIR_WINDOW
-            && let Some(t) = procinfo::env_var(c.id(), "TMPDIR")
         {
-            tracker.note_tmpdir(&t);
+            if let Some(t) = procinfo::env_var(c.id(), "TMPDIR") {
+                tracker.note_tmpdir(&t);
+            }
+            // Likewise the MCP servers an `OPENCODE_CONFIG_CONTENT` declares.
+            if let Some(v) = procinfo::env_var(c.id(), crate::sessions::mcp::CONFIG_CONTENT_VAR) {
+                tracker.note_config_content(&v);
+            }
         }
         if opts.duration.is_some_and(|d| started.elapsed() >= d) {
             break "duration reached".to_string();

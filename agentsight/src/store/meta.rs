@@ -90,12 +90,17 @@ pub mod key {
     /// How many problems reading the sessions' MCP configuration had
     /// (absent when none).
     pub const MCP_CONFIG_PROBLEMS: &str = "mcp_config_problems";
+    /// The recorded command's `OPENCODE_CONFIG_CONTENT` reduced to its MCP
+    /// servers (`sessions::mcp::config_content_to_keep`), JSON: where
+    /// enrichment finds the servers of an opencode session configured
+    /// there.
+    pub const OPENCODE_CONFIG_CONTENT: &str = "opencode_config_content";
     /// `record --enforce`: the mode, the counts and the rules audited but
     /// not enforced, JSON (`store::enforcement::EnforcementMeta`).
     pub const ENFORCEMENT: &str = "enforcement";
 
     /// Every key above.
-    pub const ALL: [&str; 35] = [
+    pub const ALL: [&str; 36] = [
         FORMAT,
         SCHEMA_VERSION,
         TOOL_VERSION,
@@ -130,6 +135,7 @@ pub mod key {
         DENIED_INODES,
         DENIED_EXE_INODES,
         MCP_CONFIG_PROBLEMS,
+        OPENCODE_CONFIG_CONTENT,
         ENFORCEMENT,
     ];
 }

@@ -48,6 +48,15 @@ impl<'a> CaptureReader<'a> {
         }
     }
 
+    /// A `meta` key's value.
+    pub fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+        use rusqlite::OptionalExtension;
+        self.conn
+            .query_row("SELECT value FROM meta WHERE key=?1", [key], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.query_err(e))
+    }
+
     /// Every process, by start time (then row id).
     pub fn processes(&self) -> Result<Vec<ProcessRecord>, StoreError> {
         read::processes(self.conn).map_err(|e| self.query_err(e))

@@ -147,6 +147,13 @@ function toolsOf(api, body) {
       if (!f || !f.name) continue;
       out.push({ name: f.name, props: (f.parameters || {}).properties || {}, required: (f.parameters || {}).required || [] });
     }
+    // Qwen Code's deferred tools: behind `tool_search` (a `select:NAME`
+    // query) and the `tool_call{name, arguments}` bridge. A tool a search
+    // returned earlier in the conversation is callable through the bridge.
+    if (out.some((t) => t.name === 'tool_search') && out.some((t) => t.name === 'tool_call')) {
+      out.push({ name: 'tool_search', props: {}, required: [], search: true, bridge: true });
+      for (const n of bridgeFound(body)) out.push({ name: n, props: {}, required: [], bridged: true });
+    }
   } else {
     for (const group of body.tools || []) {
       for (const f of group.functionDeclarations || []) {
@@ -259,18 +266,62 @@ function concreteCall(intent, tools) {
 }
 
 // An MCP intent `{"mcp": {server, tool, arguments}}` as the CLI names MCP
-// tools: Claude Code `mcp__S__T`, Gemini CLI `mcp_S_T`; Codex defers them
+// tools: Claude Code `mcp__S__T`, Gemini CLI `mcp_S_T`, Copilot CLI `S-T`,
+// opencode `S_T`; Qwen Code defers them behind `tool_search` and calls
+// them through `tool_call{name: "mcp__S__T", arguments}`; Codex defers them
 // behind `tool_search` and calls them by namespace (`mcp__S__`) and name once
 // a search returned them. Not found yet but searchable: a `search` marker,
 // which plan() turns into a tool_search call.
 function mcpCall(m, tools) {
   const args = m.arguments || {};
-  const direct = tools.find((t) => !t.namespace && (t.name === `mcp__${m.server}__${m.tool}` || t.name === `mcp_${m.server}_${m.tool}`));
+  const names = [`mcp__${m.server}__${m.tool}`, `mcp_${m.server}_${m.tool}`, `${m.server}-${m.tool}`, `${m.server}_${m.tool}`];
+  const direct = tools.find((t) => !t.namespace && !t.bridged && !t.search && names.includes(t.name));
   if (direct) return { name: direct.name, input: args };
   const ns = tools.find((t) => t.namespace && t.name === m.tool && t.namespace.replace(/_+$/, '') === `mcp__${m.server}`);
   if (ns) return { name: ns.name, namespace: ns.namespace, input: args };
+  // Qwen Code: through its bridge once a search returned the tool.
+  const qwenName = `mcp__${m.server}__${m.tool}`;
+  if (tools.some((t) => t.bridged && t.name === qwenName)) return { name: 'tool_call', input: { name: qwenName, arguments: args } };
+  const bridge = tools.find((t) => t.search && t.bridge);
+  if (bridge) {
+    const query = { query: `select:${qwenName}` };
+    return { name: 'tool_search', input: query, search: query };
+  }
   if (tools.some((t) => t.search)) return { name: 'tool_search', search: { query: `${m.server} ${m.tool}`, limit: 8 } };
   throw new Error(`MCP tool ${m.server}/${m.tool} not offered`);
+}
+
+// The ids of a chat conversation's `tool_search` calls.
+function searchCallIds(body) {
+  const ids = new Set();
+  for (const m of body.messages || []) {
+    for (const tc of (m && m.role === 'assistant' && m.tool_calls) || []) {
+      if (tc.function && tc.function.name === 'tool_search') ids.add(tc.id);
+    }
+  }
+  return ids;
+}
+
+// The tools `select:NAME` searches of a chat conversation returned (their
+// result names them).
+function bridgeFound(body) {
+  const queried = new Map();
+  for (const m of body.messages || []) {
+    for (const tc of (m && m.role === 'assistant' && m.tool_calls) || []) {
+      if (!tc.function || tc.function.name !== 'tool_search') continue;
+      let q = '';
+      try { q = JSON.parse(tc.function.arguments || '{}').query || ''; } catch { q = ''; }
+      if (q.startsWith('select:')) queried.set(tc.id, q.slice('select:'.length));
+    }
+  }
+  const found = [];
+  for (const m of body.messages || []) {
+    if (!m || m.role !== 'tool' || !queried.has(m.tool_call_id)) continue;
+    const text = typeof m.content === 'string' ? m.content : JSON.stringify(m.content);
+    const n = queried.get(m.tool_call_id);
+    if (text.includes(n)) found.push(n);
+  }
+  return found;
 }
 
 // ---------------------------------------------------------------- requests
@@ -285,8 +336,11 @@ function countResults(api, body) {
     const items = Array.isArray(body.input) ? body.input : [];
     n = items.filter((i) => i && (i.type === 'function_call_output' || i.type === 'custom_tool_call_output')).length;
   } else if (api === 'chat') {
-    // One `role: "tool"` message per result, each naming its call.
-    n = (body.messages || []).filter((m) => m && m.role === 'tool' && m.tool_call_id).length;
+    // One `role: "tool"` message per result, each naming its call; a
+    // search of deferred tools (Qwen Code's `tool_search`) is no call of
+    // the scenario.
+    const searches = searchCallIds(body);
+    n = (body.messages || []).filter((m) => m && m.role === 'tool' && m.tool_call_id && !searches.has(m.tool_call_id)).length;
   } else {
     for (const c of body.contents || []) {
       n += (c.parts || []).filter((p) => p && p.functionResponse).length;
