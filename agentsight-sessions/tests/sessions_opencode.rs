@@ -311,7 +311,9 @@ fn corrupt_and_locked_databases_are_clear_errors() {
     let e = opencode::sessions_between(&bad, 0, i64::MAX).expect_err("corrupt");
     assert!(e.to_string().starts_with("sqlite "), "{e}");
 
-    // A rollback-journal database held by an exclusive writer.
+    // A rollback-journal database held by an exclusive writer. This is
+    // opencode's own database (the agent's store, not a capture): the test
+    // plays opencode itself holding it, which only SQL can do.
     let locked = dir.path().join("opencode-locked.db");
     let (_h, home) = copy_home("compat");
     std::fs::copy(db(&home), &locked).expect("copy");

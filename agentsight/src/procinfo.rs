@@ -90,9 +90,20 @@ impl ProcInfo {
 /// One variable of a process's environment as it was at exec
 /// (`/proc/PID/environ`), if readable and set.
 pub fn env_var(pid: u32, name: &str) -> Option<String> {
-    let env = Process::new(pid as i32).ok()?.environ().ok()?;
-    env.get(std::ffi::OsStr::new(name))
-        .map(|v| v.to_string_lossy().into_owned())
+    let [v] = env_vars(pid, [name]);
+    v
+}
+
+/// Variables `names` of process `pid`'s environment, from one read of
+/// `/proc/PID/environ`; each `None` when absent or unreadable.
+pub fn env_vars<const N: usize>(pid: u32, names: [&str; N]) -> [Option<String>; N] {
+    let Some(env) = Process::new(pid as i32).ok().and_then(|p| p.environ().ok()) else {
+        return std::array::from_fn(|_| None);
+    };
+    names.map(|n| {
+        env.get(std::ffi::OsStr::new(n))
+            .map(|v| v.to_string_lossy().into_owned())
+    })
 }
 
 /// Every process visible now.

@@ -696,8 +696,15 @@ remote_plugin = false
                 cfg.push_str(&toml);
                 fs::write(file, cfg).unwrap();
             }
-            Agent::Gemini => {
-                let file = self.home.join(".gemini/settings.json");
+            // Gemini CLI's and Qwen Code's `settings.json` (Qwen keeps
+            // Gemini's keys), trusted.
+            Agent::Gemini | Agent::Qwen => {
+                let dir = if self.agent == Agent::Gemini {
+                    ".gemini"
+                } else {
+                    ".qwen"
+                };
+                let file = self.home.join(dir).join("settings.json");
                 let mut settings: Value =
                     serde_json::from_str(&fs::read_to_string(&file).unwrap()).unwrap();
                 for (name, s) in &servers {
@@ -737,22 +744,6 @@ remote_plugin = false
             }
             // In its configuration (`opencode_config`).
             Agent::Opencode => {}
-            Agent::Qwen => {
-                let file = self.home.join(".qwen/settings.json");
-                let mut settings: Value =
-                    serde_json::from_str(&fs::read_to_string(&file).unwrap()).unwrap();
-                for (name, s) in &servers {
-                    settings["mcpServers"][name] = match s {
-                        McpServer::Stdio { command, args } => serde_json::json!({
-                            "command": command, "args": args, "trust": true
-                        }),
-                        McpServer::Http { url } => {
-                            serde_json::json!({ "httpUrl": url, "trust": true })
-                        }
-                    };
-                }
-                fs::write(file, settings.to_string()).unwrap();
-            }
         }
     }
 

@@ -692,23 +692,21 @@ pub fn audit_json(db: &Path, policy: &Path) -> (std::process::Output, Value) {
 /// A real agent run on an idle machine loses nothing: no kernel loss and no
 /// sequence gap (a gap must mean a record that never arrived).
 pub fn assert_no_loss(db: &std::path::Path) {
-    let conn = crate::open(db);
-    let lost: Vec<(String, i64)> = conn
-        .prepare("SELECT kind, lost FROM loss WHERE lost > 0")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap()
-        .map(Result::unwrap)
+    let cap = agentsight::store::Capture::open(db).expect("open capture");
+    let lost: Vec<(String, u64)> = cap
+        .loss()
+        .expect("loss")
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
         .collect();
     assert_eq!(lost, vec![], "kernel loss");
-    let gaps: Vec<(i64, i64, i64, i64)> = conn
-        .prepare("SELECT stream, cpu, first_seq, last_seq FROM gaps")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-        .unwrap()
-        .map(Result::unwrap)
+    let gaps: Vec<(i64, i64, i64)> = cap
+        .gaps()
+        .expect("gaps")
+        .iter()
+        .map(|g| (g.stream, g.cpu, g.missing))
         .collect();
-    assert_eq!(gaps, vec![], "sequence gaps (stream, cpu, first, last)");
+    assert_eq!(gaps, vec![], "sequence gaps (stream, cpu, missing)");
 }
 
 /// A compact rendering of a correlation for failure messages.

@@ -306,20 +306,29 @@ fn mcp_tool_of<'a>(agent: Agent, c: &'a Value, tool: &str, path: &str) -> &'a Va
         .unwrap_or_else(|| panic!("no MCP {tool} call claiming {path}"))
 }
 
-/// The capture's process ids of the process `pid` and its descendants.
+/// The capture's process ids of the process `pid` and its descendants
+/// (by the stored parent links, read through the store).
 fn subtree(db: &Path, pid: u64) -> HashSet<i64> {
-    let conn = crate::open(db);
-    let mut stmt = conn
-        .prepare(
-            "WITH RECURSIVE t(id) AS (SELECT id FROM processes WHERE pid = ?1
-             UNION SELECT p.id FROM processes p JOIN t ON p.parent_id = t.id)
-             SELECT id FROM t",
-        )
-        .unwrap();
-    stmt.query_map([pid as i64], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
+    let procs = agentsight::store::Capture::open(db)
+        .expect("open capture")
+        .processes()
+        .expect("processes");
+    let mut out: HashSet<i64> = procs
+        .iter()
+        .filter(|p| p.pid == pid as i64)
+        .map(|p| p.id)
+        .collect();
+    loop {
+        let before = out.len();
+        for p in &procs {
+            if p.parent_id.is_some_and(|q| out.contains(&q)) {
+                out.insert(p.id);
+            }
+        }
+        if out.len() == before {
+            return out;
+        }
+    }
 }
 
 /// Every attributed activity counted against what the test knows.

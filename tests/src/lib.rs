@@ -141,6 +141,22 @@ pub fn record_env(db: &Path, extra: &[&str], command: &[&str], env: &[(&str, &st
 
 /// Asserts that a command exited 0, showing its stderr otherwise.
 #[track_caller]
+/// `agentsight export --db DB --format otlp-json -o OUT EXTRA…` (exit 0
+/// asserted); the file's bytes.
+pub fn export_otlp_json(db: &Path, out: &Path, extra: &[&str]) -> Vec<u8> {
+    let _ = std::fs::remove_file(out);
+    let o = Command::new(bin())
+        .args(["export", "--db"])
+        .arg(db)
+        .args(["--format", "otlp-json", "-o"])
+        .arg(out)
+        .args(extra)
+        .output()
+        .expect("run agentsight export");
+    assert_exit_0(&o);
+    std::fs::read(out).expect("read the export")
+}
+
 pub fn assert_exit_0(out: &Output) {
     assert_eq!(
         out.status.code(),

@@ -16,7 +16,7 @@ use agentsight::{
 use agentsight_tests::{
     e2e::{Agent, Run},
     e2e_check::{audit_json, default_policy},
-    open, processes, require_root,
+    require_root,
 };
 use serde_json::Value;
 
@@ -92,7 +92,9 @@ fn model_never_saw_the_key(run: &Run, ctx: &str) {
 fn the_denial(db: &Path, key: &str, ctx: &str) -> DenialRow {
     let cap = Capture::open(db).expect("open capture");
     let denials = cap.reader().enforcement_denials().expect("denials");
-    let cats: Vec<i64> = processes(&open(db))
+    let cats: Vec<i64> = cap
+        .processes()
+        .expect("processes")
         .into_iter()
         .filter(|p| p.argv == vec!["cat".to_string(), key.to_string()])
         .map(|p| p.id)
@@ -221,16 +223,9 @@ fn reported(run: &Run, db: &Path, d: &DenialRow, ctx: &str) {
 /// OTLP: the refused read is one span event, with the denial's attributes.
 fn otlp_event_says_blocked(run: &Run, db: &Path, d: &DenialRow, ctx: &str) {
     let out = run.root.join("otlp.jsonl");
-    let o = std::process::Command::new(agentsight_tests::bin())
-        .args(["export", "--db"])
-        .arg(db)
-        .args(["--format", "otlp-json", "-o"])
-        .arg(&out)
-        .output()
-        .expect("export otlp-json");
-    assert!(o.status.success(), "{ctx}");
+    let export = agentsight_tests::export_otlp_json(db, &out, &[]);
     let mut blocked = Vec::new();
-    for line in std::fs::read_to_string(&out).unwrap().lines() {
+    for line in String::from_utf8(export).unwrap().lines() {
         let req: Value = serde_json::from_str(line).unwrap();
         let spans = req["resourceSpans"]
             .as_array()

@@ -16,27 +16,12 @@ use std::{
 use agentsight_tests::{
     assert_exit_0, bin,
     e2e::{Agent, Run},
-    python, require_root, scratch,
+    export_otlp_json, python, require_root, scratch,
 };
 use serde_json::Value;
 
 fn otlp_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("otlp")
-}
-
-/// `agentsight export --db DB --format otlp-json -o OUT EXTRA…`; the file's bytes.
-fn export_file(db: &Path, out: &Path, extra: &[&str]) -> Vec<u8> {
-    let _ = std::fs::remove_file(out);
-    let o = Command::new(bin())
-        .args(["export", "--db"])
-        .arg(db)
-        .args(["--format", "otlp-json", "-o"])
-        .arg(out)
-        .args(extra)
-        .output()
-        .expect("run agentsight export");
-    assert_exit_0(&o);
-    std::fs::read(out).expect("read the export")
 }
 
 /// The decoder's summary of OTLP/JSON lines or protobuf bodies.
@@ -523,8 +508,8 @@ fn check_agent(agent: Agent, scenario: &str) {
     let (out, db) = run.run_recorded();
     assert!(out.status.success(), "{}", out.stderr);
     let dir = run.server_dir.clone();
-    let first = export_file(&db, &dir.join("a.jsonl"), &[]);
-    let second = export_file(&db, &dir.join("b.jsonl"), &[]);
+    let first = export_otlp_json(&db, &dir.join("a.jsonl"), &[]);
+    let second = export_otlp_json(&db, &dir.join("b.jsonl"), &[]);
     assert!(
         first == second,
         "two exports of one capture are byte-identical"
@@ -577,7 +562,7 @@ fn otlp_planted_secrets() {
     for s in SECRETS_WITH_CONTENT {
         assert!(contains(&raw, s), "{s} is in the capture");
     }
-    let plain = export_file(&db, &dir.join("plain.jsonl"), &[]);
+    let plain = export_otlp_json(&db, &dir.join("plain.jsonl"), &[]);
     for s in SECRETS_WITH_CONTENT.iter().chain(&SECRETS_ALWAYS_ABSENT) {
         assert!(!contains(&plain, s), "{s} leaked without --capture-content");
     }
@@ -590,7 +575,7 @@ fn otlp_planted_secrets() {
             assert!(!contains(&body, s), "{s} leaked into the pushed body");
         }
     }
-    let content = export_file(&db, &dir.join("content.jsonl"), &["--capture-content"]);
+    let content = export_otlp_json(&db, &dir.join("content.jsonl"), &["--capture-content"]);
     for s in SECRETS_WITH_CONTENT {
         assert!(contains(&content, s), "{s} exported with --capture-content");
     }
@@ -647,7 +632,7 @@ fn small_capture(name: &str) -> (PathBuf, PathBuf) {
 fn otlp_unbound_incomplete_and_lossy() {
     require_root();
     let (dir, db) = small_capture("otlp-unbound");
-    export_file(&db, &dir.join("t.jsonl"), &[]);
+    export_otlp_json(&db, &dir.join("t.jsonl"), &[]);
     let summary = decode("json", &[dir.join("t.jsonl")]);
     let by_trace = traces(&summary);
     assert_eq!(by_trace.len(), 1);
@@ -694,7 +679,7 @@ fn otlp_unbound_incomplete_and_lossy() {
         .unwrap()
         .execute("UPDATE meta SET value='false' WHERE key='complete'", [])
         .unwrap();
-    export_file(&unfinished, &dir.join("u.jsonl"), &[]);
+    export_otlp_json(&unfinished, &dir.join("u.jsonl"), &[]);
     let u = decode("json", &[dir.join("u.jsonl")]);
     let a = &u["spans"][0]["attributes"];
     assert_eq!(a["agentsight.capture.complete"], false);
@@ -710,7 +695,7 @@ fn otlp_unbound_incomplete_and_lossy() {
             [],
         )
         .unwrap();
-    export_file(&lossy, &dir.join("l.jsonl"), &[]);
+    export_otlp_json(&lossy, &dir.join("l.jsonl"), &[]);
     let l = decode("json", &[dir.join("l.jsonl")]);
     let a = &l["spans"][0]["attributes"];
     assert_eq!(a["agentsight.capture.complete"], false);
@@ -728,7 +713,7 @@ fn otlp_unbound_incomplete_and_lossy() {
 fn otlp_dead_endpoint() {
     require_root();
     let (dir, db) = small_capture("otlp-dead");
-    export_file(&db, &dir.join("t.jsonl"), &[]);
+    export_otlp_json(&db, &dir.join("t.jsonl"), &[]);
     let spans = decode("json", &[dir.join("t.jsonl")])["spans"]
         .as_array()
         .unwrap()

@@ -171,19 +171,8 @@ fn wire_spans(export: &str) -> Vec<BTreeMap<String, Value>> {
 /// usage in the convention's terms (input counts the cache).
 fn otlp_wire_spans_are_the_joined_turns(run: &Run, db: &Path, w: &Value, ctx: &str) {
     let out = run.root.join("wire.otlp.jsonl");
-    let o = std::process::Command::new(agentsight_tests::bin())
-        .args(["export", "--db"])
-        .arg(db)
-        .args(["--format", "otlp-json", "-o"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{ctx}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let spans = wire_spans(&std::fs::read_to_string(&out).unwrap());
+    let export = agentsight_tests::export_otlp_json(db, &out, &[]);
+    let spans = wire_spans(&String::from_utf8(export).unwrap());
     let turns: Vec<&Value> = w["turns"]
         .as_array()
         .unwrap()

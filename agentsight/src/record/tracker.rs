@@ -121,15 +121,8 @@ impl Tracker {
         // root for `audit` by default.
         let pids: BTreeSet<u32> = procs.iter().map(|p| p.pid).collect();
         for p in procs.iter().filter(|p| !pids.contains(&p.ppid)) {
-            if !self.known.contains(&p.pid)
-                && let Some(t) = procinfo::env_var(p.pid, "TMPDIR")
-            {
-                self.note_tmpdir(&t);
-            }
-            if !self.known.contains(&p.pid)
-                && let Some(c) = procinfo::env_var(p.pid, CONFIG_CONTENT_VAR)
-            {
-                self.note_config_content(&c);
+            if !self.known.contains(&p.pid) {
+                self.note_environment(p.pid);
             }
         }
         for p in procs {
@@ -144,11 +137,23 @@ impl Tracker {
         }
     }
 
+    /// What a recorded command's environment says that the capture keeps:
+    /// its TMPDIR and its `OPENCODE_CONFIG_CONTENT` (one read of it).
+    pub(super) fn note_environment(&mut self, pid: u32) {
+        let [tmpdir, config] = procinfo::env_vars(pid, ["TMPDIR", CONFIG_CONTENT_VAR]);
+        if let Some(t) = tmpdir {
+            self.note_tmpdir(&t);
+        }
+        if let Some(c) = config {
+            self.note_config_content(&c);
+        }
+    }
+
     /// Keeps a recorded command's `OPENCODE_CONFIG_CONTENT` (its MCP
     /// servers only) in the capture's meta `opencode_config_content`, the
     /// last value seen: enrichment reads the servers of its opencode
     /// sessions there (the variable is in no file).
-    pub(super) fn note_config_content(&mut self, value: &str) {
+    fn note_config_content(&mut self, value: &str) {
         let Some(kept) = crate::sessions::mcp::config_content_to_keep(value) else {
             return;
         };
@@ -164,7 +169,7 @@ impl Tracker {
 
     /// Adds a recorded command's TMPDIR to the capture's meta `tmpdirs` (a
     /// JSON array of distinct paths, in the order seen).
-    pub(super) fn note_tmpdir(&mut self, t: &str) {
+    fn note_tmpdir(&mut self, t: &str) {
         let Some(t) = crate::envreset::usable_tmpdir(t) else {
             return;
         };

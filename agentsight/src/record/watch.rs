@@ -16,7 +16,6 @@ use crate::{
         reader::ReaderStats,
     },
     clock::{Anchor, mono_now_ns},
-    procinfo::{self},
     store::StoreMsg,
 };
 
@@ -250,13 +249,7 @@ pub(super) fn watch(
         if let Some(c) = child.as_ref()
             && started.elapsed() < TMPDIR_WINDOW
         {
-            if let Some(t) = procinfo::env_var(c.id(), "TMPDIR") {
-                tracker.note_tmpdir(&t);
-            }
-            // Likewise the MCP servers an `OPENCODE_CONFIG_CONTENT` declares.
-            if let Some(v) = procinfo::env_var(c.id(), crate::sessions::mcp::CONFIG_CONTENT_VAR) {
-                tracker.note_config_content(&v);
-            }
+            tracker.note_environment(c.id());
         }
         if opts.duration.is_some_and(|d| started.elapsed() >= d) {
             break "duration reached".to_string();

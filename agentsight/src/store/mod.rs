@@ -334,10 +334,7 @@ impl Capture {
     }
 
     pub fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
-        self.conn
-            .query_row("SELECT value FROM meta WHERE key=?1", [key], |r| r.get(0))
-            .optional()
-            .map_err(|e| self.query_err(e))
+        self.reader().meta(key)
     }
 
     pub fn loss(&self) -> Result<Vec<(String, u64)>, StoreError> {

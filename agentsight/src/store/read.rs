@@ -270,7 +270,8 @@ pub struct EventFilter<'a> {
     pub kinds: &'a [&'a str],
     /// Plain reads (opens whose flags show no write, create, truncate or
     /// append) of paths under these prefixes are left out by the query
-    /// itself: library and pseudo-file reads are most of a capture.
+    /// itself: library and pseudo-file reads are most of a capture. An open
+    /// refused with `EPERM` (what `record --enforce` answers) is kept.
     pub skip_reads_under: &'a [&'a str],
 }
 
@@ -289,11 +290,13 @@ fn window_query(filter: &EventFilter) -> String {
         // none of them writing (an open without flags is a write, hence the
         // IFNULL). Each mention of an interned column in `events` is a
         // string lookup per row: `flags` is named as few times as that
-        // rule allows.
+        // rule allows, and `errno` last (only rows skipped otherwise reach
+        // it).
         format!(
             "AND NOT (kind IN ('open','openat','openat2') \
              AND IFNULL(flags, 'write') NOT LIKE '%write%' AND flags NOT LIKE '%create%' \
-             AND flags NOT LIKE '%trunc%' AND flags NOT LIKE '%append%' AND ({}))",
+             AND flags NOT LIKE '%trunc%' AND flags NOT LIKE '%append%' AND ({}) \
+             AND IFNULL(errno, '') != 'EPERM')",
             under.join(" OR ")
         )
     };
@@ -751,7 +754,11 @@ mod tests {
                     (60, 1060, 'openat', 0, 6, 10, 1, 0, 0, 'sh', 1, '/usr/local/x', 'write,create', 3),
                     (70, 1070, 'openat', 0, 7, 10, 1, 0, 0, 'sh', 1, '/work/r', 'read', 3),
                     (80, 1080, 'openat', 0, 8, 10, 1, 0, 0, 'sh', 1, '/usr/local/log', 'read,append', 3),
-                    (90, 1090, 'openat', 0, 9, 10, 1, 0, 0, 'sh', 1, '/etc/old', NULL, 3);",
+                    (90, 1090, 'openat', 0, 9, 10, 1, 0, 0, 'sh', 1, '/etc/old', NULL, 3);
+             INSERT INTO events (mono_ns, wall_ns, kind, cpu, seq, pid, ppid, uid, gid, comm,
+                 process_id, path, flags, result, errno)
+             VALUES (52, 1052, 'openat', 0, 10, 10, 1, 0, 0, 'sh', 1, '/etc/shadow', 'read', -1, 'EPERM'),
+                    (54, 1054, 'openat', 0, 11, 10, 1, 0, 0, 'sh', 1, '/usr/lib/nope.so', 'read', -1, 'ENOENT');",
         )
         .unwrap();
         let filter = EventFilter {
@@ -765,10 +772,17 @@ mod tests {
         })
         .unwrap();
         // An append and an open without flags are writes (store::events):
-        // never skipped as reads.
+        // never skipped as reads; a read refused with EPERM (`record
+        // --enforce`) is kept, a failed probe (ENOENT) is not.
         assert_eq!(
             seen,
-            ["/usr/local/x", "/work/r", "/usr/local/log", "/etc/old"]
+            [
+                "/etc/shadow",
+                "/usr/local/x",
+                "/work/r",
+                "/usr/local/log",
+                "/etc/old"
+            ]
         );
     }
 }
