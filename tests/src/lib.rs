@@ -47,6 +47,17 @@ pub const TEST_USER: &str = "agentsight-test";
 /// Creates (once) an unprivileged user for running recorded commands, with a
 /// home directory. Returns (uid, gid).
 pub fn test_user() -> (u32, u32) {
+    // One creator at a time, across test threads and processes: a test
+    // that found the user half made (no home yet) failed on a fresh machine.
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open("/run/agentsight-test-user.lock")
+        .expect("open the test user's lock");
+    let _held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| e)
+        .expect("lock the test user's lock");
     if nix::unistd::User::from_name(TEST_USER)
         .ok()
         .flatten()

@@ -339,3 +339,128 @@ fn a_rule_that_cannot_be_enforced_refuses_the_start_unless_best_effort() {
     assert!(cap.reader().enforcement_denials().unwrap().is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Whether `pid` still runs code (present and not a zombie).
+fn running(pid: i64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(") ")
+            .and_then(|(_, rest)| rest.chars().next())
+            .is_some_and(|state| state != 'Z' && state != 'X')
+    })
+}
+
+/// The recorder is SIGKILLed while its tree reads the denied key in a
+/// tight loop: fanotify alone would fail open (the group closes, waiting
+/// opens are allowed). The sentinel keeps the group, stops and kills the
+/// tree, says so, and notes it in the capture; no read of the key ever
+/// succeeded, and afterwards the key is readable again outside.
+#[test]
+fn the_tree_is_stopped_when_the_recorder_dies() {
+    require_root();
+    let dir = scratch("enforce-backstop");
+    let (uid, gid) = test_user();
+    let ssh = dir.join("home/.ssh");
+    std::fs::create_dir_all(&ssh).unwrap();
+    let key = ssh.join("id_rsa");
+    let marker = "BACKSTOP-KEY-MARKER";
+    std::fs::write(&key, format!("{marker}\n")).unwrap();
+    for p in [dir.join("home"), ssh.clone(), key.clone()] {
+        nix::unistd::chown(p.as_path(), Some(uid.into()), Some(gid.into())).unwrap();
+    }
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    // The tree writes into dir: the test user's.
+    nix::unistd::chown(dir.as_path(), Some(uid.into()), Some(gid.into())).unwrap();
+    let policy = dir.join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "home = \"{}\"\n[denied_paths]\nread = [\"~/.ssh/**\"]\n",
+            dir.join("home").display()
+        ),
+    )
+    .unwrap();
+    let (shell_pid, loop_pid, ready, out) = (
+        dir.join("shell.pid"),
+        dir.join("loop.pid"),
+        dir.join("ready"),
+        dir.join("out"),
+    );
+    // Its output goes to files: only the recorder and its sentinel hold the
+    // pipes the test reads to their end.
+    let script = format!(
+        "exec > {o}.log 2>&1; echo $$ > {sp}; (while :; do sleep 0.05; done) & echo $! > {lp}; \
+         : > {r}; while :; do cat {k} >> {o}; done",
+        o = out.display(),
+        sp = shell_pid.display(),
+        lp = loop_pid.display(),
+        r = ready.display(),
+        k = key.display(),
+    );
+    let db = dir.join("run.db");
+    let mut child = spawn_record(&db, &policy, "--enforce", &["sh", "-c", &script]);
+    wait_for(&ready, &mut child);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let recorder = child.id();
+    child.kill().unwrap();
+    let done = finish(child);
+    let stderr = text(&done.stderr);
+    let pid_of = |p: &Path| -> i64 { std::fs::read_to_string(p).unwrap().trim().parse().unwrap() };
+    let (sh, bg) = (pid_of(&shell_pid), pid_of(&loop_pid));
+    let said = format!(
+        "agentsight: enforce: the recorder (pid {recorder}) ended without stopping enforcement: its tree was stopped and killed ("
+    );
+    assert!(
+        stderr.lines().any(|l| l.starts_with(&said)
+            && l.ends_with(" process(es)), so nothing of it ran unenforced")),
+        "{stderr}"
+    );
+    assert!(
+        !running(sh) && !running(bg),
+        "the tree still runs: {stderr}"
+    );
+    // Not one read of the key got through, before or after the kill.
+    let got = std::fs::read_to_string(&out).unwrap_or_default();
+    assert!(!got.contains(marker), "{got}");
+    let log = std::fs::read_to_string(format!("{}.log", out.display())).unwrap();
+    assert!(
+        log.lines()
+            .all(|l| l == format!("cat: {}: Operation not permitted", key.display())),
+        "{log}"
+    );
+    assert!(!log.is_empty());
+    // The marks went with the sentinel: outside the tree the key reads.
+    let outside = Command::new("cat").arg(&key).output().unwrap();
+    assert_eq!(text(&outside.stdout), format!("{marker}\n"));
+    // The capture says what happened.
+    let cap = Capture::open(&db).expect("open the capture of a killed recorder");
+    let meta = cap
+        .reader()
+        .enforcement_meta()
+        .unwrap()
+        .expect("meta enforcement");
+    let b = meta.backstop.expect("the backstop noted");
+    assert_eq!(b.recorder_pid, recorder);
+    assert!(b.still_running.is_empty(), "{b:?}");
+    for p in [sh, bg] {
+        assert!(b.killed.contains(&(p as u32)), "{p} in {b:?}");
+    }
+    let rows = denials(&db);
+    assert!(!rows.is_empty());
+    assert!(
+        rows.iter()
+            .all(|r| r.path == key.display().to_string() && r.rule == "denied-path"),
+        "{rows:?}"
+    );
+    let shown = Command::new(bin())
+        .args(["show", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let shown = text(&shown.stdout);
+    let line = format!(
+        "  the recorder (pid {recorder}) ended without stopping enforcement: its tree was stopped and killed ({} process(es)); denials of its last 50 ms may be missing",
+        b.killed.len()
+    );
+    assert!(shown.lines().any(|l| l == line), "{shown}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -146,11 +146,27 @@ struct FileState {
 struct ProcTls {
     exe: Option<String>,
     libraries: BTreeSet<String>,
+    /// The probed files (indices) the scans saw mapped: a call the kernel
+    /// saw into another one was made by an image no scan saw.
+    mapped: BTreeSet<u32>,
     /// A scan saw the process past its dynamic loader's work (libraries
     /// mapped, or no loader at all): an empty `libraries` then means none.
     loaded: bool,
     born: Instant,
     last_scan: Instant,
+}
+
+impl ProcTls {
+    fn new(now: Instant) -> Self {
+        Self {
+            exe: None,
+            libraries: BTreeSet::new(),
+            mapped: BTreeSet::new(),
+            loaded: false,
+            born: now,
+            last_scan: now,
+        }
+    }
 }
 
 /// Scans are frequent while a process is young (it is still loading its
@@ -176,12 +192,15 @@ impl TlsTracker {
     /// Looks at `path` once (by its inode) and attaches the probes when it
     /// exports the functions. Returns whether the file carries probes.
     pub fn consider(&mut self, probes: &mut Probes, path: &Path, shown: &str) -> bool {
-        let Ok(meta) = std::fs::metadata(path) else {
-            return false;
-        };
+        self.probe(probes, path, shown).is_some()
+    }
+
+    /// [`Self::consider`], giving the file's index among the probed files.
+    fn probe(&mut self, probes: &mut Probes, path: &Path, shown: &str) -> Option<u32> {
+        let meta = std::fs::metadata(path).ok()?;
         let key = (meta.dev(), meta.ino());
         if let Some(known) = self.files.get(&key) {
-            return known.as_ref().is_some_and(|f| f.index.is_some());
+            return known.as_ref().and_then(|f| f.index);
         }
         let state = match exports(path) {
             Ok(funcs) if funcs.is_empty() => None,
@@ -206,9 +225,9 @@ impl TlsTracker {
                 None
             }
         };
-        let attached = state.as_ref().is_some_and(|f| f.index.is_some());
+        let index = state.as_ref().and_then(|f| f.index);
         self.files.insert(key, state);
-        attached
+        index
     }
 
     /// One pass over the tracked processes: new ones and young ones are
@@ -256,13 +275,8 @@ impl TlsTracker {
             .collect();
         match probes.drain_tls_seen() {
             Ok(unscanned) => out.extend(unscanned.into_iter().map(|(pid, files)| {
-                let p = ProcTls {
-                    exe: None,
-                    libraries: self.named(&files),
-                    loaded: false,
-                    born: Instant::now(),
-                    last_scan: Instant::now(),
-                };
+                let mut p = ProcTls::new(Instant::now());
+                p.libraries = self.named(&files);
                 note(pid, p)
             })),
             Err(e) => tracing::warn!("TLS calls of unscanned processes not read: {e}"),
@@ -273,13 +287,26 @@ impl TlsTracker {
 
     /// A process's note: the libraries its scans found and those the kernel
     /// saw it call (a short process can finish its TLS between two scans).
+    /// A process that called a library no scan saw it map exec'd after its
+    /// last scan (a `sh -c` child scanned before it became `curl`): its
+    /// executable is then left unnamed here, and the store names it by
+    /// the executable its last exec recorded.
     fn ended(&self, probes: &mut Probes, pid: u32, mut p: ProcTls) -> TlsProcessNote {
-        let files = u32::try_from(self.probed.len()).unwrap_or(u32::MAX);
-        match probes.take_tls_seen(pid, files) {
-            Ok(seen) => p.libraries.extend(self.named(&seen)),
-            Err(e) => tracing::warn!(pid, "TLS calls of the process not read: {e}"),
+        let seen = self.take_seen(probes, pid);
+        if seen.iter().any(|i| !p.mapped.contains(i)) {
+            p.exe = None;
         }
+        p.libraries.extend(self.named(&seen));
         note(pid, p)
+    }
+
+    /// The probed files the kernel saw the process call, forgotten there.
+    fn take_seen(&self, probes: &mut Probes, pid: u32) -> Vec<u32> {
+        let files = u32::try_from(self.probed.len()).unwrap_or(u32::MAX);
+        probes.take_tls_seen(pid, files).unwrap_or_else(|e| {
+            tracing::warn!(pid, "TLS calls of the process not read: {e}");
+            Vec::new()
+        })
     }
 
     fn named(&self, files: &[u32]) -> BTreeSet<String> {
@@ -296,15 +323,23 @@ impl TlsTracker {
             .ok()
             .map(|p| p.display().to_string());
         let mut ended = None;
+        let mut new_image_calls = BTreeSet::new();
         if let Some(p) = self.procs.get(&pid)
             && p.exe.is_some()
             && exe.is_some()
             && p.exe != exe
-            && let Some(old) = self.procs.remove(&pid)
+            && let Some(mut old) = self.procs.remove(&pid)
         {
-            // The kernel's note is per process: calls of the new image made
-            // before this scan are credited to the old one.
-            ended = Some(self.ended(probes, pid, old));
+            // The kernel's note is per process: of the calls made so far,
+            // those into files the old image mapped are credited to it, the
+            // others to the new image.
+            let (old_calls, new_calls): (Vec<u32>, Vec<u32>) = self
+                .take_seen(probes, pid)
+                .into_iter()
+                .partition(|i| old.mapped.contains(i));
+            old.libraries.extend(self.named(&old_calls));
+            new_image_calls = self.named(&new_calls);
+            ended = Some(note(pid, old));
         }
         let files = mapped_files(pid);
         let loaded = past_loader(&files, exe.as_deref());
@@ -312,22 +347,20 @@ impl TlsTracker {
         for f in files.iter().chain(exe.iter()) {
             // The process's own view of the path (its mount namespace).
             let inside = PathBuf::from(format!("/proc/{pid}/root{f}"));
-            if self.consider(probes, &inside, f) {
-                found.push(f.clone());
+            if let Some(index) = self.probe(probes, &inside, f) {
+                found.push((index, f.clone()));
             }
         }
-        let p = self.procs.entry(pid).or_insert_with(|| ProcTls {
-            exe: None,
-            libraries: BTreeSet::new(),
-            loaded: false,
-            born: now,
-            last_scan: now,
-        });
+        let p = self.procs.entry(pid).or_insert_with(|| ProcTls::new(now));
         p.loaded |= loaded;
         if p.exe.is_none() {
             p.exe = exe;
         }
-        p.libraries.extend(found);
+        for (index, f) in found {
+            p.mapped.insert(index);
+            p.libraries.insert(f);
+        }
+        p.libraries.extend(new_image_calls);
         p.last_scan = now;
         ended
     }
@@ -378,12 +411,15 @@ pub fn parse_maps(text: &str) -> Vec<String> {
     out
 }
 
+/// How a note names a process that ended before any scan read its
+/// executable; the store puts the executable its exec recorded in place.
+pub fn unread_exe(pid: u32) -> String {
+    format!("pid {pid} (executable not read)")
+}
+
 fn note(pid: u32, p: ProcTls) -> TlsProcessNote {
     let libraries: Vec<String> = p.libraries.into_iter().collect();
-    let exe_shown = p
-        .exe
-        .clone()
-        .unwrap_or_else(|| format!("pid {pid} (executable not read)"));
+    let exe_shown = p.exe.clone().unwrap_or_else(|| unread_exe(pid));
     let note = if libraries.is_empty() && !p.loaded {
         format!("TLS not decrypted: {exe_shown} ended before its libraries were listed")
     } else if libraries.is_empty() {
@@ -463,6 +499,7 @@ mod tests {
             ProcTls {
                 exe: Some("/usr/local/bin/bun".into()),
                 libraries: BTreeSet::new(),
+                mapped: BTreeSet::new(),
                 loaded: true,
                 born: now,
                 last_scan: now,
@@ -499,6 +536,7 @@ mod tests {
             ProcTls {
                 exe: Some(exe.into()),
                 libraries: BTreeSet::new(),
+                mapped: BTreeSet::new(),
                 loaded: false,
                 born: now,
                 last_scan: now,

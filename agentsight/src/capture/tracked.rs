@@ -18,19 +18,26 @@ struct MapElemAttr {
 
 const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+const BPF_MAP_GET_NEXT_KEY: libc::c_long = 4;
 
 /// One map element command on key `pid` with the value at `value`.
 fn map_elem(cmd: libc::c_long, map_fd: RawFd, pid: u32, value: *mut u8) -> libc::c_long {
     let key: u32 = pid;
+    map_cmd(cmd, map_fd, &key as *const u32 as u64, value as u64)
+}
+
+/// One map command with its key and value (or next key) pointers.
+fn map_cmd(cmd: libc::c_long, map_fd: RawFd, key: u64, value: u64) -> libc::c_long {
     let attr = MapElemAttr {
         map_fd: map_fd as u32,
         _pad: 0,
-        key: &key as *const u32 as u64,
-        value: value as u64,
+        key,
+        value,
         flags: 0,
     };
     // Safety: attr is a valid bpf_attr prefix for the element commands; key
-    // and value point to live locals of the map's key and value sizes.
+    // and value are null or point to live locals of the map's key and
+    // value sizes.
     unsafe {
         libc::syscall(
             libc::SYS_bpf,
@@ -54,4 +61,30 @@ pub fn insert(map_fd: RawFd, pid: u32) -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Every pid in the tracked map now (`BPF_MAP_GET_NEXT_KEY` from the
+/// start). A key removed meanwhile makes the kernel start over from the
+/// first key: a key seen twice ends the walk.
+pub fn pids(map_fd: RawFd) -> Vec<u32> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut key: Option<u32> = None;
+    loop {
+        let mut next: u32 = 0;
+        let key_ptr = key.as_ref().map_or(0, |k| k as *const u32 as u64);
+        if map_cmd(
+            BPF_MAP_GET_NEXT_KEY,
+            map_fd,
+            key_ptr,
+            &mut next as *mut u32 as u64,
+        ) != 0
+        {
+            break;
+        }
+        if !out.insert(next) {
+            break;
+        }
+        key = Some(next);
+    }
+    out.into_iter().collect()
 }

@@ -11,6 +11,7 @@ mod message_log;
 mod otlp;
 pub mod pid;
 pub mod report;
+pub mod sentinel;
 pub mod sessions;
 pub mod top;
 
@@ -68,6 +69,9 @@ pub enum Cmd {
     /// The in-container side of `--docker-container` (JSON lines on stdin/stdout).
     #[command(hide = true)]
     Bridge(bridge::BridgeArgs),
+    /// The backstop of `record --enforce`, started by the recorder.
+    #[command(hide = true, name = "enforce-sentinel")]
+    EnforceSentinel(sentinel::SentinelArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -455,6 +459,7 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Report(a) => report::run(&a),
         Cmd::Top(a) => top::run(&a),
         Cmd::Bridge(a) => bridge::run(&a),
+        Cmd::EnforceSentinel(a) => sentinel::run(&a),
         Cmd::Show(a) => {
             // No page walk at open: the summary is built in full before a
             // line is printed, and reads either the kept summaries only or

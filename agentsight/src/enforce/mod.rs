@@ -15,9 +15,10 @@
 //! into a [`Plan`] and stores the [`Denial`]s the sink is given.
 
 mod decider;
+pub mod sentinel;
 
 use std::{
-    os::fd::OwnedFd,
+    os::fd::{AsFd, OwnedFd},
     sync::{
         Arc,
         atomic::{AtomicBool, AtomicU64, Ordering},
@@ -146,6 +147,9 @@ impl Totals {
 /// A running enforcement: the group (its marks live as long as it does)
 /// and the decider thread.
 pub struct Enforcer {
+    /// Holds the group too, and stops the tree if the recorder ends
+    /// without releasing it (`sentinel`).
+    sentinel: Option<sentinel::Sentinel>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     stats: Arc<Stats>,
@@ -217,14 +221,35 @@ impl Enforcer {
     /// descriptor of the kernel's tracked-tgid map; `sink` takes a denial
     /// without blocking and says whether it took it. Without `best_effort`
     /// a mark the kernel refuses fails the start (nothing is marked then:
-    /// the group goes with the error).
+    /// the group goes with the error). `backstop`: the executable to start
+    /// the sentinel with, and the capture it notes a stopped tree in.
     pub fn start(
         plan: &Plan,
         tracked: OwnedFd,
         sink: Box<dyn FnMut(Denial) -> bool + Send>,
         best_effort: bool,
+        backstop: Option<(&std::path::Path, Option<&std::path::Path>)>,
     ) -> Result<Self, EnforceError> {
-        let (group, refused) = marked(plan, best_effort)?;
+        let (group, mut refused) = marked(plan, best_effort)?;
+        let sentinel = match backstop {
+            None => None,
+            Some((exe, capture)) => {
+                match sentinel::Sentinel::spawn(
+                    exe,
+                    group.as_fd(),
+                    tracked.as_fd(),
+                    capture,
+                    best_effort,
+                ) {
+                    Ok(s) => Some(s),
+                    Err(e) if best_effort => {
+                        refused.push(e.to_string());
+                        None
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        };
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(Stats::default());
         let decider = decider::Decider::new(group, tracked, plan, sink, stats.clone());
@@ -234,6 +259,7 @@ impl Enforcer {
             .spawn(move || decider.run(&s))
             .map_err(EnforceError::Thread)?;
         Ok(Self {
+            sentinel,
             stop,
             thread: Some(thread),
             stats,
@@ -241,9 +267,12 @@ impl Enforcer {
         })
     }
 
-    /// Stops the decider (its group closes: the marks vanish) and returns
-    /// the counts.
+    /// Releases the sentinel, then stops the decider (its group closes:
+    /// the marks vanish) and returns the counts.
     pub fn stop(mut self) -> Totals {
+        if let Some(s) = self.sentinel.take() {
+            s.release();
+        }
         self.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take()
             && t.join().is_err()
@@ -263,6 +292,7 @@ impl Enforcer {
 
 impl Drop for Enforcer {
     fn drop(&mut self) {
+        drop(self.sentinel.take());
         self.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {
             let _ = t.join();

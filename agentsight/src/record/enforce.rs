@@ -102,7 +102,16 @@ pub(super) fn start(
         }
         room
     });
-    let enforcer = Enforcer::start(&e.plan, tracked, sink, e.best_effort)?;
+    // The sentinel is this very program (a hidden subcommand).
+    let exe = std::env::current_exe()
+        .map_err(|err| RecordError::Other(format!("--enforce: this program's path: {err}")))?;
+    let enforcer = Enforcer::start(
+        &e.plan,
+        tracked,
+        sink,
+        e.best_effort,
+        Some((&exe, Some(&opts.output))),
+    )?;
     let stop = Arc::new(AtomicBool::new(false));
     let forwarder = {
         let (tx, stop) = (writer.sender(), stop.clone());
@@ -155,6 +164,7 @@ pub(super) fn stop(
         lost: totals.lost,
         marked: (e.plan.files.len() + e.plan.dirs.len()) as u64,
         audited_not_enforced: audited.clone(),
+        backstop: None,
     };
     let tx = writer.sender();
     let _ = tx.send(StoreMsg::Meta(

@@ -53,6 +53,20 @@ pub struct EnforcementMeta {
     pub marked: u64,
     /// Rules judged only afterwards by `audit`, each with why.
     pub audited_not_enforced: Vec<String>,
+    /// Set by the sentinel (`enforce::sentinel`) when the recorder ended
+    /// without stopping enforcement: the tree it stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backstop: Option<BackstopMeta>,
+}
+
+/// What the sentinel did when the recorder died while enforcing.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackstopMeta {
+    pub recorder_pid: u32,
+    /// The tree's processes stopped and killed.
+    pub killed: Vec<u32>,
+    /// Those still running when the sentinel stopped waiting (10 s).
+    pub still_running: Vec<u32>,
 }
 
 pub(crate) fn insert(conn: &Connection, denials: &[Denial]) -> rusqlite::Result<()> {

@@ -8,7 +8,7 @@
 //! `agentsight_wire::RawExchange { via: Tls, .. }` is assembled from them by
 //! (process, conn) stream. `docs/wire.md` describes both tables.
 
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::StoreError;
 pub use crate::capture::tls::TlsProcessNote;
@@ -116,18 +116,32 @@ pub(crate) fn insert_record(
 /// Stores the notes (at the end of the recording, when every TLS row is
 /// in). A process whose scans saw no TLS library but whose calls were
 /// captured (it mapped the library after its last scan, e.g. a short
-/// `curl`) is decrypted: its rows, not the scan, have the last word.
+/// `curl`) is decrypted: its rows, not the scan, have the last word. A
+/// process that ended before any scan is named by the executable its
+/// exec recorded (the latest process row of that pid).
 pub(crate) fn insert_processes(
     conn: &Connection,
     notes: &[TlsProcessNote],
 ) -> rusqlite::Result<()> {
     conn.execute_batch(SCHEMA)?;
     let mut calls = conn.prepare("SELECT count(*) FROM tls_records WHERE pid = ?1")?;
+    let mut exec_exe = conn.prepare(
+        "SELECT exe FROM processes WHERE pid = ?1 AND exe IS NOT NULL ORDER BY id DESC LIMIT 1",
+    )?;
     let mut insert = conn.prepare(
         "INSERT INTO tls_processes (pid, exe, decrypted, libraries, note)
          VALUES (?1, ?2, ?3, ?4, ?5)",
     )?;
     for n in notes {
+        let mut n = n.clone();
+        if n.exe.is_none() {
+            n.exe = exec_exe
+                .query_row([n.pid], |r| r.get::<_, String>(0))
+                .optional()?;
+            if let Some(exe) = &n.exe {
+                n.note = n.note.replace(&crate::capture::tls::unread_exe(n.pid), exe);
+            }
+        }
         let captured: i64 = calls.query_row([n.pid], |r| r.get(0))?;
         let (decrypted, note) = if n.libraries.is_empty() && captured > 0 {
             let exe = n.exe.as_deref().unwrap_or("its executable");
@@ -219,5 +233,81 @@ impl super::CaptureReader<'_> {
             })
             .map_err(qe)?;
         rows.map(|r| r.map_err(qe)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process that ended before any scan (its note has no executable)
+    /// is named by the executable its exec recorded; a scanned one keeps
+    /// its own.
+    #[test]
+    fn an_unscanned_process_is_named_by_its_exec() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = crate::store::CaptureRw::create(&dir.path().join("c.db"))
+            .unwrap()
+            .into_conn();
+        conn.execute_batch(
+            "INSERT INTO processes (id, pid, start_mono_ns, origin, exe)
+               VALUES (1, 7, 5, 'root', '/usr/bin/old'), (2, 7, 9, 'child', '/usr/bin/curl'),
+                      (3, 8, 9, 'child', '/usr/bin/python3.11');",
+        )
+        .unwrap();
+        let unscanned = |pid: u32, libraries: Vec<String>, note: String| TlsProcessNote {
+            pid,
+            exe: None,
+            libraries,
+            note,
+        };
+        let lib = "/usr/lib/x86_64-linux-gnu/libssl.so.3".to_owned();
+        let notes = [
+            unscanned(7, vec![lib.clone()], format!("TLS decrypted through {lib}")),
+            unscanned(
+                9,
+                Vec::new(),
+                format!(
+                    "TLS not decrypted: {} ended before its libraries were listed",
+                    crate::capture::tls::unread_exe(9)
+                ),
+            ),
+            unscanned(
+                8,
+                Vec::new(),
+                format!(
+                    "TLS not decrypted: {} ended before its libraries were listed",
+                    crate::capture::tls::unread_exe(8)
+                ),
+            ),
+        ];
+        insert_processes(&conn, &notes).unwrap();
+        let got = super::super::CaptureReader::new(&conn, "c.db")
+            .tls_processes()
+            .unwrap();
+        let got: Vec<(u32, Option<&str>, &str)> = got
+            .iter()
+            .map(|n| (n.pid, n.exe.as_deref(), n.note.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    7,
+                    Some("/usr/bin/curl"),
+                    "TLS decrypted through /usr/lib/x86_64-linux-gnu/libssl.so.3"
+                ),
+                (
+                    9,
+                    None,
+                    "TLS not decrypted: pid 9 (executable not read) ended before its libraries were listed"
+                ),
+                (
+                    8,
+                    Some("/usr/bin/python3.11"),
+                    "TLS not decrypted: /usr/bin/python3.11 ended before its libraries were listed"
+                ),
+            ]
+        );
     }
 }

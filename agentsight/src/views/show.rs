@@ -410,6 +410,19 @@ fn enforcement(cap: &Capture, procs: &[ProcessRecord], s: &mut String) -> Result
             v(&meta.audited_not_enforced.join(", "))
         );
     }
+    if let Some(b) = &meta.backstop {
+        let _ = writeln!(
+            s,
+            "  the recorder (pid {}) ended without stopping enforcement: its tree was stopped and killed ({} process(es){}); denials of its last 50 ms may be missing",
+            b.recorder_pid,
+            b.killed.len(),
+            if b.still_running.is_empty() {
+                String::new()
+            } else {
+                format!(", {} still running after 10 s", b.still_running.len())
+            }
+        );
+    }
     let anchors = cap.anchors()?;
     let comm: HashMap<i64, &str> = procs
         .iter()
