@@ -7,17 +7,15 @@
 //! Bytes a call moved but the probes did not keep (a call over their 16 KiB
 //! record bound) are never joined silently: the message that covers them gets
 //! an `error`; a `Content-Length` body is still followed past them (its length
-//! says where it ends), chunked framing is not. What is not HTTP/1.1 (the
-//! HTTP/2 preface, any other bytes) becomes a note, never a dropped stream.
+//! says where it ends), chunked framing is not. What is not HTTP/1.1 (any
+//! other bytes) becomes a note, never a dropped stream. A connection that
+//! starts with the HTTP/2 preface is read by [`h2`].
 
 use crate::relay::framing::{self, BodyEnd, BodyKind};
 use crate::{RawExchange, RawMessage, Via};
 
 /// The route every TLS exchange is stored under.
 pub const ROUTE: &str = "tls";
-/// The note of a connection that speaks HTTP/2 (its preface).
-pub const HTTP2_NOTE: &str = "HTTP/2 not decoded";
-const HTTP2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n";
 /// Most `reads` entries kept per message, as the relay.
 const MAX_READS: usize = 256 * 1024;
 
@@ -39,8 +37,8 @@ pub struct Split {
     /// connections), `route` [`ROUTE`], `upstream` `https://` + the request's
     /// `Host` (empty when it has none), `client_port` 0.
     pub exchanges: Vec<RawExchange>,
-    /// What was not read as HTTP/1.1: [`HTTP2_NOTE`], bytes that are no
-    /// HTTP/1.1, bytes after the last exchange.
+    /// What was not read: bytes that are no HTTP/1.1 or HTTP/2, bytes
+    /// after the last exchange, HTTP/2 frames that could not be followed.
     pub notes: Vec<String>,
 }
 
@@ -180,15 +178,8 @@ pub fn split(sent: &[Piece<'_>], received: &[Piece<'_>], body_limit: usize) -> S
     let up = Stream::new(sent);
     let down = Stream::new(received);
     let mut out = Split::default();
-    if up
-        .run(0)
-        .is_some_and(|r| r.bytes.starts_with(HTTP2_PREFACE))
-    {
-        out.notes.push(format!(
-            "{HTTP2_NOTE} ({} bytes sent, {} received)",
-            up.len, down.len
-        ));
-        return out;
+    if up.run(0).is_some_and(|r| r.bytes.starts_with(h2::PREFACE)) {
+        return h2::split(&up, &down, body_limit);
     }
     let (mut p_up, mut p_down) = (0u64, 0u64);
     while p_up < up.len {
@@ -408,5 +399,6 @@ fn new_exchange(request: RawMessage, response: Option<RawMessage>, errors: &[&st
     }
 }
 
+mod h2;
 #[cfg(test)]
 mod tests;

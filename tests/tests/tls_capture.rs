@@ -2,7 +2,9 @@
 //! urllib, node's https; git's https helper on GnuTLS) send a known body over TLS to a loopback server
 //! with a test CA; the capture holds exactly the bytes the server received
 //! and sent, per client connection. A static program without the TLS
-//! functions gets the "not decrypted" row.
+//! functions gets the "not decrypted" row. HTTP/2: curl and node's http2
+//! client (two streams on one connection) against node's HTTP/2 server,
+//! decoded into one exchange per stream with the exact bodies.
 
 use std::{
     collections::BTreeMap,
@@ -398,4 +400,119 @@ fn tool_https_is_not_model_traffic(
         vec![("content-sent-to-model", expected.as_str())],
         "{report:#}"
     );
+}
+
+const NODE_H2_CLIENT: &str = "const http2 = require('http2'); const fs = require('fs');
+const [bodyFile, port, ca] = process.argv.slice(2);
+const body = fs.readFileSync(bodyFile);
+const session = http2.connect('https://127.0.0.1:' + port, { ca: fs.readFileSync(ca) });
+let left = 2;
+for (const path of ['/node-a', '/node-b']) {
+  const r = session.request({ ':method': 'POST', ':path': path, 'content-type': 'text/plain' });
+  r.on('data', () => {});
+  r.on('end', () => { if (--left === 0) session.close(); });
+  r.on('error', (e) => { console.error(e); process.exit(3); });
+  r.end(body);
+}";
+
+fn start_h2_server(dir: &Path) -> (Server, u16) {
+    let logs = dir.join("h2");
+    std::fs::create_dir_all(&logs).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/h2_server.js");
+    let child = Command::new("/usr/bin/node")
+        .arg(script)
+        .arg(dir.join("srv.pem"))
+        .arg(dir.join("srv.key"))
+        .arg(&logs)
+        .arg(dir.join("h2port"))
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start the HTTP/2 server");
+    let server = Server(child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(p) = std::fs::read_to_string(dir.join("h2port")) {
+            return (server, p.trim().parse().unwrap());
+        }
+        assert!(Instant::now() < deadline, "the HTTP/2 server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// curl (`--http2`, libcurl's nghttp2 over OpenSSL) and node's http2
+/// client (two requests multiplexed on one connection) post a known body to
+/// a real HTTP/2 server: each stream is one exchange, its head as HPACK
+/// decoded it, its body the exact bytes the server got, its response the
+/// exact bytes the server sent (two DATA writes, read as two events).
+#[test]
+fn http2_streams_are_decoded_exactly() {
+    require_root();
+    let dir = scratch("tls-h2");
+    make_certs(&dir);
+    let (_server, port) = start_h2_server(&dir);
+    let body: Vec<u8> = (0..5000).map(|i| b'A' + (i % 26) as u8).collect();
+    std::fs::write(dir.join("body.txt"), &body).unwrap();
+    std::fs::write(dir.join("h2client.js"), NODE_H2_CLIENT).unwrap();
+    let db = dir.join("h2.db");
+    let script = format!(
+        "set -e; curl -sS --http2 --cacert ca.pem -H 'Content-Type: text/plain' --data-binary @body.txt https://127.0.0.1:{port}/curl-h2 > /dev/null
+/usr/bin/node h2client.js body.txt {port} ca.pem"
+    );
+    let out = record(&db, &["--wire"], &["/bin/sh", "-c", &script]);
+    assert_exit_0(&out);
+    let logs = dir.join("h2");
+    let cap = agentsight::store::Capture::open(&db).unwrap();
+    let tls = tls_exchanges(&cap);
+    let got: Vec<(&str, Option<&str>)> = tls
+        .iter()
+        .map(|(c, x)| (c.as_str(), x.decoded.path.as_deref()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("curl", Some("/curl-h2")),
+            ("node", Some("/node-a")),
+            ("node", Some("/node-b"))
+        ]
+    );
+    for (comm, x) in &tls {
+        let path = x.decoded.path.clone().unwrap();
+        let name = path.trim_start_matches('/');
+        let logged: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(logs.join(format!("{name}.json"))).unwrap())
+                .unwrap();
+        // The server got the body: the ground truth the capture must equal.
+        let received = std::fs::read(logs.join(format!("{name}.body"))).unwrap();
+        assert_eq!(received, body, "{comm} {path}: what the server got");
+        assert_eq!(logged["method"], "POST");
+        let head = String::from_utf8_lossy(&x.raw.request.head).into_owned();
+        assert!(
+            head.starts_with(&format!("POST {path} HTTP/2\r\nhost: 127.0.0.1:{port}\r\n")),
+            "{comm}: {head}"
+        );
+        assert!(head.contains("\r\ncontent-type: text/plain\r\n"), "{comm}: {head}");
+        assert_eq!(x.raw.request.body, body, "{comm} {path}");
+        assert_eq!(x.raw.request.body_dropped, 0);
+        let resp = x.raw.response.as_ref().expect("a response");
+        let sent = std::fs::read(logs.join(format!("{name}.response"))).unwrap();
+        assert_eq!(resp.body, sent, "{comm} {path}");
+        let rhead = String::from_utf8_lossy(&resp.head).into_owned();
+        assert!(rhead.starts_with("HTTP/2 200\r\n"), "{rhead}");
+        assert!(rhead.contains("\r\ncontent-type: text/event-stream\r\n"), "{rhead}");
+        assert_eq!(x.raw.error, None, "{comm} {path}");
+        assert_eq!(x.raw.upstream, format!("https://127.0.0.1:{port}"));
+        let d = &x.decoded;
+        assert_eq!(
+            (d.method.as_deref(), d.status, d.streamed, d.events),
+            (Some("POST"), Some(200), true, 2),
+            "{comm} {path}: {:?}",
+            d.notes
+        );
+    }
+    // Both node streams came over one connection.
+    assert_eq!(tls[1].1.raw.conn, tls[2].1.raw.conn);
+    assert_eq!((tls[1].1.raw.seq, tls[2].1.raw.seq), (0, 1));
+    let notes = cap.reader().wire_notes().unwrap();
+    assert!(notes.is_empty(), "{notes:?}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,4 +1,7 @@
-//! HTTP/1.1 heads (through `httparse`) and body framing.
+//! HTTP/1.1 heads (through `httparse`) and body framing. An HTTP/2
+//! message read from TLS plaintext (`tls::h2`) is stored with a head of the
+//! same text form whose version is `HTTP/2`, its header block as HPACK
+//! decoded it; it is parsed here too, and its body is its DATA frames'.
 
 use thiserror::Error;
 
@@ -22,6 +25,32 @@ pub struct Head {
     pub status: Option<u16>,
     /// Header fields in order, names as sent.
     pub headers: Vec<(String, String)>,
+    /// An HTTP/2 message (`HTTP/2` in its start line): its body is framed
+    /// by the stream, never by a length or chunks.
+    pub http2: bool,
+}
+
+/// The version token of the heads `tls::h2` writes.
+pub const HTTP2_VERSION: &str = "HTTP/2";
+
+/// An HTTP/2 head in its HTTP/1.1 form for `httparse` (which knows only
+/// 1.x): the version in its start line replaced, nothing else.
+fn h1_form(head: &[u8], request: bool) -> Option<Vec<u8>> {
+    let eol = head.iter().position(|&b| b == b'\r')?;
+    let line = &head[..eol];
+    let v = HTTP2_VERSION.as_bytes();
+    let mut out = Vec::with_capacity(head.len() + 2);
+    if request && line.ends_with(&[b" ".as_slice(), v].concat()) {
+        out.extend_from_slice(&line[..line.len() - v.len()]);
+        out.extend_from_slice(b"HTTP/1.1");
+    } else if !request && line.starts_with(&[v, b" ".as_slice()].concat()) {
+        out.extend_from_slice(b"HTTP/1.1");
+        out.extend_from_slice(&line[v.len()..]);
+    } else {
+        return None;
+    }
+    out.extend_from_slice(&head[eol..]);
+    Some(out)
 }
 
 impl Head {
@@ -58,6 +87,9 @@ fn headers_of(raw: &[httparse::Header<'_>]) -> Vec<(String, String)> {
 
 /// Parses a request head.
 pub fn parse_request(head: &[u8]) -> Result<Head, HeadError> {
+    if let Some(h1) = h1_form(head, true) {
+        return parse_request(&h1).map(|h| Head { http2: true, ..h });
+    }
     let mut buf = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut buf);
     match req.parse(head).map_err(HeadError::Invalid)? {
@@ -66,6 +98,7 @@ pub fn parse_request(head: &[u8]) -> Result<Head, HeadError> {
             target: req.path.map(str::to_string),
             status: None,
             headers: headers_of(req.headers),
+            http2: false,
         }),
         httparse::Status::Partial => Err(HeadError::Partial),
     }
@@ -74,6 +107,9 @@ pub fn parse_request(head: &[u8]) -> Result<Head, HeadError> {
 /// Parses a response head, skipping interim `1xx` heads (`100 Continue`)
 /// that precede the final one in the same buffer; returns how many were skipped.
 pub fn parse_response(head: &[u8]) -> Result<(Head, u32), HeadError> {
+    if let Some(h1) = h1_form(head, false) {
+        return parse_response(&h1).map(|(h, n)| (Head { http2: true, ..h }, n));
+    }
     let mut at = 0;
     let mut interim = 0;
     loop {
@@ -95,6 +131,7 @@ pub fn parse_response(head: &[u8]) -> Result<(Head, u32), HeadError> {
                         target: None,
                         status: resp.code,
                         headers: headers_of(resp.headers),
+                        http2: false,
                     },
                     interim,
                 ));
@@ -117,6 +154,9 @@ pub enum Framing {
 
 /// The request's framing (RFC 9112 §6.3: chunked wins over a length).
 pub fn request_framing(head: &Head) -> Framing {
+    if head.http2 {
+        return Framing::ToEnd;
+    }
     if head.list("transfer-encoding").last().map(String::as_str) == Some("chunked") {
         return Framing::Chunked;
     }
@@ -131,6 +171,9 @@ pub fn response_framing(head: &Head, head_request: bool) -> Framing {
     let status = head.status.unwrap_or_default();
     if head_request || (100..200).contains(&status) || status == 204 || status == 304 {
         return Framing::Empty;
+    }
+    if head.http2 {
+        return Framing::ToEnd;
     }
     if head.list("transfer-encoding").last().map(String::as_str) == Some("chunked") {
         return Framing::Chunked;

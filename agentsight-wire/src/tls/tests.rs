@@ -215,7 +215,10 @@ fn http2_and_garbage_are_notes() {
         h2,
         Split {
             exchanges: vec![],
-            notes: vec!["HTTP/2 not decoded (26 bytes sent, 4 received)".into()],
+            notes: vec![
+                "HTTP/2: the captured sent stream ends inside a frame (2 bytes)".into(),
+                "HTTP/2: the captured received stream ends inside a frame (4 bytes)".into()
+            ],
         }
     );
     let junk = split(&[piece(1, b"\x16\x03\x01junk\r\n")], &[], LIMIT);

@@ -199,7 +199,7 @@ mod tests {
             vec![WireNote {
                 process_id: Some(7),
                 conn: 0xdef,
-                note: "HTTP/2 not decoded (24 bytes sent, 0 received)".into(),
+                note: "HTTP/2: no request captured (24 bytes sent, 0 received)".into(),
             }]
         );
     }
