@@ -490,7 +490,10 @@ fn http2_streams_are_decoded_exactly() {
             head.starts_with(&format!("POST {path} HTTP/2\r\nhost: 127.0.0.1:{port}\r\n")),
             "{comm}: {head}"
         );
-        assert!(head.contains("\r\ncontent-type: text/plain\r\n"), "{comm}: {head}");
+        assert!(
+            head.contains("\r\ncontent-type: text/plain\r\n"),
+            "{comm}: {head}"
+        );
         assert_eq!(x.raw.request.body, body, "{comm} {path}");
         assert_eq!(x.raw.request.body_dropped, 0);
         let resp = x.raw.response.as_ref().expect("a response");
@@ -498,7 +501,10 @@ fn http2_streams_are_decoded_exactly() {
         assert_eq!(resp.body, sent, "{comm} {path}");
         let rhead = String::from_utf8_lossy(&resp.head).into_owned();
         assert!(rhead.starts_with("HTTP/2 200\r\n"), "{rhead}");
-        assert!(rhead.contains("\r\ncontent-type: text/event-stream\r\n"), "{rhead}");
+        assert!(
+            rhead.contains("\r\ncontent-type: text/event-stream\r\n"),
+            "{rhead}"
+        );
         assert_eq!(x.raw.error, None, "{comm} {path}");
         assert_eq!(x.raw.upstream, format!("https://127.0.0.1:{port}"));
         let d = &x.decoded;

@@ -133,7 +133,69 @@ fn check_wire(agent: Agent, scenario: &str) {
     // The default audit passes: no model traffic went around the relay, no
     // denied content reached the model, the relay's port is declared.
     otlp_wire_spans_are_the_joined_turns(&run, &db, w, &ctx);
+    report_lists_each_turn(&run, &db, w, &ctx);
     audit_default_policy_passes(&run, &db);
+}
+
+/// The report's per-turn view: one row per exchange of the session, with
+/// the sizes of what was sent (system prompt, tools, history, the whole
+/// request) and of what came back, as correlate joined them.
+fn report_lists_each_turn(run: &Run, db: &Path, w: &Value, ctx: &str) {
+    let page = run.root.join("wire-report.html");
+    let rep = std::process::Command::new(agentsight_tests::bin())
+        .args(["report", "--db"])
+        .arg(db)
+        .arg("-o")
+        .arg(&page)
+        .output()
+        .expect("report");
+    assert!(
+        rep.status.success(),
+        "{ctx}: {}",
+        String::from_utf8_lossy(&rep.stderr)
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    let (turns, hidden) = (
+        w["turns"].as_array().unwrap(),
+        w["not_in_transcript"].as_array().unwrap(),
+    );
+    let heading = format!(
+        "<h3 id=\"wire-0\">Model traffic (wire): {} exchange(s) joined to this session, {} the transcript does not show</h3>",
+        turns.len(),
+        hidden.len()
+    );
+    assert!(
+        html.contains(&heading),
+        "{ctx}: {heading} not in the report"
+    );
+    for t in turns.iter().chain(hidden) {
+        let n = |k: &str| t[k].as_u64().unwrap();
+        let row = format!(
+            "<tr id=\"wire-0-{}\"><td>{}</td>",
+            t["exchange"], t["exchange"]
+        );
+        let sizes = format!(
+            "<td>{} B</td><td>{} ({} B)</td><td>{} message(s), {} B</td><td>{} B</td><td>{} B</td>",
+            n("system_bytes"),
+            n("tools_offered"),
+            n("tools_bytes"),
+            n("messages"),
+            n("history_bytes"),
+            n("request_bytes"),
+            n("response_bytes")
+        );
+        let at = html
+            .find(&row)
+            .or_else(|| html.find(&row.replace("<tr id", "<tr class=\"flag-wire\" id")))
+            .unwrap_or_else(|| panic!("{ctx}: no row {row}"));
+        let end = at + html[at..].find("</tr>").unwrap();
+        assert!(
+            html[at..end].contains(&sizes),
+            "{ctx}: {sizes} in {}",
+            &html[at..end]
+        );
+        assert!(n("request_bytes") > n("system_bytes"), "{ctx}: {t}");
+    }
 }
 
 /// The attributes of each span of an OTLP/JSON export marked

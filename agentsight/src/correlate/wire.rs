@@ -56,7 +56,11 @@ pub struct WireTurn {
     pub joined_by: String,
     pub system_bytes: u64,
     pub tools_offered: usize,
+    /// Size of the tool definitions as sent.
+    pub tools_bytes: u64,
     pub messages: usize,
+    /// Size of the messages sent (the history), each as its JSON.
+    pub history_bytes: u64,
     pub request_bytes: u64,
     pub response_bytes: u64,
     pub tool_calls: Vec<String>,
@@ -117,7 +121,9 @@ fn turn_of(row: &WireExchangeRow, anchors: &Anchors, joined_by: &str) -> WireTur
         joined_by: joined_by.to_string(),
         system_bytes: x.system_bytes,
         tools_offered: x.tools.len(),
+        tools_bytes: x.tools_bytes,
         messages: x.messages.len(),
+        history_bytes: x.messages.iter().map(|m| m.bytes).sum(),
         request_bytes: x.request_bytes,
         response_bytes: x.response_bytes,
         tool_calls: x.tool_calls.iter().filter_map(|c| c.id.clone()).collect(),

@@ -29,6 +29,7 @@ mod model;
 mod page;
 mod session;
 mod timeline;
+mod wire;
 mod writing;
 
 use std::cell::Cell;

@@ -31,6 +31,7 @@ svg .lbl{font:11px ui-monospace,monospace;fill:#333}svg .axis{font:10px sans-ser
 svg .bar{fill:#3b6fd4}svg .bar.failed{fill:#c5221f}svg .bar.flag-cno{fill:#fff;stroke:#e67e00;stroke-width:2;stroke-dasharray:3 2}
 svg .bar.flag-mismatch{stroke:#a50e0e;stroke-width:2.5}svg .proc{fill:#7fb07f}svg .proc.open{fill:#b7d4b7}
 svg .prompt{fill:#1d2330}svg .late-tick{fill:#7b3fc4}svg .unexplained-tick{fill:#d9a400}svg a:hover .bar{opacity:.8}
+tr.flag-wire td,p.flag-wire{background:#eef4ff}
 .legend span{margin-right:14px}.sw{display:inline-block;width:14px;height:9px;margin-right:4px;vertical-align:middle}
 "#;
 

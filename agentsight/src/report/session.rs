@@ -96,6 +96,7 @@ fn session(p: &mut Page, si: usize, r: &Report, s: &mut String) {
     flag_counts(r, si, s);
     s.push_str(&timeline::svg(p, si, r, &flags));
     calls(p, si, r, &flags, s);
+    super::wire::section(p, si, r, s);
     unexplained(p, si, r, s);
     runtime_activity(p, si, r, s);
     flag_lists(p, si, r, s);
