@@ -66,6 +66,8 @@ class Checker:
         self.event_instants = []
         self.tool_slices = []
         self.mcp_slices = []
+        self.wire_slices = []
+        self.open_wire = {}
         self.process_slices = {}
         self.texts = set()
 
@@ -129,7 +131,8 @@ class Checker:
         if d.HasField("parent_uuid") and d.parent_uuid not in self.tracks:
             self.err(i, f"parent {d.parent_uuid} of {d.uuid} not declared before")
         kind = "process" if d.HasField("process") else {
-            1: "session", 2: "lane", 4: "tree", 5: "loss", 6: "no_process"}.get(d.uuid & 7, "?")
+            1: "session", 2: "lane", 4: "tree", 5: "loss", 6: "no_process",
+            7: "wire"}.get(d.uuid & 7, "?")
         self.tracks[d.uuid] = {"kind": kind, "name": d.name,
                                "pid": d.process.pid if d.HasField("process") else None,
                                "start": d.process.start_timestamp_ns if d.HasField("process") else None,
@@ -183,6 +186,11 @@ class Checker:
                     self.mcp_slices.append(dict({"name": name}, **{
                         k: v for k, v in anns.items()
                         if k.startswith("mcp_") or k == "arguments"}))
+            if track["kind"] == "wire":
+                w = dict(anns, name=name, begin=p.timestamp, end=None,
+                         begin_wall_ns=self.wall(p.timestamp), track=track["name"])
+                self.wire_slices.append(w)
+                self.open_wire[e.track_uuid] = w
             if track["kind"] == "process":
                 self.process_slices[e.track_uuid] = {"begin": p.timestamp, "end": None,
                                                      "flows_in": len(e.terminating_flow_ids),
@@ -192,6 +200,8 @@ class Checker:
                 self.err(i, f"end without a begin on track {e.track_uuid}")
             else:
                 stack.pop()
+            if track["kind"] == "wire" and e.track_uuid in self.open_wire:
+                self.open_wire.pop(e.track_uuid)["end"] = p.timestamp
             if track["kind"] == "process" and e.track_uuid in self.process_slices:
                 s = self.process_slices[e.track_uuid]
                 s["end"] = p.timestamp
@@ -252,6 +262,7 @@ def main():
         "event_instants_by_kind": dict(Counter(e[1] for e in c.event_instants)),
         "tool_slices": c.tool_slices,
         "mcp_slices": c.mcp_slices,
+        "wire_slices": c.wire_slices,
         "process_slices": sorted(c.process_slices.values(), key=lambda s: (s["begin"], s["pid"] or 0)),
         "flows": len(c.flow_out),
         "process_tree": c.tree,

@@ -134,7 +134,84 @@ fn check_wire(agent: Agent, scenario: &str) {
     // denied content reached the model, the relay's port is declared.
     otlp_wire_spans_are_the_joined_turns(&run, &db, w, &ctx);
     report_lists_each_turn(&run, &db, w, &ctx);
+    perfetto_has_a_slice_per_turn(&run, &db, w, &ctx);
     audit_default_policy_passes(&run, &db);
+}
+
+/// `export --format perfetto`: one slice per model call of the session on
+/// its "model calls (wire)" lanes, starting at the request's first byte
+/// (the turn's time), with the exchange's ids and sizes; the trace decodes
+/// whole (the PyPI decoder, `tests/perfetto/check_trace.py`).
+fn perfetto_has_a_slice_per_turn(run: &Run, db: &Path, w: &Value, ctx: &str) {
+    let trace = run.root.join("wire.pftrace");
+    let jsonl = run.root.join("wire.jsonl");
+    for (format, out) in [("perfetto", &trace), ("jsonl", &jsonl)] {
+        let done = std::process::Command::new(agentsight_tests::bin())
+            .args(["export", "--format", format, "--db"])
+            .arg(db)
+            .arg("-o")
+            .arg(out)
+            .output()
+            .unwrap();
+        assert!(
+            done.status.success(),
+            "{ctx}: {}",
+            String::from_utf8_lossy(&done.stderr)
+        );
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("perfetto/check_trace.py");
+    let out = std::process::Command::new(agentsight_tests::python::interpreter())
+        .arg(script)
+        .arg(&trace)
+        .arg(&jsonl)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{ctx}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["errors"], serde_json::json!([]), "{ctx}: {d}");
+    let slices = d["wire_slices"].as_array().unwrap();
+    let turns: Vec<&Value> = w["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(w["not_in_transcript"].as_array().unwrap())
+        .collect();
+    assert_eq!(slices.len(), turns.len(), "{ctx}: {slices:?}");
+    for t in turns {
+        let s = slices
+            .iter()
+            .find(|s| s["exchange"] == t["exchange"])
+            .unwrap_or_else(|| panic!("{ctx}: no wire slice of exchange {}", t["exchange"]));
+        let wall = agentsight::clock::rfc3339_ns(s["begin_wall_ns"].as_u64().unwrap());
+        assert_eq!(wall, t["time"].as_str().unwrap(), "{ctx}: {s}");
+        for k in [
+            "model",
+            "response_id",
+            "system_bytes",
+            "tools_bytes",
+            "history_bytes",
+            "request_bytes",
+            "response_bytes",
+        ] {
+            assert_eq!(s[k], t[k], "{ctx}: {k} of exchange {}", t["exchange"]);
+        }
+        let name = match t["model"].as_str() {
+            Some(m) => format!("chat {m}"),
+            None => "chat".to_owned(),
+        };
+        assert_eq!(s["name"], name.as_str());
+        assert!(s["end"].as_u64().unwrap() >= s["begin"].as_u64().unwrap());
+        assert!(
+            s["track"]
+                .as_str()
+                .unwrap()
+                .starts_with("model calls (wire)")
+        );
+    }
 }
 
 /// The report's per-turn view: one row per exchange of the session, with

@@ -26,11 +26,16 @@ pub mod uuid {
     pub const PROCESS_TREE: u64 = 4;
     pub const LOSS: u64 = 5;
     pub const NO_PROCESS: u64 = 6;
+    const WIRE: u64 = 7;
     pub fn session(s: usize) -> u64 {
         (s as u64) << 3 | SESSION
     }
     pub fn lane(s: usize, lane: usize) -> u64 {
         ((s as u64) << 24 | lane as u64) << 3 | LANE
+    }
+    /// A lane of a session's model calls as the wire saw them.
+    pub fn wire(s: usize, lane: usize) -> u64 {
+        ((s as u64) << 24 | lane as u64) << 3 | WIRE
     }
     /// The process track of a process row (one per (pid, start time)).
     pub fn process(id: i64) -> u64 {
@@ -87,6 +92,8 @@ pub struct Counts {
     pub tool_slices: u64,
     /// Tool calls the transcript gives no time for: no slice.
     pub untimed_tools: u64,
+    /// Model calls as the wire saw them (`record --wire`).
+    pub wire_slices: u64,
     pub processes: u64,
     pub flows: u64,
 }
@@ -298,12 +305,110 @@ pub fn session(plan: &mut Plan, s_ix: usize, cs: &SessionRun, anchors: &Anchors,
             reports.get(&i).copied(),
         );
     }
+    if let Some(w) = &report.wire {
+        wire_calls(plan, s_ix, track, w);
+    }
     for a in &report.flags.observed_not_claimed {
         let note = plan.notes.entry(a.event_id).or_default();
         note.anns.push((
             "unclaimed_by",
             Value::Str(a.by.map(|b| b.as_str()).unwrap_or("?").into()),
         ));
+    }
+}
+
+/// The session's model calls as the wire saw them, beside its transcript:
+/// one slice per exchange from the request's first byte to the answer's
+/// last, on lanes below the session (calls overlap: a title request beside
+/// the main one), with sizes, ids and usage — never content.
+fn wire_calls(
+    plan: &mut Plan,
+    s_ix: usize,
+    session_track: u64,
+    w: &crate::correlate::wire::WireReport,
+) {
+    let mut turns: Vec<(&crate::correlate::wire::WireTurn, bool)> = w
+        .turns
+        .iter()
+        .map(|t| (t, true))
+        .chain(w.not_in_transcript.iter().map(|t| (t, false)))
+        .collect();
+    turns.sort_by_key(|(t, _)| (t.mono_ns.0, t.exchange));
+    let mut lanes: Vec<u64> = Vec::new();
+    for (t, in_transcript) in turns {
+        let (b, e) = (t.mono_ns.0, t.mono_ns.1.max(t.mono_ns.0));
+        let lane = match lanes.iter().position(|&free| free < b) {
+            Some(l) => l,
+            None => {
+                lanes.push(0);
+                let l = lanes.len() - 1;
+                let name = if l == 0 {
+                    "model calls (wire)".to_owned()
+                } else {
+                    format!("model calls (wire) {}", l + 1)
+                };
+                let mut d = plain_track(uuid::wire(s_ix, l), name, Some(session_track), None);
+                // Below the tool-call lanes.
+                d.sibling_order_rank = Some(1_000 + l as i32);
+                plan.tracks.push(d);
+                l
+            }
+        };
+        lanes[lane] = e;
+        let n = |v: u64| Value::Int(i64::try_from(v).unwrap_or(i64::MAX));
+        let mut anns: Vec<Ann> = vec![
+            ("exchange", Value::Int(t.exchange)),
+            (
+                "joined_by",
+                Value::Str(if in_transcript {
+                    t.joined_by.clone()
+                } else {
+                    "not in the transcript".to_owned()
+                }),
+            ),
+            ("system_bytes", n(t.system_bytes)),
+            ("tools_offered", n(t.tools_offered as u64)),
+            ("tools_bytes", n(t.tools_bytes)),
+            ("messages", n(t.messages as u64)),
+            ("history_bytes", n(t.history_bytes)),
+            ("request_bytes", n(t.request_bytes)),
+            ("response_bytes", n(t.response_bytes)),
+        ];
+        anns.extend(t.model.as_ref().map(|m| ("model", Value::Str(m.clone()))));
+        anns.extend(
+            t.response_id
+                .as_ref()
+                .map(|r| ("response_id", Value::Str(r.clone()))),
+        );
+        anns.extend(t.status.map(|st| ("status", Value::Int(i64::from(st)))));
+        if !t.tool_calls.is_empty() {
+            anns.push(("tool_calls", text(&t.tool_calls.join(" "))));
+        }
+        if let Some(u) = &t.usage {
+            anns.push(("input_tokens", n(u.input)));
+            anns.push(("output_tokens", n(u.output)));
+            anns.push(("cache_read_tokens", n(u.cache_read)));
+            anns.push(("cache_creation_tokens", n(u.cache_creation)));
+        }
+        anns.extend(
+            t.stop_reason
+                .as_ref()
+                .map(|r| ("stop_reason", Value::Str(r.clone()))),
+        );
+        anns.extend(t.error.as_ref().map(|e| ("error", text(e))));
+        let name = match &t.model {
+            Some(m) => format!("chat {m}"),
+            None => "chat".to_owned(),
+        };
+        plan.counts.wire_slices += 1;
+        plan.slice(
+            uuid::wire(s_ix, lane),
+            (b, e),
+            name,
+            anns,
+            (Vec::new(), Vec::new()),
+            (RANK_END, Vec::new()),
+        );
     }
 }
 
