@@ -1240,6 +1240,13 @@ remote_plugin = false
         self.read_sessions(&["session", "show", id, "--json"])
     }
 
+    /// [`Self::session_show`] with `--wire DB`: the session's model
+    /// traffic in that capture beside it.
+    pub fn session_show_wire(&self, id: &str, db: &Path) -> Value {
+        let db = db.display().to_string();
+        self.read_sessions(&["session", "show", id, "--json", "--wire", &db])
+    }
+
     fn read_sessions(&self, args: &[&str]) -> Value {
         match &self.docker_container {
             None => agentsight_json(&[args, &["--home"]].concat(), Some(&self.home), None),

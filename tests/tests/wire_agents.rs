@@ -135,7 +135,61 @@ fn check_wire(agent: Agent, scenario: &str) {
     otlp_wire_spans_are_the_joined_turns(&run, &db, w, &ctx);
     report_lists_each_turn(&run, &db, w, &ctx);
     perfetto_has_a_slice_per_turn(&run, &db, w, &ctx);
+    session_show_has_the_wire(&run, &id, &db, w, &ctx);
     audit_default_policy_passes(&run, &db);
+}
+
+/// `session show ID --wire DB`: the transcript with correlate's wire report
+/// beside it (JSON: the same report; text: one entry per exchange).
+fn session_show_has_the_wire(run: &Run, id: &str, db: &Path, w: &Value, ctx: &str) {
+    let shown = run.session_show_wire(id, db);
+    assert_eq!(shown["session_id"], id, "{ctx}");
+    assert_eq!(&shown["wire"], w, "{ctx}");
+    let text = std::process::Command::new(agentsight_tests::bin())
+        .args(["session", "show", id, "--wire"])
+        .arg(db)
+        .arg("--home")
+        .arg(&run.home)
+        .output()
+        .unwrap();
+    assert!(
+        text.status.success(),
+        "{ctx}: {}",
+        String::from_utf8_lossy(&text.stderr)
+    );
+    let text = String::from_utf8_lossy(&text.stdout);
+    let (turns, hidden) = (
+        w["turns"].as_array().unwrap(),
+        w["not_in_transcript"].as_array().unwrap(),
+    );
+    let heading = format!(
+        "model traffic (wire): {} exchange(s) in the capture; {} joined to this session, {} of its trees the transcript does not show, {} not model calls",
+        w["exchanges_in_capture"],
+        turns.len(),
+        hidden.len(),
+        w["not_model_calls"].as_array().unwrap().len()
+    );
+    assert!(
+        text.lines().any(|l| l == heading),
+        "{ctx}: {heading}\n{text}"
+    );
+    for t in turns.iter().chain(hidden) {
+        let line = format!("  #{} {}  ", t["exchange"], t["time"].as_str().unwrap());
+        assert!(
+            text.lines().any(|l| l.starts_with(&line)),
+            "{ctx}: {line}\n{text}"
+        );
+        let sent = format!(
+            "    sent: system {} B, tools {} ({} B), history {} message(s) ({} B), request {} B",
+            t["system_bytes"],
+            t["tools_offered"],
+            t["tools_bytes"],
+            t["messages"],
+            t["history_bytes"],
+            t["request_bytes"]
+        );
+        assert!(text.lines().any(|l| l == sent), "{ctx}: {sent}\n{text}");
+    }
 }
 
 /// `export --format perfetto`: one slice per model call of the session on

@@ -9,6 +9,7 @@ use anyhow::{Context, bail};
 // Every string from a transcript or a container's bridge is shown through
 // `v` (control, bidi and format characters escaped): a title or a path
 // cannot start a line of ours or act on the terminal. JSON stays exact.
+use agentsight::correlate::{self, wire::WireReport};
 use agentsight::rawtext::visible as v;
 
 use agentsight::sessions::{
@@ -56,6 +57,12 @@ pub struct SessionShowArgs {
     /// (repeatable; fails unless exactly one holds it and all answer).
     #[arg(long = "docker-container", value_name = "NAME")]
     pub docker_container: Vec<String>,
+    /// Also show the model traffic this capture (recorded with `record
+    /// --wire`) holds for the session: one line per model exchange (sizes
+    /// sent and received, ids, usage; never content), joined to the
+    /// transcript's turns, and what one side has and the other lacks.
+    #[arg(long, value_name = "CAPTURE")]
+    pub wire: Option<PathBuf>,
 }
 
 fn finish_output(r: std::io::Result<()>) -> anyhow::Result<()> {
@@ -236,7 +243,8 @@ fn clip_left(s: &str, n: usize) -> String {
 pub fn run_session_show(args: &SessionShowArgs) -> anyhow::Result<()> {
     if !args.docker_container.is_empty() {
         let (container, s) = super::containers::get(&args.docker_container, args.id.trim())?;
-        return print_session(&s, Some(&container), args.json);
+        let wire = args.wire.as_deref().map(|db| wire_of(db, &s)).transpose()?;
+        return print_session(&s, Some(&container), args.json, wire.as_ref());
     }
     let opts = DiscoveryOptions {
         home: args.home.clone(),
@@ -250,34 +258,79 @@ pub fn run_session_show(args: &SessionShowArgs) -> anyhow::Result<()> {
         bail!("no session with id {:?} under the provider roots", args.id);
     };
     let s = sessions::parse_session(&r).with_context(|| format!("parsing {}", r.path.display()))?;
-    print_session(&s, None, args.json)
+    let wire = args.wire.as_deref().map(|db| wire_of(db, &s)).transpose()?;
+    print_session(&s, None, args.json, wire.as_ref())
 }
 
-/// A session from a container: the model with the container named.
+/// The session's model traffic in a capture: correlate's wire report of
+/// the session as stored there, against the transcript just read.
+fn wire_of(db: &std::path::Path, s: &AgentSession) -> anyhow::Result<WireReport> {
+    let cap = agentsight::store::Capture::open_quick(db)?;
+    let stored = cap.stored_sessions(&s.session_id)?;
+    let Some(st) = stored
+        .into_iter()
+        .find(|x| x.session.session_id == s.session_id)
+    else {
+        bail!(
+            "session {} is not stored in {} (was it recorded there?)",
+            s.session_id,
+            db.display()
+        );
+    };
+    let view = correlate::CaptureView::load(cap.reader())?;
+    let (bound, unmatched) = view.stored_trees(st.row)?;
+    let servers = view.session_mcp_servers(st.row, s, &bound)?;
+    let report = correlate::correlate_with(
+        &view,
+        s,
+        correlate::SessionSource::Home,
+        &bound,
+        unmatched,
+        &servers,
+    )?;
+    report.wire.with_context(|| {
+        format!(
+            "{} was recorded without --wire: it holds no model traffic",
+            db.display()
+        )
+    })
+}
+
+/// A session as `--json` prints it: the model, with the container named
+/// when it was read in one, and the wire report with `--wire`.
 #[derive(serde::Serialize)]
-struct InContainer<'a> {
-    container: &'a str,
+struct Shown<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    container: Option<&'a str>,
     #[serde(flatten)]
     session: &'a AgentSession,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    wire: Option<&'a WireReport>,
 }
 
-fn print_session(s: &AgentSession, container: Option<&str>, json: bool) -> anyhow::Result<()> {
+fn print_session(
+    s: &AgentSession,
+    container: Option<&str>,
+    json: bool,
+    wire: Option<&WireReport>,
+) -> anyhow::Result<()> {
     let out = std::io::stdout();
     let mut w = std::io::BufWriter::new(out.lock());
-    let res = match (json, container) {
-        (true, None) => serde_json::to_writer_pretty(&mut w, s)
+    let res = if json {
+        let shown = Shown {
+            container,
+            session: s,
+            wire,
+        };
+        serde_json::to_writer_pretty(&mut w, &shown)
             .map_err(std::io::Error::other)
-            .and_then(|_| writeln!(w)),
-        (true, Some(container)) => serde_json::to_writer_pretty(
-            &mut w,
-            &InContainer {
-                container,
-                session: s,
-            },
-        )
-        .map_err(std::io::Error::other)
-        .and_then(|_| writeln!(w)),
-        (false, _) => write_session(&mut w, s, container),
+            .and_then(|_| writeln!(w))
+    } else {
+        write_session(&mut w, s, container).and_then(|_| match wire {
+            // Recorded strings are shown escaped by the renderer.
+            Some(wr) => write!(w, "\n{}", correlate::render::wire_text(wr, false)),
+            None => Ok(()),
+        })
     };
     finish_output(res.and_then(|_| w.flush()))
 }

@@ -105,7 +105,126 @@ pub fn text(r: &Report, colour: bool) -> String {
     flags(&mut o, &st, &r.flags);
     bookkeeping_and_trees(&mut o, &st, r);
     continued_externally(&mut o, &st, r);
+    if let Some(w) = &r.wire {
+        wire_section(&mut o, &st, w);
+    }
     o
+}
+
+/// The model traffic of the session (`record --wire`) as text: one line per
+/// exchange (sizes sent and received, ids, usage; never content), then what
+/// one side has and the other lacks. Used by `correlate` and `session show
+/// --wire`.
+pub fn wire_text(w: &super::wire::WireReport, colour: bool) -> String {
+    let mut o = String::new();
+    wire_section(&mut o, &Style { on: colour }, w);
+    o
+}
+
+fn wire_section(o: &mut String, st: &Style, w: &super::wire::WireReport) {
+    let _ = writeln!(
+        o,
+        "{}",
+        st.bold(&format!(
+            "model traffic (wire): {} exchange(s) in the capture; {} joined to this session, {} of its trees the transcript does not show, {} not model calls",
+            w.exchanges_in_capture,
+            w.turns.len(),
+            w.not_in_transcript.len(),
+            w.not_model_calls.len()
+        ))
+    );
+    let mut rows: Vec<(&super::wire::WireTurn, bool)> = w
+        .turns
+        .iter()
+        .map(|t| (t, true))
+        .chain(w.not_in_transcript.iter().map(|t| (t, false)))
+        .collect();
+    rows.sort_by_key(|(t, _)| (t.mono_ns.0, t.exchange));
+    for (t, joined) in rows {
+        let how = if joined {
+            format!("joined by {}", v(&t.joined_by))
+        } else {
+            st.yellow("NOT IN THE TRANSCRIPT")
+        };
+        let usage = t.usage.map_or_else(
+            || "usage -".to_owned(),
+            |u| {
+                format!(
+                    "usage in {} out {} cache_read {} cache_write {}",
+                    u.input, u.output, u.cache_read, u.cache_creation
+                )
+            },
+        );
+        let status = match (t.status, &t.error) {
+            (_, Some(e)) => st.red(&format!("error {}", v(e))),
+            (Some(code), None) => format!("status {code}"),
+            (None, None) => "no status".to_owned(),
+        };
+        let _ = writeln!(
+            o,
+            "  #{} {}  {} {}  {}\n    sent: system {} B, tools {} ({} B), history {} message(s) ({} B), request {} B\n    got: {} B{}{}, {usage}, stop {}, {status}",
+            t.exchange,
+            v(&t.time),
+            st.cyan(&v(t.model.as_deref().unwrap_or("-"))),
+            v(t.response_id.as_deref().unwrap_or("")),
+            how,
+            t.system_bytes,
+            t.tools_offered,
+            t.tools_bytes,
+            t.messages,
+            t.history_bytes,
+            t.request_bytes,
+            t.response_bytes,
+            if t.tool_calls.is_empty() {
+                ""
+            } else {
+                ", calls "
+            },
+            v(&t.tool_calls.join(" ")),
+            v(t.stop_reason.as_deref().unwrap_or("-")),
+        );
+    }
+    let lists: [(&str, &[String]); 3] = [
+        (
+            "transcript turns with no model call captured",
+            &w.transcript_turns_without_exchange,
+        ),
+        (
+            "tool calls the model requested that the transcript lacks",
+            &w.calls_requested_not_in_transcript,
+        ),
+        (
+            "tool calls in the transcript never requested on the wire",
+            &w.calls_not_requested_on_wire,
+        ),
+    ];
+    for (title, ids) in lists {
+        if !ids.is_empty() {
+            let _ = writeln!(
+                o,
+                "  {} ({}): {}",
+                st.yellow(title),
+                ids.len(),
+                v(&ids.join(", "))
+            );
+        }
+    }
+    for d in &w.usage_differences {
+        let _ = writeln!(
+            o,
+            "  {} {}: wire in {} out {} cache_read {} cache_write {}; transcript in {} out {} cache_read {} cache_write {}",
+            st.yellow("usage differs for"),
+            v(&d.response_id),
+            d.wire.input,
+            d.wire.output,
+            d.wire.cache_read,
+            d.wire.cache_creation,
+            d.transcript.input,
+            d.transcript.output,
+            d.transcript.cache_read,
+            d.transcript.cache_creation
+        );
+    }
 }
 
 /// The session message submissions that continued this session while
