@@ -155,17 +155,38 @@ pub fn record_env(db: &Path, extra: &[&str], command: &[&str], env: &[(&str, &st
 /// `agentsight export --db DB --format otlp-json -o OUT EXTRA…` (exit 0
 /// asserted); the file's bytes.
 pub fn export_otlp_json(db: &Path, out: &Path, extra: &[&str]) -> Vec<u8> {
+    export_as(db, "otlp-json", out, extra)
+}
+
+#[track_caller]
+/// `agentsight export --db DB --format FORMAT -o OUT EXTRA…` (exit 0
+/// asserted); the file's bytes.
+pub fn export_as(db: &Path, format: &str, out: &Path, extra: &[&str]) -> Vec<u8> {
     let _ = std::fs::remove_file(out);
     let o = Command::new(bin())
         .args(["export", "--db"])
         .arg(db)
-        .args(["--format", "otlp-json", "-o"])
+        .args(["--format", format, "-o"])
         .arg(out)
         .args(extra)
         .output()
         .expect("run agentsight export");
     assert_exit_0(&o);
     std::fs::read(out).expect("read the export")
+}
+
+#[track_caller]
+/// `agentsight report --db DB -o PAGE` (exit 0 asserted); the page.
+pub fn report_html(db: &Path, page: &Path) -> String {
+    let o = Command::new(bin())
+        .args(["report", "--db"])
+        .arg(db)
+        .arg("-o")
+        .arg(page)
+        .output()
+        .expect("run agentsight report");
+    assert_exit_0(&o);
+    std::fs::read_to_string(page).expect("read the report")
 }
 
 pub fn assert_exit_0(out: &Output) {

@@ -198,16 +198,7 @@ fn exported(db: &Path, key: &str, d: &DenialRow, ctx: &str) {
 /// report: the Enforcement section lists the denial, and the shell call's
 /// refused read links to it.
 fn reported(run: &Run, db: &Path, d: &DenialRow, ctx: &str) {
-    let page = run.root.join("report.html");
-    let rep = std::process::Command::new(agentsight_tests::bin())
-        .args(["report", "--db"])
-        .arg(db)
-        .arg("-o")
-        .arg(&page)
-        .output()
-        .expect("report");
-    assert!(rep.status.success(), "{ctx}");
-    let html = std::fs::read_to_string(&page).unwrap();
+    let html = agentsight_tests::report_html(db, &run.root.join("report.html"));
     for want in [
         "<section id=\"enforcement\"><h2>Enforcement: 1 blocked</h2>".to_string(),
         format!("<tr id=\"denial-{}\">", d.id),

@@ -93,27 +93,19 @@ fn finish(child: std::process::Child) -> Output {
     child.wait_with_output().expect("wait for record")
 }
 
-#[test]
-fn denied_reads_are_refused_for_the_tree_only() {
-    require_root();
-    let dir = scratch("enforce-read");
+/// `DIR/home/.ssh/id_rsa` holding `content`, 0644 and the test user's own
+/// (only enforcement can refuse its read), and a policy denying reads of
+/// `~/.ssh/**` with that home: (key, policy).
+fn planted_key(dir: &Path, content: &str) -> (std::path::PathBuf, std::path::PathBuf) {
     let (uid, gid) = test_user();
     let ssh = dir.join("home/.ssh");
     std::fs::create_dir_all(&ssh).unwrap();
     let key = ssh.join("id_rsa");
-    std::fs::write(&key, "not a real key\n").unwrap();
-    // 0644 and the test user's own: only enforcement can refuse the read.
-    for p in [dir.join("home"), ssh.clone(), key.clone()] {
+    std::fs::write(&key, content).unwrap();
+    for p in [dir.join("home"), ssh, key.clone()] {
         nix::unistd::chown(p.as_path(), Some(uid.into()), Some(gid.into())).unwrap();
     }
     std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
-    let hard = dir.join("hard");
-    let sym = dir.join("sym");
-    std::fs::hard_link(&key, &hard).unwrap();
-    std::os::unix::fs::symlink(&key, &sym).unwrap();
-    let (ready, gate) = (dir.join("ready"), dir.join("gate"));
-    // Created during the run in the marked directory: denied as its child.
-    let later = ssh.join("later");
     let policy = dir.join("policy.toml");
     std::fs::write(
         &policy,
@@ -123,6 +115,23 @@ fn denied_reads_are_refused_for_the_tree_only() {
         ),
     )
     .unwrap();
+    (key, policy)
+}
+
+#[test]
+fn denied_reads_are_refused_for_the_tree_only() {
+    require_root();
+    let dir = scratch("enforce-read");
+    let (uid, gid) = test_user();
+    let (key, policy) = planted_key(&dir, "not a real key\n");
+    let ssh = dir.join("home/.ssh");
+    let hard = dir.join("hard");
+    let sym = dir.join("sym");
+    std::fs::hard_link(&key, &hard).unwrap();
+    std::os::unix::fs::symlink(&key, &sym).unwrap();
+    let (ready, gate) = (dir.join("ready"), dir.join("gate"));
+    // Created during the run in the marked directory: denied as its child.
+    let later = ssh.join("later");
     let db = dir.join("run.db");
     let script = format!(
         "cat {k}; echo direct=$?; cat {h}; echo hard=$?; cat {s}; echo sym=$?; : > {r}; \
@@ -359,26 +368,10 @@ fn the_tree_is_stopped_when_the_recorder_dies() {
     require_root();
     let dir = scratch("enforce-backstop");
     let (uid, gid) = test_user();
-    let ssh = dir.join("home/.ssh");
-    std::fs::create_dir_all(&ssh).unwrap();
-    let key = ssh.join("id_rsa");
     let marker = "BACKSTOP-KEY-MARKER";
-    std::fs::write(&key, format!("{marker}\n")).unwrap();
-    for p in [dir.join("home"), ssh.clone(), key.clone()] {
-        nix::unistd::chown(p.as_path(), Some(uid.into()), Some(gid.into())).unwrap();
-    }
-    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let (key, policy) = planted_key(&dir, &format!("{marker}\n"));
     // The tree writes into dir: the test user's.
     nix::unistd::chown(dir.as_path(), Some(uid.into()), Some(gid.into())).unwrap();
-    let policy = dir.join("policy.toml");
-    std::fs::write(
-        &policy,
-        format!(
-            "home = \"{}\"\n[denied_paths]\nread = [\"~/.ssh/**\"]\n",
-            dir.join("home").display()
-        ),
-    )
-    .unwrap();
     let (shell_pid, loop_pid, ready, out) = (
         dir.join("shell.pid"),
         dir.join("loop.pid"),

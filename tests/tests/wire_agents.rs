@@ -199,20 +199,8 @@ fn session_show_has_the_wire(run: &Run, id: &str, db: &Path, w: &Value, ctx: &st
 fn perfetto_has_a_slice_per_turn(run: &Run, db: &Path, w: &Value, ctx: &str) {
     let trace = run.root.join("wire.pftrace");
     let jsonl = run.root.join("wire.jsonl");
-    for (format, out) in [("perfetto", &trace), ("jsonl", &jsonl)] {
-        let done = std::process::Command::new(agentsight_tests::bin())
-            .args(["export", "--format", format, "--db"])
-            .arg(db)
-            .arg("-o")
-            .arg(out)
-            .output()
-            .unwrap();
-        assert!(
-            done.status.success(),
-            "{ctx}: {}",
-            String::from_utf8_lossy(&done.stderr)
-        );
-    }
+    agentsight_tests::export_as(db, "perfetto", &trace, &[]);
+    agentsight_tests::export_as(db, "jsonl", &jsonl, &[]);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("perfetto/check_trace.py");
     let out = std::process::Command::new(agentsight_tests::python::interpreter())
         .arg(script)
@@ -272,20 +260,7 @@ fn perfetto_has_a_slice_per_turn(run: &Run, db: &Path, w: &Value, ctx: &str) {
 /// the sizes of what was sent (system prompt, tools, history, the whole
 /// request) and of what came back, as correlate joined them.
 fn report_lists_each_turn(run: &Run, db: &Path, w: &Value, ctx: &str) {
-    let page = run.root.join("wire-report.html");
-    let rep = std::process::Command::new(agentsight_tests::bin())
-        .args(["report", "--db"])
-        .arg(db)
-        .arg("-o")
-        .arg(&page)
-        .output()
-        .expect("report");
-    assert!(
-        rep.status.success(),
-        "{ctx}: {}",
-        String::from_utf8_lossy(&rep.stderr)
-    );
-    let html = std::fs::read_to_string(&page).unwrap();
+    let html = agentsight_tests::report_html(db, &run.root.join("wire-report.html"));
     let (turns, hidden) = (
         w["turns"].as_array().unwrap(),
         w["not_in_transcript"].as_array().unwrap(),

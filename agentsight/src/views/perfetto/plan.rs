@@ -279,23 +279,16 @@ pub fn session(plan: &mut Plan, s_ix: usize, cs: &SessionRun, anchors: &Anchors,
     timed.sort();
     let mut lanes: Vec<u64> = Vec::new();
     for (b, e, i) in timed {
-        let lane = match lanes.iter().position(|&free| free < b) {
-            Some(l) => l,
-            None => {
-                lanes.push(0);
-                let l = lanes.len() - 1;
-                let name = if l == 0 {
-                    "tool calls".to_owned()
-                } else {
-                    format!("tool calls {}", l + 1)
-                };
-                let mut d = plain_track(uuid::lane(s_ix, l), name, Some(track), None);
-                d.sibling_order_rank = Some(l as i32);
-                plan.tracks.push(d);
-                l
-            }
-        };
-        lanes[lane] = e;
+        let lane = free_lane(plan, &mut lanes, (b, e), |l| {
+            let name = if l == 0 {
+                "tool calls".to_owned()
+            } else {
+                format!("tool calls {}", l + 1)
+            };
+            let mut d = plain_track(uuid::lane(s_ix, l), name, Some(track), None);
+            d.sibling_order_rank = Some(l as i32);
+            d
+        });
         tool_call(
             plan,
             uuid::lane(s_ix, lane),
@@ -315,6 +308,28 @@ pub fn session(plan: &mut Plan, s_ix: usize, cs: &SessionRun, anchors: &Anchors,
             Value::Str(a.by.map(|b| b.as_str()).unwrap_or("?").into()),
         ));
     }
+}
+
+/// The first lane free before `span` starts (`lanes` holds when each
+/// becomes free), busy until it ends; a new one, declared by `track_of`,
+/// when none is.
+fn free_lane(
+    plan: &mut Plan,
+    lanes: &mut Vec<u64>,
+    span: (u64, u64),
+    track_of: impl Fn(usize) -> TrackDescriptor,
+) -> usize {
+    let lane = match lanes.iter().position(|&free| free < span.0) {
+        Some(l) => l,
+        None => {
+            lanes.push(0);
+            let l = lanes.len() - 1;
+            plan.tracks.push(track_of(l));
+            l
+        }
+    };
+    lanes[lane] = span.1;
+    lane
 }
 
 /// The session's model calls as the wire saw them, beside its transcript:
@@ -337,24 +352,17 @@ fn wire_calls(
     let mut lanes: Vec<u64> = Vec::new();
     for (t, in_transcript) in turns {
         let (b, e) = (t.mono_ns.0, t.mono_ns.1.max(t.mono_ns.0));
-        let lane = match lanes.iter().position(|&free| free < b) {
-            Some(l) => l,
-            None => {
-                lanes.push(0);
-                let l = lanes.len() - 1;
-                let name = if l == 0 {
-                    "model calls (wire)".to_owned()
-                } else {
-                    format!("model calls (wire) {}", l + 1)
-                };
-                let mut d = plain_track(uuid::wire(s_ix, l), name, Some(session_track), None);
-                // Below the tool-call lanes.
-                d.sibling_order_rank = Some(1_000 + l as i32);
-                plan.tracks.push(d);
-                l
-            }
-        };
-        lanes[lane] = e;
+        let lane = free_lane(plan, &mut lanes, (b, e), |l| {
+            let name = if l == 0 {
+                "model calls (wire)".to_owned()
+            } else {
+                format!("model calls (wire) {}", l + 1)
+            };
+            let mut d = plain_track(uuid::wire(s_ix, l), name, Some(session_track), None);
+            // Below the tool-call lanes.
+            d.sibling_order_rank = Some(1_000 + l as i32);
+            d
+        });
         let n = |v: u64| Value::Int(i64::try_from(v).unwrap_or(i64::MAX));
         let mut anns: Vec<Ann> = vec![
             ("exchange", Value::Int(t.exchange)),
