@@ -96,13 +96,17 @@ fn start_server(dir: &Path) -> (Server, u16) {
         .stdout(Stdio::null())
         .spawn()
         .expect("start the TLS server");
-    let server = Server(child);
+    listening(Server(child), &dir.join("port"))
+}
+
+/// The server once it wrote its port to `port_file` (within 10 s).
+fn listening(server: Server, port_file: &Path) -> (Server, u16) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        if let Ok(p) = std::fs::read_to_string(dir.join("port")) {
+        if let Ok(p) = std::fs::read_to_string(port_file) {
             return (server, p.trim().parse().unwrap());
         }
-        assert!(Instant::now() < deadline, "the TLS server did not start");
+        assert!(Instant::now() < deadline, "the server did not start");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -428,15 +432,7 @@ fn start_h2_server(dir: &Path) -> (Server, u16) {
         .stdout(Stdio::null())
         .spawn()
         .expect("start the HTTP/2 server");
-    let server = Server(child);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok(p) = std::fs::read_to_string(dir.join("h2port")) {
-            return (server, p.trim().parse().unwrap());
-        }
-        assert!(Instant::now() < deadline, "the HTTP/2 server did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    listening(Server(child), &dir.join("h2port"))
 }
 
 /// curl (`--http2`, libcurl's nghttp2 over OpenSSL) and node's http2

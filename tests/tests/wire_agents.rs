@@ -216,12 +216,7 @@ fn perfetto_has_a_slice_per_turn(run: &Run, db: &Path, w: &Value, ctx: &str) {
     let d: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(d["errors"], serde_json::json!([]), "{ctx}: {d}");
     let slices = d["wire_slices"].as_array().unwrap();
-    let turns: Vec<&Value> = w["turns"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .chain(w["not_in_transcript"].as_array().unwrap())
-        .collect();
+    let turns = all_turns(w);
     assert_eq!(slices.len(), turns.len(), "{ctx}: {slices:?}");
     for t in turns {
         let s = slices
@@ -307,6 +302,17 @@ fn report_lists_each_turn(run: &Run, db: &Path, w: &Value, ctx: &str) {
 /// The attributes of each span of an OTLP/JSON export marked
 /// `agentsight.evidence` = `wire`, keyed by name (values as the JSON has
 /// them: strings, integers as strings, arrays).
+/// Correlate's wire turns of the session: joined, then those the
+/// transcript does not show.
+fn all_turns(w: &Value) -> Vec<&Value> {
+    w["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(w["not_in_transcript"].as_array().unwrap())
+        .collect()
+}
+
 fn wire_spans(export: &str) -> Vec<BTreeMap<String, Value>> {
     let mut out = Vec::new();
     for line in export.lines() {
@@ -341,12 +347,7 @@ fn otlp_wire_spans_are_the_joined_turns(run: &Run, db: &Path, w: &Value, ctx: &s
     let out = run.root.join("wire.otlp.jsonl");
     let export = agentsight_tests::export_otlp_json(db, &out, &[]);
     let spans = wire_spans(&String::from_utf8(export).unwrap());
-    let turns: Vec<&Value> = w["turns"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .chain(w["not_in_transcript"].as_array().unwrap())
-        .collect();
+    let turns = all_turns(w);
     assert_eq!(spans.len(), turns.len(), "{ctx}: wire spans {spans:?}");
     for t in turns {
         let id = t["exchange"].to_string();
