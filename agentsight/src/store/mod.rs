@@ -126,9 +126,12 @@ CREATE TABLE strings (id INTEGER PRIMARY KEY, s TEXT NOT NULL, prefix INTEGER);
 
 /// Indexes for readers, created when the recording finishes (maintaining
 /// them per insert halves the writer's throughput). A capture cut short has
-/// none; readers work without them, only slower.
+/// none; readers work without them, only slower. `events_by_time` holds the
+/// whole export order (`mono_ns, cpu, seq`): on `mono_ns` alone SQLite
+/// sorted each run of equal times in a temporary B-tree (jsonl export of 2M
+/// events 17 % slower); a capture made before keeps its index.
 pub(crate) const INDEXES: &str = "
-CREATE INDEX IF NOT EXISTS events_by_time ON event_rows (mono_ns);
+CREATE INDEX IF NOT EXISTS events_by_time ON event_rows (mono_ns, cpu, seq);
 CREATE INDEX IF NOT EXISTS events_by_process ON event_rows (process_id);
 ";
 
