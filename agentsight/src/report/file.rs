@@ -15,13 +15,16 @@ use super::{ReportError, Summary};
 pub enum ReportFileError {
     #[error(transparent)]
     Open(#[from] StoreError),
-    #[error("auditing {path}: {source}")]
+    /// Not a `source`: the message says it once (a source shown in the
+    /// message was printed twice by the CLI's error chain).
+    #[error("auditing {path}: {reason}")]
     Audit {
         path: String,
-        source: audit::AuditError,
+        reason: audit::AuditError,
     },
-    #[error("reporting {path}: {source}")]
-    Report { path: String, source: ReportError },
+    /// Its store and correlate errors name the capture themselves.
+    #[error(transparent)]
+    Report(ReportError),
     #[error(transparent)]
     Output(#[from] OutFileError),
 }
@@ -73,9 +76,9 @@ pub fn write(
     let findings = policy
         .map(|p| audit::audit(&cap, p))
         .transpose()
-        .map_err(|source| ReportFileError::Audit {
+        .map_err(|reason| ReportFileError::Audit {
             path: db.display().to_string(),
-            source,
+            reason,
         })?;
     write_page(&cap, findings.as_ref(), redact, out)
 }
@@ -88,11 +91,7 @@ pub fn write_page(
     redact: bool,
     out: UserFile,
 ) -> Result<Written, ReportFileError> {
-    let (page, summary) =
-        super::html(cap, findings, redact).map_err(|source| ReportFileError::Report {
-            path: cap.path.clone(),
-            source,
-        })?;
+    let (page, summary) = super::html(cap, findings, redact).map_err(ReportFileError::Report)?;
     let path = out.path().to_owned();
     out.replace_with(page.as_bytes())?;
     Ok(Written {
@@ -101,4 +100,21 @@ pub fn write_page(
         summary,
         kib: page.len().div_ceil(1024),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A damaged page met while building the page: one message, naming the
+    /// file once, however the caller prints the chain.
+    #[test]
+    fn a_read_failure_is_said_once() {
+        let e = ReportFileError::Report(ReportError::Store(StoreError::Query {
+            path: "/tmp/c.db".into(),
+            reason: "database disk image is malformed".into(),
+        }));
+        let chain = format!("{:#}", anyhow::Error::from(e));
+        assert_eq!(chain, "/tmp/c.db: database disk image is malformed");
+    }
 }
