@@ -105,19 +105,23 @@ fn event_count(spans: &[&Value]) -> u64 {
         .sum()
 }
 
-fn stored_session(db: &Path) -> (String, String) {
-    agentsight_tests::open(db)
-        .query_row("SELECT provider, session_id FROM sessions", [], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
+/// The id of the capture's first stored session (read through the store).
+fn stored_session_id(db: &Path) -> String {
+    let cap = agentsight::store::Capture::open(db).expect("open capture");
+    let stored = cap.stored_sessions("").expect("stored sessions");
+    stored
+        .first()
         .expect("one stored session")
+        .session
+        .session_id
+        .clone()
 }
 
 const SPAWNED: [&str; 3] = ["argv_match", "descendant", "time_window"];
 
 /// One session's trace against `correlate --json` and `session show --json`.
 fn check_session_trace(run: &Run, db: &Path, summary: &Value) {
-    let (_, id) = stored_session(db);
+    let id = stored_session_id(db);
     let c = run.correlate(&id, db);
     let s = run.session_show(&id);
     let by_trace = traces(summary);
