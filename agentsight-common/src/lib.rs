@@ -8,6 +8,7 @@
 pub mod inet_sock_set_state_format;
 mod names;
 pub use names::*;
+pub mod net_policy;
 
 /// Bounds on what one exec record carries (stated in docs/export.md too): a
 /// failed exec's argv, read from the caller's pointer array, keeps at most

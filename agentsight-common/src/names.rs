@@ -48,8 +48,16 @@ pub const MAP_TLS_SOCK_FDS: &str = "TLS_SOCK_FDS";
 /// its maps caught them.
 pub const MAP_TLS_SEEN: &str = "TLS_SEEN";
 
+/// `record --enforce`'s network rules (one `NetPolicy`), read by the cgroup
+/// socket-address programs.
+pub const MAP_NET_POLICY: &str = "NET_POLICY";
+/// Connects and sends those programs refused (`NetDenial`), for user space.
+pub const MAP_NET_DENIALS: &str = "NET_DENIALS";
+/// Refusals `NET_DENIALS` had no room for, per CPU (index 0).
+pub const MAP_NET_DENIAL_LOSS: &str = "NET_DENIAL_LOSS";
+
 /// Every map of the kernel object.
-pub const MAP_NAMES: [&str; 16] = [
+pub const MAP_NAMES: [&str; 19] = [
     MAP_TRACKED,
     MAP_EVENTS,
     MAP_LOSS,
@@ -66,6 +74,9 @@ pub const MAP_NAMES: [&str; 16] = [
     MAP_TLS_CALLS,
     MAP_TLS_SOCK_FDS,
     MAP_TLS_SEEN,
+    MAP_NET_POLICY,
+    MAP_NET_DENIALS,
+    MAP_NET_DENIAL_LOSS,
 ];
 
 /// The global holding the kernel struct offsets ([`crate::Offsets`]) user
@@ -96,6 +107,13 @@ pub const PROG_TLS_ENTER: &str = "tls_enter";
 /// Uretprobe at the return of the same functions.
 pub const PROG_TLS_RETURN: &str = "tls_return";
 
+/// Cgroup socket-address programs of `record --enforce` (attached to the
+/// root cgroup only while enforcing; they refuse for tracked processes only).
+pub const PROG_NET_CONNECT4: &str = "net_connect4";
+pub const PROG_NET_CONNECT6: &str = "net_connect6";
+pub const PROG_NET_SENDMSG4: &str = "net_sendmsg4";
+pub const PROG_NET_SENDMSG6: &str = "net_sendmsg6";
+
 /// Programs attached once at load, to kernel hooks.
 pub const KERNEL_PROGRAM_NAMES: [&str; 5] = [
     PROG_SCHED_PROCESS_FORK,
@@ -106,7 +124,7 @@ pub const KERNEL_PROGRAM_NAMES: [&str; 5] = [
 ];
 
 /// Every program of the kernel object.
-pub const PROGRAM_NAMES: [&str; 7] = [
+pub const PROGRAM_NAMES: [&str; 11] = [
     PROG_SCHED_PROCESS_FORK,
     PROG_SCHED_PROCESS_EXEC,
     PROG_SCHED_PROCESS_EXIT,
@@ -114,4 +132,8 @@ pub const PROGRAM_NAMES: [&str; 7] = [
     PROG_INET_SOCK_SET_STATE,
     PROG_TLS_ENTER,
     PROG_TLS_RETURN,
+    PROG_NET_CONNECT4,
+    PROG_NET_CONNECT6,
+    PROG_NET_SENDMSG4,
+    PROG_NET_SENDMSG6,
 ];

@@ -8,13 +8,15 @@
 //! The programs live with their hook family: `process` (sched_process_fork,
 //! sched_process_exec, sched_process_exit), `sys_exit` (the raw sys_exit
 //! dispatcher), `net` (sock:inet_sock_set_state) and `tls` (uprobes on TLS
-//! libraries, attached per file by user space). Each is `#[no_mangle]`,
+//! libraries, attached per file by user space) and `enforce_net` (cgroup
+//! socket-address programs of `record --enforce`, attached while enforcing). Each is `#[no_mangle]`,
 //! so it lands in the object under its own name and section wherever its
 //! module is.
 #![no_std]
 #![no_main]
 
 mod emit;
+mod enforce_net;
 mod io;
 mod maps;
 mod net;

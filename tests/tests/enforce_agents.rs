@@ -41,8 +41,9 @@ fn risky_is_refused(agent: Agent, scenario: &str) {
         "{ctx}"
     );
     assert!(
-        out.stderr
-            .contains("agentsight: enforce: 1 access blocked (1 read, 0 execs); "),
+        out.stderr.contains(
+            "agentsight: enforce: 1 access blocked (1 read, 0 execs, 0 connects, 0 sends); "
+        ),
         "{ctx}"
     );
     assert!(

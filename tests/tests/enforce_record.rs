@@ -162,7 +162,7 @@ fn denied_reads_are_refused_for_the_tree_only() {
     }
     assert!(
         stderr.lines().any(|l| l.starts_with(
-            "agentsight: enforce: 4 accesses blocked (4 reads, 0 execs); audited, not enforced: "
+            "agentsight: enforce: 4 accesses blocked (4 reads, 0 execs, 0 connects, 0 sends); audited, not enforced: "
         )),
         "{stderr}"
     );
@@ -455,5 +455,184 @@ fn the_tree_is_stopped_when_the_recorder_dies() {
         b.killed.len()
     );
     assert!(shown.lines().any(|l| l == line), "{shown}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The network rules: a connect to a denied destination, to an undeclared
+/// one (IPv4, IPv4-mapped IPv6, IPv6) and a datagram sent to an undeclared
+/// one are refused with EPERM for the tree, while its allowed connect and
+/// its DNS-port send succeed and the test itself, outside the tree,
+/// connects to the denied port during the run.
+#[test]
+fn connects_and_sends_are_refused_for_the_tree_only() {
+    use std::net::{TcpListener, UdpSocket};
+    require_root();
+    let dir = scratch("enforce-net");
+    let listen = || TcpListener::bind("127.0.0.1:0").unwrap();
+    let (allowed, denied, undeclared) = (listen(), listen(), listen());
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = |l: &TcpListener| l.local_addr().unwrap().port();
+    let (a, d, u, q) = (
+        port(&allowed),
+        port(&denied),
+        port(&undeclared),
+        udp.local_addr().unwrap().port(),
+    );
+    for l in [&allowed, &denied, &undeclared] {
+        l.set_nonblocking(true).unwrap();
+    }
+    udp.set_nonblocking(true).unwrap();
+    let policy = dir.join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "home = \"{}\"\n[network]\nallow = [\"127.0.0.1:{a}\"]\ndeny = [\"127.0.0.1:{d}\"]\n",
+            dir.join("home").display()
+        ),
+    )
+    .unwrap();
+    let (ready, gate) = (dir.join("ready"), dir.join("gate"));
+    // Copied where the test user can read it.
+    let script = dir.join("net_attempts.py");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads/net_attempts.py"),
+        &script,
+    )
+    .unwrap();
+    let db = dir.join("run.db");
+    let args: Vec<String> = [a, d, u, q].iter().map(u16::to_string).collect();
+    let mut command = vec!["python3", script.to_str().unwrap()];
+    command.extend(args.iter().map(String::as_str));
+    command.extend([gate.to_str().unwrap(), ready.to_str().unwrap()]);
+    let mut child = spawn_record(&db, &policy, "--enforce", &command);
+    wait_for(&ready, &mut child);
+    // Outside the tree, the denied port is reached during the run.
+    let outside = std::net::TcpStream::connect(("127.0.0.1", d));
+    assert!(outside.is_ok(), "{outside:?}");
+    std::fs::write(&gate, "").unwrap();
+    let out = finish(child);
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        text(&out.stdout),
+        "allowed=ok\ndenied=EPERM\nundeclared=EPERM\nmapped_allowed=ok\nmapped_denied=EPERM\n\
+         v6_undeclared=EPERM\nudp_undeclared=EPERM\nudp_dns=ok\ndenied_again=EPERM\n",
+        "{stderr}"
+    );
+    // What reached the listeners: the tree's two allowed connects, the
+    // test's one to the denied port, nothing else (the DNS-port datagram
+    // went to port 53, where nothing listens).
+    let accepted = |l: &TcpListener| std::iter::from_fn(|| l.accept().ok()).count();
+    assert_eq!(
+        (accepted(&allowed), accepted(&denied), accepted(&undeclared)),
+        (2, 1, 0)
+    );
+    let mut buf = [0u8; 64];
+    assert!(
+        udp.recv_from(&mut buf).is_err(),
+        "a refused datagram arrived"
+    );
+    assert_eq!(out.status.code(), Some(1), "{stderr}"); // the audit failed
+    assert!(
+        stderr.lines().any(|l| l.starts_with(
+            "agentsight: enforce: 6 accesses blocked (0 reads, 0 execs, 5 connects, 1 send); audited, not enforced: "
+        )),
+        "{stderr}"
+    );
+    // The capture: one row per refusal, with its destination.
+    let py = procs_named(&db, "python3");
+    assert_eq!(py.len(), 1, "{py:?}");
+    let (pid, id) = py[0];
+    let got: Vec<_> = denials(&db)
+        .iter()
+        .map(|r| {
+            (
+                r.kind,
+                r.target(),
+                i64::from(r.pid),
+                r.process_id,
+                r.rule.clone(),
+                r.mechanism.clone(),
+                r.path.clone(),
+            )
+        })
+        .collect();
+    let row = |kind, target: String, rule: &str| {
+        (
+            kind,
+            target,
+            pid,
+            Some(id),
+            rule.to_owned(),
+            "cgroup-bpf".to_owned(),
+            String::new(),
+        )
+    };
+    use DenialKind::{Connect, Send};
+    assert_eq!(
+        got,
+        vec![
+            row(Connect, format!("127.0.0.1:{d}"), "network-denied"),
+            row(Connect, format!("127.0.0.1:{u}"), "network-undeclared"),
+            row(Connect, format!("127.0.0.1:{d}"), "network-denied"),
+            row(Connect, format!("[::1]:{u}"), "network-undeclared"),
+            row(Send, format!("127.0.0.1:{q}"), "network-undeclared"),
+            row(Connect, format!("127.0.0.1:{d}"), "network-denied"),
+        ]
+    );
+    // The audit: each refused attempt's finding is marked blocked; the
+    // allowed ones are no finding.
+    let report = audit_json(&db, &policy);
+    // Each finding counts its events: the two refused connects to the denied
+    // port by IPv4 are one finding.
+    let mut findings: Vec<(String, String, i64, bool, i64)> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| {
+            f["rule"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("network-"))
+        })
+        .filter(|f| f["access"] != "dns")
+        .map(|f| {
+            (
+                f["rule"].as_str().unwrap().to_owned(),
+                format!("{}:{}", f["addr"].as_str().unwrap(), f["port"]),
+                f["process"]["pid"].as_i64().unwrap(),
+                f["blocked"].as_bool().unwrap(),
+                f["evidence"]["count"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    findings.sort();
+    let f = |rule: &str, addr: &str, port: u16, n: i64| {
+        (rule.to_owned(), format!("{addr}:{port}"), pid, true, n)
+    };
+    let mut want = vec![
+        f("network-denied", "127.0.0.1", d, 2),
+        f("network-denied", "::ffff:127.0.0.1", d, 1),
+        f("network-undeclared", "127.0.0.1", u, 1),
+        f("network-undeclared", "127.0.0.1", q, 1),
+        f("network-undeclared", "::1", u, 1),
+    ];
+    want.sort();
+    assert_eq!(findings, want, "{report:#}");
+    // `show` lists each refusal by its destination.
+    let shown = Command::new(bin())
+        .args(["show", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let shown = text(&shown.stdout);
+    assert!(
+        shown.contains("blocked (0 read(s), 0 exec(s), 5 connect(s), 1 send(s)), 0 not stored"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(&format!(
+            " send 127.0.0.1:{q} pid {pid} python3 network-undeclared (cgroup-bpf)\n"
+        )),
+        "{shown}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

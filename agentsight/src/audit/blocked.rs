@@ -31,27 +31,54 @@ pub(super) fn denials(
         let access = match d.kind {
             DenialKind::Read => Access::Read,
             DenialKind::Exec => Access::Exec,
+            DenialKind::Connect => Access::Connect,
+            DenialKind::Send => Access::Send,
         };
-        if let Some(f) = findings.iter_mut().find(|f| same(f, &d, &access)) {
+        // A finding not marked yet first: two findings can stand for one
+        // destination (`::ffff:127.0.0.1` and `127.0.0.1`).
+        let at = findings
+            .iter()
+            .position(|f| !f.blocked && same(f, &d, &access))
+            .or_else(|| findings.iter().position(|f| same(f, &d, &access)));
+        if let Some(f) = at.map(|i| &mut findings[i]) {
             f.blocked = true;
             if f.kind == FindingKind::Event("enforcement".into()) {
                 f.evidence.count += 1;
             }
             continue;
         }
-        let severity = if d.rule == policy.executables.meta.id {
+        let severity = if d.kind.is_network() {
+            policy.network.meta.severity
+        } else if d.rule == policy.executables.meta.id {
             policy.executables.meta.severity
         } else {
             policy.denied_paths.meta.severity
         };
-        let what = match d.kind {
-            DenialKind::Read => "read of denied path",
-            DenialKind::Exec => "exec of denied executable",
+        let message = match d.kind {
+            DenialKind::Read | DenialKind::Exec => format!(
+                "attempted {} {} (device {}, inode {}; refused by {})",
+                if d.kind == DenialKind::Read {
+                    "read of denied path"
+                } else {
+                    "exec of denied executable"
+                },
+                d.path,
+                d.dev,
+                d.ino,
+                d.mechanism
+            ),
+            DenialKind::Connect | DenialKind::Send => format!(
+                "attempted {} to {} destination {} (refused by {})",
+                d.kind.as_str(),
+                if d.rule == policy.network.meta.id {
+                    "undeclared"
+                } else {
+                    "denied"
+                },
+                d.target(),
+                d.mechanism
+            ),
         };
-        let message = format!(
-            "attempted {what} {} (device {}, inode {}; refused by {})",
-            d.path, d.dev, d.ino, d.mechanism
-        );
         let mut p = Pending {
             finding: plain(
                 &d.rule,
@@ -64,13 +91,18 @@ pub(super) fn denials(
         };
         let f = &mut p.finding;
         f.access = Some(access);
-        f.path = Some(d.path.clone());
+        if d.kind.is_network() {
+            f.addr = d.addr.clone();
+            f.port = d.port;
+        } else {
+            f.path = Some(d.path.clone());
+            f.evidence.matched = Some(format!("{} (by inode)", d.path));
+        }
         f.time = Some(crate::clock::rfc3339_ns(
             anchors.wall_ns(d.mono_ns).max(0) as u64
         ));
         f.evidence.count = 1;
         f.evidence.errno = Some("EPERM".into());
-        f.evidence.matched = Some(format!("{} (by inode)", d.path));
         f.evidence.detail = Some(format!("enforcement_denials id {}", d.id));
         f.blocked = true;
         ctx.complete(&mut p)?;
@@ -80,11 +112,20 @@ pub(super) fn denials(
 }
 
 /// Whether `f` is the finding of denial `d`: same rule, access, process
-/// and file, refused with EPERM (or a finding made from a denial).
+/// and file (or destination), refused with EPERM (or a finding made from a
+/// denial).
 fn same(f: &Finding, d: &DenialRow, access: &Access) -> bool {
+    let target = if d.kind.is_network() {
+        let ip = |a: Option<&str>| a.and_then(crate::audit::policy::parse_addr);
+        ip(f.addr.as_deref()).is_some()
+            && ip(f.addr.as_deref()) == ip(d.addr.as_deref())
+            && f.port == d.port
+    } else {
+        f.path.as_deref() == Some(d.path.as_str())
+    };
     f.rule == d.rule
         && f.access.as_ref() == Some(access)
-        && f.path.as_deref() == Some(d.path.as_str())
+        && target
         && f.process
             .as_ref()
             .is_some_and(|p| p.pid == i64::from(d.pid))

@@ -126,6 +126,52 @@ pub struct NetworkRule {
     pub agent_services: Vec<Destination>,
 }
 
+impl NetworkRule {
+    /// The rules `record --enforce` has the kernel apply: every `allow` and
+    /// `deny` entry with an address or a port (name entries judge the DNS
+    /// names asked, which the kernel programs do not see), and the
+    /// `allow_dns`/`allow_loopback` switches. None when the rule is off.
+    /// More entries than the kernel holds is an error.
+    pub fn enforced(&self) -> Result<Option<crate::enforce::network::NetPlan>, String> {
+        use agentsight_common::net_policy::{NET_RULES_MAX, NetPolicy, net_flag};
+        if !self.meta.enabled {
+            return Ok(None);
+        }
+        let mut policy = NetPolicy::default();
+        let mut entries = Vec::new();
+        let listed = self
+            .deny
+            .iter()
+            .map(|d| (d, true))
+            .chain(self.allow.iter().map(|d| (d, false)));
+        for (d, deny) in listed {
+            let Destination::Addr { text, net, port } = d else {
+                continue;
+            };
+            if entries.len() == NET_RULES_MAX {
+                return Err(format!(
+                    "more than {NET_RULES_MAX} address or port destinations in [network] allow and deny"
+                ));
+            }
+            policy.rules[entries.len()] = crate::enforce::network::entry(*net, *port, deny);
+            entries.push(text.clone());
+        }
+        policy.count = entries.len() as u32;
+        if self.allow_dns {
+            policy.flags |= net_flag::ALLOW_DNS;
+        }
+        if self.allow_loopback {
+            policy.flags |= net_flag::ALLOW_LOOPBACK;
+        }
+        Ok(Some(crate::enforce::network::NetPlan {
+            policy,
+            entries,
+            denied_rule: self.denied_id.clone(),
+            undeclared_rule: self.meta.id.clone(),
+        }))
+    }
+}
+
 /// The agents' own service names (Claude Code, Codex, Gemini CLI, Cursor),
 /// allowed as DNS names asked unless `allow_agent_services = false`.
 pub const AGENT_SERVICE_NAMES: &[&str] = &[
@@ -731,8 +777,11 @@ pub(in crate::audit) fn parse_destination(text: &str) -> Result<Destination, Str
         p.parse::<u16>()
             .map_err(|_| format!("bad network destination {text:?}: port {p:?} is not 0-65535"))
     };
-    // `:443` / `*:443`: any address on that port.
-    if let Some(p) = t.strip_prefix("*:").or_else(|| t.strip_prefix(':')) {
+    // `:443` / `*:443`: any address on that port (`::1`, `::/0` are IPv6).
+    if let Some(p) = t
+        .strip_prefix("*:")
+        .or_else(|| t.strip_prefix(':').filter(|p| !p.contains(':')))
+    {
         return Ok(Destination::Addr {
             text: text.into(),
             net: None,

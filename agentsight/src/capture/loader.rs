@@ -13,7 +13,8 @@ use aya::{
     Btf, Ebpf, EbpfLoader,
     maps::{HashMap, MapData, PerCpuArray, RingBuf},
     programs::{
-        BtfTracePoint, RawTracePoint, TracePoint, UProbe,
+        BtfTracePoint, CgroupAttachMode, CgroupSockAddr, RawTracePoint, TracePoint, UProbe,
+        links::FdLink,
         uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeScope},
     },
 };
@@ -332,6 +333,135 @@ impl Probes {
         }
         out
     }
+}
+
+/// `record --enforce`'s network programs, attached: the refusals' ring and
+/// loss counter, and a descriptor of each link (a link stays attached while
+/// any descriptor of it is open: the enforce sentinel holds copies).
+pub struct NetAttached {
+    pub denials: RingBuf<MapData>,
+    pub loss: PerCpuArray<MapData, u64>,
+    pub links: Vec<std::os::fd::OwnedFd>,
+    /// The links as aya holds them (dropping one closes its descriptor).
+    _owned: Vec<FdLink>,
+}
+
+impl Probes {
+    /// Puts `policy` in the kernel's `NET_POLICY` and attaches the four
+    /// socket-address programs to the root cgroup v2, beside any other
+    /// program there. They refuse for tracked processes only.
+    pub fn attach_net(
+        &mut self,
+        policy: &agentsight_common::net_policy::NetPolicy,
+    ) -> Result<NetAttached, String> {
+        use agentsight_common::{
+            MAP_NET_DENIAL_LOSS, MAP_NET_DENIALS, PROG_NET_CONNECT4, PROG_NET_CONNECT6,
+            PROG_NET_SENDMSG4, PROG_NET_SENDMSG6,
+        };
+        self.set_net_policy(policy)?;
+        // The cgroup v2 hierarchy's mount (`/sys/fs/cgroup`, or
+        // `/sys/fs/cgroup/unified` on a hybrid machine): every process is in
+        // a cgroup below it.
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
+            .map_err(|e| format!("/proc/self/mountinfo: {e}"))?;
+        let mount = super::container::cgroup2_mount(&mountinfo)
+            .ok_or("no cgroup v2 file system is mounted")?;
+        let root = std::fs::File::open(&mount).map_err(|e| format!("{}: {e}", mount.display()))?;
+        let mut owned = Vec::new();
+        let mut links = Vec::new();
+        for name in [
+            PROG_NET_CONNECT4,
+            PROG_NET_CONNECT6,
+            PROG_NET_SENDMSG4,
+            PROG_NET_SENDMSG6,
+        ] {
+            let program = self
+                .ebpf
+                .program_mut(name)
+                .ok_or_else(|| format!("program {name} missing from the kernel object"))?;
+            let p: &mut CgroupSockAddr = program.try_into().map_err(|e| error_chain(&e))?;
+            p.load()
+                .map_err(|e| format!("{name}: {}", error_chain(&e)))?;
+            let id = p
+                // Through a BPF link (kernel ≥ 5.7), which the kernel always
+                // attaches beside the others (it takes no attach flags:
+                // `AllowMultiple` there is EINVAL).
+                .attach(&root, CgroupAttachMode::Single)
+                .map_err(|e| format!("{name}: {}", error_chain(&e)))?;
+            let link: FdLink = p
+                .take_link(id)
+                .map_err(|e| format!("{name}: {}", error_chain(&e)))?
+                .try_into()
+                .map_err(|e| format!("{name}: not a link descriptor: {e}"))?;
+            let link_id = link
+                .info()
+                .map_err(|e| format!("{name}: link info: {}", error_chain(&e)))?
+                .id();
+            links.push(link_fd(link_id).map_err(|e| format!("{name}: link fd: {e}"))?);
+            owned.push(link);
+        }
+        let denials = take_map(&mut self.ebpf, MAP_NET_DENIALS).map_err(|e| e.to_string())?;
+        let denials = RingBuf::try_from(denials).map_err(|e| format!("{MAP_NET_DENIALS}: {e}"))?;
+        let loss = take_map(&mut self.ebpf, MAP_NET_DENIAL_LOSS).map_err(|e| e.to_string())?;
+        let loss =
+            PerCpuArray::try_from(loss).map_err(|e| format!("{MAP_NET_DENIAL_LOSS}: {e}"))?;
+        Ok(NetAttached {
+            denials,
+            loss,
+            links,
+            _owned: owned,
+        })
+    }
+
+    /// Replaces the kernel's network rules (the programs read them at each
+    /// connect: a rule added while enforcing holds from the next one).
+    pub fn set_net_policy(
+        &mut self,
+        policy: &agentsight_common::net_policy::NetPolicy,
+    ) -> Result<(), String> {
+        use agentsight_common::MAP_NET_POLICY;
+        let map = self
+            .ebpf
+            .map_mut(MAP_NET_POLICY)
+            .ok_or_else(|| format!("map {MAP_NET_POLICY} missing from the kernel object"))?;
+        let mut map: aya::maps::Array<&mut MapData, agentsight_common::net_policy::NetPolicy> =
+            aya::maps::Array::try_from(map).map_err(|e| format!("{MAP_NET_POLICY}: {e}"))?;
+        map.set(0, *policy, 0)
+            .map_err(|e| format!("{MAP_NET_POLICY}: {e}"))
+    }
+}
+
+/// A new descriptor of the BPF link `id` (`BPF_LINK_GET_FD_BY_ID`): aya
+/// keeps its own private, and the sentinel needs one it can inherit.
+fn link_fd(id: u32) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    const BPF_LINK_GET_FD_BY_ID: libc::c_long = 30;
+    #[repr(C)]
+    struct GetFdById {
+        id: u32,
+        next_id: u32,
+        open_flags: u32,
+    }
+    let attr = GetFdById {
+        id,
+        next_id: 0,
+        open_flags: 0,
+    };
+    // Safety: attr is the bpf_attr prefix of the GET_FD_BY_ID commands.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_LINK_GET_FD_BY_ID,
+            &attr as *const GetFdById,
+            std::mem::size_of::<GetFdById>(),
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // Safety: the kernel returned a new descriptor that nothing else owns;
+    // it is close-on-exec (bpf(2) sets O_CLOEXEC on the fds it returns).
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
 }
 
 /// Takes (and removes) the I/O aggregates of `pid`, or of every process

@@ -144,6 +144,8 @@ impl Denials {
         let kind = match EventKind::from_word(&ev.kind) {
             EventKind::ExecFailed => DenialKind::Exec,
             k if k.is_open() => DenialKind::Read,
+            EventKind::Connect => DenialKind::Connect,
+            EventKind::Sendto | EventKind::Sendmsg | EventKind::Sendmmsg => DenialKind::Send,
             _ => return None,
         };
         let list = self.0.get_mut(&ev.process_id?)?;

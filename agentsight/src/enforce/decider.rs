@@ -124,8 +124,8 @@ impl Decider {
             DenialKind::Read
         };
         match kind {
-            DenialKind::Read => self.stats.reads.fetch_add(1, Ordering::Relaxed),
             DenialKind::Exec => self.stats.execs.fetch_add(1, Ordering::Relaxed),
+            _ => self.stats.reads.fetch_add(1, Ordering::Relaxed),
         };
         let denial = self.evidence(fd, kind, pid, mono_ns);
         if !(self.sink)(denial) {
@@ -149,8 +149,8 @@ impl Decider {
                     .map(|p| p.to_string_lossy().into_owned())
                     .unwrap_or_default();
                 let rule = match kind {
-                    DenialKind::Read => RULE_DENIED_PATH,
                     DenialKind::Exec => RULE_DENIED_EXECUTABLE,
+                    _ => RULE_DENIED_PATH,
                 };
                 (path, rule.to_owned())
             });
@@ -162,6 +162,8 @@ impl Decider {
             pid,
             mono_ns,
             rule,
+            mechanism: super::MECHANISM,
+            dest: None,
         }
     }
 }

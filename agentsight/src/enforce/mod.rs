@@ -15,6 +15,7 @@
 //! into a [`Plan`] and stores the [`Denial`]s the sink is given.
 
 mod decider;
+pub mod network;
 pub mod sentinel;
 
 use std::{
@@ -32,7 +33,7 @@ use nix::sys::fanotify::{EventFFlags, Fanotify, InitFlags, MarkFlags, MaskFlags}
 pub const RULE_DENIED_PATH: &str = "denied-path";
 /// The rule id of a denied exec (the policy's `[executables]` rule).
 pub const RULE_DENIED_EXECUTABLE: &str = "denied-executable";
-/// The mechanism every denial of this module names.
+/// The mechanism a denied read or exec names.
 pub const MECHANISM: &str = "fanotify";
 
 /// What a denial refused.
@@ -40,6 +41,10 @@ pub const MECHANISM: &str = "fanotify";
 pub enum DenialKind {
     Read,
     Exec,
+    /// A connect (TCP, or a UDP socket's default destination).
+    Connect,
+    /// A datagram sent to an explicit destination.
+    Send,
 }
 
 impl DenialKind {
@@ -47,13 +52,22 @@ impl DenialKind {
         match self {
             Self::Read => "read",
             Self::Exec => "exec",
+            Self::Connect => "connect",
+            Self::Send => "send",
         }
+    }
+
+    /// A connect or a send (its denial names a destination, not a file).
+    pub fn is_network(self) -> bool {
+        matches!(self, Self::Connect | Self::Send)
     }
 
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "read" => Some(Self::Read),
             "exec" => Some(Self::Exec),
+            "connect" => Some(Self::Connect),
+            "send" => Some(Self::Send),
             _ => None,
         }
     }
@@ -78,6 +92,8 @@ pub struct Plan {
     /// Directories a read pattern covers entirely (`~/.ssh/**`): their
     /// immediate children, existing or created later, are denied too.
     pub dirs: Vec<(String, String)>,
+    /// The `[network]` rules, when enforced (`network`).
+    pub network: Option<network::NetPlan>,
 }
 
 /// One access refused.
@@ -85,7 +101,8 @@ pub struct Plan {
 pub struct Denial {
     pub kind: DenialKind,
     /// The path resolved at start; for a file created later in a marked
-    /// directory, the kernel's name for the event's file.
+    /// directory, the kernel's name for the event's file; empty for a
+    /// connect or a send (`dest`).
     pub path: String,
     pub dev: i64,
     pub ino: i64,
@@ -93,6 +110,10 @@ pub struct Denial {
     /// CLOCK_MONOTONIC ns of the decision.
     pub mono_ns: u64,
     pub rule: String,
+    /// [`MECHANISM`] or [`network::MECHANISM`].
+    pub mechanism: &'static str,
+    /// A refused connect's or send's destination.
+    pub dest: Option<network::Destination>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -120,22 +141,32 @@ pub struct Stats {
 pub struct Totals {
     pub reads: u64,
     pub execs: u64,
+    pub connects: u64,
+    pub sends: u64,
     pub allowed: u64,
     pub lost: u64,
     pub errors: u64,
 }
 
 impl Totals {
-    /// "enforce: 3 accesses blocked (2 reads, 1 exec)".
-    pub fn summary(&self) -> String {
-        let n = self.reads + self.execs;
+    /// "enforce: 3 accesses blocked (2 reads, 1 exec)", with the connects
+    /// and sends when the network rules were enforced (`network`).
+    pub fn summary(&self, network: bool) -> String {
+        let n = self.reads + self.execs + self.connects + self.sends;
         let plural =
             |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
-        let mut s = format!(
-            "enforce: {} blocked ({}, {})",
-            plural(n, "access", "accesses"),
+        let mut parts = vec![
             plural(self.reads, "read", "reads"),
-            plural(self.execs, "exec", "execs")
+            plural(self.execs, "exec", "execs"),
+        ];
+        if network {
+            parts.push(plural(self.connects, "connect", "connects"));
+            parts.push(plural(self.sends, "send", "sends"));
+        }
+        let mut s = format!(
+            "enforce: {} blocked ({})",
+            plural(n, "access", "accesses"),
+            parts.join(", ")
         );
         if self.lost > 0 {
             s += &format!(", {} not stored (queue full)", self.lost);
@@ -200,9 +231,10 @@ fn marked(plan: &Plan, best_effort: bool) -> Result<(Fanotify, Vec<String>), Enf
         }
     };
     for t in &plan.files {
+        // A target is a file: a read or an exec.
         let mask = match t.kind {
-            DenialKind::Read => MaskFlags::FAN_OPEN_PERM,
             DenialKind::Exec => MaskFlags::FAN_OPEN_EXEC_PERM,
+            _ => MaskFlags::FAN_OPEN_PERM,
         };
         place(&t.rule, &t.path, mask)?;
     }
@@ -222,13 +254,16 @@ impl Enforcer {
     /// without blocking and says whether it took it. Without `best_effort`
     /// a mark the kernel refuses fails the start (nothing is marked then:
     /// the group goes with the error). `backstop`: the executable to start
-    /// the sentinel with, and the capture it notes a stopped tree in.
+    /// the sentinel with, and the capture it notes a stopped tree in;
+    /// `held`: more descriptors the sentinel keeps open as long as it
+    /// lives (the network programs' links: attached while it holds them).
     pub fn start(
         plan: &Plan,
         tracked: OwnedFd,
         sink: Box<dyn FnMut(Denial) -> bool + Send>,
         best_effort: bool,
         backstop: Option<(&std::path::Path, Option<&std::path::Path>)>,
+        held: &[std::os::fd::BorrowedFd<'_>],
     ) -> Result<Self, EnforceError> {
         let (group, mut refused) = marked(plan, best_effort)?;
         let sentinel = match backstop {
@@ -238,6 +273,7 @@ impl Enforcer {
                     exe,
                     group.as_fd(),
                     tracked.as_fd(),
+                    held,
                     capture,
                     best_effort,
                 ) {
@@ -281,6 +317,8 @@ impl Enforcer {
         }
         let n = |a: &AtomicU64| a.load(Ordering::Acquire);
         Totals {
+            connects: 0,
+            sends: 0,
             reads: n(&self.stats.reads),
             execs: n(&self.stats.execs),
             allowed: n(&self.stats.allowed),
@@ -318,14 +356,26 @@ mod tests {
             execs: 1,
             ..Totals::default()
         };
-        assert_eq!(t.summary(), "enforce: 3 accesses blocked (2 reads, 1 exec)");
+        assert_eq!(
+            t.summary(false),
+            "enforce: 3 accesses blocked (2 reads, 1 exec)"
+        );
+        let t = Totals {
+            reads: 1,
+            connects: 2,
+            ..Totals::default()
+        };
+        assert_eq!(
+            t.summary(true),
+            "enforce: 3 accesses blocked (1 read, 0 execs, 2 connects, 0 sends)"
+        );
         let t = Totals {
             reads: 1,
             lost: 4,
             ..Totals::default()
         };
         assert_eq!(
-            t.summary(),
+            t.summary(false),
             "enforce: 1 access blocked (1 read, 0 execs), 4 not stored (queue full)"
         );
     }

@@ -60,12 +60,16 @@ pub struct Backstop {
 
 impl Sentinel {
     /// Starts `exe SUBCOMMAND …` with the group, the tracked map and the
-    /// pipe's read end (inherited: only these lose close-on-exec, in the
-    /// child). `capture` is passed on, for the sentinel to note what it did.
+    /// pipe's read end (inherited: only these and `held` lose close-on-exec,
+    /// in the child). `held` are kept open, unnamed, as long as the sentinel
+    /// lives (the network programs' links: attached while any descriptor of
+    /// them is open). `capture` is passed on, for the sentinel to note what
+    /// it did.
     pub fn spawn(
         exe: &Path,
         group: BorrowedFd<'_>,
         tracked: BorrowedFd<'_>,
+        held: &[BorrowedFd<'_>],
         capture: Option<&Path>,
         best_effort: bool,
     ) -> Result<Self, EnforceError> {
@@ -76,6 +80,11 @@ impl Sentinel {
         let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| unavailable(format!("pipe: {e}")))?;
         let fds = [group.as_raw_fd(), tracked.as_raw_fd(), read_end.as_raw_fd()];
+        let inherited: Vec<RawFd> = fds
+            .iter()
+            .copied()
+            .chain(held.iter().map(|f| f.as_raw_fd()))
+            .collect();
         let mut args: Vec<OsString> = vec![
             SUBCOMMAND.into(),
             "--group".into(),
@@ -102,7 +111,7 @@ impl Sentinel {
         // and exec.
         unsafe {
             cmd.pre_exec(move || {
-                for fd in fds {
+                for &fd in &inherited {
                     if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
                         return Err(std::io::Error::last_os_error());
                     }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use aya::maps::IterableMap;
 
 use crate::{
-    enforce::{Denial, Enforcer},
+    enforce::{Denial, Enforcer, network::NetEnforcement},
     store::{StoreMsg, Writer, enforcement::EnforcementMeta, meta::key},
 };
 
@@ -32,8 +32,34 @@ const FORWARD_EVERY: Duration = Duration::from_millis(50);
 /// and the rest were lost).
 pub(super) struct Enforcing {
     enforcer: Option<Enforcer>,
+    /// The network programs (with `[network]` enforced): their refusals are
+    /// drained by the forwarder.
+    net: Option<Arc<Mutex<NetEnforcement>>>,
+    /// With `best-effort`: why the network rules could not be enforced.
+    net_refused: Option<String>,
     forwarder: Option<std::thread::JoinHandle<()>>,
     stop: Arc<AtomicBool>,
+}
+
+impl Enforcing {
+    /// `record --wire`'s relay: the agents' connections to it are allowed,
+    /// as `audit` declares them.
+    pub(super) fn allow_relay(
+        &self,
+        tracker: &mut Tracker,
+        addr: std::net::SocketAddr,
+    ) -> Result<(), RecordError> {
+        let Some(net) = &self.net else {
+            return Ok(());
+        };
+        lock(net)
+            .allow(&mut tracker.probes, addr, &addr.to_string())
+            .map_err(|e| RecordError::Other(format!("--enforce: the relay's address: {e}")))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Enforcing {
@@ -59,10 +85,18 @@ impl Drop for Enforcing {
 /// Hands the pending denials to the writer every [`FORWARD_EVERY`] until
 /// `stop`, then once more. It may wait on the writer's queue; the decider
 /// never does (it only appends under the lock).
-fn forward(pending: Arc<Mutex<Vec<Denial>>>, tx: SyncSender<StoreMsg>, stop: Arc<AtomicBool>) {
+fn forward(
+    pending: Arc<Mutex<Vec<Denial>>>,
+    net: Option<Arc<Mutex<NetEnforcement>>>,
+    tx: SyncSender<StoreMsg>,
+    stop: Arc<AtomicBool>,
+) {
     loop {
         let last = stop.load(Ordering::Acquire);
-        let batch = std::mem::take(&mut *pending.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut batch = std::mem::take(&mut *lock(&pending));
+        if let Some(n) = &net {
+            lock(n).drain(&mut batch);
+        }
         if !batch.is_empty() && tx.send(StoreMsg::Denials(batch)).is_err() {
             return;
         }
@@ -77,7 +111,7 @@ fn forward(pending: Arc<Mutex<Vec<Denial>>>, tx: SyncSender<StoreMsg>, stop: Arc
 /// `best_effort`, a mark the kernel refuses fails the start.
 pub(super) fn start(
     opts: &RecordOptions,
-    tracker: &Tracker,
+    tracker: &mut Tracker,
     writer: &Writer,
 ) -> Result<Option<Enforcing>, RecordError> {
     let Some(e) = &opts.enforce else {
@@ -105,19 +139,44 @@ pub(super) fn start(
     // The sentinel is this very program (a hidden subcommand).
     let exe = std::env::current_exe()
         .map_err(|err| RecordError::Other(format!("--enforce: this program's path: {err}")))?;
+    let mut refused_net = None;
+    let net = match &e.plan.network {
+        None => None,
+        Some(plan) => match NetEnforcement::attach(&mut tracker.probes, plan) {
+            Ok(n) => Some(n),
+            Err(why) if e.best_effort => {
+                refused_net = Some(format!(
+                    "{}, {} ({why})",
+                    plan.denied_rule, plan.undeclared_rule
+                ));
+                None
+            }
+            Err(why) => {
+                return Err(crate::enforce::EnforceError::Unavailable {
+                    rule: format!("{}, {}", plan.denied_rule, plan.undeclared_rule),
+                    reason: format!("the cgroup socket programs: {why}"),
+                }
+                .into());
+            }
+        },
+    };
+    let held = net.as_ref().map(|n| n.link_fds()).unwrap_or_default();
     let enforcer = Enforcer::start(
         &e.plan,
         tracked,
         sink,
         e.best_effort,
         Some((&exe, Some(&opts.output))),
+        &held,
     )?;
+    drop(held);
+    let net = net.map(|n| Arc::new(Mutex::new(n)));
     let stop = Arc::new(AtomicBool::new(false));
     let forwarder = {
-        let (tx, stop) = (writer.sender(), stop.clone());
+        let (tx, stop, net) = (writer.sender(), stop.clone(), net.clone());
         std::thread::Builder::new()
             .name("enforce-forward".into())
-            .spawn(move || forward(pending, tx, stop))
+            .spawn(move || forward(pending, net, tx, stop))
             .map_err(|err| RecordError::Other(format!("--enforce: start a thread: {err}")))?
     };
     tracing::info!(
@@ -127,6 +186,8 @@ pub(super) fn start(
     );
     Ok(Some(Enforcing {
         enforcer: Some(enforcer),
+        net,
+        net_refused: refused_net,
         forwarder: Some(forwarder),
         stop,
     }))
@@ -148,10 +209,17 @@ pub(super) fn stop(
         return;
     };
     let refused = enforcer.refused.clone();
-    let totals = enforcer.stop();
+    let mut totals = enforcer.stop();
     enforcing.stop_forwarder();
+    if let Some(n) = enforcing.net.take() {
+        let n = lock(&n);
+        totals.connects = n.connects;
+        totals.sends = n.sends;
+        totals.lost += n.lost();
+    }
     let mut audited: Vec<String> = e.audited_not_enforced.clone();
     audited.extend(refused.iter().map(|r| format!("{r}: mark refused")));
+    audited.extend(enforcing.net_refused.take());
     let meta = EnforcementMeta {
         mode: if e.best_effort {
             "best-effort"
@@ -161,6 +229,8 @@ pub(super) fn stop(
         .to_owned(),
         blocked_reads: totals.reads,
         blocked_execs: totals.execs,
+        blocked_connects: totals.connects,
+        blocked_sends: totals.sends,
         lost: totals.lost,
         marked: (e.plan.files.len() + e.plan.dirs.len()) as u64,
         audited_not_enforced: audited.clone(),
@@ -174,7 +244,7 @@ pub(super) fn stop(
     if totals.lost > 0 {
         let _ = tx.send(StoreMsg::Loss(vec![("enforcement_denial", totals.lost)]));
     }
-    let mut line = totals.summary();
+    let mut line = totals.summary(e.plan.network.is_some());
     if !audited.is_empty() {
         line += &format!("; audited, not enforced: {}", audited.join(", "));
     }

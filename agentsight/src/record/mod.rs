@@ -262,7 +262,7 @@ pub fn run(
         tracker.start_tls(notify);
     }
     // Before anything of the tree runs: a refused start runs nothing.
-    let enforcer = match enforce::start(opts, &tracker, &writer) {
+    let enforcer = match enforce::start(opts, &mut tracker, &writer) {
         Ok(e) => e,
         Err(e) => {
             reading.stop.store(true, Ordering::Release);
@@ -285,6 +285,18 @@ pub fn run(
             return Err(e);
         }
     };
+    // The agents reach the relay on loopback: allowed, as the audit
+    // declares it.
+    if let (Some(e), Some(r)) = (&enforcer, &relay)
+        && let Err(err) = e.allow_relay(&mut tracker, r.addr())
+    {
+        reading.stop.store(true, Ordering::Release);
+        let _ = reading.thread.join();
+        drop(tracker);
+        drop(enforcer);
+        abandon(writer, &opts.output, target.creds.as_ref(), notify);
+        return Err(err);
+    }
     // Start the command, tracked from before its first instruction.
     let child = match (&target.user, opts.command.is_empty()) {
         (Some(u), false) => match tracker.spawn_tracked(u, &command, &env) {

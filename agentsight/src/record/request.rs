@@ -175,8 +175,17 @@ fn enforce_plan(
     if x.meta.enabled && !x.allow.is_empty() {
         audited.push(format!("{} allow list {not_built}", x.meta.id));
     }
-    if policy.network.meta.enabled {
-        audited.push(format!("{} {not_built}", policy.network.meta.id));
+    plan.network = policy
+        .network
+        .enforced()
+        .map_err(|e| RecordError::Other(format!("--enforce: {e}")))?;
+    if plan.network.is_some() {
+        // The kernel programs see addresses; the names asked are judged
+        // afterwards.
+        audited.push(format!(
+            "{} DNS names asked (only addresses are enforced)",
+            policy.network.meta.id
+        ));
     }
     Ok(super::EnforceOptions {
         best_effort,

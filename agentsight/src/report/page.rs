@@ -8,7 +8,6 @@ use std::fmt::Write as _;
 use super::{MAX_FINDINGS, MAX_TREE, ReportModel, Summary, esc, esc_clip, session, writing::Page};
 use crate::{
     audit,
-    enforce::DenialKind,
     store::read::ProcessRecord,
     views::show::{command_line, count_word},
 };
@@ -296,15 +295,14 @@ fn enforcement_section(m: &ReportModel) -> String {
     let Some((meta, rows)) = &m.enforcement else {
         return String::new();
     };
-    let reads = rows.iter().filter(|r| r.kind == DenialKind::Read).count();
     let mut s = String::new();
     let _ = write!(
         s,
         "<section id=\"enforcement\"><h2>Enforcement: {} blocked</h2>\
-         <p class=\"note\">record --enforce, mode <code>{}</code>: {reads} read(s), {} exec(s) refused; {} not stored</p>",
+         <p class=\"note\">record --enforce, mode <code>{}</code>: {} refused; {} not stored</p>",
         rows.len(),
         esc(&meta.mode),
-        rows.len() - reads,
+        crate::store::enforcement::kind_counts(rows),
         meta.lost
     );
     if !meta.audited_not_enforced.is_empty() {
@@ -334,7 +332,7 @@ fn enforcement_section(m: &ReportModel) -> String {
                 )),
                 r.pid,
                 r.kind.as_str(),
-                esc_clip(&r.path),
+                esc_clip(&r.target()),
                 esc(&r.rule),
                 esc(&r.mechanism)
             );

@@ -9,6 +9,11 @@ use serde::{Deserialize, Serialize};
 use super::StoreError;
 use crate::enforce::{Denial, DenialKind};
 
+/// `path`, `dev` and `ino` name a refused read's or exec's file (`path`
+/// empty, `dev` and `ino` 0 for a connect or a send); `addr` and `port` a
+/// refused connect's or send's destination (NULL for a file). Captures of
+/// older builds lack `addr` and `port`.
+///
 /// Created by the first denial (or at the start of an enforced recording).
 pub(crate) const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS enforcement_denials (
@@ -20,7 +25,9 @@ CREATE TABLE IF NOT EXISTS enforcement_denials (
     pid INTEGER NOT NULL,
     mono_ns INTEGER NOT NULL,
     rule TEXT NOT NULL,
-    mechanism TEXT NOT NULL
+    mechanism TEXT NOT NULL,
+    addr TEXT,
+    port INTEGER
 );
 "#;
 
@@ -38,6 +45,40 @@ pub struct DenialRow {
     pub mono_ns: u64,
     pub rule: String,
     pub mechanism: String,
+    /// A refused connect's or send's destination address and port.
+    pub addr: Option<String>,
+    pub port: Option<u16>,
+}
+
+impl DenialRow {
+    /// What was refused: the file, or `addr:port` (`[v6]:port`).
+    pub fn target(&self) -> String {
+        match (&self.addr, self.port) {
+            (Some(a), Some(p)) if a.contains(':') => format!("[{a}]:{p}"),
+            (Some(a), Some(p)) => format!("{a}:{p}"),
+            _ => self.path.clone(),
+        }
+    }
+}
+
+/// "2 read(s), 1 exec(s)", with ", C connect(s), S send(s)" when a
+/// connect or send was refused: what `show` and the report head their
+/// denials with.
+pub fn kind_counts(rows: &[DenialRow]) -> String {
+    let n = |k: DenialKind| rows.iter().filter(|r| r.kind == k).count();
+    let mut s = format!(
+        "{} read(s), {} exec(s)",
+        n(DenialKind::Read),
+        n(DenialKind::Exec)
+    );
+    if rows.iter().any(|r| r.kind.is_network()) {
+        s += &format!(
+            ", {} connect(s), {} send(s)",
+            n(DenialKind::Connect),
+            n(DenialKind::Send)
+        );
+    }
+    s
 }
 
 /// Meta `enforcement`, as `record --enforce` stores it at the end.
@@ -47,6 +88,12 @@ pub struct EnforcementMeta {
     pub mode: String,
     pub blocked_reads: u64,
     pub blocked_execs: u64,
+    /// Refused connects and sends (the network rules; absent in captures
+    /// of older builds).
+    #[serde(default)]
+    pub blocked_connects: u64,
+    #[serde(default)]
+    pub blocked_sends: u64,
     /// Denials the decider could not hand to the writer (queue full).
     pub lost: u64,
     /// Files and directories marked at start.
@@ -72,8 +119,9 @@ pub struct BackstopMeta {
 pub(crate) fn insert(conn: &Connection, denials: &[Denial]) -> rusqlite::Result<()> {
     conn.execute_batch(SCHEMA)?;
     let mut st = conn.prepare_cached(
-        "INSERT INTO enforcement_denials (kind, path, dev, ino, pid, mono_ns, rule, mechanism)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        "INSERT INTO enforcement_denials
+         (kind, path, dev, ino, pid, mono_ns, rule, mechanism, addr, port)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     )?;
     for d in denials {
         st.execute(params![
@@ -84,7 +132,9 @@ pub(crate) fn insert(conn: &Connection, denials: &[Denial]) -> rusqlite::Result<
             d.pid,
             d.mono_ns as i64,
             d.rule,
-            crate::enforce::MECHANISM,
+            d.mechanism,
+            d.dest.as_ref().map(|t| t.addr.as_str()),
+            d.dest.as_ref().map(|t| t.port),
         ])?;
     }
     Ok(())
@@ -107,16 +157,23 @@ impl super::CaptureReader<'_> {
         if !has_table(self.conn).map_err(qe)? {
             return Ok(Vec::new());
         }
+        // Captures of older builds have no destination columns.
+        let dest =
+            if super::read::has_column(self.conn, "enforcement_denials", "addr").map_err(qe)? {
+                "d.addr, d.port"
+            } else {
+                "NULL, NULL"
+            };
         let mut st = self
             .conn
-            .prepare(
+            .prepare(&format!(
                 "SELECT d.id, d.kind, d.path, d.dev, d.ino, d.pid, d.mono_ns, d.rule, d.mechanism,
-                 (SELECT p.id FROM processes p WHERE p.pid = d.pid
+                 {dest}, (SELECT p.id FROM processes p WHERE p.pid = d.pid
                     AND p.start_mono_ns <= d.mono_ns
                     AND (p.end_mono_ns IS NULL OR p.end_mono_ns >= d.mono_ns)
                   ORDER BY p.start_mono_ns DESC, p.id DESC LIMIT 1)
-                 FROM enforcement_denials d ORDER BY d.id",
-            )
+                 FROM enforcement_denials d ORDER BY d.id"
+            ))
             .map_err(qe)?;
         let rows = st
             .query_map([], |r| {
@@ -131,7 +188,11 @@ impl super::CaptureReader<'_> {
                     mono_ns: r.get::<_, i64>(6)?.max(0) as u64,
                     rule: r.get(7)?,
                     mechanism: r.get(8)?,
-                    process_id: r.get(9)?,
+                    addr: r.get(9)?,
+                    port: r
+                        .get::<_, Option<i64>>(10)?
+                        .and_then(|p| u16::try_from(p).ok()),
+                    process_id: r.get(11)?,
                 })
             })
             .map_err(qe)?;

@@ -237,9 +237,14 @@ fn denial_record(d: &DenialRow, wall_ns: Option<u64>) -> Json {
     obj.insert("kind".into(), json!("enforcement_denial"));
     obj.insert("denial_id".into(), json!(d.id));
     obj.insert("access".into(), json!(d.kind.as_str()));
-    obj.insert("path".into(), json!(d.path));
-    obj.insert("dev".into(), json!(d.dev));
-    obj.insert("ino".into(), json!(d.ino));
+    if d.kind.is_network() {
+        obj.insert("addr".into(), json!(d.addr));
+        obj.insert("port".into(), json!(d.port));
+    } else {
+        obj.insert("path".into(), json!(d.path));
+        obj.insert("dev".into(), json!(d.dev));
+        obj.insert("ino".into(), json!(d.ino));
+    }
     obj.insert("pid".into(), json!(d.pid));
     if let Some(p) = d.process_id {
         obj.insert("process_id".into(), json!(p));

@@ -5,7 +5,6 @@ use std::{collections::HashMap, fmt::Write as _};
 
 // Every recorded string is shown through `v` (control, bidi and format
 // characters escaped): a file name must not be able to start a line of ours.
-use crate::enforce::DenialKind;
 use crate::rawtext::visible as v;
 pub use crate::store::run::{ActivitySection, CountRow};
 use crate::{
@@ -394,13 +393,12 @@ fn enforcement(cap: &Capture, procs: &[ProcessRecord], s: &mut String) -> Result
         return Ok(());
     }
     let meta = meta.unwrap_or_default();
-    let reads = rows.iter().filter(|r| r.kind == DenialKind::Read).count();
     let _ = writeln!(
         s,
-        "\nENFORCEMENT (record --enforce, mode {}): {} blocked ({reads} read(s), {} exec(s)), {} not stored",
+        "\nENFORCEMENT (record --enforce, mode {}): {} blocked ({}), {} not stored",
         v(&meta.mode),
         rows.len(),
-        rows.len() - reads,
+        crate::store::enforcement::kind_counts(&rows),
         meta.lost
     );
     if !meta.audited_not_enforced.is_empty() {
@@ -433,17 +431,20 @@ fn enforcement(cap: &Capture, procs: &[ProcessRecord], s: &mut String) -> Result
             .process_id
             .and_then(|id| comm.get(&id))
             .map_or_else(String::new, |c| format!(" {}", v(c)));
+        let file = if r.kind.is_network() {
+            String::new()
+        } else {
+            format!(", device {}, inode {}", r.dev, r.ino)
+        };
         let _ = writeln!(
             s,
-            "  {} {} {} pid {}{who} {} ({}, device {}, inode {})",
+            "  {} {} {} pid {}{who} {} ({}{file})",
             crate::clock::rfc3339_ns(anchors.wall_ns(r.mono_ns).max(0) as u64),
             r.kind.as_str(),
-            v(&r.path),
+            v(&r.target()),
             r.pid,
             v(&r.rule),
             v(&r.mechanism),
-            r.dev,
-            r.ino
         );
     }
     if rows.len() > MAX_WIRE_LINES {
