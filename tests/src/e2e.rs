@@ -1141,6 +1141,11 @@ remote_plugin = false
     /// environment: that traffic would bypass the relay, which the audit
     /// flags). Returns the outcome and the capture's path.
     pub fn run_recorded_wire(&self) -> (Outcome, PathBuf) {
+        self.run_recorded_wire_with(&[])
+    }
+
+    /// [`Run::run_recorded_wire`] with more `record` options (`--enforce`).
+    pub fn run_recorded_wire_with(&self, options: &[&str]) -> (Outcome, PathBuf) {
         let db = self.server_dir.join("wire.db");
         if self.agent == Agent::Claude {
             let path = self.home.join(".claude/settings.json");
@@ -1168,6 +1173,7 @@ remote_plugin = false
                 "-o".into(),
                 db.display().to_string(),
             ];
+            v.extend(options.iter().map(|o| o.to_string()));
             for e in &rest[..n_env] {
                 v.extend(["--env".to_string(), e.clone()]);
             }

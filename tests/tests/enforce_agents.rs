@@ -24,11 +24,24 @@ use serde_json::Value;
 const KEY_MARKER: &str = "AGS-KEY-3b9d51c7e2a4";
 
 fn risky_is_refused(agent: Agent, scenario: &str) {
+    risky_is_refused_with(agent, scenario, &[]);
+}
+
+/// [`risky_is_refused`] with more `record` options (`--wire`: the agent
+/// then reaches its model through the relay, whose loopback address the
+/// network rules allow as the audit declares it).
+fn risky_is_refused_with(agent: Agent, scenario: &str, more: &[&str]) {
     require_root();
     let run = Run::prepare(agent, scenario);
     let policy = default_policy(&run);
     let policy_arg = policy.display().to_string();
-    let (out, db) = run.run_recorded_with(&["--enforce", "--audit", &policy_arg]);
+    let args = ["--enforce", "--audit", &policy_arg];
+    let (out, db) = if more == ["--wire"] {
+        run.run_recorded_wire_with(&args)
+    } else {
+        assert!(more.is_empty(), "{more:?}");
+        run.run_recorded_with(&args)
+    };
     let ctx = format!("{} {scenario}: stderr {}", agent.name(), out.stderr);
     let key = run.home.join(".ssh/id_rsa").display().to_string();
     // The agent succeeded; `record --audit` then exits 1 for the audit's
@@ -53,6 +66,19 @@ fn risky_is_refused(agent: Agent, scenario: &str) {
     );
 
     model_never_saw_the_key(&run, &ctx);
+    if more.contains(&"--wire") {
+        // Every model call went through the relay (the agent's connects to
+        // it were allowed), each one captured.
+        let cap = Capture::open(&db).expect("open capture");
+        let relayed = cap.reader().wire_exchanges().expect("wire").len();
+        let served = run
+            .server_entries()
+            .iter()
+            .filter(|e| e["kind"] == "main")
+            .count();
+        assert!(served >= 2, "{ctx}");
+        assert_eq!(relayed, served, "{ctx}");
+    }
     let d = the_denial(&db, &key, &ctx);
     correlate_marks_it(&run, &db, &key, &d, &ctx);
     exported(&db, &key, &d, &ctx);
@@ -298,4 +324,124 @@ enforce_risky! {
     copilot_risky_read_is_refused: Copilot, "risky";
     opencode_risky_read_is_refused: Opencode, "risky";
     qwen_risky_read_is_refused: Qwen, "risky_qwen";
+}
+
+/// The network scenario (the agent runs `curl` to a local status page)
+/// under a policy that allows `curl` but does not declare the page's port:
+/// the connect is refused in the kernel (EPERM) before any packet, the page
+/// is never requested, the agent goes on to its final answer, the capture
+/// holds that one refusal, by that `curl`, and the audit's one error is its
+/// `network-undeclared` finding, blocked.
+fn undeclared_connect_is_refused(agent: Agent) {
+    require_root();
+    let run = Run::prepare(agent, "network");
+    let policy = run.root.join("network-policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "home = {:?}\n[executables]\ndeny = [\"wget\", \"nc\", \"sudo\"]\n[network]\nallow = [\"127.0.0.1:{}\"]\n",
+            run.home.display().to_string(),
+            run.model_port
+        ),
+    )
+    .unwrap();
+    let policy_arg = policy.display().to_string();
+    let (out, db) = run.run_recorded_with(&["--enforce", "--audit", &policy_arg]);
+    let ctx = format!("{} network: stderr {}", agent.name(), out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{ctx}");
+    let dest = format!("127.0.0.1:{}", run.target_port);
+    assert!(
+        out.stderr.contains(
+            "agentsight: enforce: 1 access blocked (0 reads, 0 execs, 1 connect, 0 sends); "
+        ),
+        "{ctx}"
+    );
+    // The page was never requested; the conversation ran to its end.
+    let entries = run.server_entries();
+    assert!(
+        !entries.iter().any(|e| e["kind"] == "target"),
+        "the target was reached: {ctx}"
+    );
+    let last = run.main_responses().last().cloned().unwrap_or(Value::Null);
+    assert_eq!(
+        last["text"], "The status page says agentsight-e2e-target-ok.",
+        "{ctx}"
+    );
+    // The capture: the one refusal, by the curl.
+    let cap = Capture::open(&db).expect("open capture");
+    let curls: Vec<i64> = cap
+        .processes()
+        .expect("processes")
+        .into_iter()
+        .filter(|p| p.argv.first().map(String::as_str) == Some("curl"))
+        .map(|p| p.id)
+        .collect();
+    assert_eq!(curls.len(), 1, "{ctx}");
+    let denials = cap.reader().enforcement_denials().expect("denials");
+    let got: Vec<_> = denials
+        .iter()
+        .map(|d| {
+            (
+                d.kind,
+                d.target(),
+                d.process_id,
+                d.rule.as_str(),
+                d.mechanism.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![(
+            DenialKind::Connect,
+            dest.clone(),
+            Some(curls[0]),
+            "network-undeclared",
+            "cgroup-bpf"
+        )],
+        "{ctx}"
+    );
+    // The audit: one error, the curl's connect, blocked.
+    let (_, report) = audit_json(&db, &policy);
+    let findings = report["findings"].as_array().unwrap();
+    let errors: Vec<&Value> = findings
+        .iter()
+        .filter(|f| f["severity"] == "error")
+        .collect();
+    assert_eq!(errors.len(), 1, "{findings:#?}\n{ctx}");
+    let f = errors[0];
+    assert_eq!(
+        (
+            f["rule"].as_str(),
+            f["blocked"].as_bool(),
+            f["process"]["argv"][0].as_str()
+        ),
+        (Some("network-undeclared"), Some(true), Some("curl")),
+        "{f:#?}\n{ctx}"
+    );
+    assert_eq!(
+        f["message"].as_str().unwrap_or_default(),
+        format!("connect to undeclared loopback destination {dest} (failed: EPERM)"),
+        "{ctx}"
+    );
+}
+
+#[test]
+fn claude_risky_read_is_refused_through_the_relay() {
+    risky_is_refused_with(Agent::Claude, "risky", &["--wire"]);
+}
+
+#[test]
+fn claude_undeclared_connect_is_refused() {
+    undeclared_connect_is_refused(Agent::Claude);
+}
+
+#[test]
+fn codex_undeclared_connect_is_refused() {
+    undeclared_connect_is_refused(Agent::Codex);
+}
+
+#[test]
+fn gemini_undeclared_connect_is_refused() {
+    undeclared_connect_is_refused(Agent::Gemini);
 }
