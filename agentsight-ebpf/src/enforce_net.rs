@@ -27,9 +27,10 @@ use crate::maps::{current_tgid, in_tracked_cgroup, is_tracked, named};
 static NET_POLICY: Array<NetPolicy> = Array::with_max_entries(1, 0);
 named!(NET_POLICY, MAP_NET_POLICY);
 
-/// Refusals for user space (a few thousand fit; beyond, counted).
+/// Refusals for user space (about 18,000 fit between two drains; beyond,
+/// counted).
 #[map]
-static NET_DENIALS: RingBuf = RingBuf::with_byte_size(256 * 1024, 0);
+static NET_DENIALS: RingBuf = RingBuf::with_byte_size(1024 * 1024, 0);
 named!(NET_DENIALS, MAP_NET_DENIALS);
 
 /// Refusals `NET_DENIALS` had no room for.

@@ -579,8 +579,16 @@ fn connects_and_sends_are_refused_for_the_tree_only() {
             row(Connect, format!("127.0.0.1:{d}"), "network-denied"),
         ]
     );
-    // The audit: each refused attempt's finding is marked blocked; the
-    // allowed ones are no finding.
+    net_audited_and_shown(&db, &policy, pid, (d, u, q));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The network run's audit marks each refused attempt's finding blocked
+/// (the allowed ones are no finding), and `show` lists each refusal: `pid`
+/// the workload's; the denied, undeclared and UDP ports.
+fn net_audited_and_shown(db: &Path, policy: &Path, pid: i64, (d, u, q): (u16, u16, u16)) {
+    let db = db.to_path_buf();
+    let policy = policy.to_path_buf();
     let report = audit_json(&db, &policy);
     // Each finding counts its events: the two refused connects to the denied
     // port by IPv4 are one finding.
@@ -634,5 +642,4 @@ fn connects_and_sends_are_refused_for_the_tree_only() {
         )),
         "{shown}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -11,6 +11,14 @@
 //! in µs for each, and the denials stored or counted as lost. The decision
 //! itself is one `bpf(2)` map lookup; what an open pays is the round trip
 //! through the decider thread.
+//!
+//! The network rules: N `connect`s of a UDP socket (no packet is sent: the
+//! call is the cgroup `connect4` program and the kernel's own work) to an
+//! allowed loopback port and to an undeclared one by the tree (the program
+//! walks the rules; a refusal is also reported through its ring), and to the
+//! undeclared one by a process outside the tree while the programs are
+//! attached (one map lookup), beside the same outside series timed before
+//! the recording (no program attached): the baseline.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -37,6 +45,30 @@ with open(out, "w") as f:
     f.write("\n".join(map(str, ts)))
 "#;
 
+/// Times `N` connects of one UDP socket to 127.0.0.1:PORT (argv 1, 2) and
+/// writes the nanoseconds, one per line, to argv 3; a refused connect counts
+/// like one let through.
+const NET_TIMER: &str = r#"
+import socket, sys, time
+port, n, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+ts = []
+for _ in range(n):
+    a = time.perf_counter_ns()
+    try:
+        s.connect(("127.0.0.1", port))
+    except PermissionError:
+        pass
+    ts.append(time.perf_counter_ns() - a)
+with open(out, "w") as f:
+    f.write("\n".join(map(str, ts)))
+"#;
+
+/// The loopback UDP ports the network series connect to (no packet is
+/// sent: a UDP connect only sets the destination).
+const ALLOWED_PORT: u16 = 9;
+const UNDECLARED_PORT: u16 = 10;
+
 pub fn run(agentsight: &Path) -> Result<()> {
     let base =
         std::env::temp_dir().join(format!("agentsight-bench-enforce-{}", std::process::id()));
@@ -54,23 +86,40 @@ fn bench(agentsight: &Path, base: &Path) -> Result<()> {
     std::fs::write(&plain, "plain\n")?;
     let timer = base.join("timer.py");
     std::fs::write(&timer, TIMER)?;
+    let net_timer = base.join("net_timer.py");
+    std::fs::write(&net_timer, NET_TIMER)?;
     // `nobody` runs the command and writes its figures here.
     let out = base.join("out");
     std::fs::create_dir_all(&out)?;
     for d in [base, &base.join("home"), &ssh, &out] {
         chmod(d, 0o777)?;
     }
-    for f in [&key, &plain, &timer] {
+    for f in [&key, &plain, &timer, &net_timer] {
         chmod(f, 0o644)?;
     }
     let policy = base.join("policy.toml");
     std::fs::write(
         &policy,
         format!(
-            "home = \"{}\"\n[denied_paths]\nread = [\"~/.ssh/**\"]\n",
+            "home = \"{}\"\n[denied_paths]\nread = [\"~/.ssh/**\"]\n[network]\nallow = [\"127.0.0.1:{ALLOWED_PORT}\"]\n",
             base.join("home").display()
         ),
     )?;
+    let udp = |port: u16, name: &str| {
+        format!(
+            "python3 {} {port} {OPENS} {}",
+            net_timer.display(),
+            out.join(name).display()
+        )
+    };
+    // Outside any recording: no program attached.
+    let no_programs = Command::new("sh")
+        .args(["-c", &udp(UNDECLARED_PORT, "udp_none")])
+        .status()
+        .context("run the baseline connect timer")?;
+    if !no_programs.success() {
+        bail!("the baseline connect timer failed: {no_programs}");
+    }
     let (ready, done) = (out.join("ready"), out.join("done"));
     let t = |path: &Path, name: &str| {
         format!(
@@ -81,9 +130,11 @@ fn bench(agentsight: &Path, base: &Path) -> Result<()> {
         )
     };
     let script = format!(
-        "{} && {} && : > {} && while [ ! -e {} ]; do sleep 0.05; done",
+        "{} && {} && {} && {} && : > {} && while [ ! -e {} ]; do sleep 0.05; done",
         t(&plain, "baseline"),
         t(&key, "denied"),
+        udp(ALLOWED_PORT, "udp_allowed"),
+        udp(UNDECLARED_PORT, "udp_refused"),
         ready.display(),
         done.display()
     );
@@ -120,10 +171,14 @@ fn bench(agentsight: &Path, base: &Path) -> Result<()> {
         .arg(out.join("allowed"))
         .status()
         .context("run the outside timer")?;
+    let outside_net = Command::new("sh")
+        .args(["-c", &udp(UNDECLARED_PORT, "udp_outside")])
+        .status()
+        .context("run the outside connect timer")?;
     std::fs::write(&done, "")?;
     let rec = rec.wait_with_output()?;
-    if !outside.success() {
-        bail!("the outside timer failed: {outside}");
+    if !outside.success() || !outside_net.success() {
+        bail!("an outside timer failed: {outside}, {outside_net}");
     }
     let summary = String::from_utf8_lossy(&rec.stderr);
     println!(
@@ -141,6 +196,18 @@ fn bench(agentsight: &Path, base: &Path) -> Result<()> {
         "marked, allowed (outside the tree)",
         Some(base_p),
     )?;
+    let none = report(
+        &out.join("udp_none"),
+        "UDP connect, no program (baseline)",
+        None,
+    )?;
+    for (file, what) in [
+        ("udp_allowed", "UDP connect, allowed (tracked tree)"),
+        ("udp_refused", "UDP connect, refused (tracked tree)"),
+        ("udp_outside", "UDP connect, outside the tree"),
+    ] {
+        report(&out.join(file), what, Some(none))?;
+    }
     for line in summary.lines().filter(|l| l.contains("enforce:")) {
         println!("  {line}");
     }
@@ -161,7 +228,7 @@ fn report(file: &Path, what: &str, base: Option<(f64, f64)>) -> Result<(f64, f64
     let added = base.map_or(String::new(), |(b50, b99)| {
         format!("   (+{:.1} µs p50, +{:.1} µs p99)", p50 - b50, p99 - b99)
     });
-    println!("  {what:<38} p50 {p50:>7.1} µs   p99 {p99:>7.1} µs   max {max:>8.1} µs{added}");
+    println!("  {what:<40} p50 {p50:>7.1} µs   p99 {p99:>7.1} µs   max {max:>8.1} µs{added}");
     Ok((p50, p99))
 }
 
