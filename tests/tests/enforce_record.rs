@@ -106,16 +106,21 @@ fn planted_key(dir: &Path, content: &str) -> (std::path::PathBuf, std::path::Pat
         nix::unistd::chown(p.as_path(), Some(uid.into()), Some(gid.into())).unwrap();
     }
     std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    (
+        key,
+        policy_file(dir, "[denied_paths]\nread = [\"~/.ssh/**\"]\n"),
+    )
+}
+
+/// `DIR/policy.toml`: `rules` with `DIR/home` as the home.
+fn policy_file(dir: &Path, rules: &str) -> std::path::PathBuf {
     let policy = dir.join("policy.toml");
     std::fs::write(
         &policy,
-        format!(
-            "home = \"{}\"\n[denied_paths]\nread = [\"~/.ssh/**\"]\n",
-            dir.join("home").display()
-        ),
+        format!("home = \"{}\"\n{rules}", dir.join("home").display()),
     )
     .unwrap();
-    (key, policy)
+    policy
 }
 
 #[test]
@@ -482,15 +487,10 @@ fn connects_and_sends_are_refused_for_the_tree_only() {
         l.set_nonblocking(true).unwrap();
     }
     udp.set_nonblocking(true).unwrap();
-    let policy = dir.join("policy.toml");
-    std::fs::write(
-        &policy,
-        format!(
-            "home = \"{}\"\n[network]\nallow = [\"127.0.0.1:{a}\"]\ndeny = [\"127.0.0.1:{d}\"]\n",
-            dir.join("home").display()
-        ),
-    )
-    .unwrap();
+    let policy = policy_file(
+        &dir,
+        &format!("[network]\nallow = [\"127.0.0.1:{a}\"]\ndeny = [\"127.0.0.1:{d}\"]\n"),
+    );
     let (ready, gate) = (dir.join("ready"), dir.join("gate"));
     // Copied where the test user can read it.
     let script = dir.join("net_attempts.py");

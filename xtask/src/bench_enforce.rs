@@ -28,35 +28,23 @@ use anyhow::{Context, Result, bail};
 
 const OPENS: usize = 5_000;
 
-/// Times `N` opens of `PATH` (argv 1, 2) and writes the nanoseconds, one
-/// per line, to argv 3; a refused open counts like one let through.
+/// `open PATH N OUT`: times N opens (open + close) of PATH; `udp PORT N
+/// OUT`: N connects of one UDP socket to 127.0.0.1:PORT. Writes the
+/// nanoseconds, one per line, to OUT; a refused call counts like one let
+/// through.
 const TIMER: &str = r#"
-import os, sys, time
-path, n, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+import os, socket, sys, time
+what, target, n, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+if what == "udp":
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    call = lambda: s.connect(("127.0.0.1", int(target)))
+else:
+    call = lambda: os.close(os.open(target, os.O_RDONLY))
 ts = []
 for _ in range(n):
     a = time.perf_counter_ns()
     try:
-        os.close(os.open(path, os.O_RDONLY))
-    except PermissionError:
-        pass
-    ts.append(time.perf_counter_ns() - a)
-with open(out, "w") as f:
-    f.write("\n".join(map(str, ts)))
-"#;
-
-/// Times `N` connects of one UDP socket to 127.0.0.1:PORT (argv 1, 2) and
-/// writes the nanoseconds, one per line, to argv 3; a refused connect counts
-/// like one let through.
-const NET_TIMER: &str = r#"
-import socket, sys, time
-port, n, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-ts = []
-for _ in range(n):
-    a = time.perf_counter_ns()
-    try:
-        s.connect(("127.0.0.1", port))
+        call()
     except PermissionError:
         pass
     ts.append(time.perf_counter_ns() - a)
@@ -86,15 +74,13 @@ fn bench(agentsight: &Path, base: &Path) -> Result<()> {
     std::fs::write(&plain, "plain\n")?;
     let timer = base.join("timer.py");
     std::fs::write(&timer, TIMER)?;
-    let net_timer = base.join("net_timer.py");
-    std::fs::write(&net_timer, NET_TIMER)?;
     // `nobody` runs the command and writes its figures here.
     let out = base.join("out");
     std::fs::create_dir_all(&out)?;
     for d in [base, &base.join("home"), &ssh, &out] {
         chmod(d, 0o777)?;
     }
-    for f in [&key, &plain, &timer, &net_timer] {
+    for f in [&key, &plain, &timer] {
         chmod(f, 0o644)?;
     }
     let policy = base.join("policy.toml");
@@ -107,8 +93,8 @@ fn bench(agentsight: &Path, base: &Path) -> Result<()> {
     )?;
     let udp = |port: u16, name: &str| {
         format!(
-            "python3 {} {port} {OPENS} {}",
-            net_timer.display(),
+            "python3 {} udp {port} {OPENS} {}",
+            timer.display(),
             out.join(name).display()
         )
     };
@@ -123,7 +109,7 @@ fn bench(agentsight: &Path, base: &Path) -> Result<()> {
     let (ready, done) = (out.join("ready"), out.join("done"));
     let t = |path: &Path, name: &str| {
         format!(
-            "python3 {} {} {OPENS} {}",
+            "python3 {} open {} {OPENS} {}",
             timer.display(),
             path.display(),
             out.join(name).display()
@@ -166,6 +152,7 @@ fn bench(agentsight: &Path, base: &Path) -> Result<()> {
     // Outside the tree: every open of the marked key is allowed.
     let outside = Command::new("python3")
         .arg(&timer)
+        .arg("open")
         .arg(&key)
         .arg(OPENS.to_string())
         .arg(out.join("allowed"))

@@ -261,22 +261,11 @@ pub fn run(
     if opts.wire {
         tracker.start_tls(notify);
     }
-    // Before anything of the tree runs: a refused start runs nothing.
-    let enforcer = match enforce::start(opts, &mut tracker, &writer) {
-        Ok(e) => e,
-        Err(e) => {
-            reading.stop.store(true, Ordering::Release);
-            let _ = reading.thread.join();
-            drop(tracker);
-            abandon(writer, &opts.output, target.creds.as_ref(), notify);
-            return Err(e);
-        }
-    };
-    tracker.adopt_targets(opts, notify);
-    tracker.adopt_containers(&target.containers);
-    let (relay, command, env) = match start_wire(opts, &target, &writer, notify) {
-        Ok(w) => w,
-        Err(e) => {
+    let (enforcer, relay, child) = match start_tree(opts, &target, &writer, &mut tracker, notify) {
+        Ok(started) => started,
+        Err(failed) => {
+            let (e, enforcer) = *failed;
+            // Nothing was recorded: leave no half-made capture behind.
             reading.stop.store(true, Ordering::Release);
             let _ = reading.thread.join();
             drop(tracker);
@@ -284,34 +273,6 @@ pub fn run(
             abandon(writer, &opts.output, target.creds.as_ref(), notify);
             return Err(e);
         }
-    };
-    // The agents reach the relay on loopback: allowed, as the audit
-    // declares it.
-    if let (Some(e), Some(r)) = (&enforcer, &relay)
-        && let Err(err) = e.allow_relay(&mut tracker, r.addr())
-    {
-        reading.stop.store(true, Ordering::Release);
-        let _ = reading.thread.join();
-        drop(tracker);
-        drop(enforcer);
-        abandon(writer, &opts.output, target.creds.as_ref(), notify);
-        return Err(err);
-    }
-    // Start the command, tracked from before its first instruction.
-    let child = match (&target.user, opts.command.is_empty()) {
-        (Some(u), false) => match tracker.spawn_tracked(u, &command, &env) {
-            Ok(c) => Some(c),
-            Err(e) => {
-                // Nothing was recorded: leave no half-made capture behind.
-                reading.stop.store(true, Ordering::Release);
-                let _ = reading.thread.join();
-                drop(tracker);
-                drop(enforcer);
-                abandon(writer, &opts.output, target.creds.as_ref(), notify);
-                return Err(e);
-            }
-        },
-        _ => None,
     };
     let containers =
         (opts.command.is_empty() && opts.pids.is_empty() && host_agent(opts).is_none())
@@ -354,6 +315,52 @@ pub fn run(
 /// With `--wire`: the relay started, and the command and its `--env` with
 /// every knob pointed at it (routes stored in the capture's meta); without:
 /// the command and environment as given.
+/// What [`start_tree`] started: the enforcement, the relay, the command.
+type Started = (
+    Option<enforce::Enforcing>,
+    Option<wire::WireRelay>,
+    Option<std::process::Child>,
+);
+
+/// Why [`start_tree`] failed, and the enforcement it had started.
+type NotStarted = Box<(RecordError, Option<enforce::Enforcing>)>;
+
+/// `--enforce` in place, the targets adopted, the `--wire` relay started,
+/// then the command, tracked from before its first instruction. On an
+/// error, the enforcement started so far is handed back, for the caller to
+/// stop after the tracker.
+fn start_tree(
+    opts: &RecordOptions,
+    target: &target::Target,
+    writer: &crate::store::Writer,
+    tracker: &mut Tracker,
+    notify: &mut dyn FnMut(Notice),
+) -> Result<Started, NotStarted> {
+    // Before anything of the tree runs: a refused start runs nothing.
+    let enforcer = enforce::start(opts, tracker, writer).map_err(|e| Box::new((e, None)))?;
+    tracker.adopt_targets(opts, notify);
+    tracker.adopt_containers(&target.containers);
+    let (relay, command, env) = match start_wire(opts, target, writer, notify) {
+        Ok(w) => w,
+        Err(e) => return Err(Box::new((e, enforcer))),
+    };
+    // The agents reach the relay on loopback: allowed, as the audit
+    // declares it.
+    if let (Some(e), Some(r)) = (&enforcer, &relay)
+        && let Err(err) = e.allow_relay(tracker, r.addr())
+    {
+        return Err(Box::new((err, enforcer)));
+    }
+    let child = match (&target.user, opts.command.is_empty()) {
+        (Some(u), false) => match tracker.spawn_tracked(u, &command, &env) {
+            Ok(c) => Some(c),
+            Err(e) => return Err(Box::new((e, enforcer))),
+        },
+        _ => None,
+    };
+    Ok((enforcer, relay, child))
+}
+
 fn start_wire(
     opts: &RecordOptions,
     target: &target::Target,
