@@ -150,12 +150,25 @@ fn the_denial(db: &Path, key: &str, ctx: &str) -> DenialRow {
 /// correlate: the refused read is the shell call's, marked blocked by the
 /// denial's row (the agent's own tool call, whatever its name).
 fn correlate_marks_it(run: &Run, db: &Path, key: &str, d: &DenialRow, ctx: &str) {
+    let blocked = blocked_activities(run, db);
+    assert_eq!(blocked.len(), 1, "{blocked:#?}\n{ctx}");
+    assert!(blocked[0].0.is_string(), "{blocked:#?}\n{ctx}");
+    assert_eq!(blocked[0].1["path"], key, "{ctx}");
+    assert_eq!(
+        blocked[0].1["blocked"],
+        serde_json::json!({"denial_id": d.id, "rule": "denied-path", "mechanism": "fanotify"}),
+        "{ctx}"
+    );
+}
+
+/// `correlate`'s activities marked blocked, each with its tool call's id.
+fn blocked_activities(run: &Run, db: &Path) -> Vec<(Value, Value)> {
     let id = run.sessions()[0]["session_id"]
         .as_str()
         .expect("one session")
         .to_string();
     let c = run.correlate(&id, db);
-    let blocked: Vec<(Value, Value, Value)> = c["prompts"]
+    c["prompts"]
         .as_array()
         .unwrap()
         .iter()
@@ -167,17 +180,9 @@ fn correlate_marks_it(run: &Run, db: &Path, key: &str, d: &DenialRow, ctx: &str)
                 .unwrap()
                 .iter()
                 .filter(|a| !a["blocked"].is_null())
-                .map(move |a| (call.clone(), a["path"].clone(), a["blocked"].clone()))
+                .map(move |a| (call.clone(), a.clone()))
         })
-        .collect();
-    assert_eq!(blocked.len(), 1, "{blocked:#?}\n{ctx}");
-    assert!(blocked[0].0.is_string(), "{blocked:#?}\n{ctx}");
-    assert_eq!(blocked[0].1, key, "{ctx}");
-    assert_eq!(
-        blocked[0].2,
-        serde_json::json!({"denial_id": d.id, "rule": "denied-path", "mechanism": "fanotify"}),
-        "{ctx}"
-    );
+        .collect()
 }
 
 /// export: one enforcement_denial record, the row's fields.
@@ -400,6 +405,15 @@ fn undeclared_connect_is_refused(agent: Agent) {
             "cgroup-bpf"
         )],
         "{ctx}"
+    );
+    // correlate: the refused connect is the shell call's activity, blocked.
+    let blocked = blocked_activities(&run, &db);
+    assert_eq!(blocked.len(), 1, "{blocked:#?}\n{ctx}");
+    assert!(blocked[0].0.is_string(), "{blocked:#?}\n{ctx}");
+    assert_eq!(
+        blocked[0].1["blocked"],
+        serde_json::json!({"denial_id": denials[0].id, "rule": "network-undeclared", "mechanism": "cgroup-bpf"}),
+        "{blocked:#?}\n{ctx}"
     );
     // The audit: one error, the curl's connect, blocked.
     let (_, report) = audit_json(&db, &policy);
