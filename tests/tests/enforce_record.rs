@@ -463,7 +463,8 @@ fn the_tree_is_stopped_when_the_recorder_dies() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The network rules: a connect to a denied destination, to an undeclared
+/// The network rules (the workload run under `strace -f`, which agrees): a
+/// connect to a denied destination, to an undeclared
 /// one (IPv4, IPv4-mapped IPv6, IPv6) and a datagram sent to an undeclared
 /// one are refused with EPERM for the tree, while its allowed connect and
 /// its DNS-port send succeed and the test itself, outside the tree,
@@ -501,7 +502,19 @@ fn connects_and_sends_are_refused_for_the_tree_only() {
     .unwrap();
     let db = dir.join("run.db");
     let args: Vec<String> = [a, d, u, q].iter().map(u16::to_string).collect();
-    let mut command = vec!["python3", script.to_str().unwrap()];
+    // Under `strace -f`, for an account of the calls independent of ours.
+    let trace = dir.join("strace.txt");
+    let mut command = vec![
+        "strace",
+        "-f",
+        "-qq",
+        "-e",
+        "trace=connect,sendto",
+        "-o",
+        trace.to_str().unwrap(),
+        "python3",
+        script.to_str().unwrap(),
+    ];
     command.extend(args.iter().map(String::as_str));
     command.extend([gate.to_str().unwrap(), ready.to_str().unwrap()]);
     let mut child = spawn_record(&db, &policy, "--enforce", &command);
@@ -531,6 +544,7 @@ fn connects_and_sends_are_refused_for_the_tree_only() {
         udp.recv_from(&mut buf).is_err(),
         "a refused datagram arrived"
     );
+    strace_agrees(&trace, (a, d, u, q));
     assert_eq!(out.status.code(), Some(1), "{stderr}"); // the audit failed
     assert!(
         stderr.lines().any(|l| l.starts_with(
@@ -641,5 +655,49 @@ fn net_audited_and_shown(db: &Path, policy: &Path, pid: i64, (d, u, q): (u16, u1
             " send 127.0.0.1:{q} pid {pid} python3 network-undeclared (cgroup-bpf)\n"
         )),
         "{shown}"
+    );
+}
+
+/// `strace -f` of the network workload: each refused call returned EPERM
+/// (the five connects to the denied and undeclared ports, the datagram to
+/// the undeclared UDP port), the two allowed connects returned 0 and the
+/// datagram to port 53 was sent; no other connect or sendto.
+fn strace_agrees(trace: &Path, (a, d, u, q): (u16, u16, u16, u16)) {
+    let text = std::fs::read_to_string(trace).expect("the strace output");
+    let calls: Vec<(String, u16, String)> = text
+        .lines()
+        .filter_map(|l| {
+            let call = ["connect(", "sendto("].into_iter().find(|c| l.contains(c))?;
+            let port: u16 = l
+                .split("htons(")
+                .nth(1)?
+                .split(')')
+                .next()?
+                .parse()
+                .ok()?;
+            let result = l.rsplit(" = ").next()?.split(' ').next()?.to_owned();
+            let result = if result == "-1" {
+                l.rsplit(" = -1 ").next()?.split(' ').next()?.to_owned()
+            } else {
+                result
+            };
+            Some((call.trim_end_matches('(').to_owned(), port, result))
+        })
+        .collect();
+    let c = |port: u16, r: &str| ("connect".to_owned(), port, r.to_owned());
+    assert_eq!(
+        calls,
+        vec![
+            c(a, "0"),
+            c(d, "EPERM"),
+            c(u, "EPERM"),
+            c(a, "0"),
+            c(d, "EPERM"),
+            c(u, "EPERM"),
+            ("sendto".to_owned(), q, "EPERM".to_owned()),
+            ("sendto".to_owned(), 53, "10".to_owned()),
+            c(d, "EPERM"),
+        ],
+        "{text}"
     );
 }

@@ -99,6 +99,9 @@ pub struct Probes {
     /// Whether the TLS uprobes (loaded always) were attached to a library
     /// file (`record --wire`): until then they are not running programs.
     pub tls_attached: bool,
+    /// Whether `record --enforce`'s network programs (loaded only then)
+    /// were attached: until then they are not running programs.
+    pub net_attached: bool,
 }
 
 pub const TRACEFS: &str = "/sys/kernel/tracing";
@@ -211,6 +214,7 @@ impl Probes {
             programs,
             tracefs_note: tracefs.ok().flatten(),
             tls_attached: false,
+            net_attached: false,
         })
     }
 
@@ -405,6 +409,7 @@ impl Probes {
         let loss = take_map(&mut self.ebpf, MAP_NET_DENIAL_LOSS).map_err(|e| e.to_string())?;
         let loss =
             PerCpuArray::try_from(loss).map_err(|e| format!("{MAP_NET_DENIAL_LOSS}: {e}"))?;
+        self.net_attached = true;
         Ok(NetAttached {
             denials,
             loss,

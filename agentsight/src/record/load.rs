@@ -32,6 +32,15 @@ const TLS_PROGRAMS: [&str; 2] = [
     agentsight_common::PROG_TLS_RETURN,
 ];
 
+/// `record --enforce`'s network programs, loaded and attached only when the
+/// `[network]` rules are enforced.
+const NET_PROGRAMS: [&str; 4] = [
+    agentsight_common::PROG_NET_CONNECT4,
+    agentsight_common::PROG_NET_CONNECT6,
+    agentsight_common::PROG_NET_SENDMSG4,
+    agentsight_common::PROG_NET_SENDMSG6,
+];
+
 /// Loads and attaches the programs; notes each one's state in the capture.
 pub(super) fn load_programs(
     opts: &RecordOptions,
@@ -140,7 +149,9 @@ pub(super) fn program_stats(probes: &Probes) -> (String, (u64, Duration)) {
     let mut items = Vec::new();
     let (mut runs, mut time) = (0u64, Duration::ZERO);
     for (name, program) in probes.ebpf.programs() {
-        if !probes.tls_attached && TLS_PROGRAMS.contains(&name) {
+        if !probes.tls_attached && TLS_PROGRAMS.contains(&name)
+            || !probes.net_attached && NET_PROGRAMS.contains(&name)
+        {
             continue;
         }
         match program.info() {
