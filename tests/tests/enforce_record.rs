@@ -667,14 +667,10 @@ fn strace_agrees(trace: &Path, (a, d, u, q): (u16, u16, u16, u16)) {
     let calls: Vec<(String, u16, String)> = text
         .lines()
         .filter_map(|l| {
-            let call = ["connect(", "sendto("].into_iter().find(|c| l.contains(c))?;
-            let port: u16 = l
-                .split("htons(")
-                .nth(1)?
-                .split(')')
-                .next()?
-                .parse()
-                .ok()?;
+            let call = ["connect(", "sendto("]
+                .into_iter()
+                .find(|c| l.contains(c))?;
+            let port: u16 = l.split("htons(").nth(1)?.split(')').next()?.parse().ok()?;
             let result = l.rsplit(" = ").next()?.split(' ').next()?.to_owned();
             let result = if result == "-1" {
                 l.rsplit(" = -1 ").next()?.split(' ').next()?.to_owned()
