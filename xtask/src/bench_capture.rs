@@ -408,7 +408,7 @@ struct Bench<'a> {
 #[derive(Default)]
 struct Measured {
     rows: Vec<Row>,
-    spreads: Vec<(&'static str, Vec<f64>)>,
+    spreads: Vec<(String, Vec<f64>)>,
     program_costs: Vec<String>,
 }
 
@@ -426,11 +426,55 @@ struct SyscallTax {
 struct Pairs {
     base: Vec<Usage>,
     rec: Vec<Usage>,
+    /// Under plain `record`.
+    plain: Recorded,
+    /// The same under `record --enforce` (each run beside the same
+    /// untraced partner).
+    enforced: Recorded,
+}
+
+/// One recorded series of [`Pairs`].
+#[derive(Default)]
+struct Recorded {
     spans: Vec<Duration>,
     usage: Vec<RecorderUsage>,
     counts: (Option<i64>, Option<i64>, Option<Duration>),
     wall_ratios: Vec<f64>,
     cpu_ratios: Vec<f64>,
+}
+
+impl Recorded {
+    /// Adds one recorded run (`u`, `own`, its capture `db`) against its
+    /// untraced partner `base`.
+    fn add(&mut self, u: &Usage, own: RecorderUsage, db: &Path, agentsight: &Path, base: &Usage) {
+        self.counts = capture_counts(db, agentsight);
+        if let Some(span) = self.counts.2 {
+            self.spans.push(span);
+            self.wall_ratios.push(ratio(span, base.wall));
+        }
+        // The recorded run's total minus the recorder's own CPU = the workload's.
+        if let Some(own_cpu) = own.0 {
+            self.cpu_ratios
+                .push(ratio(u.cpu.saturating_sub(own_cpu), base.cpu));
+        }
+        self.usage.push(own);
+    }
+
+    fn row(&self, workload: &'static str, mode: &'static str, best: Duration) -> Row {
+        let mut spans = self.spans.clone();
+        spans.sort();
+        Row {
+            workload,
+            mode,
+            ratio: median(self.wall_ratios.clone()).unwrap_or(f64::NAN),
+            wall: spans.first().copied().unwrap_or(best),
+            events: self.counts.0,
+            lost: self.counts.1,
+            tracer_cpu: self.usage.last().and_then(|u| u.0),
+            cpu_ratio: median(self.cpu_ratios.clone()),
+            tracer_rss_mib: self.usage.iter().filter_map(|u| u.1).reduce(f64::max),
+        }
+    }
 }
 
 pub fn run(agentsight: &Path) -> Result<()> {
@@ -552,21 +596,19 @@ fn measure_workload(b: &Bench, name: &'static str, cmd: &[String], m: &mut Measu
         m.program_costs.push(cost);
     }
     let rec = best(pairs.rec);
-    let mut spans = pairs.spans;
-    spans.sort();
-    m.spreads.push((name, pairs.wall_ratios.clone()));
-    let span = spans.first().copied().unwrap_or(rec.wall);
-    m.rows.push(Row {
-        workload: name,
-        mode: "agentsight record",
-        ratio: median(pairs.wall_ratios).unwrap_or(f64::NAN),
-        wall: span,
-        events: pairs.counts.0,
-        lost: pairs.counts.1,
-        tracer_cpu: pairs.usage.last().and_then(|u| u.0),
-        cpu_ratio: median(pairs.cpu_ratios),
-        tracer_rss_mib: pairs.usage.iter().filter_map(|u| u.1).reduce(f64::max),
-    });
+    m.spreads
+        .push((name.to_owned(), pairs.plain.wall_ratios.clone()));
+    m.rows
+        .push(pairs.plain.row(name, "agentsight record", rec.wall));
+    m.rows.push(
+        pairs
+            .enforced
+            .row(name, "agentsight record --enforce", rec.wall),
+    );
+    m.spreads.push((
+        format!("{name} --enforce"),
+        pairs.enforced.wall_ratios.clone(),
+    ));
     m.rows.push(strace_row(b, name, cmd, &base)?);
     if b.bpftrace {
         match bpftrace_row(name, cmd, &b.work, base.wall) {
@@ -587,6 +629,25 @@ fn alternate_untraced_and_recorded(b: &Bench, cmd: &[String]) -> Result<Pairs> {
     for i in 0..PAIRS {
         let db = b.work.join(format!("rec-{i}.db"));
         let recorded = || record_run(b.agentsight, &[], &db, &b.work.join("record.err"), cmd);
+        // The enforced run (the default policy: denied files and
+        // executables marked, the network programs attached; no audit at
+        // the end), beside the same untraced partner: before the pair or
+        // after it, in turn.
+        let edb = b.work.join(format!("enf-{i}.db"));
+        let enforced = || {
+            record_run(
+                b.agentsight,
+                &["--enforce"],
+                &edb,
+                &b.work.join("enforce.err"),
+                cmd,
+            )
+        };
+        let early = if recorded_first(i) {
+            Some(enforced()?)
+        } else {
+            None
+        };
         let (u, own) = if recorded_first(i) {
             let r = recorded()?;
             p.base.push(run_measured(&mut untraced(cmd, b.who))?);
@@ -595,19 +656,14 @@ fn alternate_untraced_and_recorded(b: &Bench, cmd: &[String]) -> Result<Pairs> {
             p.base.push(run_measured(&mut untraced(cmd, b.who))?);
             recorded()?
         };
-        p.counts = capture_counts(&db, b.agentsight);
         let base = &p.base[p.base.len() - 1];
-        if let Some(span) = p.counts.2 {
-            p.spans.push(span);
-            p.wall_ratios.push(ratio(span, base.wall));
-        }
-        // The recorded run's total minus the recorder's own CPU = the workload's.
-        if let Some(own_cpu) = own.0 {
-            p.cpu_ratios
-                .push(ratio(u.cpu.saturating_sub(own_cpu), base.cpu));
-        }
-        p.usage.push(own);
+        p.plain.add(&u, own, &db, b.agentsight, base);
         p.rec.push(u);
+        let (eu, eown) = match early {
+            Some(r) => r,
+            None => enforced()?,
+        };
+        p.enforced.add(&eu, eown, &edb, b.agentsight, base);
     }
     Ok(p)
 }
@@ -713,7 +769,7 @@ fn measure_untracked_during_recording(b: &Bench, m: &mut Measured) -> Result<Sys
         c_cpu_ratios.push(ratio(w.cpu, wo.cpu));
     }
     m.spreads.push((
-        "(c) untracked (a) during a recording",
+        "(c) untracked (a) during a recording".to_owned(),
         c_wall_ratios.clone(),
     ));
     let floor_ns = empty_tracer_floor(b, &mut tax_without)?;
@@ -855,7 +911,7 @@ fn print_table(rows: &[Row]) {
 }
 
 /// What the columns mean, the per-pair ratios, and the kernel programs' cost.
-fn print_notes(bpftrace: bool, spreads: Vec<(&str, Vec<f64>)>, program_costs: &[String]) {
+fn print_notes(bpftrace: bool, spreads: Vec<(String, Vec<f64>)>, program_costs: &[String]) {
     if !bpftrace {
         println!("(bpftrace is not installed: `apt-get install bpftrace` to add its rows)");
     }

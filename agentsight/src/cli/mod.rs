@@ -193,13 +193,15 @@ pub struct RecordArgs {
     /// Enforce the policy (--audit's, else the default policy) for the
     /// recorded tree only, before each access happens: reads of
     /// `[denied_paths] read` files and execs of `[executables] deny` ones are
-    /// refused with EPERM (fanotify permission marks on their inodes; needs
-    /// root). Every denial is stored and `audit` marks its finding blocked.
-    /// Not enforced yet (audited only, listed in the capture and the summary):
-    /// writes outside the allowed roots, denied writes, the network rules.
-    /// If a mark cannot be placed, recording refuses to start (exit 2);
-    /// `--enforce=best-effort` records anyway and lists the rule as audited
-    /// only. See docs/enforce.md (a crash of the recorder lets the tree go on).
+    /// refused with EPERM (fanotify permission marks on their inodes), and so
+    /// are connects and datagrams to destinations `[network]` denies or does
+    /// not declare (cgroup socket programs); needs root. Every denial is
+    /// stored and `audit` marks its finding blocked. Not enforced yet
+    /// (audited only, listed in the capture and the summary): writes outside
+    /// the allowed roots, denied writes, DNS names asked. If a rule cannot be
+    /// enforced, recording refuses to start (exit 2); `--enforce=best-effort`
+    /// records anyway and lists the rule as audited only. If the recorder
+    /// dies, a sentinel stops and kills the tree. See docs/enforce.md.
     #[arg(
         long,
         value_enum,
