@@ -46,6 +46,16 @@ fn spawn_record(db: &Path, policy: &Path, mode: &str, command: &[&str]) -> std::
         .expect("run agentsight record")
 }
 
+/// `agentsight show --db DB`'s output.
+fn show(db: &Path) -> String {
+    let out = Command::new(bin())
+        .args(["show", "--db"])
+        .arg(db)
+        .output()
+        .expect("run show");
+    text(&out.stdout)
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -449,12 +459,7 @@ fn the_tree_is_stopped_when_the_recorder_dies() {
             .all(|r| r.path == key.display().to_string() && r.rule == "denied-path"),
         "{rows:?}"
     );
-    let shown = Command::new(bin())
-        .args(["show", "--db"])
-        .arg(&db)
-        .output()
-        .unwrap();
-    let shown = text(&shown.stdout);
+    let shown = show(&db);
     let line = format!(
         "  the recorder (pid {recorder}) ended without stopping enforcement: its tree was stopped and killed ({} process(es)); denials of its last 50 ms may be missing",
         b.killed.len()
@@ -640,12 +645,7 @@ fn net_audited_and_shown(db: &Path, policy: &Path, pid: i64, (d, u, q): (u16, u1
     want.sort();
     assert_eq!(findings, want, "{report:#}");
     // `show` lists each refusal by its destination.
-    let shown = Command::new(bin())
-        .args(["show", "--db"])
-        .arg(&db)
-        .output()
-        .unwrap();
-    let shown = text(&shown.stdout);
+    let shown = show(&db);
     assert!(
         shown.contains("blocked (0 read(s), 0 exec(s), 5 connect(s), 1 send(s)), 0 not stored"),
         "{shown}"

@@ -648,11 +648,12 @@ fn otlp_unbound_incomplete_and_lossy() {
         "unbound_trees"
     );
     assert_eq!(root["attributes"]["agentsight.capture.complete"], true);
-    let conn = agentsight_tests::open(&db);
-    let procs: i64 = conn
-        .query_row("SELECT COUNT(*) FROM processes", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(spans.len() as i64, procs + 1, "one CLI span per process");
+    let procs = agentsight::store::Capture::open(&db)
+        .expect("open capture")
+        .processes()
+        .expect("processes")
+        .len();
+    assert_eq!(spans.len(), procs + 1, "one CLI span per process");
     let names: BTreeSet<&str> = spans[1..]
         .iter()
         .map(|s| s["name"].as_str().unwrap())
