@@ -55,7 +55,7 @@ fn risky_is_refused_with(agent: Agent, scenario: &str, more: &[&str]) {
     );
     assert!(
         out.stderr.contains(
-            "agentsight: enforce: 1 access blocked (1 read, 0 execs, 0 connects, 0 sends); "
+            "agentsight: enforce: 1 access blocked (1 read, 0 writes, 0 execs, 0 connects, 0 sends); "
         ),
         "{ctx}"
     );
@@ -357,7 +357,7 @@ fn undeclared_connect_is_refused(agent: Agent) {
     let dest = format!("127.0.0.1:{}", run.target_port);
     assert!(
         out.stderr.contains(
-            "agentsight: enforce: 1 access blocked (0 reads, 0 execs, 1 connect, 0 sends); "
+            "agentsight: enforce: 1 access blocked (0 reads, 0 writes, 0 execs, 1 connect, 0 sends); "
         ),
         "{ctx}"
     );

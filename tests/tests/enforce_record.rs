@@ -177,7 +177,7 @@ fn denied_reads_are_refused_for_the_tree_only() {
     }
     assert!(
         stderr.lines().any(|l| l.starts_with(
-            "agentsight: enforce: 4 accesses blocked (4 reads, 0 execs, 0 connects, 0 sends); audited, not enforced: "
+            "agentsight: enforce: 4 accesses blocked (4 reads, 0 writes, 0 execs, 0 connects, 0 sends); audited, not enforced: "
         )),
         "{stderr}"
     );
@@ -553,7 +553,7 @@ fn connects_and_sends_are_refused_for_the_tree_only() {
     assert_eq!(out.status.code(), Some(1), "{stderr}"); // the audit failed
     assert!(
         stderr.lines().any(|l| l.starts_with(
-            "agentsight: enforce: 6 accesses blocked (0 reads, 0 execs, 5 connects, 1 send); audited, not enforced: "
+            "agentsight: enforce: 6 accesses blocked (0 reads, 0 writes, 0 execs, 5 connects, 1 send); audited, not enforced: "
         )),
         "{stderr}"
     );
@@ -694,6 +694,240 @@ fn strace_agrees(trace: &Path, (a, d, u, q): (u16, u16, u16, u16)) {
             ("sendto".to_owned(), 53, "10".to_owned()),
             c(d, "EPERM"),
         ],
+        "{text}"
+    );
+}
+
+/// The tree's writes outside the allowed roots, as the workload at the top
+/// of [`writes_outside_the_allowed_roots_are_refused_for_the_tree_only`]
+/// makes them: (process argv[0], path under the scratch dir, rule).
+const REFUSED_WRITES: &[(&str, &str, &str)] = &[
+    ("sh", "home/outside.txt", "write-outside-allowed"),
+    ("sh", "home/existing.txt", "write-outside-allowed"),
+    ("mkdir", "home/newdir", "write-outside-allowed"),
+    ("mv", "home/moved.txt", "write-outside-allowed"),
+    ("sh", "home/viasym.txt", "write-outside-allowed"),
+    ("truncate", "home/existing.txt", "write-outside-allowed"),
+    ("rm", "home/existing.txt", "write-outside-allowed"),
+    ("sh", "home/.ssh/authorized_keys", "denied-path"),
+];
+
+/// Landlock (issue 31, writes): with the workspace the only allowed root
+/// (and `/dev/null`), the tree's create, append, mkdir, rename out, write
+/// through a symlink pointing outside, truncate, remove and write of a
+/// denied path outside it all fail with EACCES (`strace -f` agrees, call by
+/// call) while its writes inside succeed; a process of the same user
+/// outside the tree writes there during the run; each refusal is one
+/// `landlock` row with its process and rule, a `blocked` audit finding,
+/// and in `show`.
+#[test]
+fn writes_outside_the_allowed_roots_are_refused_for_the_tree_only() {
+    use std::os::unix::process::CommandExt;
+    require_root();
+    let (uid, gid) = test_user();
+    let dir = scratch("enforce-writes");
+    let (ws, home) = (dir.join("ws"), dir.join("home"));
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(home.join("existing.txt"), "old\n").unwrap();
+    std::os::unix::fs::symlink("../home/viasym.txt", ws.join("sym")).unwrap();
+    for p in [&home, &home.join(".ssh"), &home.join("existing.txt"), &ws] {
+        nix::unistd::chown(p.as_path(), Some(uid.into()), Some(gid.into())).unwrap();
+    }
+    nix::unistd::fchownat(
+        nix::fcntl::AT_FDCWD,
+        &ws.join("sym"),
+        Some(uid.into()),
+        Some(gid.into()),
+        nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+    )
+    .unwrap();
+    let policy = dir.join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "home = \"{}\"\nworkspace = \"{}\"\n[writes]\nallow = [\"${{workspace}}/**\", \"/dev/null\"]\n[denied_paths]\nwrite = [\"~/.ssh/**\"]\n",
+            home.display(),
+            ws.display()
+        ),
+    )
+    .unwrap();
+    let script = format!(
+        "cd {d}
+echo ok > ws/inside.txt && echo inside=ok
+echo x > home/outside.txt || echo create=refused
+: > ws/ready; while [ ! -e ws/gate ]; do sleep 0.05; done
+echo x >> home/existing.txt || echo append=refused
+mkdir home/newdir || echo mkdir=refused
+mv ws/inside.txt home/moved.txt || echo mv=refused
+echo x > ws/sym || echo sym=refused
+truncate -s0 home/existing.txt || echo truncate=refused
+rm -f home/existing.txt || echo rm=refused
+echo k > home/.ssh/authorized_keys || echo ssh=refused
+echo n > /dev/null && echo devnull=ok
+",
+        d = dir.display()
+    );
+    let trace = ws.join("strace.txt");
+    let db = dir.join("run.db");
+    let command = [
+        "strace",
+        "-f",
+        "-qq",
+        "-e",
+        "trace=openat,mkdir,rename,renameat2,truncate,unlink,unlinkat",
+        "-o",
+        trace.to_str().unwrap(),
+        "sh",
+        "-c",
+        &script,
+    ];
+    let mut child = spawn_record(&db, &policy, "--enforce", &command);
+    wait_for(&ws.join("ready"), &mut child);
+    // A process of the same user outside the tree writes there meanwhile.
+    let outside = Command::new("sh")
+        .args(["-c", "echo outside > \"$0\"/home/outside.txt"])
+        .arg(&dir)
+        .uid(uid)
+        .gid(gid)
+        .status()
+        .unwrap();
+    assert!(outside.success());
+    assert_eq!(
+        std::fs::read_to_string(home.join("outside.txt")).unwrap(),
+        "outside\n"
+    );
+    std::fs::remove_file(home.join("outside.txt")).unwrap();
+    std::fs::write(ws.join("gate"), "").unwrap();
+    let out = finish(child);
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        text(&out.stdout),
+        "inside=ok\ncreate=refused\nappend=refused\nmkdir=refused\nmv=refused\nsym=refused\ntruncate=refused\nrm=refused\nssh=refused\ndevnull=ok\n",
+        "{stderr}"
+    );
+    // Nothing outside changed; inside, the file written is still there.
+    let mut left: Vec<String> = std::fs::read_dir(&home)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, [".ssh", "existing.txt"]);
+    assert_eq!(std::fs::read_dir(home.join(".ssh")).unwrap().count(), 0);
+    assert_eq!(
+        std::fs::read_to_string(home.join("existing.txt")).unwrap(),
+        "old\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("inside.txt")).unwrap(),
+        "ok\n"
+    );
+    writes_strace_agrees(&trace);
+    assert_eq!(out.status.code(), Some(1), "{stderr}"); // the audit failed
+    assert!(
+        stderr.lines().any(|l| l.starts_with(
+            "agentsight: enforce: 8 accesses blocked (0 reads, 8 writes, 0 execs, 0 connects, 0 sends); audited, not enforced: denied-path writes inside the allowed roots (Landlock only refuses outside them)"
+        )),
+        "{stderr}"
+    );
+    // The capture: one row per refusal, by path, process and rule.
+    let argv0: std::collections::HashMap<i64, String> = processes(&open(&db))
+        .into_iter()
+        .map(|p| (p.id, p.argv.first().cloned().unwrap_or_default()))
+        .collect();
+    let got: Vec<(DenialKind, String, String, String, String)> = denials(&db)
+        .iter()
+        .map(|r| {
+            (
+                r.kind,
+                r.process_id
+                    .and_then(|id| argv0.get(&id).cloned())
+                    .unwrap_or_default(),
+                r.path.clone(),
+                r.rule.clone(),
+                r.mechanism.clone(),
+            )
+        })
+        .collect();
+    let want: Vec<_> = REFUSED_WRITES
+        .iter()
+        .map(|(p, path, rule)| {
+            (
+                DenialKind::Write,
+                p.to_string(),
+                dir.join(path).display().to_string(),
+                rule.to_string(),
+                "landlock".to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(got, want);
+    let meta = Capture::open(&db)
+        .unwrap()
+        .reader()
+        .enforcement_meta()
+        .unwrap()
+        .unwrap();
+    assert_eq!((meta.blocked_writes, meta.blocked_reads), (8, 0));
+    // The audit: every refusal a blocked finding of its rule and path.
+    let report = audit_json(&db, &policy);
+    let mut blocked: Vec<(String, String)> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["blocked"] == true)
+        .map(|f| {
+            (
+                f["rule"].as_str().unwrap_or_default().to_owned(),
+                f["path"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    blocked.sort();
+    let mut expected: Vec<(String, String)> = REFUSED_WRITES
+        .iter()
+        .map(|(_, path, rule)| (rule.to_string(), dir.join(path).display().to_string()))
+        .collect();
+    expected.sort();
+    assert_eq!(blocked, expected, "{report:#}");
+    let shown = show(&db);
+    assert!(
+        shown.contains("blocked (0 read(s), 8 write(s), 0 exec(s)), 0 not stored"),
+        "{shown}"
+    );
+    let sym_line = format!(" write {} pid ", home.join("viasym.txt").display());
+    assert!(
+        shown.contains(&sym_line) && shown.contains(" write-outside-allowed (landlock)\n"),
+        "{shown}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `strace -f` of the workload: the calls that failed with EACCES are
+/// exactly the workload's writes outside the workspace, in its order.
+fn writes_strace_agrees(trace: &Path) {
+    let text = std::fs::read_to_string(trace).expect("the strace output");
+    let refused: Vec<String> = text
+        .lines()
+        .filter(|l| l.contains("= -1 EACCES"))
+        // The last path a call names (a rename's new name).
+        .filter_map(|l| Some(l.split('"').rev().nth(1)?.to_owned()))
+        .collect();
+    // The symlink is named as asked.
+    assert_eq!(
+        refused,
+        [
+            "home/outside.txt",
+            "home/existing.txt",
+            "home/newdir",
+            "home/moved.txt",
+            "ws/sym",
+            "home/existing.txt",
+            "home/existing.txt",
+            "home/.ssh/authorized_keys",
+        ]
+        .map(String::from)
+        .to_vec(),
         "{text}"
     );
 }

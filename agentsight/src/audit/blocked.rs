@@ -30,6 +30,7 @@ pub(super) fn denials(
     for d in rows {
         let access = match d.kind {
             DenialKind::Read => Access::Read,
+            DenialKind::Write => Access::Write,
             DenialKind::Exec => Access::Exec,
             DenialKind::Connect => Access::Connect,
             DenialKind::Send => Access::Send,
@@ -49,6 +50,8 @@ pub(super) fn denials(
         }
         let severity = if d.kind.is_network() {
             policy.network.meta.severity
+        } else if d.kind == DenialKind::Write && d.rule == policy.writes.meta.id {
+            policy.writes.meta.severity
         } else if d.rule == policy.executables.meta.id {
             policy.executables.meta.severity
         } else {
@@ -66,6 +69,14 @@ pub(super) fn denials(
                 d.dev,
                 d.ino,
                 d.mechanism
+            ),
+            DenialKind::Write if d.rule == policy.writes.meta.id => format!(
+                "attempted write outside the allowed roots: {} (refused by {})",
+                d.path, d.mechanism
+            ),
+            DenialKind::Write => format!(
+                "attempted write of denied path {} (refused by {})",
+                d.path, d.mechanism
             ),
             DenialKind::Connect | DenialKind::Send => format!(
                 "attempted {} to {} destination {} (refused by {})",
@@ -94,6 +105,8 @@ pub(super) fn denials(
         if d.kind.is_network() {
             f.addr = d.addr.clone();
             f.port = d.port;
+        } else if d.kind == DenialKind::Write {
+            f.path = Some(d.path.clone());
         } else {
             f.path = Some(d.path.clone());
             f.evidence.matched = Some(format!("{} (by inode)", d.path));
@@ -102,7 +115,8 @@ pub(super) fn denials(
             anchors.wall_ns(d.mono_ns).max(0) as u64
         ));
         f.evidence.count = 1;
-        f.evidence.errno = Some("EPERM".into());
+        // Landlock answers EACCES; fanotify and the socket programs EPERM.
+        f.evidence.errno = Some(refused_errno(d.kind).into());
         f.evidence.detail = Some(format!("enforcement_denials id {}", d.id));
         f.blocked = true;
         ctx.complete(&mut p)?;
@@ -129,5 +143,14 @@ fn same(f: &Finding, d: &DenialRow, access: &Access) -> bool {
         && f.process
             .as_ref()
             .is_some_and(|p| p.pid == i64::from(d.pid))
-        && (f.blocked || f.evidence.errno.as_deref() == Some("EPERM"))
+        && (f.blocked || f.evidence.errno.as_deref() == Some(refused_errno(d.kind)))
+}
+
+/// The errno the refused call got.
+fn refused_errno(kind: DenialKind) -> &'static str {
+    if kind == DenialKind::Write {
+        "EACCES"
+    } else {
+        "EPERM"
+    }
 }

@@ -91,6 +91,108 @@ pub fn denied_dirs(
     Ok(out)
 }
 
+/// What `record --enforce` lets the tree write (Landlock allows only
+/// beneath directories and on files that exist when the rules are made):
+/// the policy's `[writes] allow` globs, placed, as the kernel can hold them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteRoots {
+    /// Directories every write beneath is allowed in: `D` of `D/**`, or the
+    /// literal directory of a glob such as `/dev/pts/*` (wider than the
+    /// glob: said in `widened`).
+    pub dirs: Vec<String>,
+    /// Allowed roots `D/**` that do not exist yet, in the home: created
+    /// (empty, the user's) before the rules are made, or they could never
+    /// be written.
+    pub missing: Vec<String>,
+    /// Existing files named literally (`/dev/null`, `~/.claude.json`): written
+    /// or truncated, not created or removed.
+    pub files: Vec<String>,
+    /// Globs granted wider than written: "`/dev/pts/*` as `/dev/pts/**`".
+    pub widened: Vec<String>,
+    /// Globs the kernel cannot grant (their directory is `/` or the home
+    /// itself, or a literal path that does not exist): writes only they
+    /// allow are refused.
+    pub not_granted: Vec<String>,
+    /// The `[denied_paths] write` globs, placed: a refused write they match
+    /// is a `denied-path` denial, any other a `write-outside-allowed` one.
+    pub denied: Vec<String>,
+}
+
+/// The [`WriteRoots`] of `policy`'s `[writes] allow`, with `~`,
+/// `${workspace}` and `${tmpdir}` placed at `home`, `workspace` and
+/// `tmpdir`. Any glob under `/proc` is granted as `/proc` (its per-process
+/// names, `/proc/self`, resolve differently for each process).
+pub fn write_roots(
+    policy: &Policy,
+    home: Option<&str>,
+    workspace: Option<&str>,
+    tmpdir: Option<&str>,
+) -> Result<WriteRoots, AuditError> {
+    let tmpdirs: Vec<String> = tmpdir.map(str::to_owned).into_iter().collect();
+    let at = Places {
+        workspace,
+        home,
+        tmpdirs: &tmpdirs,
+    };
+    let (allow, _) = PathSet::new(&policy.writes.allow, &at, false)?;
+    let mut out = WriteRoots::default();
+    let home = home.map(|h| h.trim_end_matches('/'));
+    for glob in &allow.globs {
+        let literal = walk_root(glob);
+        let whole_tree = glob
+            .strip_suffix("/**")
+            .is_some_and(|d| d.replace('\\', "") == literal);
+        let plain = !glob.contains(['*', '?', '[', '{']);
+        if literal == "/proc" || literal.starts_with("/proc/") {
+            out.dirs.push("/proc".to_owned());
+            if glob != "/proc/**" {
+                out.widened.push(format!("{glob} as /proc/**"));
+            }
+            continue;
+        }
+        let meta = std::fs::metadata(&literal);
+        if plain {
+            match meta {
+                Ok(m) if !m.is_dir() => out.files.push(literal),
+                Ok(_) => out.dirs.push(literal),
+                Err(_) => out
+                    .not_granted
+                    .push(format!("{glob} (does not exist when recording starts)")),
+            }
+            continue;
+        }
+        if literal == "/" || Some(literal.as_str()) == home {
+            out.not_granted
+                .push(format!("{glob} (would allow all of {literal})"));
+            continue;
+        }
+        match meta {
+            Ok(m) if m.is_dir() => {
+                if !whole_tree {
+                    out.widened.push(format!("{glob} as {literal}/**"));
+                }
+                out.dirs.push(literal);
+            }
+            _ if whole_tree
+                && home.is_some_and(|h| literal.starts_with(&format!("{h}/")))
+                && home.is_some_and(|h| Path::new(h).is_dir()) =>
+            {
+                out.missing.push(literal)
+            }
+            _ => out
+                .not_granted
+                .push(format!("{glob} (does not exist when recording starts)")),
+        }
+    }
+    let (denied, _) = PathSet::new(&policy.denied_paths.write, &at, false)?;
+    out.denied = denied.globs;
+    for v in [&mut out.dirs, &mut out.missing, &mut out.files] {
+        v.sort();
+        v.dedup();
+    }
+    Ok(out)
+}
+
 /// The longest directory of `glob` without glob characters (the glob
 /// itself when it has none).
 fn walk_root(glob: &str) -> String {

@@ -138,14 +138,17 @@ impl Denials {
 
     /// Takes the denial `ev` (a failed call) stands for, if any.
     fn take(&mut self, ev: &EventRecord) -> Option<Blocked> {
-        if ev.errno.as_deref() != Some("EPERM") {
-            return None;
-        }
-        let kind = match EventKind::from_word(&ev.kind) {
-            EventKind::ExecFailed => DenialKind::Exec,
-            k if k.is_open() => DenialKind::Read,
-            EventKind::Connect => DenialKind::Connect,
-            EventKind::Sendto | EventKind::Sendmsg | EventKind::Sendmmsg => DenialKind::Send,
+        let kind = match (ev.errno.as_deref()?, EventKind::from_word(&ev.kind)) {
+            ("EPERM", EventKind::ExecFailed) => DenialKind::Exec,
+            ("EPERM", k) if k.is_open() => DenialKind::Read,
+            ("EPERM", EventKind::Connect) => DenialKind::Connect,
+            ("EPERM", EventKind::Sendto | EventKind::Sendmsg | EventKind::Sendmmsg) => {
+                DenialKind::Send
+            }
+            // Landlock's refusal of a write.
+            ("EACCES", k) if crate::enforce::landlock::WRITE_KINDS.contains(&k) => {
+                DenialKind::Write
+            }
             _ => return None,
         };
         let list = self.0.get_mut(&ev.process_id?)?;

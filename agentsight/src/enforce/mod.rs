@@ -15,6 +15,7 @@
 //! into a [`Plan`] and stores the [`Denial`]s the sink is given.
 
 mod decider;
+pub mod landlock;
 pub mod network;
 pub mod sentinel;
 
@@ -40,6 +41,8 @@ pub const MECHANISM: &str = "fanotify";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DenialKind {
     Read,
+    /// A write outside the allowed roots (Landlock).
+    Write,
     Exec,
     /// A connect (TCP, or a UDP socket's default destination).
     Connect,
@@ -51,10 +54,17 @@ impl DenialKind {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Read => "read",
+            Self::Write => "write",
             Self::Exec => "exec",
             Self::Connect => "connect",
             Self::Send => "send",
         }
+    }
+
+    /// A read or an exec: refused on the file's inode, whose device and
+    /// inode the denial names (a write names only its path).
+    pub fn by_identity(self) -> bool {
+        matches!(self, Self::Read | Self::Exec)
     }
 
     /// A connect or a send (its denial names a destination, not a file).
@@ -65,6 +75,7 @@ impl DenialKind {
     pub fn parse(s: &str) -> Option<Self> {
         match s {
             "read" => Some(Self::Read),
+            "write" => Some(Self::Write),
             "exec" => Some(Self::Exec),
             "connect" => Some(Self::Connect),
             "send" => Some(Self::Send),
@@ -94,6 +105,8 @@ pub struct Plan {
     pub dirs: Vec<(String, String)>,
     /// The `[network]` rules, when enforced (`network`).
     pub network: Option<network::NetPlan>,
+    /// Writes outside the allowed roots, when enforced (`landlock`).
+    pub writes: Option<landlock::WritePlan>,
 }
 
 /// One access refused.
@@ -140,6 +153,8 @@ pub struct Stats {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Totals {
     pub reads: u64,
+    /// Writes Landlock refused (read from the capture at the end).
+    pub writes: u64,
     pub execs: u64,
     pub connects: u64,
     pub sends: u64,
@@ -149,16 +164,18 @@ pub struct Totals {
 }
 
 impl Totals {
-    /// "enforce: 3 accesses blocked (2 reads, 1 exec)", with the connects
-    /// and sends when the network rules were enforced (`network`).
-    pub fn summary(&self, network: bool) -> String {
-        let n = self.reads + self.execs + self.connects + self.sends;
+    /// "enforce: 3 accesses blocked (2 reads, 1 exec)", with the writes
+    /// when they were enforced (`writes`), the connects and sends when the
+    /// network rules were (`network`).
+    pub fn summary(&self, writes: bool, network: bool) -> String {
+        let n = self.reads + self.writes + self.execs + self.connects + self.sends;
         let plural =
             |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
-        let mut parts = vec![
-            plural(self.reads, "read", "reads"),
-            plural(self.execs, "exec", "execs"),
-        ];
+        let mut parts = vec![plural(self.reads, "read", "reads")];
+        if writes {
+            parts.push(plural(self.writes, "write", "writes"));
+        }
+        parts.push(plural(self.execs, "exec", "execs"));
         if network {
             parts.push(plural(self.connects, "connect", "connects"));
             parts.push(plural(self.sends, "send", "sends"));
@@ -317,6 +334,7 @@ impl Enforcer {
         }
         let n = |a: &AtomicU64| a.load(Ordering::Acquire);
         Totals {
+            writes: 0,
             connects: 0,
             sends: 0,
             reads: n(&self.stats.reads),
@@ -357,8 +375,16 @@ mod tests {
             ..Totals::default()
         };
         assert_eq!(
-            t.summary(false),
+            t.summary(false, false),
             "enforce: 3 accesses blocked (2 reads, 1 exec)"
+        );
+        let t = Totals {
+            writes: 2,
+            ..Totals::default()
+        };
+        assert_eq!(
+            t.summary(true, false),
+            "enforce: 2 accesses blocked (0 reads, 2 writes, 0 execs)"
         );
         let t = Totals {
             reads: 1,
@@ -366,8 +392,8 @@ mod tests {
             ..Totals::default()
         };
         assert_eq!(
-            t.summary(true),
-            "enforce: 3 accesses blocked (1 read, 0 execs, 2 connects, 0 sends)"
+            t.summary(true, true),
+            "enforce: 3 accesses blocked (1 read, 0 writes, 0 execs, 2 connects, 0 sends)"
         );
         let t = Totals {
             reads: 1,
@@ -375,7 +401,7 @@ mod tests {
             ..Totals::default()
         };
         assert_eq!(
-            t.summary(false),
+            t.summary(false, false),
             "enforce: 1 access blocked (1 read, 0 execs), 4 not stored (queue full)"
         );
     }

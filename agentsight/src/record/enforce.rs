@@ -13,11 +13,16 @@ use std::time::Duration;
 use aya::maps::IterableMap;
 
 use crate::{
-    enforce::{Denial, Enforcer, network::NetEnforcement},
-    store::{StoreMsg, Writer, enforcement::EnforcementMeta, meta::key},
+    enforce::{
+        Denial, Enforcer, Totals,
+        landlock::{self, WritePlan, WriteRules},
+        network::NetEnforcement,
+    },
+    privileges::{self, FileCreds},
+    store::{CaptureRw, StoreMsg, Writer, enforcement::EnforcementMeta, meta::key},
 };
 
-use super::{Notice, RecordError, RecordOptions, tracker::Tracker};
+use super::{Notice, RecordError, RecordOptions, target::Target, tracker::Tracker};
 
 /// Denials waiting for the writer: a burst (a tool retrying a refused open
 /// in a loop) is held here, not dropped, up to this many.
@@ -37,11 +42,20 @@ pub(super) struct Enforcing {
     net: Option<Arc<Mutex<NetEnforcement>>>,
     /// With `best-effort`: why the network rules could not be enforced.
     net_refused: Option<String>,
+    /// The write rules the command takes on (`landlock`).
+    writes: Option<WriteRules>,
+    /// With `best-effort`: why the write rules could not be enforced.
+    writes_refused: Option<String>,
     forwarder: Option<std::thread::JoinHandle<()>>,
     stop: Arc<AtomicBool>,
 }
 
 impl Enforcing {
+    /// The Landlock ruleset the command takes on before it runs.
+    pub(super) fn landlock_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.writes.as_ref().map(WriteRules::raw_fd)
+    }
+
     /// `record --wire`'s relay: the agents' connections to it are allowed,
     /// as `audit` declares them.
     pub(super) fn allow_relay(
@@ -111,6 +125,7 @@ fn forward(
 /// `best_effort`, a mark the kernel refuses fails the start.
 pub(super) fn start(
     opts: &RecordOptions,
+    target: &Target,
     tracker: &mut Tracker,
     writer: &Writer,
 ) -> Result<Option<Enforcing>, RecordError> {
@@ -170,6 +185,14 @@ pub(super) fn start(
         &held,
     )?;
     drop(held);
+    // Last: the roots it creates are removed again if the start fails.
+    let (writes, writes_refused) =
+        match e.plan.writes.as_ref().map(|w| write_rules(opts, target, w)) {
+            None => (None, None),
+            Some(Ok(w)) => (Some(w), None),
+            Some(Err(why)) if e.best_effort => (None, Some(why.to_string())),
+            Some(Err(why)) => return Err(why.into()),
+        };
     let net = net.map(|n| Arc::new(Mutex::new(n)));
     let stop = Arc::new(AtomicBool::new(false));
     let forwarder = {
@@ -188,26 +211,32 @@ pub(super) fn start(
         enforcer: Some(enforcer),
         net,
         net_refused: refused_net,
+        writes,
+        writes_refused,
         forwarder: Some(forwarder),
         stop,
     }))
 }
 
+/// What is left to say of the enforcement once the capture is finished:
+/// the writes Landlock refused are read from it then.
+pub(super) struct EnforceEnd {
+    totals: Totals,
+    network: bool,
+    audited: Vec<String>,
+    writes: Option<(WritePlan, WriteRules)>,
+}
+
 /// Stops the decider; stores meta `enforcement` (and the denials not
-/// stored as loss `enforcement_denial`) and says the summary.
+/// stored as loss `enforcement_denial`); the summary is said by [`end`].
 pub(super) fn stop(
     opts: &RecordOptions,
     mut enforcing: Enforcing,
     writer: &Writer,
-    notify: &mut dyn FnMut(Notice),
-) {
-    let Some(e) = &opts.enforce else {
-        return;
-    };
+) -> Option<EnforceEnd> {
+    let e = opts.enforce.as_ref()?;
     // The decider first (no denial after), then the last hand-over.
-    let Some(enforcer) = enforcing.enforcer.take() else {
-        return;
-    };
+    let enforcer = enforcing.enforcer.take()?;
     let refused = enforcer.refused.clone();
     let mut totals = enforcer.stop();
     enforcing.stop_forwarder();
@@ -220,6 +249,7 @@ pub(super) fn stop(
     let mut audited: Vec<String> = e.audited_not_enforced.clone();
     audited.extend(refused.iter().map(|r| format!("{r}: mark refused")));
     audited.extend(enforcing.net_refused.take());
+    audited.extend(enforcing.writes_refused.take());
     let meta = EnforcementMeta {
         mode: if e.best_effort {
             "best-effort"
@@ -228,6 +258,7 @@ pub(super) fn stop(
         }
         .to_owned(),
         blocked_reads: totals.reads,
+        blocked_writes: 0,
         blocked_execs: totals.execs,
         blocked_connects: totals.connects,
         blocked_sends: totals.sends,
@@ -244,9 +275,116 @@ pub(super) fn stop(
     if totals.lost > 0 {
         let _ = tx.send(StoreMsg::Loss(vec![("enforcement_denial", totals.lost)]));
     }
-    let mut line = totals.summary(e.plan.network.is_some());
-    if !audited.is_empty() {
-        line += &format!("; audited, not enforced: {}", audited.join(", "));
+    let writes = e.plan.writes.clone().zip(enforcing.writes.take());
+    Some(EnforceEnd {
+        totals,
+        network: e.plan.network.is_some(),
+        audited,
+        writes,
+    })
+}
+
+/// Once the capture is finished: the writes Landlock refused, read from
+/// its failed calls (`landlock::refused`), stored with their count, the
+/// roots created for the run removed if left empty, and the summary said.
+/// Runs as the user (the capture is theirs).
+pub(super) fn end(
+    opts: &RecordOptions,
+    target: &Target,
+    mut end: EnforceEnd,
+    notify: &mut dyn FnMut(Notice),
+) {
+    if let Some((plan, rules)) = end.writes.take() {
+        match refused_writes(opts, target, &plan) {
+            Ok(n) => end.totals.writes = n,
+            Err(why) => notify(Notice::Warning(format!(
+                "--enforce: the writes Landlock refused were not stored: {why}"
+            ))),
+        }
+        // As the user who owns them; without that identity, left in place.
+        if let Some(Ok(_as_user)) = user_creds(target).map(|c| privileges::AsUser::enter(&c)) {
+            landlock::remove_empty(&rules.created);
+        }
+        end.writes = None;
+        let mut line = end.totals.summary(true, end.network);
+        push_audited(&mut line, &end.audited);
+        notify(Notice::Enforced(line));
+        return;
     }
+    let mut line = end.totals.summary(false, end.network);
+    push_audited(&mut line, &end.audited);
     notify(Notice::Enforced(line));
+}
+
+fn push_audited(line: &mut String, audited: &[String]) {
+    if !audited.is_empty() {
+        *line += &format!("; audited, not enforced: {}", audited.join(", "));
+    }
+}
+
+/// Finds and stores the refused writes; how many.
+fn refused_writes(opts: &RecordOptions, target: &Target, plan: &WritePlan) -> Result<u64, String> {
+    let Some(u) = &target.user else {
+        return Ok(0);
+    };
+    let user = landlock::User {
+        uid: u.uid,
+        gids: std::iter::once(u.gid)
+            .chain(u.groups.iter().copied())
+            .collect(),
+    };
+    let cap = crate::store::Capture::open(&opts.output).map_err(|e| e.to_string())?;
+    let kinds: Vec<&str> = landlock::WRITE_KINDS.iter().map(|k| k.as_str()).collect();
+    let filter = crate::store::read::EventFilter {
+        kinds: &kinds,
+        skip_reads_under: &["/"],
+    };
+    let mut found: Vec<Denial> = Vec::new();
+    cap.reader()
+        .events_in_window(0, u64::MAX, &filter, |ev| {
+            found.extend(landlock::refused(&ev, plan, &user));
+            true
+        })
+        .map_err(|e| e.to_string())?;
+    drop(cap);
+    if found.is_empty() {
+        return Ok(0);
+    }
+    CaptureRw::open(&opts.output)
+        .and_then(|c| c.add_write_denials(&found))
+        .map_err(|e| e.to_string())?;
+    Ok(found.len() as u64)
+}
+
+/// The command's user, as file credentials.
+fn user_creds(target: &Target) -> Option<FileCreds> {
+    target.user.as_ref().map(|u| FileCreds {
+        uid: u.uid,
+        gid: u.gid,
+        groups: u.groups.clone(),
+    })
+}
+
+/// The write rules for the command: Landlock applies only to a command
+/// `record` starts. The missing roots are created as its user.
+fn write_rules(
+    opts: &RecordOptions,
+    target: &Target,
+    plan: &WritePlan,
+) -> Result<WriteRules, crate::enforce::EnforceError> {
+    if opts.command.is_empty() {
+        return Err(crate::enforce::EnforceError::Unavailable {
+            rule: plan.rule.clone(),
+            reason: "Landlock applies only to a command record starts (record -- COMMAND)"
+                .to_owned(),
+        });
+    }
+    let _as_user = user_creds(target)
+        .map(|c| privileges::AsUser::enter(&c))
+        .transpose()
+        .map_err(|e| crate::enforce::EnforceError::Unavailable {
+            rule: plan.rule.clone(),
+            reason: e.to_string(),
+        })?;
+    plan.ruleset()
 }

@@ -31,6 +31,8 @@ pub(super) struct Ended {
     pub(super) failed_programs: Vec<String>,
     pub(super) stats_fd: Option<std::os::fd::OwnedFd>,
     pub(super) watched: Watched,
+    /// `--enforce`: what is said once the capture is finished.
+    pub(super) enforced: Option<super::enforce::EnforceEnd>,
 }
 
 /// Drains the ring, completes the capture, binds sessions, and measures
@@ -41,7 +43,7 @@ pub(super) fn finish(
     writer: Writer,
     mut tracker: Tracker,
     reading: Reading,
-    ended: Ended,
+    mut ended: Ended,
     notify: &mut dyn FnMut(Notice),
 ) -> Result<RecordOutcome, RecordError> {
     tracker.tls_finish();
@@ -97,6 +99,9 @@ pub(super) fn finish(
             full.message()
         )));
     } else if summary.error.is_none() {
+        if let Some(e) = ended.enforced.take() {
+            super::enforce::end(opts, target, e, notify);
+        }
         label_agents(opts, notify);
         bind_sessions(opts, target, fd_obs, notify);
         let window_ms = (
@@ -104,6 +109,10 @@ pub(super) fn finish(
             stop_anchor.wall_ns.div_ceil(1_000_000) as i64,
         );
         store_messages(opts, target, window_ms, notify);
+    }
+    // Storing failed: the summary still says what was refused.
+    if let Some(e) = ended.enforced.take() {
+        super::enforce::end(opts, target, e, notify);
     }
     detach_in_parallel();
     // The links are closed above; the rest (maps, programs) closes at exit.

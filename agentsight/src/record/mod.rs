@@ -286,9 +286,7 @@ pub fn run(
         containers,
         notify,
     );
-    if let Some(e) = enforcer {
-        enforce::stop(opts, e, &writer, notify);
-    }
+    let enforced = enforcer.and_then(|e| enforce::stop(opts, e, &writer));
     if let Some(relay) = relay {
         let stats = relay.stop();
         let _ = writer.sender().send(StoreMsg::Meta(
@@ -308,6 +306,7 @@ pub fn run(
         failed_programs: loaded.failed_programs,
         stats_fd: loaded.stats_fd,
         watched,
+        enforced,
     };
     finish(opts, &target, writer, tracker, reading, ended, notify)
 }
@@ -337,7 +336,8 @@ fn start_tree(
     notify: &mut dyn FnMut(Notice),
 ) -> Result<Started, NotStarted> {
     // Before anything of the tree runs: a refused start runs nothing.
-    let enforcer = enforce::start(opts, tracker, writer).map_err(|e| Box::new((e, None)))?;
+    let enforcer =
+        enforce::start(opts, target, tracker, writer).map_err(|e| Box::new((e, None)))?;
     tracker.adopt_targets(opts, notify);
     tracker.adopt_containers(&target.containers);
     let (relay, command, env) = match start_wire(opts, target, writer, notify) {
@@ -352,7 +352,12 @@ fn start_tree(
         return Err(Box::new((err, enforcer)));
     }
     let child = match (&target.user, opts.command.is_empty()) {
-        (Some(u), false) => match tracker.spawn_tracked(u, &command, &env) {
+        (Some(u), false) => match tracker.spawn_tracked(
+            u,
+            &command,
+            &env,
+            enforcer.as_ref().and_then(|e| e.landlock_fd()),
+        ) {
             Ok(c) => Some(c),
             Err(e) => return Err(Box::new((e, enforcer))),
         },

@@ -78,7 +78,8 @@ impl RecordRequest {
                 }
             };
             let user = self.options.user.as_deref();
-            self.options.enforce = Some(enforce_plan(p, user, best_effort)?);
+            let tmpdir = command_tmpdir(&self.options.env);
+            self.options.enforce = Some(enforce_plan(p, user, tmpdir.as_deref(), best_effort)?);
         }
         let audit_out = self
             .audit_output
@@ -128,6 +129,7 @@ fn places(policy: &Policy, user: Option<&str>) -> (Option<String>, Option<String
 fn enforce_plan(
     policy: &Policy,
     user: Option<&str>,
+    tmpdir: Option<&str>,
     best_effort: bool,
 ) -> Result<super::EnforceOptions, RecordError> {
     use crate::enforce::{DenialKind, Plan, Target};
@@ -166,11 +168,34 @@ fn enforce_plan(
     }
     let not_built = "(not built yet)";
     let mut audited = Vec::new();
-    if d.meta.enabled && !d.write.is_empty() {
-        audited.push(format!("{} writes {not_built}", d.meta.id));
-    }
     if policy.writes.meta.enabled {
-        audited.push(format!("{} {not_built}", policy.writes.meta.id));
+        let roots = audit::inodes::write_roots(policy, home, workspace, tmpdir).map_err(err)?;
+        if d.meta.enabled && !d.write.is_empty() {
+            audited.push(format!(
+                "{} writes inside the allowed roots (Landlock only refuses outside them)",
+                d.meta.id
+            ));
+        }
+        let w = &policy.writes.meta.id;
+        audited.extend(
+            roots
+                .widened
+                .iter()
+                .map(|g| format!("{w}: {g} (Landlock allows beneath directories)")),
+        );
+        audited.extend(
+            roots
+                .not_granted
+                .iter()
+                .map(|g| format!("{w}: {g}: not granted, such writes are refused")),
+        );
+        plan.writes = Some(crate::enforce::landlock::WritePlan {
+            roots,
+            rule: w.clone(),
+            denied_rule: d.meta.id.clone(),
+        });
+    } else if d.meta.enabled && !d.write.is_empty() {
+        audited.push(format!("{} writes {not_built}", d.meta.id));
     }
     if x.meta.enabled && !x.allow.is_empty() {
         audited.push(format!("{} allow list {not_built}", x.meta.id));
@@ -192,6 +217,18 @@ fn enforce_plan(
         plan,
         audited_not_enforced: audited,
     })
+}
+
+/// The command's TMPDIR as `--env` sets it (`NAME=VALUE`, or copied from
+/// the recorder's own environment), when usable.
+fn command_tmpdir(env: &[crate::envreset::EnvArg]) -> Option<String> {
+    use crate::envreset::EnvArg;
+    let value = env.iter().rev().find_map(|e| match e {
+        EnvArg::Set(k, v) if k == "TMPDIR" => Some(v.clone()),
+        EnvArg::Copy(k) if k == "TMPDIR" => std::env::var_os("TMPDIR"),
+        _ => None,
+    })?;
+    crate::envreset::usable_tmpdir(value.to_str()?)
 }
 
 /// `--audit`: the (device, inode) of the denied files that exist as

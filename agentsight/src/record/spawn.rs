@@ -7,12 +7,15 @@ use crate::privileges::TargetUser;
 
 /// The command as `user`: sudo's env_reset environment plus `--env`, its
 /// identity taken and itself added to the kernel's tracked map (`map_fd`)
-/// between fork and exec. Also its TMPDIR, when that environment has one.
+/// between fork and exec, with `--enforce`'s write rules (`landlock_fd`)
+/// taken on while still root. Also its TMPDIR, when that environment has
+/// one.
 pub(super) fn command_as(
     user: &TargetUser,
     command: &[OsString],
     env: &[crate::envreset::EnvArg],
     map_fd: i32,
+    landlock_fd: Option<i32>,
 ) -> (Command, Option<String>) {
     let (uid, gid, groups) = (user.uid, user.gid, user.groups.clone());
     let id = crate::envreset::Identity {
@@ -32,10 +35,14 @@ pub(super) fn command_as(
     let mut cmd = Command::new(&command[0]);
     cmd.args(&command[1..]).env_clear().envs(envs);
     // Safety: the closure runs in the forked child before exec and only makes
-    // raw syscalls (bpf, setgroups, setgid, setuid), which are async-signal-safe.
+    // raw syscalls (bpf, landlock, setgroups, setgid, setuid), which are
+    // async-signal-safe.
     unsafe {
         cmd.pre_exec(move || {
             track_self(map_fd)?;
+            if let Some(fd) = landlock_fd {
+                crate::enforce::landlock::restrict_child(fd)?;
+            }
             let gids: Vec<libc::gid_t> = groups.clone();
             if libc::setgroups(gids.len(), gids.as_ptr()) != 0
                 || libc::setgid(gid) != 0

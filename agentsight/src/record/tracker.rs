@@ -208,9 +208,10 @@ impl Tracker {
         user: &TargetUser,
         command: &[OsString],
         env: &[crate::envreset::EnvArg],
+        landlock_fd: Option<std::os::fd::RawFd>,
     ) -> Result<Child, RecordError> {
         let map_fd = self.probes.tracked.map().fd().as_fd().as_raw_fd();
-        let (mut cmd, tmpdir) = super::spawn::command_as(user, command, env, map_fd);
+        let (mut cmd, tmpdir) = super::spawn::command_as(user, command, env, map_fd, landlock_fd);
         if let Some(t) = tmpdir {
             self.note_tmpdir(&t);
         }

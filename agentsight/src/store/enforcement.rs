@@ -61,16 +61,17 @@ impl DenialRow {
     }
 }
 
-/// "2 read(s), 1 exec(s)", with ", C connect(s), S send(s)" when a
+/// "2 read(s), 1 exec(s)", with "W write(s)" when a write was refused,
+/// ", C connect(s), S send(s)" when a
 /// connect or send was refused: what `show` and the report head their
 /// denials with.
 pub fn kind_counts(rows: &[DenialRow]) -> String {
     let n = |k: DenialKind| rows.iter().filter(|r| r.kind == k).count();
-    let mut s = format!(
-        "{} read(s), {} exec(s)",
-        n(DenialKind::Read),
-        n(DenialKind::Exec)
-    );
+    let mut s = format!("{} read(s), ", n(DenialKind::Read));
+    if rows.iter().any(|r| r.kind == DenialKind::Write) {
+        s += &format!("{} write(s), ", n(DenialKind::Write));
+    }
+    s += &format!("{} exec(s)", n(DenialKind::Exec));
     if rows.iter().any(|r| r.kind.is_network()) {
         s += &format!(
             ", {} connect(s), {} send(s)",
@@ -87,6 +88,10 @@ pub struct EnforcementMeta {
     /// `enforce` or `best-effort`.
     pub mode: String,
     pub blocked_reads: u64,
+    /// Writes outside the allowed roots Landlock refused (absent in
+    /// captures of older builds).
+    #[serde(default)]
+    pub blocked_writes: u64,
     pub blocked_execs: u64,
     /// Refused connects and sends (the network rules; absent in captures
     /// of older builds).
@@ -138,6 +143,41 @@ pub(crate) fn insert(conn: &Connection, denials: &[Denial]) -> rusqlite::Result<
         ])?;
     }
     Ok(())
+}
+
+impl super::CaptureRw {
+    /// Adds the writes Landlock refused, found in the finished capture
+    /// (`enforce::landlock`), and their count to meta `enforcement`; one
+    /// transaction.
+    pub fn add_write_denials(&self, denials: &[Denial]) -> Result<(), StoreError> {
+        let qe = |e: rusqlite::Error| StoreError::Query {
+            path: self.path.clone(),
+            reason: e.to_string(),
+        };
+        let t = self.conn().unchecked_transaction().map_err(qe)?;
+        insert(&t, denials).map_err(qe)?;
+        let raw: Option<String> = t
+            .query_row(
+                "SELECT value FROM meta WHERE key = ?1",
+                [super::meta::key::ENFORCEMENT],
+                |r| r.get(0),
+            )
+            .map(Some)
+            .or_else(|e| match e {
+                rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                e => Err(e),
+            })
+            .map_err(qe)?;
+        if let Some(mut meta) = raw.and_then(|r| serde_json::from_str::<EnforcementMeta>(&r).ok()) {
+            meta.blocked_writes += denials.len() as u64;
+            let json = serde_json::to_string(&meta).map_err(|e| StoreError::Query {
+                path: self.path.clone(),
+                reason: e.to_string(),
+            })?;
+            super::writer::put_meta(&t, super::meta::key::ENFORCEMENT, &json).map_err(qe)?;
+        }
+        t.commit().map_err(qe)
+    }
 }
 
 fn has_table(conn: &Connection) -> rusqlite::Result<bool> {

@@ -242,8 +242,10 @@ fn denial_record(d: &DenialRow, wall_ns: Option<u64>) -> Json {
         obj.insert("port".into(), json!(d.port));
     } else {
         obj.insert("path".into(), json!(d.path));
-        obj.insert("dev".into(), json!(d.dev));
-        obj.insert("ino".into(), json!(d.ino));
+        if d.kind.by_identity() {
+            obj.insert("dev".into(), json!(d.dev));
+            obj.insert("ino".into(), json!(d.ino));
+        }
     }
     obj.insert("pid".into(), json!(d.pid));
     if let Some(p) = d.process_id {

@@ -431,7 +431,7 @@ fn enforcement(cap: &Capture, procs: &[ProcessRecord], s: &mut String) -> Result
             .process_id
             .and_then(|id| comm.get(&id))
             .map_or_else(String::new, |c| format!(" {}", v(c)));
-        let file = if r.kind.is_network() {
+        let file = if !r.kind.by_identity() {
             String::new()
         } else {
             format!(", device {}, inode {}", r.dev, r.ino)
