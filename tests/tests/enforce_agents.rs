@@ -459,3 +459,130 @@ fn codex_undeclared_connect_is_refused() {
 fn gemini_undeclared_connect_is_refused() {
     undeclared_connect_is_refused(Agent::Gemini);
 }
+
+/// The escape scenario (the agent's shell writes `~/agent-note.txt`, in
+/// the home, outside the workspace) under a policy whose writes are the
+/// default ones without `/tmp` (the run's home, workspace and TMPDIR live
+/// there) and with the run's TMPDIR declared: Landlock refuses the
+/// redirection (EACCES), the note never exists, the agent goes on to its
+/// final answer, and the capture's one denial is that write, by the shell,
+/// `write-outside-allowed`, `landlock` — none of the agent's own writes to
+/// its state (`~/.claude.json` and its temporary copies, `~/.codex`,
+/// `~/.gemini`, …) was refused — with its blocked finding.
+fn escape_write_is_refused(agent: Agent, scenario: &str) {
+    require_root();
+    let run = Run::prepare(agent, scenario);
+    let policy = run.root.join("writes-policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "home = {:?}\nworkspace = {:?}\n[writes]\nallow = [\
+             \"${{workspace}}/**\", {:?}, \"/dev/null\", \"/dev/tty\", \"/dev/pts/*\", \
+             \"/dev/shm/**\", \"/proc/self/**\", \"/proc/thread-self/**\", \"~/.claude/**\", \
+             \"~/.claude.json\", \"~/.claude.json.*\", \"~/.codex/**\", \"~/.gemini/**\", \
+             \"~/.cursor/**\", \"~/.cache/**\", \"~/.copilot/**\", \"~/.qwen/**\", \
+             \"~/.local/share/opencode/**\", \"~/.local/state/opencode/**\", \
+             \"~/.config/opencode/**\", \"/proc/*/oom_score_adj\"]\n\
+             [network]\nallow = [\"127.0.0.1:{}\"]\n",
+            run.home.display().to_string(),
+            run.work.display().to_string(),
+            format!("{}/**", run.tmp.display()),
+            run.model_port
+        ),
+    )
+    .unwrap();
+    let policy_arg = policy.display().to_string();
+    let (out, db) = run.run_recorded_with(&["--enforce", "--audit", &policy_arg]);
+    let ctx = format!("{} escape: stderr {}", agent.name(), out.stderr);
+    let note = run.home.join("agent-note.txt");
+    assert!(!note.exists(), "{ctx}");
+    let cap = Capture::open(&db).unwrap();
+    let rows = cap.reader().enforcement_denials().unwrap();
+    let got: Vec<_> = rows
+        .iter()
+        .map(|r| (r.kind, r.path.clone(), r.rule.as_str(), r.mechanism.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [(
+            DenialKind::Write,
+            note.display().to_string(),
+            "write-outside-allowed",
+            "landlock"
+        )],
+        "{ctx}"
+    );
+    // Claude Code saves `~/.claude.json` through a sibling temporary file
+    // (`~/.claude.json.tmp.PID.HEX`, allowed by the policy): Landlock cannot
+    // grant such names without all of the home, so those creates are
+    // refused, counted apart and named, never denials nor findings.
+    let meta = cap.reader().enforcement_meta().unwrap().unwrap();
+    let tmp_prefix = format!("{}.tmp.", run.home.join(".claude.json").display());
+    if agent == Agent::Claude {
+        assert!(meta.refused_allowed >= 1, "{meta:?}\n{ctx}");
+        assert!(
+            meta.refused_allowed_paths
+                .iter()
+                .all(|p| p.starts_with(&tmp_prefix)),
+            "{meta:?}\n{ctx}"
+        );
+    } else {
+        assert_eq!(meta.refused_allowed, 0, "{meta:?}\n{ctx}");
+    }
+    // The agent went on to its final answer; the audit's one error is the
+    // refused write, blocked.
+    assert_eq!(out.status.code(), Some(1), "{ctx}");
+    assert!(
+        out.stderr.contains(&format!(
+            "ERROR [write-outside-allowed] attempted write outside the allowed roots: {} (refused by landlock) (blocked)\n",
+            note.display()
+        )),
+        "{ctx}"
+    );
+    assert!(
+        out.stderr.contains(
+            "agentsight: enforce: 1 access blocked (0 reads, 1 write, 0 execs, 0 connects, 0 sends); "
+        ),
+        "{ctx}"
+    );
+    // The shell's refusal reached the model, and the scripted
+    // conversation ran to its final answer.
+    let requests: Vec<String> = run
+        .server_entries()
+        .iter()
+        .filter(|e| e["kind"] == "main")
+        .map(|e| e["request"].to_string())
+        .collect();
+    assert!(
+        requests
+            .last()
+            .is_some_and(|r| r.contains("Permission denied")),
+        "the last request does not say the write was refused: {:?}\n{ctx}",
+        requests.last()
+    );
+    let last = run.main_responses().last().cloned().unwrap_or(Value::Null);
+    assert_eq!(
+        last["text"], "The note could not be written: permission denied.",
+        "{ctx}"
+    );
+}
+
+macro_rules! enforce_escape {
+    ($($name:ident: $agent:ident, $scenario:literal;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                escape_write_is_refused(Agent::$agent, $scenario);
+            }
+        )*
+    };
+}
+
+enforce_escape! {
+    claude_write_outside_is_refused: Claude, "escape";
+    codex_write_outside_is_refused: Codex, "escape";
+    gemini_write_outside_is_refused: Gemini, "escape";
+    copilot_write_outside_is_refused: Copilot, "escape";
+    opencode_write_outside_is_refused: Opencode, "escape";
+    qwen_write_outside_is_refused: Qwen, "escape_qwen";
+}

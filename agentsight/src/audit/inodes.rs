@@ -116,6 +116,10 @@ pub struct WriteRoots {
     /// The `[denied_paths] write` globs, placed: a refused write they match
     /// is a `denied-path` denial, any other a `write-outside-allowed` one.
     pub denied: Vec<String>,
+    /// The `[writes] allow` globs, placed: a refused write one of them
+    /// matches is one the policy allows but the kernel could not grant
+    /// (`not_granted`), counted apart from the denials.
+    pub allowed: Vec<String>,
 }
 
 /// The [`WriteRoots`] of `policy`'s `[writes] allow`, with `~`,
@@ -186,6 +190,7 @@ pub fn write_roots(
     }
     let (denied, _) = PathSet::new(&policy.denied_paths.write, &at, false)?;
     out.denied = denied.globs;
+    out.allowed = allow.globs;
     for v in [&mut out.dirs, &mut out.missing, &mut out.files] {
         v.sort();
         v.dedup();
@@ -345,6 +350,62 @@ mod tests {
             denied_dirs(&policy, Some(&h), None).unwrap(),
             vec![format!("{h}/.ssh")]
         );
+    }
+
+    #[test]
+    fn write_roots_are_what_landlock_can_hold() {
+        let dir = tempfile::tempdir().unwrap();
+        let (home, ws, tmp) = (
+            dir.path().join("home"),
+            dir.path().join("ws"),
+            dir.path().join("tmp"),
+        );
+        std::fs::create_dir_all(home.join(".claude")).unwrap();
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(&tmp).unwrap();
+        std::fs::write(home.join(".claude.json"), "{}").unwrap();
+        let policy = Policy::parse(
+            "[writes]\nallow = [\"${workspace}/**\", \"${tmpdir}/**\", \"/dev/null\", \
+             \"/dev/pts/*\", \"/proc/self/**\", \"~/.claude/**\", \"~/.claude.json\", \
+             \"~/.claude.json.*\", \"~/.codex/**\", \"~/.missing.json\", \"**/.cache/**\"]\n\
+             [denied_paths]\nwrite = [\"~/.ssh/**\"]\n",
+            "p.toml",
+        )
+        .unwrap();
+        let (h, w, t) = (
+            home.display().to_string(),
+            ws.display().to_string(),
+            tmp.display().to_string(),
+        );
+        let r = write_roots(&policy, Some(&h), Some(&w), Some(&t)).unwrap();
+        let mut dirs = vec![
+            "/dev/pts".to_string(),
+            "/proc".to_string(),
+            format!("{h}/.claude"),
+            t.clone(),
+            w.clone(),
+        ];
+        dirs.sort();
+        assert_eq!(r.dirs, dirs);
+        assert_eq!(r.missing, vec![format!("{h}/.codex")]);
+        assert_eq!(r.files, vec!["/dev/null".to_string(), format!("{h}/.claude.json")]);
+        assert_eq!(
+            r.widened,
+            vec![
+                "/dev/pts/* as /dev/pts/**".to_string(),
+                "/proc/self/** as /proc/**".to_string()
+            ]
+        );
+        assert_eq!(
+            r.not_granted,
+            vec![
+                format!("{h}/.claude.json.* (would allow all of {h})"),
+                format!("{h}/.missing.json (does not exist when recording starts)"),
+                "**/.cache/** (would allow all of /)".to_string(),
+            ]
+        );
+        assert_eq!(r.denied, vec![format!("{h}/.ssh/**")]);
+        assert_eq!(r.allowed.len(), 11);
     }
 
     #[test]

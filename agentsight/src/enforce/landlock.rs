@@ -190,10 +190,21 @@ impl User {
     }
 }
 
-/// The denial a stored event stands for, if Landlock refused it: a
-/// write-class call failed with `EACCES` on a path outside every granted
-/// root that the file permissions allow the user to write.
-pub fn refused(ev: &EventRecord, plan: &WritePlan, user: &User) -> Option<Denial> {
+/// A write Landlock refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// One the policy denies: a denial row and a finding.
+    Denied(Denial),
+    /// One the policy allows but the kernel could not grant (a glob such
+    /// as `~/.claude.json.*`, see `WriteRoots::not_granted`): counted and
+    /// named apart, never a finding.
+    Allowed(String),
+}
+
+/// What a stored event stands for, if Landlock refused it: a write-class
+/// call failed with `EACCES` on a path outside every granted root that the
+/// file permissions allow the user to write.
+pub fn refused(ev: &EventRecord, plan: &WritePlan, user: &User) -> Option<Refusal> {
     if ev.errno.as_deref() != Some("EACCES") {
         return None;
     }
@@ -220,14 +231,20 @@ pub fn refused(ev: &EventRecord, plan: &WritePlan, user: &User) -> Option<Denial
     if !permitted(kind, Path::new(&path), user) {
         return None;
     }
-    let denied = plan.roots.denied.iter().any(|g| {
-        globset::GlobBuilder::new(g)
-            .literal_separator(true)
-            .backslash_escape(true)
-            .build()
-            .is_ok_and(|m| m.compile_matcher().is_match(&path))
-    });
-    Some(Denial {
+    let matches = |globs: &[String]| {
+        globs.iter().any(|g| {
+            globset::GlobBuilder::new(g)
+                .literal_separator(true)
+                .backslash_escape(true)
+                .build()
+                .is_ok_and(|m| m.compile_matcher().is_match(&path))
+        })
+    };
+    let denied = matches(&plan.roots.denied);
+    if !denied && matches(&plan.roots.allowed) {
+        return Some(Refusal::Allowed(path));
+    }
+    Some(Refusal::Denied(Denial {
         kind: DenialKind::Write,
         path,
         dev: 0,
@@ -241,7 +258,7 @@ pub fn refused(ev: &EventRecord, plan: &WritePlan, user: &User) -> Option<Denial
         },
         mechanism: MECHANISM,
         dest: None,
-    })
+    }))
 }
 
 /// `path` with its symlinks followed as far as they lead (a link to a file
@@ -301,4 +318,108 @@ fn permitted(kind: EventKind, path: &Path, user: &User) -> bool {
     path.parent()
         .and_then(|p| std::fs::metadata(p).ok())
         .is_some_and(|m| user.may_write(&m))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(ws: &str, denied: &str, allowed: &str) -> WritePlan {
+        WritePlan {
+            roots: WriteRoots {
+                dirs: vec![ws.to_owned()],
+                files: vec!["/dev/null".to_owned()],
+                denied: vec![denied.to_owned()],
+                allowed: vec![format!("{ws}/**"), allowed.to_owned()],
+                ..WriteRoots::default()
+            },
+            rule: "write-outside-allowed".into(),
+            denied_rule: "denied-path".into(),
+        }
+    }
+
+    fn failed(kind: &str, path: &str, flags: &str, errno: &str) -> EventRecord {
+        EventRecord {
+            kind: kind.into(),
+            pid: 42,
+            mono_ns: 7,
+            path: Some(path.into()),
+            flags: Some(flags.into()),
+            result: Some(-13),
+            errno: Some(errno.into()),
+            ..EventRecord::default()
+        }
+    }
+
+    #[test]
+    fn a_refused_write_outside_the_roots_is_a_denial_of_the_file_it_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display().to_string();
+        let ws = format!("{d}/ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(format!("{d}/home/.ssh")).unwrap();
+        std::os::unix::fs::symlink("../home/via.txt", format!("{ws}/sym")).unwrap();
+        // Root judges the permissions here: they allow everything.
+        let root = User {
+            uid: 0,
+            gids: vec![],
+        };
+        let p = plan(
+            &ws,
+            &format!("{d}/home/.ssh/**"),
+            &format!("{d}/home/allowed.*"),
+        );
+        let at = |kind: &str, path: &str, flags: &str, errno: &str| {
+            match refused(&failed(kind, path, flags, errno), &p, &root)? {
+                Refusal::Denied(d) => Some((d.path, d.rule)),
+                Refusal::Allowed(path) => Some((path, "allowed".into())),
+            }
+        };
+        let out = format!("{d}/home/out.txt");
+        assert_eq!(
+            at("openat", &out, "write,create", "EACCES"),
+            Some((out.clone(), "write-outside-allowed".into()))
+        );
+        // A read, another errno, a path inside: none.
+        assert_eq!(at("openat", &out, "read", "EACCES"), None);
+        assert_eq!(at("openat", &out, "write,create", "EPERM"), None);
+        assert_eq!(at("openat", &format!("{ws}/in.txt"), "write", "EACCES"), None);
+        assert_eq!(at("openat", "/dev/null", "write", "EACCES"), None);
+        // Making or removing the root itself changes its parent.
+        assert_eq!(
+            at("mkdir", &ws, "", "EACCES"),
+            Some((ws.clone(), "write-outside-allowed".into()))
+        );
+        // Through a symlink inside: the file it leads to.
+        assert_eq!(
+            at("openat", &format!("{ws}/sym"), "write,create", "EACCES"),
+            Some((format!("{d}/home/via.txt"), "write-outside-allowed".into()))
+        );
+        // A denied path outside: its own rule.
+        let key = format!("{d}/home/.ssh/authorized_keys");
+        assert_eq!(
+            at("openat", &key, "write,create", "EACCES"),
+            Some((key.clone(), "denied-path".into()))
+        );
+        // One the policy allows that Landlock could not grant.
+        let allowed = format!("{d}/home/allowed.tmp");
+        assert_eq!(
+            at("openat", &allowed, "write,create", "EACCES"),
+            Some((allowed.clone(), "allowed".into()))
+        );
+        // A user the permissions refuse already: not Landlock's refusal.
+        let other = User {
+            uid: 4242,
+            gids: vec![4242],
+        };
+        std::fs::set_permissions(
+            format!("{d}/home"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        assert_eq!(
+            refused(&failed("openat", &out, "write,create", "EACCES"), &p, &other),
+            None
+        );
+    }
 }

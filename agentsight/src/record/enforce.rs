@@ -265,6 +265,8 @@ pub(super) fn stop(
         lost: totals.lost,
         marked: (e.plan.files.len() + e.plan.dirs.len()) as u64,
         audited_not_enforced: audited.clone(),
+        refused_allowed: 0,
+        refused_allowed_paths: Vec::new(),
         backstop: None,
     };
     let tx = writer.sender();
@@ -295,8 +297,17 @@ pub(super) fn end(
     notify: &mut dyn FnMut(Notice),
 ) {
     if let Some((plan, rules)) = end.writes.take() {
+        let mut allowed_line = String::new();
         match refused_writes(opts, target, &plan) {
-            Ok(n) => end.totals.writes = n,
+            Ok((n, allowed)) => {
+                end.totals.writes = n;
+                if let Some(first) = allowed.first() {
+                    allowed_line = format!(
+                        "; {} the policy allows refused all the same (Landlock cannot grant them), first {first}",
+                        plural(allowed.len() as u64, "write", "writes")
+                    );
+                }
+            }
             Err(why) => notify(Notice::Warning(format!(
                 "--enforce: the writes Landlock refused were not stored: {why}"
             ))),
@@ -305,8 +316,8 @@ pub(super) fn end(
         if let Some(Ok(_as_user)) = user_creds(target).map(|c| privileges::AsUser::enter(&c)) {
             landlock::remove_empty(&rules.created);
         }
-        end.writes = None;
         let mut line = end.totals.summary(true, end.network);
+        line += &allowed_line;
         push_audited(&mut line, &end.audited);
         notify(Notice::Enforced(line));
         return;
@@ -316,16 +327,25 @@ pub(super) fn end(
     notify(Notice::Enforced(line));
 }
 
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 fn push_audited(line: &mut String, audited: &[String]) {
     if !audited.is_empty() {
         *line += &format!("; audited, not enforced: {}", audited.join(", "));
     }
 }
 
-/// Finds and stores the refused writes; how many.
-fn refused_writes(opts: &RecordOptions, target: &Target, plan: &WritePlan) -> Result<u64, String> {
+/// Finds and stores the refused writes: how many the policy denies, and
+/// the paths of those it allows.
+fn refused_writes(
+    opts: &RecordOptions,
+    target: &Target,
+    plan: &WritePlan,
+) -> Result<(u64, Vec<String>), String> {
     let Some(u) = &target.user else {
-        return Ok(0);
+        return Ok((0, Vec::new()));
     };
     let user = landlock::User {
         uid: u.uid,
@@ -339,21 +359,25 @@ fn refused_writes(opts: &RecordOptions, target: &Target, plan: &WritePlan) -> Re
         kinds: &kinds,
         skip_reads_under: &["/"],
     };
-    let mut found: Vec<Denial> = Vec::new();
+    let (mut denied, mut allowed): (Vec<Denial>, Vec<String>) = (Vec::new(), Vec::new());
     cap.reader()
         .events_in_window(0, u64::MAX, &filter, |ev| {
-            found.extend(landlock::refused(&ev, plan, &user));
+            match landlock::refused(&ev, plan, &user) {
+                Some(landlock::Refusal::Denied(d)) => denied.push(d),
+                Some(landlock::Refusal::Allowed(p)) => allowed.push(p),
+                None => {}
+            }
             true
         })
         .map_err(|e| e.to_string())?;
     drop(cap);
-    if found.is_empty() {
-        return Ok(0);
+    if denied.is_empty() && allowed.is_empty() {
+        return Ok((0, allowed));
     }
     CaptureRw::open(&opts.output)
-        .and_then(|c| c.add_write_denials(&found))
+        .and_then(|c| c.add_write_denials(&denied, &allowed))
         .map_err(|e| e.to_string())?;
-    Ok(found.len() as u64)
+    Ok((denied.len() as u64, allowed))
 }
 
 /// The command's user, as file credentials.

@@ -312,6 +312,14 @@ fn enforcement_section(m: &ReportModel) -> String {
             esc(&meta.audited_not_enforced.join(", "))
         );
     }
+    if meta.refused_allowed > 0 {
+        let _ = write!(
+            s,
+            "<p class=\"note\">refused though the policy allows them (Landlock cannot grant them): {} write(s): {}</p>",
+            meta.refused_allowed,
+            esc(&meta.refused_allowed_paths.join(", "))
+        );
+    }
     if !rows.is_empty() {
         s.push_str("<table>");
         for r in rows.iter().take(MAX_DENIAL_ROWS) {

@@ -105,10 +105,24 @@ pub struct EnforcementMeta {
     pub marked: u64,
     /// Rules judged only afterwards by `audit`, each with why.
     pub audited_not_enforced: Vec<String>,
+    /// Writes the policy allows that Landlock refused all the same (a glob
+    /// it cannot grant, such as `~/.claude.json.*`): how many, and the
+    /// first [`REFUSED_ALLOWED_NAMED`] paths. Never denials nor findings.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub refused_allowed: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused_allowed_paths: Vec<String>,
     /// Set by the sentinel (`enforce::sentinel`) when the recorder ended
     /// without stopping enforcement: the tree it stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backstop: Option<BackstopMeta>,
+}
+
+/// How many of the refused-but-allowed writes meta `enforcement` names.
+pub const REFUSED_ALLOWED_NAMED: usize = 10;
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What the sentinel did when the recorder died while enforcing.
@@ -147,9 +161,14 @@ pub(crate) fn insert(conn: &Connection, denials: &[Denial]) -> rusqlite::Result<
 
 impl super::CaptureRw {
     /// Adds the writes Landlock refused, found in the finished capture
-    /// (`enforce::landlock`), and their count to meta `enforcement`; one
-    /// transaction.
-    pub fn add_write_denials(&self, denials: &[Denial]) -> Result<(), StoreError> {
+    /// (`enforce::landlock`), and their count to meta `enforcement`, with
+    /// the refused writes the policy allows (`allowed`: counted and the
+    /// first named); one transaction.
+    pub fn add_write_denials(
+        &self,
+        denials: &[Denial],
+        allowed: &[String],
+    ) -> Result<(), StoreError> {
         let qe = |e: rusqlite::Error| StoreError::Query {
             path: self.path.clone(),
             reason: e.to_string(),
@@ -170,6 +189,12 @@ impl super::CaptureRw {
             .map_err(qe)?;
         if let Some(mut meta) = raw.and_then(|r| serde_json::from_str::<EnforcementMeta>(&r).ok()) {
             meta.blocked_writes += denials.len() as u64;
+            meta.refused_allowed += allowed.len() as u64;
+            meta.refused_allowed_paths = allowed
+                .iter()
+                .take(REFUSED_ALLOWED_NAMED)
+                .cloned()
+                .collect();
             let json = serde_json::to_string(&meta).map_err(|e| StoreError::Query {
                 path: self.path.clone(),
                 reason: e.to_string(),

@@ -408,6 +408,14 @@ fn enforcement(cap: &Capture, procs: &[ProcessRecord], s: &mut String) -> Result
             v(&meta.audited_not_enforced.join(", "))
         );
     }
+    if meta.refused_allowed > 0 {
+        let _ = writeln!(
+            s,
+            "  refused though the policy allows them (Landlock cannot grant them): {} write(s): {}",
+            meta.refused_allowed,
+            v(&meta.refused_allowed_paths.join(", "))
+        );
+    }
     if let Some(b) = &meta.backstop {
         let _ = writeln!(
             s,
