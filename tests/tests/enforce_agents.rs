@@ -500,7 +500,14 @@ fn escape_write_is_refused(agent: Agent, scenario: &str) {
     let rows = cap.reader().enforcement_denials().unwrap();
     let got: Vec<_> = rows
         .iter()
-        .map(|r| (r.kind, r.path.clone(), r.rule.as_str(), r.mechanism.as_str()))
+        .map(|r| {
+            (
+                r.kind,
+                r.path.clone(),
+                r.rule.as_str(),
+                r.mechanism.as_str(),
+            )
+        })
         .collect();
     assert_eq!(
         got,
@@ -511,6 +518,16 @@ fn escape_write_is_refused(agent: Agent, scenario: &str) {
             "landlock"
         )],
         "{ctx}"
+    );
+    // correlate: the refused write is the shell call's activity, blocked.
+    let blocked = blocked_activities(&run, &db);
+    assert_eq!(blocked.len(), 1, "{blocked:#?}\n{ctx}");
+    assert!(blocked[0].0.is_string(), "{blocked:#?}\n{ctx}");
+    assert_eq!(blocked[0].1["path"], note.display().to_string(), "{ctx}");
+    assert_eq!(
+        blocked[0].1["blocked"],
+        serde_json::json!({"denial_id": rows[0].id, "rule": "write-outside-allowed", "mechanism": "landlock"}),
+        "{blocked:#?}\n{ctx}"
     );
     // Claude Code saves `~/.claude.json` through a sibling temporary file
     // (`~/.claude.json.tmp.PID.HEX`, allowed by the policy): Landlock cannot

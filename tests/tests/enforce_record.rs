@@ -708,14 +708,16 @@ const REFUSED_WRITES: &[(&str, &str, &str)] = &[
     ("mv", "home/moved.txt", "write-outside-allowed"),
     ("sh", "home/viasym.txt", "write-outside-allowed"),
     ("truncate", "home/existing.txt", "write-outside-allowed"),
+    ("ln", "home/existing.txt", "write-outside-allowed"),
     ("rm", "home/existing.txt", "write-outside-allowed"),
     ("sh", "home/.ssh/authorized_keys", "denied-path"),
 ];
 
 /// Landlock (issue 31, writes): with the workspace the only allowed root
 /// (and `/dev/null`), the tree's create, append, mkdir, rename out, write
-/// through a symlink pointing outside, truncate, remove and write of a
-/// denied path outside it all fail with EACCES (`strace -f` agrees, call by
+/// through a symlink pointing outside, truncate, hard link of an outside
+/// file into the workspace (EXDEV), remove and write of a denied path
+/// outside it all fail with EACCES (`strace -f` agrees, call by
 /// call) while its writes inside succeed; a process of the same user
 /// outside the tree writes there during the run; each refusal is one
 /// `landlock` row with its process and rule, a `blocked` audit finding,
@@ -762,6 +764,7 @@ mkdir home/newdir || echo mkdir=refused
 mv ws/inside.txt home/moved.txt || echo mv=refused
 echo x > ws/sym || echo sym=refused
 truncate -s0 home/existing.txt || echo truncate=refused
+ln home/existing.txt ws/hl || echo link=refused
 rm -f home/existing.txt || echo rm=refused
 echo k > home/.ssh/authorized_keys || echo ssh=refused
 echo n > /dev/null && echo devnull=ok
@@ -775,7 +778,7 @@ echo n > /dev/null && echo devnull=ok
         "-f",
         "-qq",
         "-e",
-        "trace=openat,mkdir,rename,renameat2,truncate,unlink,unlinkat",
+        "trace=openat,mkdir,rename,renameat2,truncate,link,linkat,unlink,unlinkat",
         "-o",
         trace.to_str().unwrap(),
         "sh",
@@ -803,7 +806,7 @@ echo n > /dev/null && echo devnull=ok
     let stderr = text(&out.stderr);
     assert_eq!(
         text(&out.stdout),
-        "inside=ok\ncreate=refused\nappend=refused\nmkdir=refused\nmv=refused\nsym=refused\ntruncate=refused\nrm=refused\nssh=refused\ndevnull=ok\n",
+        "inside=ok\ncreate=refused\nappend=refused\nmkdir=refused\nmv=refused\nsym=refused\ntruncate=refused\nlink=refused\nrm=refused\nssh=refused\ndevnull=ok\n",
         "{stderr}"
     );
     // Nothing outside changed; inside, the file written is still there.
@@ -826,7 +829,7 @@ echo n > /dev/null && echo devnull=ok
     assert_eq!(out.status.code(), Some(1), "{stderr}"); // the audit failed
     assert!(
         stderr.lines().any(|l| l.starts_with(
-            "agentsight: enforce: 8 accesses blocked (0 reads, 8 writes, 0 execs, 0 connects, 0 sends); audited, not enforced: denied-path writes inside the allowed roots (Landlock only refuses outside them)"
+            "agentsight: enforce: 9 accesses blocked (0 reads, 9 writes, 0 execs, 0 connects, 0 sends); audited, not enforced: denied-path writes inside the allowed roots (Landlock only refuses outside them)"
         )),
         "{stderr}"
     );
@@ -868,7 +871,7 @@ echo n > /dev/null && echo devnull=ok
         .enforcement_meta()
         .unwrap()
         .unwrap();
-    assert_eq!((meta.blocked_writes, meta.blocked_reads), (8, 0));
+    assert_eq!((meta.blocked_writes, meta.blocked_reads), (9, 0));
     // The audit: every refusal a blocked finding of its rule and path.
     let report = audit_json(&db, &policy);
     let mut blocked: Vec<(String, String)> = report["findings"]
@@ -892,7 +895,7 @@ echo n > /dev/null && echo devnull=ok
     assert_eq!(blocked, expected, "{report:#}");
     let shown = show(&db);
     assert!(
-        shown.contains("blocked (0 read(s), 8 write(s), 0 exec(s)), 0 not stored"),
+        shown.contains("blocked (0 read(s), 9 write(s), 0 exec(s)), 0 not stored"),
         "{shown}"
     );
     let sym_line = format!(" write {} pid ", home.join("viasym.txt").display());
@@ -909,11 +912,11 @@ fn writes_strace_agrees(trace: &Path) {
     let text = std::fs::read_to_string(trace).expect("the strace output");
     let refused: Vec<String> = text
         .lines()
-        .filter(|l| l.contains("= -1 EACCES"))
+        .filter(|l| l.contains("= -1 EACCES") || l.contains("= -1 EXDEV"))
         // The last path a call names (a rename's new name).
         .filter_map(|l| Some(l.split('"').rev().nth(1)?.to_owned()))
         .collect();
-    // The symlink is named as asked.
+    // The symlink is named as asked; the hard link by its new name.
     assert_eq!(
         refused,
         [
@@ -923,6 +926,7 @@ fn writes_strace_agrees(trace: &Path) {
             "home/moved.txt",
             "ws/sym",
             "home/existing.txt",
+            "ws/hl",
             "home/existing.txt",
             "home/.ssh/authorized_keys",
         ]

@@ -388,7 +388,10 @@ mod tests {
         dirs.sort();
         assert_eq!(r.dirs, dirs);
         assert_eq!(r.missing, vec![format!("{h}/.codex")]);
-        assert_eq!(r.files, vec!["/dev/null".to_string(), format!("{h}/.claude.json")]);
+        assert_eq!(
+            r.files,
+            vec!["/dev/null".to_string(), format!("{h}/.claude.json")]
+        );
         assert_eq!(
             r.widened,
             vec![

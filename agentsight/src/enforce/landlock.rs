@@ -205,16 +205,23 @@ pub enum Refusal {
 /// call failed with `EACCES` on a path outside every granted root that the
 /// file permissions allow the user to write.
 pub fn refused(ev: &EventRecord, plan: &WritePlan, user: &User) -> Option<Refusal> {
-    if ev.errno.as_deref() != Some("EACCES") {
-        return None;
-    }
     let kind = EventKind::from_word(&ev.kind);
     let class = kind.access(ev.flags.as_deref())?;
     if kind.is_open() && class == FileAccess::Read {
         return None;
     }
+    // A symlink's first name is its target text, not a file written.
+    let moves = class == FileAccess::Rename || matches!(kind, EventKind::Link | EventKind::Linkat);
+    match ev.errno.as_deref() {
+        Some("EACCES") => {}
+        // A link or rename that would give a file outside the roots a name
+        // inside one (and so the rights there): Landlock answers EXDEV,
+        // which within one filesystem nothing else does.
+        Some("EXDEV") if moves && same_filesystem(ev) => {}
+        _ => return None,
+    }
     let mut paths: Vec<&str> = Vec::new();
-    if class == FileAccess::Rename {
+    if moves {
         paths.extend(ev.old_path.as_deref());
     }
     paths.extend(ev.path.as_deref());
@@ -259,6 +266,17 @@ pub fn refused(ev: &EventRecord, plan: &WritePlan, user: &User) -> Option<Refusa
         mechanism: MECHANISM,
         dest: None,
     }))
+}
+
+/// Whether a link's or rename's two names are on one filesystem (their
+/// directories' devices, as they are now).
+fn same_filesystem(ev: &EventRecord) -> bool {
+    let dev = |p: Option<&str>| {
+        let parent = Path::new(p?).parent()?;
+        std::fs::metadata(parent).ok().map(|m| m.dev())
+    };
+    let (a, b) = (dev(ev.old_path.as_deref()), dev(ev.path.as_deref()));
+    a.is_some() && a == b
 }
 
 /// `path` with its symlinks followed as far as they lead (a link to a file
@@ -369,11 +387,13 @@ mod tests {
             &format!("{d}/home/.ssh/**"),
             &format!("{d}/home/allowed.*"),
         );
-        let at = |kind: &str, path: &str, flags: &str, errno: &str| {
-            match refused(&failed(kind, path, flags, errno), &p, &root)? {
-                Refusal::Denied(d) => Some((d.path, d.rule)),
-                Refusal::Allowed(path) => Some((path, "allowed".into())),
-            }
+        let at = |kind: &str, path: &str, flags: &str, errno: &str| match refused(
+            &failed(kind, path, flags, errno),
+            &p,
+            &root,
+        )? {
+            Refusal::Denied(d) => Some((d.path, d.rule)),
+            Refusal::Allowed(path) => Some((path, "allowed".into())),
         };
         let out = format!("{d}/home/out.txt");
         assert_eq!(
@@ -383,7 +403,10 @@ mod tests {
         // A read, another errno, a path inside: none.
         assert_eq!(at("openat", &out, "read", "EACCES"), None);
         assert_eq!(at("openat", &out, "write,create", "EPERM"), None);
-        assert_eq!(at("openat", &format!("{ws}/in.txt"), "write", "EACCES"), None);
+        assert_eq!(
+            at("openat", &format!("{ws}/in.txt"), "write", "EACCES"),
+            None
+        );
         assert_eq!(at("openat", "/dev/null", "write", "EACCES"), None);
         // Making or removing the root itself changes its parent.
         assert_eq!(
@@ -400,6 +423,26 @@ mod tests {
         assert_eq!(
             at("openat", &key, "write,create", "EACCES"),
             Some((key.clone(), "denied-path".into()))
+        );
+        // A hard link giving an outside file a name inside: EXDEV.
+        let outside_file = format!("{d}/home/bashrc");
+        let link = EventRecord {
+            old_path: Some(outside_file.clone()),
+            ..failed("linkat", &format!("{ws}/hl"), "", "EXDEV")
+        };
+        assert_eq!(
+            refused(&link, &p, &root),
+            Some(Refusal::Denied(Denial {
+                kind: DenialKind::Write,
+                path: outside_file,
+                dev: 0,
+                ino: 0,
+                pid: 42,
+                mono_ns: 7,
+                rule: "write-outside-allowed".into(),
+                mechanism: MECHANISM,
+                dest: None,
+            }))
         );
         // One the policy allows that Landlock could not grant.
         let allowed = format!("{d}/home/allowed.tmp");
@@ -418,7 +461,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            refused(&failed("openat", &out, "write,create", "EACCES"), &p, &other),
+            refused(
+                &failed("openat", &out, "write,create", "EACCES"),
+                &p,
+                &other
+            ),
             None
         );
     }
