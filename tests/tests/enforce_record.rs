@@ -698,6 +698,16 @@ fn strace_agrees(trace: &Path, (a, d, u, q): (u16, u16, u16, u16)) {
     );
 }
 
+/// 300 opens for writing of `home/loop.txt`, each refused.
+const LOOP: &str = "import os
+n = 0
+for _ in range(300):
+    try:
+        os.close(os.open(\"home/loop.txt\", os.O_WRONLY | os.O_CREAT))
+    except PermissionError:
+        n += 1
+print(f\"loop={n}\")";
+
 /// The tree's writes outside the allowed roots, as the workload at the top
 /// of [`writes_outside_the_allowed_roots_are_refused_for_the_tree_only`]
 /// makes them: (process argv[0], path under the scratch dir, rule).
@@ -768,9 +778,11 @@ ln home/existing.txt ws/hl || echo link=refused
 rm -f home/existing.txt || echo rm=refused
 echo k > home/.ssh/authorized_keys || echo ssh=refused
 echo n > /dev/null && echo devnull=ok
+python3 -c '{LOOP}'
 ",
         d = dir.display()
-    );
+    )
+    .replace("{LOOP}", LOOP);
     let trace = ws.join("strace.txt");
     let db = dir.join("run.db");
     let command = [
@@ -806,7 +818,7 @@ echo n > /dev/null && echo devnull=ok
     let stderr = text(&out.stderr);
     assert_eq!(
         text(&out.stdout),
-        "inside=ok\ncreate=refused\nappend=refused\nmkdir=refused\nmv=refused\nsym=refused\ntruncate=refused\nlink=refused\nrm=refused\nssh=refused\ndevnull=ok\n",
+        "inside=ok\ncreate=refused\nappend=refused\nmkdir=refused\nmv=refused\nsym=refused\ntruncate=refused\nlink=refused\nrm=refused\nssh=refused\ndevnull=ok\nloop=300\n",
         "{stderr}"
     );
     // Nothing outside changed; inside, the file written is still there.
@@ -829,7 +841,7 @@ echo n > /dev/null && echo devnull=ok
     assert_eq!(out.status.code(), Some(1), "{stderr}"); // the audit failed
     assert!(
         stderr.lines().any(|l| l.starts_with(
-            "agentsight: enforce: 9 accesses blocked (0 reads, 9 writes, 0 execs, 0 connects, 0 sends); audited, not enforced: denied-path writes inside the allowed roots (Landlock only refuses outside them)"
+            "agentsight: enforce: 309 accesses blocked (0 reads, 309 writes, 0 execs, 0 connects, 0 sends); audited, not enforced: denied-path writes inside the allowed roots (Landlock only refuses outside them)"
         )),
         "{stderr}"
     );
@@ -838,7 +850,18 @@ echo n > /dev/null && echo devnull=ok
         .into_iter()
         .map(|p| (p.id, p.argv.first().cloned().unwrap_or_default()))
         .collect();
-    let got: Vec<(DenialKind, String, String, String, String)> = denials(&db)
+    // The loop's refusals: identical failures back to back are folded into
+    // rows with `repeat`; together they are its 300 calls.
+    let (looped, rows): (Vec<DenialRow>, Vec<DenialRow>) = denials(&db)
+        .into_iter()
+        .partition(|r| r.path == dir.join("home/loop.txt").display().to_string());
+    assert_eq!(
+        looped.iter().map(|r| r.repeat).sum::<u64>(),
+        300,
+        "{looped:?}"
+    );
+    assert!(looped.iter().all(|r| r.rule == "write-outside-allowed"));
+    let got: Vec<(DenialKind, String, String, String, String)> = rows
         .iter()
         .map(|r| {
             (
@@ -871,7 +894,7 @@ echo n > /dev/null && echo devnull=ok
         .enforcement_meta()
         .unwrap()
         .unwrap();
-    assert_eq!((meta.blocked_writes, meta.blocked_reads), (9, 0));
+    assert_eq!((meta.blocked_writes, meta.blocked_reads), (309, 0));
     // The audit: every refusal a blocked finding of its rule and path.
     let report = audit_json(&db, &policy);
     let mut blocked: Vec<(String, String)> = report["findings"]
@@ -891,11 +914,16 @@ echo n > /dev/null && echo devnull=ok
         .iter()
         .map(|(_, path, rule)| (rule.to_string(), dir.join(path).display().to_string()))
         .collect();
+    // The loop's rows are one finding (its count their calls).
+    expected.push((
+        "write-outside-allowed".to_owned(),
+        dir.join("home/loop.txt").display().to_string(),
+    ));
     expected.sort();
     assert_eq!(blocked, expected, "{report:#}");
     let shown = show(&db);
     assert!(
-        shown.contains("blocked (0 read(s), 9 write(s), 0 exec(s)), 0 not stored"),
+        shown.contains("blocked (0 read(s), 309 write(s), 0 exec(s)), 0 not stored"),
         "{shown}"
     );
     let sym_line = format!(" write {} pid ", home.join("viasym.txt").display());
@@ -931,7 +959,9 @@ fn writes_strace_agrees(trace: &Path) {
             "home/.ssh/authorized_keys",
         ]
         .map(String::from)
-        .to_vec(),
+        .into_iter()
+        .chain(std::iter::repeat_n("home/loop.txt".to_owned(), 300))
+        .collect::<Vec<_>>(),
         "{text}"
     );
 }

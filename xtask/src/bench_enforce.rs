@@ -19,6 +19,12 @@
 //! undeclared one by a process outside the tree while the programs are
 //! attached (one map lookup), beside the same outside series timed before
 //! the recording (no program attached): the baseline.
+//!
+//! The write rules (Landlock): N opens for writing (`O_WRONLY|O_CREAT`) by
+//! the tree of a file inside the one allowed root and of one outside it
+//! (each refused with EACCES, each a denial found in the capture at the
+//! end), beside the same open by a process outside any Landlock domain
+//! timed before the recording: the baseline.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -28,8 +34,9 @@ use anyhow::{Context, Result, bail};
 
 const OPENS: usize = 5_000;
 
-/// `open PATH N OUT`: times N opens (open + close) of PATH; `udp PORT N
-/// OUT`: N connects of one UDP socket to 127.0.0.1:PORT. Writes the
+/// `open PATH N OUT`: times N opens (open + close) of PATH; `write PATH N
+/// OUT` the same for writing (created if missing); `udp PORT N OUT`: N
+/// connects of one UDP socket to 127.0.0.1:PORT. Writes the
 /// nanoseconds, one per line, to OUT; a refused call counts like one let
 /// through.
 const TIMER: &str = r#"
@@ -38,6 +45,8 @@ what, target, n, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 if what == "udp":
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     call = lambda: s.connect(("127.0.0.1", int(target)))
+elif what == "write":
+    call = lambda: os.close(os.open(target, os.O_WRONLY | os.O_CREAT, 0o666))
 else:
     call = lambda: os.close(os.open(target, os.O_RDONLY))
 ts = []
@@ -87,8 +96,9 @@ fn bench(agentsight: &Path, base: &Path) -> Result<()> {
     std::fs::write(
         &policy,
         format!(
-            "home = \"{}\"\n[denied_paths]\nread = [\"~/.ssh/**\"]\n[network]\nallow = [\"127.0.0.1:{ALLOWED_PORT}\"]\n",
-            base.join("home").display()
+            "home = \"{}\"\n[writes]\nallow = [\"{}/**\", \"/dev/null\"]\n[denied_paths]\nread = [\"~/.ssh/**\"]\n[network]\nallow = [\"127.0.0.1:{ALLOWED_PORT}\"]\n",
+            base.join("home").display(),
+            out.display()
         ),
     )?;
     let udp = |port: u16, name: &str| {
@@ -98,14 +108,29 @@ fn bench(agentsight: &Path, base: &Path) -> Result<()> {
             out.join(name).display()
         )
     };
-    // Outside any recording: no program attached.
-    let no_programs = Command::new("sh")
-        .args(["-c", &udp(UNDECLARED_PORT, "udp_none")])
-        .status()
-        .context("run the baseline connect timer")?;
-    if !no_programs.success() {
-        bail!("the baseline connect timer failed: {no_programs}");
+    let write = |path: &Path, name: &str| {
+        format!(
+            "python3 {} write {} {OPENS} {}",
+            timer.display(),
+            path.display(),
+            out.join(name).display()
+        )
+    };
+    let (inside, outside_root) = (out.join("written.txt"), base.join("home/written.txt"));
+    // Outside any recording: no program attached, no Landlock domain.
+    for (script, what) in [
+        (udp(UNDECLARED_PORT, "udp_none"), "connect"),
+        (write(&outside_root, "write_none"), "write"),
+    ] {
+        let st = Command::new("sh")
+            .args(["-c", &script])
+            .status()
+            .with_context(|| format!("run the baseline {what} timer"))?;
+        if !st.success() {
+            bail!("the baseline {what} timer failed: {st}");
+        }
     }
+    std::fs::remove_file(&outside_root)?;
     let (ready, done) = (out.join("ready"), out.join("done"));
     let t = |path: &Path, name: &str| {
         format!(
@@ -116,11 +141,13 @@ fn bench(agentsight: &Path, base: &Path) -> Result<()> {
         )
     };
     let script = format!(
-        "{} && {} && {} && {} && : > {} && while [ ! -e {} ]; do sleep 0.05; done",
+        "{} && {} && {} && {} && {} && {} && : > {} && while [ ! -e {} ]; do sleep 0.05; done",
         t(&plain, "baseline"),
         t(&key, "denied"),
         udp(ALLOWED_PORT, "udp_allowed"),
         udp(UNDECLARED_PORT, "udp_refused"),
+        write(&inside, "write_allowed"),
+        write(&outside_root, "write_refused"),
         ready.display(),
         done.display()
     );
@@ -194,6 +221,20 @@ fn bench(agentsight: &Path, base: &Path) -> Result<()> {
         ("udp_outside", "UDP connect, outside the tree"),
     ] {
         report(&out.join(file), what, Some(none))?;
+    }
+    let none = report(
+        &out.join("write_none"),
+        "open for writing, no Landlock (baseline)",
+        None,
+    )?;
+    for (file, what) in [
+        ("write_allowed", "open for writing, allowed (tracked tree)"),
+        ("write_refused", "open for writing, refused (tracked tree)"),
+    ] {
+        report(&out.join(file), what, Some(none))?;
+    }
+    if outside_root.exists() {
+        bail!("{} was written by the tree", outside_root.display());
     }
     for line in summary.lines().filter(|l| l.contains("enforce:")) {
         println!("  {line}");

@@ -44,7 +44,7 @@ pub(super) fn denials(
         if let Some(f) = at.map(|i| &mut findings[i]) {
             f.blocked = true;
             if f.kind == FindingKind::Event("enforcement".into()) {
-                f.evidence.count += 1;
+                f.evidence.count += d.repeat;
             }
             continue;
         }
@@ -114,7 +114,7 @@ pub(super) fn denials(
         f.time = Some(crate::clock::rfc3339_ns(
             anchors.wall_ns(d.mono_ns).max(0) as u64
         ));
-        f.evidence.count = 1;
+        f.evidence.count = d.repeat;
         // Landlock answers EACCES; fanotify and the socket programs EPERM.
         f.evidence.errno = Some(refused_errno(d.kind).into());
         f.evidence.detail = Some(format!("enforcement_denials id {}", d.id));

@@ -164,6 +164,7 @@ impl Decider {
             rule,
             mechanism: super::MECHANISM,
             dest: None,
+            repeat: 1,
         }
     }
 }

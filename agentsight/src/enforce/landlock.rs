@@ -265,6 +265,7 @@ pub fn refused(ev: &EventRecord, plan: &WritePlan, user: &User) -> Option<Refusa
         },
         mechanism: MECHANISM,
         dest: None,
+        repeat: 1,
     }))
 }
 
@@ -442,6 +443,7 @@ mod tests {
                 rule: "write-outside-allowed".into(),
                 mechanism: MECHANISM,
                 dest: None,
+                repeat: 1,
             }))
         );
         // One the policy allows that Landlock could not grant.

@@ -127,6 +127,10 @@ pub struct Denial {
     pub mechanism: &'static str,
     /// A refused connect's or send's destination.
     pub dest: Option<network::Destination>,
+    /// How many calls it stands for: 1, or for a write Landlock refused,
+    /// the stored call's `repeat` (identical failures back to back, one
+    /// row).
+    pub repeat: u64,
 }
 
 #[derive(Debug, thiserror::Error)]

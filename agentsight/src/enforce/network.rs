@@ -133,6 +133,7 @@ impl NetEnforcement {
                 port: d.port,
                 matched,
             }),
+            repeat: 1,
         }
     }
 }

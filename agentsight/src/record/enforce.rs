@@ -355,29 +355,28 @@ fn refused_writes(
     };
     let cap = crate::store::Capture::open(&opts.output).map_err(|e| e.to_string())?;
     let kinds: Vec<&str> = landlock::WRITE_KINDS.iter().map(|k| k.as_str()).collect();
-    let filter = crate::store::read::EventFilter {
-        kinds: &kinds,
-        skip_reads_under: &["/"],
-    };
-    let (mut denied, mut allowed): (Vec<Denial>, Vec<String>) = (Vec::new(), Vec::new());
-    cap.reader()
-        .events_in_window(0, u64::MAX, &filter, |ev| {
-            match landlock::refused(&ev, plan, &user) {
-                Some(landlock::Refusal::Denied(d)) => denied.push(d),
-                Some(landlock::Refusal::Allowed(p)) => allowed.push(p),
-                None => {}
-            }
-            true
-        })
+    let calls = cap
+        .reader()
+        .refused_file_calls(&kinds)
         .map_err(|e| e.to_string())?;
     drop(cap);
+    let (mut denied, mut allowed): (Vec<Denial>, Vec<String>) = (Vec::new(), Vec::new());
+    for (ev, repeat) in calls {
+        match landlock::refused(&ev, plan, &user) {
+            Some(landlock::Refusal::Denied(d)) => denied.push(Denial { repeat, ..d }),
+            Some(landlock::Refusal::Allowed(p)) => {
+                allowed.extend(std::iter::repeat_n(p, repeat as usize))
+            }
+            None => {}
+        }
+    }
     if denied.is_empty() && allowed.is_empty() {
         return Ok((0, allowed));
     }
     CaptureRw::open(&opts.output)
         .and_then(|c| c.add_write_denials(&denied, &allowed))
         .map_err(|e| e.to_string())?;
-    Ok((denied.len() as u64, allowed))
+    Ok((denied.iter().map(|d| d.repeat).sum(), allowed))
 }
 
 /// The command's user, as file credentials.

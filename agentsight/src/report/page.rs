@@ -300,7 +300,7 @@ fn enforcement_section(m: &ReportModel) -> String {
         s,
         "<section id=\"enforcement\"><h2>Enforcement: {} blocked</h2>\
          <p class=\"note\">record --enforce, mode <code>{}</code>: {} refused; {} not stored</p>",
-        rows.len(),
+        crate::store::enforcement::blocked_total(rows),
         esc(&meta.mode),
         crate::store::enforcement::kind_counts(rows),
         meta.lost

@@ -11,8 +11,10 @@ use crate::enforce::{Denial, DenialKind};
 
 /// `path`, `dev` and `ino` name a refused read's or exec's file (`path`
 /// empty, `dev` and `ino` 0 for a connect or a send); `addr` and `port` a
-/// refused connect's or send's destination (NULL for a file). Captures of
-/// older builds lack `addr` and `port`.
+/// refused connect's or send's destination (NULL for a file); `repeat` how
+/// many identical calls back to back the row stands for (NULL = 1; a
+/// write Landlock refused, from its stored call). Captures of older builds
+/// lack `addr`, `port` and `repeat`.
 ///
 /// Created by the first denial (or at the start of an enforced recording).
 pub(crate) const SCHEMA: &str = r#"
@@ -27,7 +29,8 @@ CREATE TABLE IF NOT EXISTS enforcement_denials (
     rule TEXT NOT NULL,
     mechanism TEXT NOT NULL,
     addr TEXT,
-    port INTEGER
+    port INTEGER,
+    repeat INTEGER
 );
 "#;
 
@@ -48,6 +51,8 @@ pub struct DenialRow {
     /// A refused connect's or send's destination address and port.
     pub addr: Option<String>,
     pub port: Option<u16>,
+    /// How many calls the row stands for (1 but for a folded failure).
+    pub repeat: u64,
 }
 
 impl DenialRow {
@@ -61,12 +66,17 @@ impl DenialRow {
     }
 }
 
+/// The accesses the rows stand for (a folded failure counts its calls).
+pub fn blocked_total(rows: &[DenialRow]) -> u64 {
+    rows.iter().map(|r| r.repeat).sum()
+}
+
 /// "2 read(s), 1 exec(s)", with "W write(s)" when a write was refused,
 /// ", C connect(s), S send(s)" when a
 /// connect or send was refused: what `show` and the report head their
 /// denials with.
 pub fn kind_counts(rows: &[DenialRow]) -> String {
-    let n = |k: DenialKind| rows.iter().filter(|r| r.kind == k).count();
+    let n = |k: DenialKind| -> u64 { rows.iter().filter(|r| r.kind == k).map(|r| r.repeat).sum() };
     let mut s = format!("{} read(s), ", n(DenialKind::Read));
     if rows.iter().any(|r| r.kind == DenialKind::Write) {
         s += &format!("{} write(s), ", n(DenialKind::Write));
@@ -139,8 +149,8 @@ pub(crate) fn insert(conn: &Connection, denials: &[Denial]) -> rusqlite::Result<
     conn.execute_batch(SCHEMA)?;
     let mut st = conn.prepare_cached(
         "INSERT INTO enforcement_denials
-         (kind, path, dev, ino, pid, mono_ns, rule, mechanism, addr, port)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+         (kind, path, dev, ino, pid, mono_ns, rule, mechanism, addr, port, repeat)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?;
     for d in denials {
         st.execute(params![
@@ -154,6 +164,7 @@ pub(crate) fn insert(conn: &Connection, denials: &[Denial]) -> rusqlite::Result<
             d.mechanism,
             d.dest.as_ref().map(|t| t.addr.as_str()),
             d.dest.as_ref().map(|t| t.port),
+            (d.repeat > 1).then_some(d.repeat as i64),
         ])?;
     }
     Ok(())
@@ -188,7 +199,7 @@ impl super::CaptureRw {
             })
             .map_err(qe)?;
         if let Some(mut meta) = raw.and_then(|r| serde_json::from_str::<EnforcementMeta>(&r).ok()) {
-            meta.blocked_writes += denials.len() as u64;
+            meta.blocked_writes += denials.iter().map(|d| d.repeat).sum::<u64>();
             meta.refused_allowed += allowed.len() as u64;
             meta.refused_allowed_paths = allowed
                 .iter()
@@ -229,11 +240,17 @@ impl super::CaptureReader<'_> {
             } else {
                 "NULL, NULL"
             };
+        let repeat =
+            if super::read::has_column(self.conn, "enforcement_denials", "repeat").map_err(qe)? {
+                "d.repeat"
+            } else {
+                "NULL"
+            };
         let mut st = self
             .conn
             .prepare(&format!(
                 "SELECT d.id, d.kind, d.path, d.dev, d.ino, d.pid, d.mono_ns, d.rule, d.mechanism,
-                 {dest}, (SELECT p.id FROM processes p WHERE p.pid = d.pid
+                 {dest}, {repeat}, (SELECT p.id FROM processes p WHERE p.pid = d.pid
                     AND p.start_mono_ns <= d.mono_ns
                     AND (p.end_mono_ns IS NULL OR p.end_mono_ns >= d.mono_ns)
                   ORDER BY p.start_mono_ns DESC, p.id DESC LIMIT 1)
@@ -257,11 +274,57 @@ impl super::CaptureReader<'_> {
                     port: r
                         .get::<_, Option<i64>>(10)?
                         .and_then(|p| u16::try_from(p).ok()),
-                    process_id: r.get(11)?,
+                    repeat: r.get::<_, Option<i64>>(11)?.map_or(1, |n| n.max(1) as u64),
+                    process_id: r.get(12)?,
                 })
             })
             .map_err(qe)?;
         rows.map(|r| r.map_err(qe)).collect()
+    }
+
+    /// The file calls that failed with `EACCES` or `EXDEV` (what Landlock
+    /// answers), of these `kinds`, in time order, each with how many calls
+    /// its row stands for (`repeat`).
+    pub fn refused_file_calls(
+        &self,
+        kinds: &[&str],
+    ) -> Result<Vec<(super::read::EventRecord, u64)>, StoreError> {
+        let qe = |e| self.query_err(e);
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT id, mono_ns, kind, pid, process_id, path, old_path, flags, result, errno,
+                 repeat FROM events WHERE errno IN ('EACCES', 'EXDEV') ORDER BY mono_ns, id",
+            )
+            .map_err(qe)?;
+        let rows = st
+            .query_map([], |r| {
+                Ok((
+                    super::read::EventRecord {
+                        id: r.get(0)?,
+                        mono_ns: r.get(1)?,
+                        kind: r.get(2)?,
+                        pid: r.get(3)?,
+                        process_id: r.get(4)?,
+                        path: r.get(5)?,
+                        old_path: r.get(6)?,
+                        flags: r.get(7)?,
+                        result: r.get(8)?,
+                        errno: r.get(9)?,
+                        ..Default::default()
+                    },
+                    r.get::<_, Option<i64>>(10)?.map_or(1, |n| n.max(1) as u64),
+                ))
+            })
+            .map_err(qe)?;
+        let mut out = Vec::new();
+        for row in rows {
+            let row = row.map_err(qe)?;
+            if kinds.contains(&row.0.kind.as_str()) {
+                out.push(row);
+            }
+        }
+        Ok(out)
     }
 
     /// Meta `enforcement`, when the capture was recorded with `--enforce`

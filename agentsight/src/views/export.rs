@@ -247,6 +247,9 @@ fn denial_record(d: &DenialRow, wall_ns: Option<u64>) -> Json {
             obj.insert("ino".into(), json!(d.ino));
         }
     }
+    if d.repeat > 1 {
+        obj.insert("repeat".into(), json!(d.repeat));
+    }
     obj.insert("pid".into(), json!(d.pid));
     if let Some(p) = d.process_id {
         obj.insert("process_id".into(), json!(p));

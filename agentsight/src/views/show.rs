@@ -397,7 +397,7 @@ fn enforcement(cap: &Capture, procs: &[ProcessRecord], s: &mut String) -> Result
         s,
         "\nENFORCEMENT (record --enforce, mode {}): {} blocked ({}), {} not stored",
         v(&meta.mode),
-        rows.len(),
+        crate::store::enforcement::blocked_total(&rows),
         crate::store::enforcement::kind_counts(&rows),
         meta.lost
     );
@@ -444,9 +444,14 @@ fn enforcement(cap: &Capture, procs: &[ProcessRecord], s: &mut String) -> Result
         } else {
             format!(", device {}, inode {}", r.dev, r.ino)
         };
+        let times = if r.repeat > 1 {
+            format!(" ×{}", r.repeat)
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             s,
-            "  {} {} {} pid {}{who} {} ({}{file})",
+            "  {} {}{times} {} pid {}{who} {} ({}{file})",
             crate::clock::rfc3339_ns(anchors.wall_ns(r.mono_ns).max(0) as u64),
             r.kind.as_str(),
             v(&r.target()),
