@@ -14,6 +14,7 @@ use super::{
     policy::Policy,
     rules::paths::{PathSet, Places},
 };
+use crate::enforce::landlock::WriteRoots;
 use crate::store::Capture;
 
 /// Bounds of the walk under each pattern's literal prefix: a pattern such
@@ -89,37 +90,6 @@ pub fn denied_dirs(
     out.sort();
     out.dedup();
     Ok(out)
-}
-
-/// What `record --enforce` lets the tree write (Landlock allows only
-/// beneath directories and on files that exist when the rules are made):
-/// the policy's `[writes] allow` globs, placed, as the kernel can hold them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WriteRoots {
-    /// Directories every write beneath is allowed in: `D` of `D/**`, or the
-    /// literal directory of a glob such as `/dev/pts/*` (wider than the
-    /// glob: said in `widened`).
-    pub dirs: Vec<String>,
-    /// Allowed roots `D/**` that do not exist yet, in the home: created
-    /// (empty, the user's) before the rules are made, or they could never
-    /// be written.
-    pub missing: Vec<String>,
-    /// Existing files named literally (`/dev/null`, `~/.claude.json`): written
-    /// or truncated, not created or removed.
-    pub files: Vec<String>,
-    /// Globs granted wider than written: "`/dev/pts/*` as `/dev/pts/**`".
-    pub widened: Vec<String>,
-    /// Globs the kernel cannot grant (their directory is `/` or the home
-    /// itself, or a literal path that does not exist): writes only they
-    /// allow are refused.
-    pub not_granted: Vec<String>,
-    /// The `[denied_paths] write` globs, placed: a refused write they match
-    /// is a `denied-path` denial, any other a `write-outside-allowed` one.
-    pub denied: Vec<String>,
-    /// The `[writes] allow` globs, placed: a refused write one of them
-    /// matches is one the policy allows but the kernel could not grant
-    /// (`not_granted`), counted apart from the denials.
-    pub allowed: Vec<String>,
 }
 
 /// The [`WriteRoots`] of `policy`'s `[writes] allow`, with `~`,

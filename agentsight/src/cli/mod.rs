@@ -195,10 +195,12 @@ pub struct RecordArgs {
     /// `[denied_paths] read` files and execs of `[executables] deny` ones are
     /// refused with EPERM (fanotify permission marks on their inodes), and so
     /// are connects and datagrams to destinations `[network]` denies or does
-    /// not declare (cgroup socket programs); needs root. Every denial is
-    /// stored and `audit` marks its finding blocked. Not enforced yet
-    /// (audited only, listed in the capture and the summary): writes outside
-    /// the allowed roots, denied writes, DNS names asked. If a rule cannot be
+    /// not declare (cgroup socket programs), and writes outside the
+    /// `[writes]` allowed roots with EACCES (a Landlock ruleset the command
+    /// takes on before it runs); needs root. Every denial is stored and
+    /// `audit` marks its finding blocked. Not enforced (audited only, listed
+    /// in the capture and the summary): denied writes inside the allowed
+    /// roots, `[executables] allow`, DNS names asked. If a rule cannot be
     /// enforced, recording refuses to start (exit 2); `--enforce=best-effort`
     /// records anyway and lists the rule as audited only. If the recorder
     /// dies, a sentinel stops and kills the tree. See docs/enforce.md.

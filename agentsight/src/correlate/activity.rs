@@ -145,8 +145,20 @@ impl Denials {
             ("EPERM", EventKind::Sendto | EventKind::Sendmsg | EventKind::Sendmmsg) => {
                 DenialKind::Send
             }
-            // Landlock's refusal of a write.
-            ("EACCES", k) if crate::enforce::landlock::WRITE_KINDS.contains(&k) => {
+            // Landlock's refusal of a write (EXDEV: a link or rename
+            // across the roots).
+            ("EACCES" | "EXDEV", k)
+                if k.access(ev.flags.as_deref()).is_some_and(|a| {
+                    matches!(
+                        a,
+                        Access::Write
+                            | Access::Delete
+                            | Access::Rename
+                            | Access::Mkdir
+                            | Access::Link
+                    )
+                }) =>
+            {
                 DenialKind::Write
             }
             _ => return None,

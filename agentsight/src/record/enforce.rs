@@ -22,7 +22,9 @@ use crate::{
     store::{CaptureRw, StoreMsg, Writer, enforcement::EnforcementMeta, meta::key},
 };
 
-use super::{Notice, RecordError, RecordOptions, target::Target, tracker::Tracker};
+use super::{
+    Notice, RecordError, RecordOptions, landlock_denials::Refusal, target::Target, tracker::Tracker,
+};
 
 /// Denials waiting for the writer: a burst (a tool retrying a refused open
 /// in a loop) is held here, not dropped, up to this many.
@@ -354,7 +356,10 @@ fn refused_writes(
             .collect(),
     };
     let cap = crate::store::Capture::open(&opts.output).map_err(|e| e.to_string())?;
-    let kinds: Vec<&str> = landlock::WRITE_KINDS.iter().map(|k| k.as_str()).collect();
+    let kinds: Vec<&str> = super::landlock_denials::WRITE_KINDS
+        .iter()
+        .map(|k| k.as_str())
+        .collect();
     let calls = cap
         .reader()
         .refused_file_calls(&kinds)
@@ -362,11 +367,9 @@ fn refused_writes(
     drop(cap);
     let (mut denied, mut allowed): (Vec<Denial>, Vec<String>) = (Vec::new(), Vec::new());
     for (ev, repeat) in calls {
-        match landlock::refused(&ev, plan, &user) {
-            Some(landlock::Refusal::Denied(d)) => denied.push(Denial { repeat, ..d }),
-            Some(landlock::Refusal::Allowed(p)) => {
-                allowed.extend(std::iter::repeat_n(p, repeat as usize))
-            }
+        match super::landlock_denials::refused(&ev, plan, &user) {
+            Some(Refusal::Denied(d)) => denied.push(Denial { repeat, ..d }),
+            Some(Refusal::Allowed(p)) => allowed.extend(std::iter::repeat_n(p, repeat as usize)),
             None => {}
         }
     }

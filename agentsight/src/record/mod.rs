@@ -10,6 +10,7 @@
 
 mod enforce;
 mod finish;
+mod landlock_denials;
 mod load;
 mod meta;
 mod outcome;

@@ -210,7 +210,7 @@ impl super::CaptureRw {
                 path: self.path.clone(),
                 reason: e.to_string(),
             })?;
-            super::writer::put_meta(&t, super::meta::key::ENFORCEMENT, &json).map_err(qe)?;
+            super::put_meta(&t, super::meta::key::ENFORCEMENT, &json).map_err(qe)?;
         }
         t.commit().map_err(qe)
     }
