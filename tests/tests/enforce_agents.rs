@@ -95,22 +95,31 @@ fn model_never_saw_the_key(run: &Run, ctx: &str) {
         !log.contains(KEY_MARKER),
         "the key reached the model: {ctx}"
     );
+    the_refusal_reached_the_model(
+        run,
+        "Operation not permitted",
+        "That is your private key.",
+        ctx,
+    );
+}
+
+/// The last request the model server received says the call was refused
+/// (`said`), and the scripted conversation ran to its final answer.
+fn the_refusal_reached_the_model(run: &Run, said: &str, final_text: &str, ctx: &str) {
     // Each logged entry holds the request as the server parsed it.
-    let requests: Vec<String> = entries
+    let requests: Vec<String> = run
+        .server_entries()
         .iter()
         .filter(|e| e["kind"] == "main")
         .map(|e| e["request"].to_string())
         .collect();
     assert!(
-        requests
-            .last()
-            .is_some_and(|r| r.contains("Operation not permitted")),
-        "the last request does not say the read was refused: {:?}\n{ctx}",
+        requests.last().is_some_and(|r| r.contains(said)),
+        "the last request does not say the call was refused: {:?}\n{ctx}",
         requests.last()
     );
-    // The scripted conversation ran to its final answer.
     let last = run.main_responses().last().cloned().unwrap_or(Value::Null);
-    assert_eq!(last["text"], "That is your private key.", "{ctx}");
+    assert_eq!(last["text"], final_text, "{ctx}");
 }
 
 /// The capture: the read by `cat`, refused by fanotify, and nothing else
@@ -311,18 +320,20 @@ fn audited(db: &Path, policy: &Path, key: &str, ctx: &str) {
     assert_eq!(by_cat["severity"], "error", "{ctx}");
 }
 
-macro_rules! enforce_risky {
-    ($($name:ident: $agent:ident, $scenario:literal;)*) => {
+/// One test per agent: `$name` runs `$check(Agent::$agent, $scenario)`.
+macro_rules! per_agent {
+    ($check:ident => $($name:ident: $agent:ident, $scenario:literal;)*) => {
         $(
             #[test]
             fn $name() {
-                risky_is_refused(Agent::$agent, $scenario);
+                $check(Agent::$agent, $scenario);
             }
         )*
     };
 }
 
-enforce_risky! {
+per_agent! {
+    risky_is_refused =>
     claude_risky_read_is_refused: Claude, "risky";
     codex_risky_read_is_refused: Codex, "risky";
     gemini_risky_read_is_refused: Gemini, "risky";
@@ -562,40 +573,16 @@ fn escape_write_is_refused(agent: Agent, scenario: &str) {
         ),
         "{ctx}"
     );
-    // The shell's refusal reached the model, and the scripted
-    // conversation ran to its final answer.
-    let requests: Vec<String> = run
-        .server_entries()
-        .iter()
-        .filter(|e| e["kind"] == "main")
-        .map(|e| e["request"].to_string())
-        .collect();
-    assert!(
-        requests
-            .last()
-            .is_some_and(|r| r.contains("Permission denied")),
-        "the last request does not say the write was refused: {:?}\n{ctx}",
-        requests.last()
-    );
-    let last = run.main_responses().last().cloned().unwrap_or(Value::Null);
-    assert_eq!(
-        last["text"], "The note could not be written: permission denied.",
-        "{ctx}"
+    the_refusal_reached_the_model(
+        &run,
+        "Permission denied",
+        "The note could not be written: permission denied.",
+        &ctx,
     );
 }
 
-macro_rules! enforce_escape {
-    ($($name:ident: $agent:ident, $scenario:literal;)*) => {
-        $(
-            #[test]
-            fn $name() {
-                escape_write_is_refused(Agent::$agent, $scenario);
-            }
-        )*
-    };
-}
-
-enforce_escape! {
+per_agent! {
+    escape_write_is_refused =>
     claude_write_outside_is_refused: Claude, "escape";
     codex_write_outside_is_refused: Codex, "escape";
     gemini_write_outside_is_refused: Gemini, "escape";

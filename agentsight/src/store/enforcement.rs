@@ -186,19 +186,7 @@ impl super::CaptureRw {
         };
         let t = self.conn().unchecked_transaction().map_err(qe)?;
         insert(&t, denials).map_err(qe)?;
-        let raw: Option<String> = t
-            .query_row(
-                "SELECT value FROM meta WHERE key = ?1",
-                [super::meta::key::ENFORCEMENT],
-                |r| r.get(0),
-            )
-            .map(Some)
-            .or_else(|e| match e {
-                rusqlite::Error::QueryReturnedNoRows => Ok(None),
-                e => Err(e),
-            })
-            .map_err(qe)?;
-        if let Some(mut meta) = raw.and_then(|r| serde_json::from_str::<EnforcementMeta>(&r).ok()) {
+        if let Some(mut meta) = stored_meta(&t).map_err(qe)? {
             meta.blocked_writes += denials.iter().map(|d| d.repeat).sum::<u64>();
             meta.refused_allowed += allowed.len() as u64;
             meta.refused_allowed_paths = allowed
@@ -330,19 +318,22 @@ impl super::CaptureReader<'_> {
     /// Meta `enforcement`, when the capture was recorded with `--enforce`
     /// (a value that does not parse is reported as absent).
     pub fn enforcement_meta(&self) -> Result<Option<EnforcementMeta>, StoreError> {
-        let raw: Option<String> = self
-            .conn
-            .query_row(
-                "SELECT value FROM meta WHERE key = ?1",
-                [super::meta::key::ENFORCEMENT],
-                |r| r.get(0),
-            )
-            .map(Some)
-            .or_else(|e| match e {
-                rusqlite::Error::QueryReturnedNoRows => Ok(None),
-                e => Err(e),
-            })
-            .map_err(|e| self.query_err(e))?;
-        Ok(raw.and_then(|r| serde_json::from_str(&r).ok()))
+        stored_meta(self.conn).map_err(|e| self.query_err(e))
     }
+}
+
+/// Meta `enforcement` as stored (a value that does not parse: None).
+fn stored_meta(conn: &Connection) -> rusqlite::Result<Option<EnforcementMeta>> {
+    let raw: Option<String> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = ?1",
+            [super::meta::key::ENFORCEMENT],
+            |r| r.get(0),
+        )
+        .map(Some)
+        .or_else(|e| match e {
+            rusqlite::Error::QueryReturnedNoRows => Ok(None),
+            e => Err(e),
+        })?;
+    Ok(raw.and_then(|r| serde_json::from_str(&r).ok()))
 }
