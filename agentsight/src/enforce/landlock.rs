@@ -79,7 +79,8 @@ pub struct WritePlan {
 /// The ruleset made, ready for the command to take on.
 pub struct WriteRules {
     fd: OwnedFd,
-    /// The missing roots created for it (empty ones are removed at the end).
+    /// The directories created for it, outermost first (those left empty
+    /// are removed at the end).
     pub created: Vec<String>,
 }
 
@@ -100,9 +101,9 @@ impl WritePlan {
         };
         let mut created = Vec::new();
         for dir in &self.roots.missing {
-            if create_missing(Path::new(dir)).map_err(|e| unavailable(format!("{dir}: {e}")))? {
-                created.push(dir.clone());
-            }
+            created.extend(
+                create_missing(Path::new(dir)).map_err(|e| unavailable(format!("{dir}: {e}")))?,
+            );
         }
         let made = (|| -> Result<OwnedFd, String> {
             let mut rs = Ruleset::default()
@@ -136,22 +137,29 @@ impl WritePlan {
     }
 }
 
-/// Creates `dir` (and its missing parents, 0700) when it does not exist;
-/// whether it did.
-fn create_missing(dir: &Path) -> std::io::Result<bool> {
-    if dir.exists() {
-        return Ok(false);
+/// Creates `dir` and its missing parents (0700) when it does not exist;
+/// the directories it made, outermost first.
+fn create_missing(dir: &Path) -> std::io::Result<Vec<String>> {
+    let mut made: Vec<String> = dir
+        .ancestors()
+        .take_while(|d| !d.exists())
+        .filter_map(|d| d.to_str().map(str::to_owned))
+        .collect();
+    made.reverse();
+    if !made.is_empty() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
     }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    Ok(true)
+    Ok(made)
 }
 
-/// Removes the roots created for the run that the tree left empty.
+/// Removes the directories created for the run (`created`, outermost
+/// first, as [`create_missing`] lists them) that the tree left empty,
+/// innermost first.
 pub fn remove_empty(created: &[String]) {
-    for dir in created {
+    for dir in created.iter().rev() {
         // Fails (and keeps it) when anything was written in it.
         let _ = std::fs::remove_dir(dir);
     }
@@ -263,4 +271,27 @@ pub fn permitted(on_file: bool, path: &Path, user: &User) -> bool {
     path.parent()
         .and_then(|p| std::fs::metadata(p).ok())
         .is_some_and(|m| user.may_write(&m))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_roots_and_their_parents_are_made_and_removed_when_left_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display().to_string();
+        let made = create_missing(&dir.path().join("a/b/c")).unwrap();
+        assert_eq!(
+            made,
+            [format!("{d}/a"), format!("{d}/a/b"), format!("{d}/a/b/c")]
+        );
+        assert!(create_missing(&dir.path().join("a/b")).unwrap().is_empty());
+        let kept = create_missing(&dir.path().join("x/y")).unwrap();
+        std::fs::write(dir.path().join("x/y/state"), "s").unwrap();
+        remove_empty(&made);
+        remove_empty(&kept);
+        assert!(!dir.path().join("a").exists());
+        assert!(dir.path().join("x/y/state").exists());
+    }
 }
